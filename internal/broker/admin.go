@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// TopicSpec describes a topic to create. Partitions <= 0 means the broker's
+// default (num.partitions).
+type TopicSpec struct {
+	Name       string
+	Partitions int32
+	Configs    map[string]string
+}
+
+// maxPartitions bounds one topic's partition count; each partition is a
+// directory with open files.
+const maxPartitions = 10000
+
+// CreateTopic creates a topic and its partition logs. With validateOnly it
+// only checks the spec and returns the topic it would create, with its
+// configs but without partitions.
+func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) {
+	if err := validTopicName(spec.Name); err != nil {
+		return nil, err
+	}
+	if spec.Partitions <= 0 {
+		spec.Partitions = b.cfg.DefaultPartitions
+	}
+	if spec.Partitions > maxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions, at most %d", ErrInvalidPartitions, spec.Partitions, maxPartitions)
+	}
+	if err := validateTopicConfigs(spec.Configs); err != nil {
+		return nil, err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if _, err := b.Topic(spec.Name); err == nil {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
+	}
+	rec := topicRecord{Name: spec.Name, Partitions: spec.Partitions, Configs: maps.Clone(spec.Configs)}
+	if validateOnly {
+		return b.newTopic(rec), nil
+	}
+	rand.Read(rec.ID[:])
+	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
+		return nil, err
+	}
+	t := b.newTopic(rec)
+	if err := b.openPartitions(t, rec.Partitions); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	b.topics[t.name] = t
+	b.byID[t.id] = t
+	b.logger.Info("topic created", "topic", t.name, "partitions", rec.Partitions)
+	return t, nil
+}
+
+// DeleteTopic removes a topic and its data.
+func (b *Broker) DeleteTopic(name string) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t, err := b.Topic(name)
+	if err != nil {
+		return err
+	}
+	rec := t.record()
+	rec.Deleted = true
+	if err := b.meta.write(topicKey(name), rec); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.topics, name)
+	delete(b.byID, t.id)
+	b.mu.Unlock()
+	var errs []error
+	for _, p := range t.Partitions() {
+		if p.log != nil {
+			errs = append(errs, p.log.Delete())
+		} else {
+			errs = append(errs, os.RemoveAll(p.dir))
+		}
+		p.wakeWaiters()
+	}
+	b.logger.Info("topic deleted", "topic", name)
+	return errors.Join(errs...)
+}
+
+// CreatePartitions raises a topic's partition count to total.
+func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t, err := b.Topic(name)
+	if err != nil {
+		return err
+	}
+	have := int32(len(t.Partitions()))
+	switch {
+	case total < have:
+		return fmt.Errorf("%w: %s has %d partitions; the count can only grow", ErrInvalidPartitions, name, have)
+	case total == have:
+		return fmt.Errorf("%w: %s already has %d partitions", ErrInvalidPartitions, name, have)
+	case total > maxPartitions:
+		return fmt.Errorf("%w: %d partitions, at most %d", ErrInvalidPartitions, total, maxPartitions)
+	}
+	if validateOnly {
+		return nil
+	}
+	rec := t.record()
+	rec.Partitions = total
+	if err := b.meta.write(topicKey(name), rec); err != nil {
+		return err
+	}
+	return b.openPartitions(t, total)
+}
+
+// AlterTopicConfigs changes a topic's config overrides. With incremental
+// false, set replaces the whole override set (AlterConfigs); with
+// incremental true, a non-nil value sets a config and a nil one returns it to
+// its default (IncrementalAlterConfigs SET and DELETE).
+func (b *Broker) AlterTopicConfigs(name string, set map[string]*string, incremental, validateOnly bool) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t, err := b.Topic(name)
+	if err != nil {
+		return err
+	}
+	overrides := map[string]string{}
+	if incremental {
+		overrides = maps.Clone(t.currentConfig().overrides)
+		if overrides == nil {
+			overrides = map[string]string{}
+		}
+	}
+	for k, v := range set {
+		if v == nil {
+			if _, known := topicConfigDefs[k]; !known {
+				return fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, k)
+			}
+			delete(overrides, k)
+			continue
+		}
+		overrides[k] = *v
+	}
+	if err := validateTopicConfigs(overrides); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	rec := t.record()
+	rec.Configs = overrides
+	if err := b.meta.write(topicKey(name), rec); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.config.overrides = overrides
+	cfg := t.config
+	parts := t.partitions
+	t.mu.Unlock()
+	for _, p := range parts {
+		if p.log != nil {
+			p.log.SetConfig(cfg.logConfig())
+		}
+	}
+	return nil
+}
+
+func (b *Broker) newTopic(rec topicRecord) *Topic {
+	return &Topic{
+		name: rec.Name,
+		id:   rec.ID,
+		config: topicConfig{
+			overrides: rec.Configs,
+			defaults:  map[string]string{"max.message.bytes": strconv.Itoa(int(b.cfg.MessageMaxBytes))},
+		},
+	}
+}
+
+// openPartitions opens (creating where needed) partitions up to count.
+func (b *Broker) openPartitions(t *Topic, count int32) error {
+	cfg := t.currentConfig().logConfig()
+	for i := int32(len(t.Partitions())); i < count; i++ {
+		p := &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync}
+		if err := claimPartitionDir(p.dir, t.id); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrStorage, p.dir, err)
+		}
+		p.log, p.offline = seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
+		if p.offline != nil {
+			var corrupt *seglog.CorruptionError
+			if !errors.As(p.offline, &corrupt) {
+				return fmt.Errorf("%w: open %s: %v", ErrStorage, p.dir, p.offline)
+			}
+			b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", p.offline)
+			p.log = nil
+		}
+		t.mu.Lock()
+		t.partitions = append(t.partitions, p)
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// partitionMetadataFile records which topic a partition directory belongs
+// to, as Kafka's partition.metadata does: a directory left behind by a
+// deleted topic of the same name is recognised and wiped, never reused.
+const partitionMetadataFile = "partition.metadata"
+
+func claimPartitionDir(dir string, topicID [16]byte) error {
+	want := []byte("topic_id: " + hex.EncodeToString(topicID[:]) + "\n")
+	path := filepath.Join(dir, partitionMetadataFile)
+	have, err := os.ReadFile(path)
+	switch {
+	case err == nil && bytes.Equal(have, want):
+		return nil
+	case err == nil:
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove data of an earlier topic: %w", err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return writeFileSync(path, want)
+}
+
+// writeFileSync writes a small file and fsyncs it and its directory, so it
+// exists after a crash.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

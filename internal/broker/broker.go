@@ -1,0 +1,278 @@
+// Package broker is Wharf's core: topics made of partitions, each partition a
+// log from package seglog, plus the broker's own metadata, itself kept in a
+// log. Protocol front ends (internal/kafka, and later AMQP) translate wire
+// requests into calls on this package and hold no storage logic of their own.
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// Broker owns every topic and the goroutines that flush and trim their logs.
+type Broker struct {
+	cfg       Config
+	logger    *slog.Logger
+	clusterID string
+	meta      *metadataLog
+	defs      *DefinitionStore
+
+	adminMu sync.Mutex // serialises topic creation, deletion and alteration
+
+	mu     sync.RWMutex
+	topics map[string]*Topic
+	byID   map[[16]byte]*Topic
+	closed bool
+
+	stop chan struct{}
+	bg   sync.WaitGroup
+}
+
+// Open starts a broker on cfg.DataDir: it replays the metadata log and opens
+// every partition. A partition whose log is corrupt is kept offline and
+// reported, as Kafka does with a failed log directory, rather than failing
+// the whole broker.
+func Open(cfg Config) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if cfg.DataDir == "" {
+		return nil, errors.New("broker: no data directory")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:    cfg,
+		logger: cfg.Logger,
+		meta:   meta,
+		topics: map[string]*Topic{},
+		byID:   map[[16]byte]*Topic{},
+		stop:   make(chan struct{}),
+	}
+	if err := b.load(); err != nil {
+		b.closeLogs()
+		return nil, err
+	}
+	b.bg.Add(2)
+	go b.flushLoop()
+	go b.retentionLoop()
+	return b, nil
+}
+
+func (b *Broker) load() error {
+	st, err := b.meta.load()
+	if err != nil {
+		return fmt.Errorf("replay metadata log: %w", err)
+	}
+	b.defs = &DefinitionStore{meta: b.meta, live: st.definitions}
+	b.clusterID = st.clusterID
+	if b.clusterID == "" {
+		b.clusterID = newClusterID()
+		if err := b.meta.write(clusterKey, clusterRecord{ClusterID: b.clusterID}); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.topics)) {
+		t := b.newTopic(st.topics[name])
+		if err := b.openPartitions(t, st.topics[name].Partitions); err != nil {
+			return err
+		}
+		b.topics[name] = t
+		b.byID[t.id] = t
+	}
+	b.removeOrphanDirs()
+	return nil
+}
+
+// removeOrphanDirs deletes partition directories of topics that the
+// metadata log says are gone: a crash between recording a deletion and
+// removing the files leaves them behind.
+func (b *Broker) removeOrphanDirs() {
+	entries, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		b.logger.Warn("cannot list data directory", "err", err)
+		return
+	}
+	live := map[string]bool{}
+	for _, t := range b.topics {
+		live[hex.EncodeToString(t.id[:])] = true
+	}
+	for _, e := range entries {
+		dir := filepath.Join(b.cfg.DataDir, e.Name())
+		data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
+		if err != nil {
+			continue // not a partition directory of ours
+		}
+		id, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "topic_id: ")
+		if ok && !live[id] {
+			b.logger.Info("removing data of a deleted topic", "dir", dir)
+			if err := os.RemoveAll(dir); err != nil {
+				b.logger.Warn("cannot remove", "dir", dir, "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the background loops and closes every log cleanly, so the
+// next start need not rescan them.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	b.bg.Wait()
+	return b.closeLogs()
+}
+
+func (b *Broker) closeLogs() error {
+	var errs []error
+	for _, t := range b.topics {
+		for _, p := range t.Partitions() {
+			if p.log != nil {
+				errs = append(errs, p.log.Close())
+			}
+		}
+	}
+	errs = append(errs, b.meta.close())
+	return errors.Join(errs...)
+}
+
+// ClusterID is generated on first start and kept in the metadata log.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// NodeID is this broker's id in Metadata responses.
+func (b *Broker) NodeID() int32 { return b.cfg.NodeID }
+
+// DataDir is the directory holding every log.
+func (b *Broker) DataDir() string { return b.cfg.DataDir }
+
+// Topic returns the named topic.
+func (b *Broker) Topic(name string) (*Topic, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if t, ok := b.topics[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+}
+
+// TopicByID returns the topic with the given UUID.
+func (b *Broker) TopicByID(id [16]byte) (*Topic, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if t, ok := b.byID[id]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: id %x", ErrUnknownTopic, id)
+}
+
+// TopicOrCreate returns the named topic, creating it with the default
+// partition count when auto.create.topics.enable is on.
+func (b *Broker) TopicOrCreate(name string) (*Topic, error) {
+	t, err := b.Topic(name)
+	if err == nil || !*b.cfg.AutoCreateTopics {
+		return t, err
+	}
+	t, err = b.CreateTopic(TopicSpec{Name: name, Partitions: -1}, false)
+	if errors.Is(err, ErrTopicExists) { // created concurrently
+		return b.Topic(name)
+	}
+	return t, err
+}
+
+// Topics returns every topic, sorted by name.
+func (b *Broker) Topics() []*Topic {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := slices.Collect(maps.Values(b.topics))
+	slices.SortFunc(out, func(x, y *Topic) int {
+		switch {
+		case x.name < y.name:
+			return -1
+		case x.name > y.name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func newClusterID() string {
+	// Kafka cluster ids are 16 random bytes in URL-safe base64; hex reads as well.
+	var id [16]byte
+	rand.Read(id[:])
+	return hex.EncodeToString(id[:])
+}
+
+func (b *Broker) flushLoop() {
+	defer b.bg.Done()
+	tick := time.NewTicker(b.cfg.FlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			b.forEachLog(func(p *Partition) error { return p.log.Sync() }, "flush")
+		}
+	}
+}
+
+func (b *Broker) retentionLoop() {
+	defer b.bg.Done()
+	tick := time.NewTicker(b.cfg.RetentionCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-tick.C:
+			b.forEachLog(func(p *Partition) error {
+				_, err := p.log.ApplyRetention(now)
+				return err
+			}, "retention")
+		}
+	}
+}
+
+// forEachLog runs fn on every online partition, logging failures: a
+// background task failing on one partition must not stop the others.
+func (b *Broker) forEachLog(fn func(*Partition) error, task string) {
+	for _, t := range b.Topics() {
+		for _, p := range t.Partitions() {
+			if p.log == nil {
+				continue
+			}
+			if err := fn(p); err != nil && !errors.Is(err, seglog.ErrClosed) { // closed: deleted meanwhile
+				b.logger.Error(task+" failed", "topic", t.name, "partition", p.index, "err", err)
+			}
+		}
+	}
+}
+
+func (b *Broker) partitionDir(topic string, index int32) string {
+	return filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", topic, index))
+}
+
+// DefaultPartitions is num.partitions: the count a topic created with -1
+// partitions gets.
+func (b *Broker) DefaultPartitions() int32 { return b.cfg.DefaultPartitions }

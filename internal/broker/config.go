@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// FsyncPolicy says which appends wait for an fsync before they are
+// acknowledged. Whatever the policy, a background flusher fsyncs everything
+// written every Config.FlushInterval.
+type FsyncPolicy int
+
+const (
+	// FsyncOnAcksAll fsyncs (group-committed) before acknowledging acks=all
+	// produces; acks=0 and acks=1 are acknowledged once written. Like
+	// Redpanda, unlike Kafka: on one node nothing else protects the data.
+	FsyncOnAcksAll FsyncPolicy = iota
+	// FsyncAlways fsyncs before acknowledging every write, whatever acks.
+	FsyncAlways
+	// FsyncInterval never fsyncs on the acknowledgement path; data reaches
+	// disk within FlushInterval (Kafka's default behaviour).
+	FsyncInterval
+)
+
+func (p FsyncPolicy) String() string {
+	switch p {
+	case FsyncOnAcksAll:
+		return "acks-all"
+	case FsyncAlways:
+		return "always"
+	case FsyncInterval:
+		return "interval"
+	}
+	return fmt.Sprintf("FsyncPolicy(%d)", int(p))
+}
+
+// ParseFsyncPolicy reads the names String returns.
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	for _, p := range []FsyncPolicy{FsyncOnAcksAll, FsyncAlways, FsyncInterval} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown fsync policy %q (want acks-all, always or interval)", s)
+}
+
+// Config holds the broker-wide settings. The zero value of a field means
+// its default.
+type Config struct {
+	DataDir           string
+	NodeID            int32
+	AutoCreateTopics  *bool         // auto.create.topics.enable; nil means true
+	DefaultPartitions int32         // num.partitions; default 1
+	MessageMaxBytes   int32         // message.max.bytes; default 1048588
+	Fsync             FsyncPolicy   // default FsyncOnAcksAll
+	FlushInterval     time.Duration // background fsync period; default 1s
+	RetentionCheck    time.Duration // log.retention.check.interval.ms; default 5m
+	Logger            *slog.Logger
+}
+
+const (
+	defaultMessageMaxBytes = 1048588
+	defaultFlushInterval   = time.Second
+	defaultRetentionCheck  = 5 * time.Minute
+)
+
+func (c Config) withDefaults() Config {
+	if c.AutoCreateTopics == nil {
+		on := true
+		c.AutoCreateTopics = &on
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.MessageMaxBytes <= 0 {
+		c.MessageMaxBytes = defaultMessageMaxBytes
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = defaultFlushInterval
+	}
+	if c.RetentionCheck <= 0 {
+		c.RetentionCheck = defaultRetentionCheck
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,21 @@
+package broker
+
+import "errors"
+
+// Errors returned by the broker core. Protocol front ends map them to their
+// own codes with errors.Is; the wrapped text says what exactly was wrong.
+var (
+	ErrUnknownTopic      = errors.New("unknown topic")
+	ErrUnknownPartition  = errors.New("unknown partition")
+	ErrTopicExists       = errors.New("topic already exists")
+	ErrInvalidTopic      = errors.New("invalid topic name")
+	ErrInvalidPartitions = errors.New("invalid partition count")
+	ErrInvalidConfig     = errors.New("invalid config")
+	ErrRecordTooLarge    = errors.New("record batch larger than max.message.bytes")
+	ErrCorruptMessage    = errors.New("corrupt record batch")
+	ErrInvalidRecord     = errors.New("invalid record batch")
+	ErrBatchTooLarge     = errors.New("record batch larger than segment.bytes")
+	ErrOffsetOutOfRange  = errors.New("offset out of range")
+	ErrStorage           = errors.New("storage error")
+	ErrClosed            = errors.New("broker closed")
+)

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// metadataLogName is the directory of the log that holds the broker's own
+// metadata (cluster id, topics, partition counts, configs). Kafka in KRaft
+// mode keeps its metadata in a log of the same name; Wharf does the same so
+// that metadata rides on the one storage primitive and inherits its
+// durability and crash recovery.
+const metadataLogName = "__cluster_metadata-0"
+
+// A metadata record is keyed by what it describes; on replay the newest
+// record for a key wins, so the log can later be compacted like any other.
+const clusterKey = "cluster"
+
+func topicKey(name string) string { return "topic/" + name }
+
+type clusterRecord struct {
+	ClusterID string `json:"cluster_id"`
+}
+
+// topicRecord is the whole durable state of a topic. Deleted topics are
+// written with Deleted set, a tombstone in all but name.
+type topicRecord struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Deleted    bool              `json:"deleted,omitempty"`
+}
+
+// metadataLog writes and replays the broker's metadata records.
+type metadataLog struct {
+	log *seglog.Log
+}
+
+func openMetadataLog(dataDir string, logger *slog.Logger) (*metadataLog, error) {
+	l, err := seglog.Open(filepath.Join(dataDir, metadataLogName), seglog.DefaultConfig(), logger)
+	if err != nil {
+		return nil, fmt.Errorf("open metadata log: %w", err)
+	}
+	return &metadataLog{log: l}, nil
+}
+
+// write appends one JSON record and returns once it is on disk: metadata
+// changes are acknowledged to clients, so they are durable like acks=all data.
+func (m *metadataLog) write(key string, value any) error {
+	v, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	return m.writeRaw(key, v)
+}
+
+// writeRaw appends one record as write does; a nil value is a tombstone.
+func (m *metadataLog) writeRaw(key string, v []byte) error {
+	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(key), Value: v}})
+	if _, err := m.log.Append(batch, seglog.AppendOptions{Durable: true}); err != nil {
+		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
+	}
+	return nil
+}
+
+// replay calls fn for every record in the log, oldest first.
+func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
+	for offset := m.log.StartOffset(); offset < m.log.EndOffset(); {
+		slice, err := m.log.Read(offset, 1<<20)
+		if err != nil {
+			return err
+		}
+		data, err := slice.Bytes()
+		slice.Release()
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("metadata log: no data at offset %d below end %d", offset, m.log.EndOffset())
+		}
+		for len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return fmt.Errorf("metadata log at offset %d: %w", offset, err)
+			}
+			recs, err := record.Records(data[:h.Size()])
+			if err != nil {
+				return fmt.Errorf("metadata log at offset %d: %w", h.BaseOffset, err)
+			}
+			for i, r := range recs {
+				if h.BaseOffset+int64(i) < offset {
+					continue
+				}
+				if err := fn(string(r.Key), r.Value); err != nil {
+					return err
+				}
+			}
+			offset = h.LastOffset() + 1
+			data = data[h.Size():]
+		}
+	}
+	return nil
+}
+
+// metadataState is what replaying the metadata log yields.
+type metadataState struct {
+	clusterID   string
+	topics      map[string]topicRecord // live topics only
+	definitions map[string][]byte      // live keys of the definition store
+}
+
+func (m *metadataLog) load() (metadataState, error) {
+	st := metadataState{topics: map[string]topicRecord{}, definitions: map[string][]byte{}}
+	err := m.replay(func(key string, value []byte) error {
+		switch {
+		case key == clusterKey:
+			var c clusterRecord
+			if err := json.Unmarshal(value, &c); err != nil {
+				return fmt.Errorf("metadata record %q: %w", key, err)
+			}
+			st.clusterID = c.ClusterID
+		case strings.HasPrefix(key, "topic/"):
+			var t topicRecord
+			if err := json.Unmarshal(value, &t); err != nil {
+				return fmt.Errorf("metadata record %q: %w", key, err)
+			}
+			if t.Deleted {
+				delete(st.topics, t.Name)
+			} else {
+				st.topics[t.Name] = t
+			}
+		case strings.HasPrefix(key, definitionPrefix):
+			if value == nil {
+				delete(st.definitions, key[len(definitionPrefix):])
+			} else {
+				st.definitions[key[len(definitionPrefix):]] = value
+			}
+		default:
+			return errors.New("metadata log: unknown record key " + key)
+		}
+		return nil
+	})
+	return st, err
+}
+
+func (m *metadataLog) close() error { return m.log.Close() }

@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// Partition is one partition of a topic: a log plus the wake-ups of readers
+// waiting for it to grow.
+type Partition struct {
+	topic *Topic
+	index int32
+	dir   string
+	fsync FsyncPolicy
+
+	log     *seglog.Log // nil while offline
+	offline error       // why the log could not be opened
+
+	waitMu  sync.Mutex
+	waiters map[chan<- struct{}]struct{}
+}
+
+// Index is the partition's number within its topic.
+func (p *Partition) Index() int32 { return p.index }
+
+// Offline returns the error that keeps the partition from serving, such as
+// a *seglog.CorruptionError found at start-up, or nil.
+func (p *Partition) Offline() error { return p.offline }
+
+func (p *Partition) online() (*seglog.Log, error) {
+	if p.log == nil {
+		return nil, fmt.Errorf("%w: %s-%d is offline: %v", ErrStorage, p.topic.name, p.index, p.offline)
+	}
+	return p.log, nil
+}
+
+// Produce validates the batches in records, appends them, and returns the
+// offset given to the first record. For acks=-1 under FsyncOnAcksAll (and
+// for every acks under FsyncAlways) it returns only once an fsync covers the
+// data. logAppendTime is -1 unless the topic stamps batches with the broker's
+// clock.
+func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTime int64, err error) {
+	log, err := p.online()
+	if err != nil {
+		return -1, -1, err
+	}
+	cfg := p.topic.currentConfig()
+	if err := validateBatches(records, cfg); err != nil {
+		return -1, -1, err
+	}
+	opts := seglog.AppendOptions{
+		Durable: p.fsync == FsyncAlways || p.fsync == FsyncOnAcksAll && acks == -1,
+	}
+	if cfg.logAppendTime() {
+		opts.LogAppendTime = time.Now().UnixMilli()
+	}
+	res, err := log.Append(records, opts)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: append to %s-%d: %v", ErrStorage, p.topic.name, p.index, err)
+	}
+	p.wakeWaiters()
+	if !cfg.logAppendTime() {
+		return res.BaseOffset, -1, nil
+	}
+	return res.BaseOffset, res.LogAppendTime, nil
+}
+
+// validateBatches checks every batch of a produce payload the way Kafka's
+// log validator does before anything is written.
+func validateBatches(records []byte, cfg topicConfig) error {
+	if len(records) == 0 {
+		return fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+	}
+	maxBatch, segmentBytes := cfg.int("max.message.bytes"), cfg.int("segment.bytes")
+	for rest := records; len(rest) > 0; {
+		// Message formats v0 and v1 keep their magic byte where v2 does.
+		if len(rest) > magicOffset && rest[magicOffset] < 2 {
+			return fmt.Errorf("%w: message format v%d; Wharf stores v2 record batches only", ErrInvalidRecord, rest[magicOffset])
+		}
+		h, err := record.ParseHeader(rest)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+		}
+		switch size := int64(h.Size()); {
+		case size > segmentBytes:
+			return fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, size, segmentBytes)
+		case size > maxBatch:
+			return fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, size, maxBatch)
+		}
+		if _, err := record.Validate(rest[:h.Size()]); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+		}
+		if h.RecordCount == 0 {
+			return fmt.Errorf("%w: a produced batch must hold at least one record", ErrInvalidRecord)
+		}
+		rest = rest[h.Size():]
+	}
+	return nil
+}
+
+// magicOffset is where every Kafka message format keeps its version byte.
+const magicOffset = 16
+
+// Read returns whole batches from the one containing offset, up to maxBytes
+// but at least one batch. The caller must Release the slice.
+func (p *Partition) Read(offset, maxBytes int64) (*seglog.Slice, error) {
+	log, err := p.online()
+	if err != nil {
+		return nil, err
+	}
+	s, err := log.Read(offset, maxBytes)
+	if errors.Is(err, seglog.ErrOffsetOutOfRange) {
+		return nil, fmt.Errorf("%w: %d is outside [%d, %d] of %s-%d", ErrOffsetOutOfRange,
+			offset, log.StartOffset(), log.EndOffset(), p.topic.name, p.index)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s-%d: %v", ErrStorage, p.topic.name, p.index, err)
+	}
+	return s, nil
+}
+
+// StartOffset is the log start offset (-1 while offline).
+func (p *Partition) StartOffset() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.StartOffset()
+}
+
+// EndOffset is the log end offset: the offset the next record will get.
+func (p *Partition) EndOffset() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.EndOffset()
+}
+
+// HighWatermark is the offset below which consumers may read. On a single
+// node every written record is as replicated as it will ever be, so it
+// equals the log end offset, as in a one-replica Kafka partition.
+func (p *Partition) HighWatermark() int64 { return p.EndOffset() }
+
+// Size is the partition's size on disk in bytes.
+func (p *Partition) Size() int64 {
+	if p.log == nil {
+		return 0
+	}
+	return p.log.Size()
+}
+
+// OffsetForTime returns the first record whose timestamp is at least ts.
+func (p *Partition) OffsetForTime(ts int64) (offset, timestamp int64, found bool, err error) {
+	log, err := p.online()
+	if err != nil {
+		return -1, -1, false, err
+	}
+	return log.OffsetForTime(ts)
+}
+
+// MaxTimestamp returns the record with the largest timestamp (ListOffsets -3).
+func (p *Partition) MaxTimestamp() (offset, timestamp int64) {
+	if p.log == nil {
+		return -1, -1
+	}
+	return p.log.MaxTimestamp()
+}
+
+// DeleteBefore advances the log start offset to offset (DeleteRecords);
+// offset -1 means the high watermark. It returns the new log start offset.
+func (p *Partition) DeleteBefore(offset int64) (lowWatermark int64, err error) {
+	log, err := p.online()
+	if err != nil {
+		return -1, err
+	}
+	if offset == -1 {
+		offset = log.EndOffset()
+	}
+	if offset < 0 || offset > log.EndOffset() {
+		return -1, fmt.Errorf("%w: cannot delete below %d, the end is %d", ErrOffsetOutOfRange, offset, log.EndOffset())
+	}
+	return log.DeleteBefore(offset)
+}
+
+// Notify registers a one-shot wake-up: after the next append to the
+// partition, ch gets a non-blocking send. Fetch long polls use it.
+func (p *Partition) Notify(ch chan<- struct{}) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	if p.waiters == nil {
+		p.waiters = make(map[chan<- struct{}]struct{})
+	}
+	p.waiters[ch] = struct{}{}
+}
+
+// Unnotify removes a wake-up registered with Notify that has not fired.
+func (p *Partition) Unnotify(ch chan<- struct{}) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	delete(p.waiters, ch)
+}
+
+func (p *Partition) wakeWaiters() {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	for ch := range p.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	clear(p.waiters)
+}

@@ -1,0 +1,190 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// AppendOptions say how Append stamps and acknowledges a write.
+type AppendOptions struct {
+	// LogAppendTime > 0 stamps every batch with this time in milliseconds
+	// (message.timestamp.type=LogAppendTime).
+	LogAppendTime int64
+	// Durable makes Append return only after an fsync that covers the data
+	// (acks=all).
+	Durable bool
+}
+
+// AppendResult is where the appended batches landed.
+type AppendResult struct {
+	BaseOffset    int64 // offset of the first record
+	LastOffset    int64 // offset of the last record
+	LogAppendTime int64 // the stamped time, -1 when batches keep their create time
+}
+
+// errEmptyAppend is returned for an Append with no bytes.
+var errEmptyAppend = errors.New("seglog: nothing to append")
+
+// appendBatch is one batch of an Append payload.
+type appendBatch struct {
+	pos  int64 // position in the payload
+	head batchHead
+}
+
+// Append writes records, one or more v2 record batches back to back that the
+// caller has already validated (a produce request's partition payload).
+//
+// It assigns offsets consecutively by rewriting each batch's base offset in
+// place (record.SetBaseOffset; with opt.LogAppendTime also the timestamp and
+// CRC), and writes the whole payload with one write(2). With opt.Durable it
+// waits for an fsync covering the data, shared with concurrent durable
+// appenders (group commit, see durability.go).
+func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
+	batches, err := splitBatches(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{LogAppendTime: -1}
+	if opt.LogAppendTime > 0 {
+		// Recomputing CRCs needs no lock.
+		for i := range batches {
+			b := &batches[i]
+			record.SetLogAppendTime(records[b.pos:b.pos+b.head.size], opt.LogAppendTime)
+			b.head.maxTimestamp = opt.LogAppendTime
+		}
+		res.LogAppendTime = opt.LogAppendTime
+	}
+	var count int64
+	for _, b := range batches {
+		count += b.head.lastOffset - b.head.baseOffset + 1
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if l.failed != nil {
+		return AppendResult{}, l.failed
+	}
+	if err := l.maybeRollLocked(int64(len(records)), count); err != nil {
+		return AppendResult{}, err
+	}
+	seg := l.activeLocked()
+
+	res.BaseOffset = l.end
+	next := l.end
+	for i := range batches {
+		b := &batches[i]
+		record.SetBaseOffset(records[b.pos:b.pos+b.head.size], next)
+		b.head.lastOffset += next - b.head.baseOffset
+		b.head.baseOffset = next
+		next = b.head.lastOffset + 1
+	}
+	if err := l.writeLocked(seg, records); err != nil {
+		return AppendResult{}, err
+	}
+	interval := int64(l.cfg.IndexIntervalBytes)
+	for _, b := range batches {
+		seg.idx.add(seg.base, seg.size+b.pos, b.head, interval)
+	}
+	if seg.size == 0 {
+		seg.rollTime = time.Now()
+	}
+	seg.size += int64(len(records))
+	seg.next = next
+	l.end = next
+	res.LastOffset = next - 1
+
+	if opt.Durable {
+		if err := l.waitDurableLocked(next); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// splitBatches walks the payload with record.ParseHeader. The broker has
+// already run full validation; this only finds the batch boundaries.
+func splitBatches(records []byte) ([]appendBatch, error) {
+	if len(records) == 0 {
+		return nil, errEmptyAppend
+	}
+	var batches []appendBatch
+	for pos := 0; pos < len(records); {
+		h, err := record.ParseHeader(records[pos:])
+		if err != nil {
+			return nil, fmt.Errorf("seglog: batch at byte %d of the append: %w", pos, err)
+		}
+		batches = append(batches, appendBatch{pos: int64(pos), head: headOf(h)})
+		pos += h.Size()
+	}
+	return batches, nil
+}
+
+// writeLocked writes the payload at the segment's write position. A short
+// write is cut off again so the file never holds a partial batch; if even
+// that fails the log is failed.
+func (l *Log) writeLocked(seg *segment, payload []byte) error {
+	n, err := seg.log.WriteAt(payload, seg.size)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("seglog: write %s: %w", seg.logPath, err)
+	if n > 0 {
+		if terr := seg.log.Truncate(seg.size); terr != nil {
+			l.failLocked(fmt.Errorf("%w; removing the partial write failed: %v", err, terr))
+		}
+	}
+	return err
+}
+
+// maybeRollLocked starts a new segment when the active one would exceed
+// segment.bytes, is older than segment.ms, or could not index the new
+// offsets in 32 bits.
+func (l *Log) maybeRollLocked(size, count int64) error {
+	active := l.activeLocked()
+	if active.size == 0 {
+		return nil
+	}
+	full := active.size+size > l.cfg.SegmentBytes
+	old := time.Since(active.rollTime) >= time.Duration(l.cfg.SegmentMs)*time.Millisecond
+	offsetsOverflow := l.end+count-1-active.base > math.MaxUint32
+	if !full && !old && !offsetsOverflow {
+		return nil
+	}
+	return l.rollLocked()
+}
+
+// rollLocked closes the active segment and starts a new one at the end
+// offset. The closed segment and its indexes are fsynced first, and the new
+// file's directory entry after: so a torn write can only ever be in the last
+// segment, and a closed segment's index files can be trusted after a crash.
+// This fsync runs under mu, stalling appends once per segment.
+func (l *Log) rollLocked() error {
+	old := l.activeLocked()
+	if err := old.idx.flush(old.idxFile, old.timFile); err != nil {
+		return fmt.Errorf("seglog: write index of %s: %w", old.logPath, err)
+	}
+	if err := old.syncAll(); err != nil {
+		l.failLocked(fmt.Errorf("seglog: fsync %s: %w", old.logPath, err))
+		return l.failed
+	}
+	l.markSyncedLocked(old.next)
+	l.syncDone.Broadcast()
+	seg, err := createSegment(l.dir, l.end)
+	if err != nil {
+		return fmt.Errorf("seglog: roll: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		seg.removeFiles()
+		seg.release()
+		return fmt.Errorf("seglog: roll: %w", err)
+	}
+	l.segments = append(l.segments, seg)
+	return nil
+}

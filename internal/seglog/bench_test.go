@@ -1,0 +1,58 @@
+package seglog
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// BenchmarkDurableAppend measures group commit: N goroutines each appending
+// 16 KiB batches with Durable set (an fsync must cover every append before
+// it returns). b.N is the total number of appends. Set WHARF_BENCH_DIR to
+// benchmark on a particular file system (default: the test temp dir).
+func BenchmarkDurableAppend(b *testing.B) {
+	for _, appenders := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
+			dir := b.TempDir()
+			if base := os.Getenv("WHARF_BENCH_DIR"); base != "" {
+				var err error
+				if dir, err = os.MkdirTemp(base, "seglog-bench-"); err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+			}
+			l := mustOpen(b, dir, DefaultConfig())
+			defer l.Close()
+			payload := record.NewBatch(0, []record.Record{{Value: make([]byte, 16<<10-record.HeaderSize-10)}})
+			b.SetBytes(int64(len(payload)))
+			b.ResetTimer()
+
+			var remaining atomic.Int64
+			remaining.Store(int64(b.N))
+			var wg sync.WaitGroup
+			for range appenders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					batch := append([]byte(nil), payload...) // Append rewrites it in place
+					for remaining.Add(-1) >= 0 {
+						if _, err := l.Append(batch, AppendOptions{Durable: true}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+			l.mu.Lock()
+			rounds := l.syncRounds
+			l.mu.Unlock()
+			b.ReportMetric(float64(b.N)/float64(max(rounds, 1)), "appends/fsync")
+		})
+	}
+}

@@ -1,0 +1,52 @@
+// Package seglog is Wharf's segmented append-only log, the one storage
+// primitive under every Kafka partition (and later every AMQP durable queue
+// and internal topic).
+//
+// A Log is a directory:
+//
+//	00000000000000000000.log        record batches exactly as produced, base offsets rewritten
+//	00000000000000000000.index      8-byte entries: uint32 relative offset, uint32 file position,
+//	                                one per ~IndexIntervalBytes of batches
+//	00000000000000000000.timeindex  12-byte entries: int64 timestamp, uint32 relative offset
+//	recovery-point                  text: the offset below which every byte is known fsynced
+//	log-start-offset                text: the first readable offset (DeleteRecords, retention)
+//	clean-shutdown                  present only between Close and the next Open
+//
+// Segments are named by the 20-digit offset of their first batch. The last
+// segment is the active one; appends go only there.
+//
+// # Durability
+//
+// Append writes each produce payload with one write(2). A durable append
+// (acks=all) returns only after an fsync covering it; concurrent durable
+// appenders share fsyncs through a leader-based group commit with no
+// goroutine of its own (durability.go). Sync is the same operation for the
+// broker's background flusher, and also persists the recovery point, at
+// most every 250 ms, so the acknowledgement path stays one fsync. Rolling a
+// segment fsyncs the segment it closes (and its indexes) before the next one
+// is created: a torn write can only be in the last segment, and closed
+// segments' index files can be trusted.
+//
+// # Recovery
+//
+// Open after a clean Close trusts the files, as Kafka does: index files are
+// only sanity-checked (rebuilt from batch headers if missing or
+// inconsistent) and the batches after each segment's last index entry are
+// walked. Damage done to a cleanly closed log is therefore not noticed at
+// Open. After an unclean stop every batch from the segment holding the
+// recovery point to the end is verified with record.Verify (CRC-32C) and
+// those segments' indexes are rebuilt. The first bad batch is dropped, by
+// truncating the file at its position with a warning, only if it is a torn
+// tail: in the last segment, above the recovery point, and with no valid
+// batch anywhere after it. Anything else is a *CorruptionError and nothing
+// is truncated: a flipped bit in the middle of a log must take the partition
+// offline, not silently drop the acknowledged data after it.
+//
+// # Reading
+//
+// Read returns a Slice of file ranges holding whole batches; Slice.WriteTo
+// sends them with sendfile(2) to a TCP connection (sendfile_linux.go
+// explains why it calls sendfile itself). A Slice holds references on its
+// segments, so retention can delete a segment while a fetch is still
+// sending it: the files are unlinked at once and closed on the last Release.
+package seglog

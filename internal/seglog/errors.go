@@ -1,0 +1,30 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrOffsetOutOfRange is returned for an offset below the log start
+	// offset or above the log end offset.
+	ErrOffsetOutOfRange = errors.New("seglog: offset out of range")
+	// ErrClosed is returned by every method of a closed log.
+	ErrClosed = errors.New("seglog: log is closed")
+)
+
+// CorruptionError reports a record batch that failed verification where the
+// log cannot simply drop it: below the recovery point, before the last
+// segment, or with valid batches after it. The partition must stay offline
+// until an operator looks at File; nothing has been truncated.
+type CorruptionError struct {
+	File string // path of the .log segment file
+	Pos  int64  // byte position of the bad batch in File
+	Err  error  // what was wrong with it (wraps record.ErrCorrupt / record.ErrShort where applicable)
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("partition offline: corrupt record batch at %s:%d: %v", e.File, e.Pos, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -1,0 +1,164 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Small files beside the segments.
+const (
+	recoveryPointFile = "recovery-point"   // decimal offset below which every byte is known fsynced
+	startOffsetFile   = "log-start-offset" // decimal log start offset (DeleteRecords, retention)
+	cleanShutdownFile = "clean-shutdown"   // present only between Close and the next Open
+	tempSuffix        = ".tmp"
+)
+
+// writeOffsetFile replaces dir/name with the decimal offset: write a temp
+// file, fsync it, rename it over the old one. With syncDir the directory is
+// fsynced too, so the rename itself survives a crash; without it a crash may
+// bring back the previous value (fine for the recovery point, which only
+// makes the next recovery scan longer).
+func writeOffsetFile(dir, name string, offset int64, syncDirAfter bool) error {
+	path := filepath.Join(dir, name)
+	tmp := path + tempSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatInt(offset, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil && syncDirAfter {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("seglog: write %s: %w", name, err)
+	}
+	return nil
+}
+
+// readOffsetFile returns the offset stored in dir/name, or ok=false if the
+// file does not exist.
+func readOffsetFile(dir, name string) (offset int64, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	offset, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || offset < 0 {
+		return 0, false, fmt.Errorf("seglog: %s holds %q, not an offset", name, b)
+	}
+	return offset, true, nil
+}
+
+// writeMarker creates the clean-shutdown marker durably.
+func writeMarker(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, cleanShutdownFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	return err
+}
+
+// syncDir fsyncs a directory so that creates, renames and unlinks in it are
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// listSegmentBases returns the base offsets of the dir's .log files in
+// order, removing index files whose .log is gone and temp files left by an
+// interrupted writeOffsetFile.
+func listSegmentBases(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	logs := map[int64]bool{}
+	var orphans []string
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, tempSuffix):
+			orphans = append(orphans, name)
+		case strings.HasSuffix(name, logSuffix):
+			if base, ok := parseSegmentName(name, logSuffix); ok {
+				logs[base] = true
+			}
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			if base, ok := parseSegmentName(name, suffix); ok && !logs[base] {
+				orphans = append(orphans, name)
+			}
+		}
+	}
+	for _, name := range orphans {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	bases := make([]int64, 0, len(logs))
+	for b := range logs {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// parseSegmentName parses "<20 digits><suffix>".
+func parseSegmentName(name, suffix string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || base < 0 {
+		return 0, false
+	}
+	return base, true
+}
+
+func fileExists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}

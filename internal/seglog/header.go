@@ -1,0 +1,42 @@
+package seglog
+
+import (
+	"errors"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// batchHead is the part of a batch header the log needs to walk a segment
+// file: where the next batch starts, which offsets and timestamps this one
+// covers.
+type batchHead struct {
+	baseOffset   int64
+	lastOffset   int64
+	size         int64 // record.LogOverhead + BatchLength: bytes from this batch to the next
+	maxTimestamp int64
+}
+
+func headOf(h record.Header) batchHead {
+	return batchHead{
+		baseOffset:   h.BaseOffset,
+		lastOffset:   h.LastOffset(),
+		size:         int64(h.Size()),
+		maxTimestamp: h.MaxTimestamp,
+	}
+}
+
+// peekHead decodes the header at the start of b when b may hold only the
+// first record.HeaderSize bytes of the batch: a walk over a file must not
+// read megabytes of records to skip a batch. record.ParseHeader returns the
+// decoded header with ErrShort in exactly that case; any other error means
+// the header itself is bad. No CRC check (that is record.Verify's job).
+func peekHead(b []byte) (batchHead, error) {
+	if len(b) > record.HeaderSize {
+		b = b[:record.HeaderSize]
+	}
+	h, err := record.ParseHeader(b)
+	if err != nil && (len(b) < record.HeaderSize || !errors.Is(err, record.ErrShort)) {
+		return batchHead{}, err
+	}
+	return headOf(h), nil
+}

@@ -1,0 +1,198 @@
+package seglog
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Log is one partition's storage: a directory of segments. All methods are
+// safe for concurrent use.
+//
+// Locking: mu guards the segment list, the offsets and every segment's
+// mutable fields. Appends write under the write lock; readers take the read
+// lock only to find a segment, take a reference and copy its index slices,
+// then read the file without the lock. fsync never runs under mu except at
+// a segment roll (rare: once per segment.bytes).
+type Log struct {
+	dir    string
+	logger *slog.Logger
+
+	mu       sync.RWMutex
+	syncDone *sync.Cond // on &mu: broadcast whenever synced, syncing or failed change
+
+	// Guarded by mu.
+	cfg        Config
+	segments   []*segment // ordered by base offset; the last is the active segment; never empty while open
+	start      int64      // log start offset
+	end        int64      // log end offset: the next offset to assign
+	closed     bool
+	failed     error // sticky: a write or fsync failed and durability of later data is unknown
+	syncing    bool  // a group-commit leader is in fsync (see durability.go)
+	synced     int64 // every offset below this is on stable storage
+	syncRounds int64 // group-commit fsyncs run, for the benchmark
+
+	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
+	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu
+	lastCheckpoint time.Time  // guarded by checkpointMu
+}
+
+// Open opens (creating if missing) the log in dir.
+//
+// After a clean Close (the clean-shutdown marker exists) the files are
+// trusted: only the index files are sanity-checked and the batches after the
+// last index entry are walked to find the end. After an unclean stop, every
+// batch from the segment holding the recovery point to the end is verified
+// with record.Verify (CRC-32C) and those segments' indexes are rebuilt. A
+// torn tail of the last segment is truncated with a warning; any other bad
+// batch makes Open fail with a *CorruptionError and leaves the files as they
+// are. logger may be nil (slog.Default is used).
+func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, logger: logger.With("log", dir), cfg: cfg.normalized()}
+	l.syncDone = sync.NewCond(&l.mu)
+	if err := l.load(); err != nil {
+		for _, s := range l.segments {
+			s.release()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// SetConfig replaces the configuration; it applies to the next append,
+// roll and retention pass.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	l.cfg = cfg.normalized()
+	l.mu.Unlock()
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset returns the log start offset: the first offset that can be read.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.start
+}
+
+// EndOffset returns the log end offset, the offset the next record will get.
+// On a single node it is also the high watermark.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.end
+}
+
+// Size returns the number of bytes in all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.sizeLocked()
+}
+
+func (l *Log) sizeLocked() int64 {
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
+
+// segmentIndexLocked returns the index of the segment that holds offset:
+// the last one whose base offset is <= offset.
+func (l *Log) segmentIndexLocked(offset int64) int {
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset })
+	return max(i-1, 0)
+}
+
+// segmentAfterLocked returns the index of the first segment whose base is
+// greater than base, or -1.
+func (l *Log) segmentAfterLocked(base int64) int {
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > base })
+	if i == len(l.segments) {
+		return -1
+	}
+	return i
+}
+
+// Close makes everything durable, writes the recovery point and the
+// clean-shutdown marker, and drops the log's references to its segments
+// (open Slices keep theirs). Close is idempotent.
+func (l *Log) Close() error {
+	segs, end, err := l.shutdown(true)
+	if segs == nil {
+		return err
+	}
+	if err == nil {
+		l.checkpointMu.Lock()
+		err = writeOffsetFile(l.dir, recoveryPointFile, end, false)
+		if err == nil {
+			err = writeMarker(l.dir)
+		}
+		l.checkpointMu.Unlock()
+	}
+	for _, s := range segs {
+		s.release()
+	}
+	return err
+}
+
+// Delete closes the log without a final sync and removes its directory
+// (topic deletion). Open Slices keep reading their unlinked files.
+func (l *Log) Delete() error {
+	segs, _, _ := l.shutdown(false)
+	l.checkpointMu.Lock()
+	defer l.checkpointMu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+	return os.RemoveAll(l.dir)
+}
+
+// shutdown marks the log closed, waits for an in-flight group commit and,
+// if syncFirst, fsyncs the active segment and its indexes. It hands back the
+// segments (nil if the log was already closed) for the caller to release
+// once it is done with the directory.
+func (l *Log) shutdown(syncFirst bool) (segs []*segment, end int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, 0, nil
+	}
+	l.closed = true
+	for l.syncing {
+		l.syncDone.Wait()
+	}
+	if syncFirst {
+		err = l.failed
+		if err == nil {
+			active := l.activeLocked()
+			if err = active.idx.flush(active.idxFile, active.timFile); err == nil {
+				err = active.syncAll()
+			}
+		}
+		if err == nil {
+			l.synced = l.end
+		} else if l.failed == nil {
+			l.failed = err
+		}
+	}
+	l.syncDone.Broadcast()
+	segs, l.segments = l.segments, nil
+	return segs, l.end, err
+}
+
+func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }

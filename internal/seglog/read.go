@@ -1,0 +1,191 @@
+package seglog
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync/atomic"
+)
+
+// Chunk is a byte range of one segment file holding whole batches.
+type Chunk struct {
+	File        *os.File // the segment's .log file; shared, so read it only with pread/sendfile at Pos
+	Pos, Len    int64
+	FirstOffset int64 // base offset of the first batch in the range
+}
+
+// Slice is what Read returns: file ranges holding whole batches in offset
+// order. It holds a reference on each segment it covers, so the files stay
+// open (even if retention deletes them) until Release.
+type Slice struct {
+	Chunks   []Chunk
+	segs     []*segment
+	released atomic.Bool
+}
+
+var errReleased = errors.New("seglog: slice already released")
+
+// Len returns the number of bytes in the slice.
+func (s *Slice) Len() int64 {
+	var n int64
+	for _, c := range s.Chunks {
+		n += c.Len
+	}
+	return n
+}
+
+// Release drops the slice's segment references. It is safe to call twice;
+// the slice must not be used afterwards.
+func (s *Slice) Release() {
+	if s.released.CompareAndSwap(false, true) {
+		for _, seg := range s.segs {
+			seg.release()
+		}
+	}
+}
+
+// Bytes reads the slice into memory, for callers that must look inside the
+// batches.
+func (s *Slice) Bytes() ([]byte, error) {
+	if s.released.Load() {
+		return nil, errReleased
+	}
+	b := make([]byte, s.Len())
+	at := int64(0)
+	for _, c := range s.Chunks {
+		if _, err := c.File.ReadAt(b[at:at+c.Len], c.Pos); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		at += c.Len
+	}
+	return b, nil
+}
+
+// WriteTo writes the slice to w. To a *net.TCPConn on Linux it uses
+// sendfile(2) with an explicit file offset (see sendfile_linux.go); to any
+// other writer it copies with pread.
+func (s *Slice) WriteTo(w io.Writer) (int64, error) {
+	if s.released.Load() {
+		return 0, errReleased
+	}
+	var total int64
+	for _, c := range s.Chunks {
+		n, err := writeChunk(w, c)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// copyChunk is the portable path: io.Copy from a SectionReader, which reads
+// with pread and so never touches the file's shared offset.
+func copyChunk(w io.Writer, c Chunk) (int64, error) {
+	n, err := io.Copy(w, io.NewSectionReader(c.File, c.Pos, c.Len))
+	if err == nil && n < c.Len {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// Read returns whole batches starting with the batch that contains offset
+// (the client skips records below the offset it asked for, as with Kafka),
+// up to maxBytes in total, but always at least one whole batch if there is
+// one (KIP-74). It continues into following segments while the budget
+// allows. Only bytes below the write position at the time of the call are
+// returned, so a reader never sees part of a batch.
+//
+// offset < StartOffset or > EndOffset is ErrOffsetOutOfRange; offset ==
+// EndOffset gives an empty Slice. The caller must Release the Slice.
+func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	if offset < l.start || offset > l.end {
+		l.mu.RUnlock()
+		return nil, ErrOffsetOutOfRange
+	}
+	if offset == l.end {
+		l.mu.RUnlock()
+		return &Slice{}, nil
+	}
+	v := l.segments[l.segmentIndexLocked(offset)].viewLocked()
+	l.mu.RUnlock()
+
+	sl := &Slice{}
+	budget := maxBytes
+	from := offset
+	for {
+		sl.segs = append(sl.segs, v.seg)
+		c, ok, err := v.readChunk(from, budget, len(sl.Chunks) == 0)
+		if err != nil {
+			sl.Release()
+			return nil, err
+		}
+		if !ok {
+			break // the segment's first batch does not fit the rest of the budget
+		}
+		sl.Chunks = append(sl.Chunks, c)
+		budget -= c.Len
+		if budget <= 0 || c.Pos+c.Len < v.limit {
+			break // budget spent, or the next batch did not fit
+		}
+		next, ok := l.viewAfter(v.seg.base)
+		if !ok {
+			break
+		}
+		v, from = next, next.seg.base
+	}
+	return sl, nil
+}
+
+// viewAfter returns a view of the segment after the one based at base.
+func (l *Log) viewAfter(base int64) (segView, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return segView{}, false
+	}
+	i := l.segmentAfterLocked(base)
+	if i < 0 {
+		return segView{}, false
+	}
+	return l.segments[i].viewLocked(), true
+}
+
+// readChunk finds the batch containing offset (or the first batch at or
+// after it) and extends the range over whole batches within budget; with
+// atLeastOne the first batch is taken even if it alone exceeds the budget.
+func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, error) {
+	r := newHeadReader(v.seg.log, v.limit)
+	start := posForOffset(v.offsets, uint32(max(offset-v.seg.base, 0)))
+	start, first, err := r.batchContaining(start, offset)
+	if err == io.EOF {
+		return Chunk{}, false, nil
+	}
+	if err != nil {
+		return Chunk{}, false, err
+	}
+	if first.size > budget {
+		if !atLeastOne {
+			return Chunk{}, false, nil
+		}
+		return Chunk{File: v.seg.log, Pos: start, Len: first.size, FirstOffset: first.baseOffset}, true, nil
+	}
+	end := v.limit
+	if start+budget < v.limit {
+		// The last whole batch inside the budget: walk from the nearest
+		// indexed boundary, not from the start of the range.
+		from := max(boundaryAtOrBelow(v.offsets, start+budget), start+first.size)
+		if end, err = r.lastBoundaryWithin(from, start+budget); err != nil {
+			return Chunk{}, false, err
+		}
+	}
+	return Chunk{File: v.seg.log, Pos: start, Len: end - start, FirstOffset: first.baseOffset}, true, nil
+}

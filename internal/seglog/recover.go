@@ -1,0 +1,407 @@
+package seglog
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// load builds the in-memory state from the directory (see Open).
+func (l *Log) load() error {
+	bases, err := listSegmentBases(l.dir)
+	if err != nil {
+		return err
+	}
+	storedStart, haveStart, err := readOffsetFile(l.dir, startOffsetFile)
+	if err != nil {
+		l.logger.Warn("ignoring unreadable log start offset", "err", err)
+		haveStart = false
+	}
+	recoveryPoint, haveRecoveryPoint, err := readOffsetFile(l.dir, recoveryPointFile)
+	if err != nil {
+		l.logger.Warn("ignoring unreadable recovery point; verifying the whole log", "err", err)
+		haveRecoveryPoint = false
+	}
+	if !haveRecoveryPoint {
+		recoveryPoint = 0
+	}
+	clean, err := fileExists(l.path(cleanShutdownFile))
+	if err != nil {
+		return err
+	}
+
+	for _, base := range bases {
+		s, err := openSegment(l.dir, base)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, s)
+	}
+	if len(l.segments) == 0 {
+		s, err := createSegment(l.dir, max(storedStart, 0))
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, s)
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	if err := l.dropEmptySegments(); err != nil {
+		return err
+	}
+	if haveStart {
+		// Segments wholly below the persisted start offset were being
+		// deleted when the process stopped: finish that rather than verify
+		// data nobody can read.
+		if err := l.dropSegmentsBefore(storedStart); err != nil {
+			return err
+		}
+	}
+
+	// Segments before firstToVerify are trusted; the rest are verified.
+	firstToVerify := len(l.segments)
+	if !clean {
+		firstToVerify = l.segmentIndexLocked(recoveryPoint)
+	}
+	for i, s := range l.segments {
+		if i < firstToVerify {
+			err = l.loadTrusted(s)
+		} else {
+			err = l.verifySegment(s, l.isTail(i), recoveryPoint)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := l.dropStrayEmptyTail(); err != nil {
+		return err
+	}
+	if err := l.checkContiguous(); err != nil {
+		return err
+	}
+
+	active := l.activeLocked()
+	l.end = active.next
+	if !clean && l.end < recoveryPoint {
+		return &CorruptionError{File: active.logPath, Pos: active.size,
+			Err: fmt.Errorf("log ends at offset %d, below the recovery point %d: fsynced data is missing", l.end, recoveryPoint)}
+	}
+	l.start = l.segments[0].base
+	if haveStart && storedStart > l.start {
+		l.start = storedStart
+	}
+	if l.start > l.end {
+		l.logger.Warn("log start offset beyond the end of the log; using the end", "start", l.start, "end", l.end)
+		l.start = l.end
+	}
+	if err := l.dropSegmentsBelowStartLocked(); err != nil {
+		return err
+	}
+	l.synced = l.end
+	l.checkpointed = l.end
+	l.lastCheckpoint = time.Now()
+	active.rollTime = firstBatchTime(active)
+
+	if clean {
+		// Remove the marker durably before anything new is written: a marker
+		// that reappeared after a crash would make the next Open trust a
+		// torn tail.
+		if err := os.Remove(l.path(cleanShutdownFile)); err != nil {
+			return err
+		}
+		return syncDir(l.dir)
+	}
+	// Every verified segment was fsynced by verifySegment.
+	return writeOffsetFile(l.dir, recoveryPointFile, l.end, false)
+}
+
+// isTail reports whether segment i is where a torn write can be: the last
+// segment, or the one before an empty last segment (a roll that created the
+// new file before the crash).
+func (l *Log) isTail(i int) bool {
+	n := len(l.segments)
+	return i == n-1 || (i == n-2 && l.segments[n-1].size == 0)
+}
+
+// dropEmptySegments removes empty segments other than the last one: they
+// hold nothing and only confuse the offset bookkeeping.
+func (l *Log) dropEmptySegments() error {
+	var kept, dropped []*segment
+	for i, s := range l.segments {
+		if s.size == 0 && i != len(l.segments)-1 {
+			l.logger.Info("removing empty leftover segment", "file", s.logPath)
+			dropped = append(dropped, s)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	l.segments = kept
+	return discardSegments(dropped)
+}
+
+// dropSegmentsBefore removes the segments followed by one whose base is at
+// or below offset, i.e. whose data lies wholly below it.
+func (l *Log) dropSegmentsBefore(offset int64) error {
+	n := 0
+	for n+1 < len(l.segments) && l.segments[n+1].base <= offset {
+		l.logger.Info("removing segment below the log start offset", "file", l.segments[n].logPath, "start", offset)
+		n++
+	}
+	dropped := l.segments[:n]
+	l.segments = l.segments[n:]
+	return discardSegments(dropped)
+}
+
+// dropStrayEmptyTail removes an empty last segment that does not start where
+// the one before it ends: after a torn tail was truncated, or left by
+// something other than a roll. It holds nothing, and keeping it would leave
+// a gap or an overlap in the offsets.
+func (l *Log) dropStrayEmptyTail() error {
+	n := len(l.segments)
+	if n < 2 || l.segments[n-1].size != 0 || l.segments[n-1].base == l.segments[n-2].next {
+		return nil
+	}
+	s := l.segments[n-1]
+	l.logger.Info("removing empty segment that does not continue the log", "file", s.logPath)
+	l.segments = l.segments[:n-1]
+	return discardSegments([]*segment{s})
+}
+
+// checkContiguous refuses segments whose offsets overlap.
+func (l *Log) checkContiguous() error {
+	for i := 1; i < len(l.segments); i++ {
+		prev, s := l.segments[i-1], l.segments[i]
+		if prev.next > s.base {
+			return &CorruptionError{File: s.logPath, Pos: 0,
+				Err: fmt.Errorf("segment starts at offset %d but the previous one runs to %d", s.base, prev.next)}
+		}
+	}
+	return nil
+}
+
+// firstBatchTime is the segment.ms clock of a reopened active segment: the
+// first batch's timestamp (as Kafka does), or now if it has none.
+func firstBatchTime(s *segment) time.Time {
+	now := time.Now()
+	if s.size == 0 {
+		return time.Time{}
+	}
+	h, err := newHeadReader(s.log, s.size).at(0)
+	if err != nil || h.maxTimestamp <= 0 || h.maxTimestamp > now.UnixMilli() {
+		return now
+	}
+	return time.UnixMilli(h.maxTimestamp)
+}
+
+// loadTrusted loads a segment that needs no verification: its index files if
+// they are consistent (else it rebuilds them from the batch headers), then
+// the headers after the last index entry, to learn the end offset and the
+// latest timestamps. A header that does not parse is corruption.
+func (l *Log) loadTrusted(s *segment) error {
+	offsets, times, err := readIndexFiles(s)
+	if err == nil {
+		s.idx = newSegIndex()
+		s.idx.offsets, s.idx.times = offsets, times
+		s.idx.flushedOffsets, s.idx.flushedTimes = len(offsets), len(times)
+		s.idx.maxTs = s.idx.lastTimeTs()
+		err = l.walkTail(s)
+		if err == nil {
+			return s.idx.flush(s.idxFile, s.timFile)
+		}
+		if _, corrupt := err.(*CorruptionError); corrupt {
+			return err
+		}
+	}
+	l.logger.Info("rebuilding segment index", "file", s.logPath, "reason", err)
+	s.idx = newSegIndex()
+	if err := l.walkTail(s); err != nil {
+		return err
+	}
+	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
+		return err
+	}
+	return s.syncAll()
+}
+
+// walkTail walks the batch headers from the last index entry (or the start)
+// to the end of the file, adding index entries as appends would have.
+func (l *Log) walkTail(s *segment) error {
+	r := newHeadReader(s.log, s.size)
+	pos, next := int64(0), s.base
+	if n := len(s.idx.offsets); n > 0 {
+		pos, next = int64(s.idx.offsets[n-1].pos), s.base+int64(s.idx.offsets[n-1].rel)
+	}
+	indexed := pos > 0
+	for pos < s.size {
+		h, err := r.at(pos)
+		if err != nil {
+			return &CorruptionError{File: s.logPath, Pos: pos, Err: err}
+		}
+		if h.baseOffset != next {
+			if indexed {
+				return fmt.Errorf("%w: entry points at offset %d, batch has %d", errBadIndex, next, h.baseOffset)
+			}
+			return &CorruptionError{File: s.logPath, Pos: pos,
+				Err: fmt.Errorf("%w: base offset %d, expected %d", record.ErrCorrupt, h.baseOffset, next)}
+		}
+		if indexed {
+			s.idx.bytesSinceEntry = 0
+			s.idx.account(h)
+			indexed = false
+		} else {
+			s.idx.add(s.base, pos, h, int64(l.cfg.IndexIntervalBytes))
+		}
+		next = h.lastOffset + 1
+		pos += h.size
+	}
+	s.next = next
+	return nil
+}
+
+func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
+	ib, err := io.ReadAll(io.NewSectionReader(s.idxFile, 0, 1<<40))
+	if err != nil {
+		return nil, nil, err
+	}
+	offsets, err := decodeOffsetIndex(ib, s.size)
+	if err != nil {
+		return nil, nil, err
+	}
+	tb, err := io.ReadAll(io.NewSectionReader(s.timFile, 0, 1<<40))
+	if err != nil {
+		return nil, nil, err
+	}
+	times, err := decodeTimeIndex(tb, offsets)
+	if err != nil {
+		return nil, nil, err
+	}
+	return offsets, times, nil
+}
+
+// verifySegment checks every batch of s with record.Verify, rebuilding the
+// indexes as it goes, and decides what to do with the first bad batch:
+//
+//   - in a segment that is not the tail, or holding offsets below the
+//     recovery point: *CorruptionError (that data was acknowledged as durable);
+//   - in the tail segment with a valid batch somewhere after it: a flipped
+//     bit, not a torn write: *CorruptionError;
+//   - otherwise a torn tail: truncate at its position and warn.
+//
+// Looking for a valid batch after the bad one, rather than trusting the bad
+// batch's length field, is what keeps a single flipped bit in a length from
+// being mistaken for a torn tail and silently dropping everything after it.
+// On success the segment is fsynced.
+func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64) error {
+	good, next, bad := l.scanVerified(s)
+	if bad != nil {
+		switch {
+		case !tail:
+			return &CorruptionError{File: s.logPath, Pos: good, Err: bad}
+		case next < recoveryPoint:
+			return &CorruptionError{File: s.logPath, Pos: good,
+				Err: fmt.Errorf("%w (offset %d is below the recovery point %d)", bad, next, recoveryPoint)}
+		}
+		q, found, err := findValidBatchAfter(s.log, good, s.size, next)
+		if err != nil {
+			return err
+		}
+		if found {
+			return &CorruptionError{File: s.logPath, Pos: good,
+				Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
+		}
+		if err := s.log.Truncate(good); err != nil {
+			return err
+		}
+		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
+			"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
+		s.size = good
+	}
+	s.next = next
+	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
+		return err
+	}
+	return s.syncAll()
+}
+
+// scanVerified reads s sequentially, verifying each batch and rebuilding the
+// in-memory index. It returns the length of the valid prefix, the offset
+// after it, and why the batch at that position is bad (nil if none is).
+func (l *Log) scanVerified(s *segment) (good, next int64, bad error) {
+	s.idx = newSegIndex()
+	interval := int64(l.cfg.IndexIntervalBytes)
+	br := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, s.size), 1<<20)
+	var buf []byte
+	pos, next := int64(0), s.base
+	for pos < s.size {
+		left := s.size - pos
+		if left < record.HeaderSize {
+			return pos, next, fmt.Errorf("%w: %d trailing bytes, less than a batch header", record.ErrShort, left)
+		}
+		head, err := br.Peek(record.HeaderSize)
+		if err != nil {
+			return pos, next, err
+		}
+		h, err := peekHead(head)
+		if err != nil {
+			return pos, next, err
+		}
+		size := h.size
+		if size > left {
+			return pos, next, fmt.Errorf("%w: batch of %d bytes runs past the end of the file (%d bytes left)", record.ErrShort, size, left)
+		}
+		if int64(cap(buf)) < size {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return pos, next, err
+		}
+		verified, err := record.Verify(buf)
+		if err != nil {
+			return pos, next, err
+		}
+		if verified.BaseOffset != next {
+			return pos, next, fmt.Errorf("%w: base offset %d, expected %d", record.ErrCorrupt, verified.BaseOffset, next)
+		}
+		s.idx.add(s.base, pos, headOf(verified), interval)
+		next = verified.LastOffset() + 1
+		pos += size
+	}
+	return pos, next, nil
+}
+
+// findValidBatchAfter looks for any position after bad where a batch with an
+// offset >= minOffset passes record.Verify, reading the file a window at a
+// time. Candidates must have a sound header and a length that fits before
+// the CRC is computed, so random garbage costs little.
+func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, error) {
+	const window = 1 << 20
+	buf := make([]byte, window+record.HeaderSize)
+	for from := bad + 1; from+record.HeaderSize <= size; from += window {
+		n := min(int64(len(buf)), size-from)
+		b := buf[:n]
+		if _, err := f.ReadAt(b, from); err != nil && err != io.EOF {
+			return 0, false, err
+		}
+		for i := 0; i < window && i+record.HeaderSize <= len(b); i++ {
+			h, err := peekHead(b[i:])
+			q := from + int64(i)
+			if err != nil || h.baseOffset < minOffset || q+h.size > size {
+				continue
+			}
+			batch, err := readBatch(f, q, h)
+			if err != nil {
+				return 0, false, err
+			}
+			if _, err := record.Verify(batch); err == nil {
+				return q, true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
