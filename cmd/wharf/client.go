@@ -1,0 +1,39 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// adminTimeout bounds one admin command (`wharf topics ...`), including
+// connecting to an unreachable broker.
+const adminTimeout = 15 * time.Second
+
+// addBootstrapFlag adds --bootstrap-server (env WHARF_BOOTSTRAP_SERVER) to a
+// client subcommand and returns the value and its env binding.
+func addBootstrapFlag(fs *flag.FlagSet) (*string, []string) {
+	addr := fs.String("bootstrap-server", "localhost:9092", "comma-separated Kafka addresses of the broker")
+	return addr, bindEnv(fs, "bootstrap-server")
+}
+
+// newKafkaClient makes a franz-go client for the brokers in bootstrap.
+func newKafkaClient(bootstrap string, opts ...kgo.Opt) (*kgo.Client, error) {
+	var seeds []string
+	for _, s := range strings.Split(bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, usagef("--bootstrap-server is empty")
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, nil
+}

@@ -1,0 +1,118 @@
+// Command wharf is the Wharf message broker and its command-line client.
+//
+//	wharf serve                      run a broker
+//	wharf topics create|list|...     manage topics over the Kafka protocol
+//	wharf produce TOPIC              write stdin lines as records
+//	wharf consume TOPIC              print records
+//
+// Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// stdio is what a subcommand reads and writes, so tests and main share one
+// code path.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// command is one `wharf NAME` subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, io stdio) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run a Wharf broker", runServe},
+		{"topics", "create, list, describe, alter and delete topics", runTopics},
+		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
+		{"consume", "print a topic's records", runConsume},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
+}
+
+// run dispatches to a subcommand and turns its error into an exit status.
+func run(args []string, std stdio) int {
+	if len(args) == 0 {
+		printMainUsage(std.err)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		printMainUsage(std.out)
+		return 0
+	case "help":
+		if len(rest) == 0 {
+			printMainUsage(std.out)
+			return 0
+		}
+		name, rest = rest[0], []string{"--help"}
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		// Ctrl-C and SIGTERM cancel the command's context; each command
+		// decides what a clean stop means for it.
+		// After the first signal the default behaviour comes back, so a
+		// second Ctrl-C kills a shutdown that hangs.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		context.AfterFunc(ctx, stop)
+		return exitStatus(c.run(ctx, rest, std), std.err)
+	}
+	fmt.Fprintf(std.err, "wharf: unknown command %q\n\n", name)
+	printMainUsage(std.err)
+	return 2
+}
+
+// usageError marks a command-line mistake (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func exitStatus(err error, stderr io.Writer) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "wharf: %v (see --help)\n", err)
+		return 2
+	case errors.Is(err, errFlagParse):
+		// The flag package already printed the problem and the usage.
+		return 2
+	default:
+		fmt.Fprintf(stderr, "wharf: %v\n", err)
+		return 1
+	}
+}
+
+func printMainUsage(w io.Writer) {
+	fmt.Fprint(w, "Wharf is a message broker that speaks the Kafka protocol.\n\n")
+	fmt.Fprint(w, "Usage:\n  wharf <command> [arguments]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'wharf <command> --help' for a command's flags.\n")
+}
