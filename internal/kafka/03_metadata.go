@@ -1,0 +1,180 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+)
+
+// Metadata (key 3), v0-v13.
+//
+// One broker (this node) leads every partition; replicas and ISR are just
+// this node. A partition whose log is offline is reported with
+// KAFKA_STORAGE_ERROR, this node as its offline replica and an empty ISR.
+//
+// Topics: null (v1+) or empty (v0) asks for all topics. A missing topic is
+// created when the request allows it (always before v4, AllowAutoTopicCreation
+// from v4) and the broker has auto.create.topics.enable; otherwise it is
+// UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a name Kafka
+// would never accept. v10+ reports topic IDs; v12+ may ask by topic ID
+// (unknown: UNKNOWN_TOPIC_ID). Authorized operations (v8+) report everything
+// as allowed, since Wharf has no ACLs.
+
+func (s *Server) handleMetadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker()}
+	clusterID := s.broker.ClusterID()
+	resp.ClusterID = &clusterID
+	resp.ControllerID = s.broker.NodeID()
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAuthorizedOperations
+	}
+
+	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if allTopics {
+		for _, t := range s.broker.Topics() {
+			resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+		}
+		return resp, nil
+	}
+
+	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	for _, rt := range req.Topics {
+		var (
+			t   *broker.Topic
+			err error
+		)
+		switch {
+		case rt.Topic != nil && autoCreate:
+			t, err = s.broker.TopicOrCreate(*rt.Topic)
+		case rt.Topic != nil:
+			t, err = s.broker.Topic(*rt.Topic)
+		case rt.TopicID != [16]byte{}:
+			t, err = s.broker.TopicByID(rt.TopicID)
+		default:
+			err = errNoTopicNameOrID
+		}
+		if err != nil {
+			resp.Topics = append(resp.Topics, metadataTopicError(rt, err))
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+	}
+	return resp, nil
+}
+
+var errNoTopicNameOrID = errors.New("topic has neither name nor ID")
+
+// metadataBroker describes this node as clients should reach it.
+func (s *Server) metadataBroker() kmsg.MetadataResponseBroker {
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID = s.broker.NodeID()
+	b.Host = s.cfg.AdvertisedHost
+	b.Port = s.cfg.AdvertisedPort
+	return b
+}
+
+// metadataTopic describes one existing topic and its partitions.
+func (s *Server) metadataTopic(t *broker.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name()
+	mt.Topic = &name
+	mt.TopicID = t.ID()
+	mt.IsInternal = t.Internal()
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = topicAuthorizedOperations
+	}
+	node := s.broker.NodeID()
+	for _, p := range t.Partitions() {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index()
+		mp.Leader = node
+		mp.LeaderEpoch = leaderEpoch
+		mp.Replicas = []int32{node}
+		if p.Offline() != nil {
+			mp.ErrorCode = kerr.KafkaStorageError.Code
+			mp.ISR = []int32{}
+			mp.OfflineReplicas = []int32{node}
+		} else {
+			mp.ISR = []int32{node}
+			mp.OfflineReplicas = []int32{}
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// metadataTopicError answers a requested topic that cannot be described.
+func metadataTopicError(rt kmsg.MetadataRequestTopic, err error) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = rt.Topic
+	mt.TopicID = rt.TopicID
+	mt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+	switch {
+	case rt.Topic == nil && errors.Is(err, errNoTopicNameOrID):
+		mt.ErrorCode = kerr.InvalidRequest.Code
+	case rt.Topic == nil:
+		mt.ErrorCode = kerr.UnknownTopicID.Code
+	case errors.Is(err, broker.ErrUnknownTopic) && !validTopicName(*rt.Topic):
+		mt.ErrorCode = kerr.InvalidTopicException.Code
+	default:
+		mt.ErrorCode = errorCode(err)
+	}
+	return mt
+}
+
+// leaderEpoch is the leader epoch of every partition: leadership never
+// moves on a single node, so it stays at Kafka's initial epoch.
+const leaderEpoch = 0
+
+// checkLeaderEpoch answers KIP-320 fencing for a CurrentLeaderEpoch sent by
+// a client: -1 skips the check, ours is always leaderEpoch.
+func checkLeaderEpoch(epoch int32) int16 {
+	switch {
+	case epoch < 0 || epoch == leaderEpoch:
+		return 0
+	case epoch > leaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	default:
+		return kerr.FencedLeaderEpoch.Code
+	}
+}
+
+// Authorized-operation bitfields (KIP-430): 1<<op for every operation the
+// resource type has, all allowed since Wharf has no ACLs.
+const (
+	aclRead            = 3
+	aclWrite           = 4
+	aclCreate          = 5
+	aclDelete          = 6
+	aclAlter           = 7
+	aclDescribe        = 8
+	aclClusterAction   = 9
+	aclDescribeConfigs = 10
+	aclAlterConfigs    = 11
+	aclIdempotentWrite = 12
+
+	topicAuthorizedOperations int32 = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete |
+		1<<aclAlter | 1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
+	clusterAuthorizedOperations int32 = 1<<aclCreate | 1<<aclAlter | 1<<aclDescribe |
+		1<<aclClusterAction | 1<<aclDescribeConfigs | 1<<aclAlterConfigs | 1<<aclIdempotentWrite
+)
+
+// validTopicName is Kafka's topic name rule (1-249 characters of
+// [a-zA-Z0-9._-], not "." or ".."). The broker enforces it on creation;
+// Metadata needs it to tell a bad name from a missing topic.
+func validTopicName(name string) bool {
+	if len(name) == 0 || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

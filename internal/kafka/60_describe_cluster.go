@@ -1,0 +1,43 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster (key 60), v0-v2.
+//
+// Describes the one broker, which is also the controller. v1+ may ask for
+// controllers (EndpointType 2): as on a Kafka broker (not a controller
+// listener), that is MISMATCHED_ENDPOINT_TYPE; an unknown type is
+// UNSUPPORTED_ENDPOINT_TYPE. Nothing is ever fenced (v2).
+
+const (
+	endpointTypeBrokers     = 1
+	endpointTypeControllers = 2
+)
+
+func (s *Server) handleDescribeCluster(req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
+		var err error
+		if req.EndpointType == endpointTypeControllers {
+			err = kafkaErrorf(kerr.MismatchedEndpointType, "the broker listener cannot describe controllers")
+		} else {
+			err = kafkaErrorf(kerr.UnsupportedEndpointType, "unknown endpoint type %d", req.EndpointType)
+		}
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+		return resp, nil
+	}
+	resp.ClusterID = s.broker.ClusterID()
+	resp.ControllerID = s.broker.NodeID()
+	b := kmsg.NewDescribeClusterResponseBroker()
+	mb := s.metadataBroker()
+	b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAuthorizedOperations
+	}
+	return resp, nil
+}

@@ -1,0 +1,87 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// versionRange is the inclusive range of versions Wharf serves for one API.
+type versionRange struct{ min, max int16 }
+
+// apiVersions lists every API Wharf serves and the versions its handler
+// fully implements (every field of the request is honoured or, where it only
+// matters to replicas or tiered storage, has a defined answer). ApiVersions
+// advertises exactly this table; any other key or version closes the
+// connection, as Kafka does.
+//
+// The minimums are what Kafka 4.x still accepts or older where the old
+// versions differ only in fields we handle, because older clients (sarama
+// picks versions from its configured Kafka version) still send them.
+var apiVersions = map[kmsg.Key]versionRange{
+	kmsg.Produce:                 {3, 13}, // v3: record batches (magic 2) only
+	kmsg.Fetch:                   {4, 18}, // v4: record batches
+	kmsg.ListOffsets:             {1, 11},
+	kmsg.Metadata:                {0, 13},
+	kmsg.ApiVersions:             {0, 5},
+	kmsg.CreateTopics:            {0, 7},
+	kmsg.DeleteTopics:            {0, 6},
+	kmsg.DeleteRecords:           {0, 2},
+	kmsg.DescribeConfigs:         {0, 4},
+	kmsg.AlterConfigs:            {0, 2},
+	kmsg.DescribeLogDirs:         {0, 5},
+	kmsg.CreatePartitions:        {0, 3},
+	kmsg.IncrementalAlterConfigs: {0, 1},
+	kmsg.DescribeCluster:         {0, 2},
+}
+
+// supportedVersions returns the served version range of an API key.
+func supportedVersions(key int16) (versionRange, bool) {
+	vr, ok := apiVersions[kmsg.Key(key)]
+	return vr, ok
+}
+
+// handle runs the handler of r's API. An error closes the connection.
+func (s *Server) handle(r *request) (*response, error) {
+	switch m := r.msg.(type) {
+	case *kmsg.ProduceRequest:
+		return s.handleProduce(r, m)
+	case *kmsg.FetchRequest:
+		return s.handleFetch(r, m)
+	case *kmsg.ListOffsetsRequest:
+		return reply(s.handleListOffsets(m))
+	case *kmsg.MetadataRequest:
+		return reply(s.handleMetadata(m))
+	case *kmsg.ApiVersionsRequest:
+		return reply(s.handleApiVersions(m))
+	case *kmsg.CreateTopicsRequest:
+		return reply(s.handleCreateTopics(m))
+	case *kmsg.DeleteTopicsRequest:
+		return reply(s.handleDeleteTopics(m))
+	case *kmsg.DeleteRecordsRequest:
+		return reply(s.handleDeleteRecords(m))
+	case *kmsg.DescribeConfigsRequest:
+		return reply(s.handleDescribeConfigs(m))
+	case *kmsg.AlterConfigsRequest:
+		return reply(s.handleAlterConfigs(m))
+	case *kmsg.DescribeLogDirsRequest:
+		return reply(s.handleDescribeLogDirs(m))
+	case *kmsg.CreatePartitionsRequest:
+		return reply(s.handleCreatePartitions(m))
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return reply(s.handleIncrementalAlterConfigs(m))
+	case *kmsg.DescribeClusterRequest:
+		return reply(s.handleDescribeCluster(m))
+	default:
+		// decodeRequest only lets through keys listed in apiVersions.
+		return nil, fmt.Errorf("no handler for %T", m)
+	}
+}
+
+// reply wraps a plain handler's answer.
+func reply(msg kmsg.Response, err error) (*response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &response{msg: msg}, nil
+}

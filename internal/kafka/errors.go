@@ -1,0 +1,84 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// errorCode maps an error from the broker core to the Kafka error code a
+// client expects for it. Unrecognised errors are UNKNOWN_SERVER_ERROR.
+func errorCode(err error) int16 {
+	return kafkaError(err).Code
+}
+
+// kafkaError is errorCode returning the kerr value (for its message).
+func kafkaError(err error) *kerr.Error {
+	var (
+		corrupt *seglog.CorruptionError
+		pe      *protocolError
+	)
+	switch {
+	case err == nil:
+		return &kerr.Error{Message: "NONE", Code: 0}
+	case errors.As(err, &pe):
+		return pe.kerr
+	case errors.Is(err, broker.ErrUnknownTopic), errors.Is(err, broker.ErrUnknownPartition):
+		return kerr.UnknownTopicOrPartition
+	case errors.Is(err, broker.ErrTopicExists):
+		return kerr.TopicAlreadyExists
+	case errors.Is(err, broker.ErrInvalidTopic):
+		return kerr.InvalidTopicException
+	case errors.Is(err, broker.ErrInvalidPartitions):
+		return kerr.InvalidPartitions
+	case errors.Is(err, broker.ErrInvalidConfig):
+		return kerr.InvalidConfig
+	case errors.Is(err, broker.ErrRecordTooLarge):
+		return kerr.MessageTooLarge
+	case errors.Is(err, broker.ErrCorruptMessage):
+		return kerr.CorruptMessage
+	case errors.Is(err, broker.ErrOffsetOutOfRange), errors.Is(err, seglog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange
+	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):
+		return kerr.KafkaStorageError
+	case errors.Is(err, broker.ErrClosed):
+		// The broker is stopping: retriable, and makes the client look
+		// for the partition again.
+		return kerr.NotLeaderForPartition
+	case errors.Is(err, seglog.ErrClosed):
+		// The log was closed under us: its topic was deleted (or the
+		// broker is stopping). Retriable, and sends the client to
+		// refresh its metadata.
+		return kerr.UnknownTopicOrPartition
+	default:
+		return kerr.UnknownServerError
+	}
+}
+
+// errorMessage is the optional ErrorMessage field for err: nil for success,
+// the error text otherwise.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+// protocolError is an error the front end decides itself (a request that
+// breaks a protocol rule), carrying the Kafka error to answer with.
+type protocolError struct {
+	kerr *kerr.Error
+	msg  string
+}
+
+func (e *protocolError) Error() string { return e.msg }
+
+// kafkaErrorf makes a protocolError answering k with a formatted message.
+func kafkaErrorf(k *kerr.Error, format string, args ...any) error {
+	return &protocolError{kerr: k, msg: fmt.Sprintf(format, args...)}
+}
