@@ -61,7 +61,7 @@ func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTi
 	}
 	res, err := log.Append(records, opts)
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: append to %s-%d: %v", ErrStorage, p.topic.name, p.index, err)
+		return -1, -1, p.storageError("append to", err)
 	}
 	p.wakeWaiters()
 	if !cfg.logAppendTime() {
@@ -119,9 +119,18 @@ func (p *Partition) Read(offset, maxBytes int64) (*seglog.Slice, error) {
 			offset, log.StartOffset(), log.EndOffset(), p.topic.name, p.index)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s-%d: %v", ErrStorage, p.topic.name, p.index, err)
+		return nil, p.storageError("read", err)
 	}
 	return s, nil
+}
+
+// storageError wraps a log failure. A closed log means the topic was
+// deleted under the caller, which clients should see as an unknown topic.
+func (p *Partition) storageError(op string, err error) error {
+	if errors.Is(err, seglog.ErrClosed) {
+		return fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.index)
+	}
+	return fmt.Errorf("%w: %s %s-%d: %v", ErrStorage, op, p.topic.name, p.index, err)
 }
 
 // StartOffset is the log start offset (-1 while offline).

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 )
 
@@ -22,9 +21,12 @@ func (t *Topic) Name() string { return t.name }
 // ID is the topic's UUID (KIP-516), fixed at creation.
 func (t *Topic) ID() [16]byte { return t.id }
 
-// Internal reports whether the topic belongs to the broker (names starting
-// with "__", as Kafka's __consumer_offsets).
-func (t *Topic) Internal() bool { return strings.HasPrefix(t.name, "__") }
+// internalTopics are the topics the broker itself writes, as Kafka's own;
+// any other name, even one starting with "__", is an ordinary user topic.
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
+// Internal reports whether the topic belongs to the broker.
+func (t *Topic) Internal() bool { return internalTopics[t.name] }
 
 // Partitions returns the topic's partitions in index order.
 func (t *Topic) Partitions() []*Partition {

@@ -22,7 +22,8 @@ import (
 // by ID (unknown: UNKNOWN_TOPIC_ID). Transactions and idempotence are not
 // implemented (InitProducerId is not advertised, so clients produce without
 // a producer ID). Internal topics accept writes only from the client ID
-// "__admin_client", as in Kafka. TimeoutMillis is not needed: nothing waits on replicas.
+// "__admin_client", as in Kafka. A failed partition answers BaseOffset -1.
+// TimeoutMillis is not needed: nothing waits on replicas.
 
 func (s *Server) handleProduce(r *request, req *kmsg.ProduceRequest) (*response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -46,6 +47,7 @@ func (s *Server) handleProduce(r *request, req *kmsg.ProduceRequest) (*response,
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
+			sp.BaseOffset = -1 // until the append succeeds
 			switch {
 			case !validAcks:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
@@ -116,20 +118,11 @@ func runAppends(appends []produceAppend, acks int16) {
 }
 
 func (a *produceAppend) run(acks int16) {
-	if len(a.records) == 0 {
-		// Kafka requires at least one record batch per partition.
-		a.out.ErrorCode = kerr.InvalidRecord.Code
-		msg := "produce request has no record batch for this partition"
-		a.out.ErrorMessage = &msg
-		a.out.LogStartOffset = a.p.StartOffset()
-		return
-	}
 	base, appendTime, err := a.p.Produce(a.records, acks)
 	a.out.LogStartOffset = a.p.StartOffset()
 	if err != nil {
 		a.out.ErrorCode = errorCode(err)
 		a.out.ErrorMessage = errorMessage(err)
-		a.out.BaseOffset = -1
 		return
 	}
 	a.out.BaseOffset = base

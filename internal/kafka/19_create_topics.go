@@ -61,16 +61,17 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		return err
 	}
 	st.ReplicationFactor = 1
-	if t == nil { // validate only: the topic does not exist to describe
+	st.Configs = createTopicsConfigs(t.Configs())
+	if validateOnly {
+		// The topic that would be created has no ID or partitions yet.
 		st.NumPartitions = partitions
 		if partitions <= 0 {
-			st.NumPartitions = -1 // the broker default, which we cannot see
+			st.NumPartitions = s.broker.DefaultPartitions()
 		}
 		return nil
 	}
 	st.TopicID = t.ID()
 	st.NumPartitions = int32(len(t.Partitions()))
-	st.Configs = createTopicsConfigs(t.Configs())
 	return nil
 }
 

@@ -1,10 +1,10 @@
 package kafka
 
 import (
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,9 +16,9 @@ import (
 //
 // TOPIC resources report every config the broker core knows for the topic
 // (overrides as DYNAMIC_TOPIC_CONFIG, the rest as DEFAULT_CONFIG). BROKER
-// resources named after this node report the broker's static settings the
-// front end can see (node id, log dir, listener, request size limit); an
-// empty name asks for dynamic broker defaults, of which there are none;
+// resources named after this node report the broker core's settings plus
+// the listener and request size limit (DEFAULT_CONFIG or
+// STATIC_BROKER_CONFIG: nothing is dynamic); an empty name asks for dynamic broker defaults, of which there are none;
 // another broker's ID is INVALID_REQUEST, as in Kafka. Other resource types
 // (broker loggers, client metrics, groups) are INVALID_REQUEST.
 //
@@ -65,14 +65,13 @@ func (s *Server) resourceConfigs(typ kmsg.ConfigResourceType, name string) (
 		}
 		return t.Configs(), topicConfigSource, nil
 	case kmsg.ConfigResourceTypeBroker:
-		staticBroker := func(broker.ConfigEntry) kmsg.ConfigSource { return kmsg.ConfigSourceStaticBrokerConfig }
 		if name == "" {
-			return nil, staticBroker, nil // no dynamic broker defaults
+			return nil, brokerConfigSource, nil // no dynamic broker defaults
 		}
 		if err := s.checkBrokerResource(name); err != nil {
 			return nil, nil, err
 		}
-		return s.brokerConfigs(), staticBroker, nil
+		return s.brokerConfigs(), brokerConfigSource, nil
 	default:
 		return nil, nil, kafkaErrorf(kerr.InvalidRequest, "config resource type %v is not supported", typ)
 	}
@@ -88,27 +87,45 @@ func (s *Server) checkBrokerResource(name string) error {
 	return nil
 }
 
-// brokerConfigs are the broker settings visible to the front end, all
-// static (set at start-up).
+// brokerConfigs are the broker core's settings plus the front end's own
+// (listener, request size limit), sorted by name. All are static: set at
+// start-up.
 func (s *Server) brokerConfigs() []broker.ConfigEntry {
-	node := strconv.Itoa(int(s.broker.NodeID()))
-	listener := fmt.Sprintf("PLAINTEXT://%s", net.JoinHostPort(s.cfg.AdvertisedHost, strconv.Itoa(int(s.cfg.AdvertisedPort))))
-	entries := []broker.ConfigEntry{
-		{Name: "advertised.listeners", Value: listener, ReadOnly: true},
-		{Name: "broker.id", Value: node, ReadOnly: true},
-		{Name: "log.dirs", Value: s.broker.DataDir(), ReadOnly: true},
-		{Name: "node.id", Value: node, ReadOnly: true},
-		{Name: "socket.request.max.bytes", Value: strconv.Itoa(int(s.cfg.MaxRequestBytes)), ReadOnly: true},
-	}
+	listener := "PLAINTEXT://" + net.JoinHostPort(s.cfg.AdvertisedHost, strconv.Itoa(int(s.cfg.AdvertisedPort)))
+	entries := append(s.broker.Configs(),
+		broker.ConfigEntry{Name: "advertised.listeners", Value: listener, ReadOnly: true},
+		broker.ConfigEntry{Name: "socket.request.max.bytes", Value: strconv.Itoa(int(s.cfg.MaxRequestBytes)),
+			IsDefault: s.cfg.MaxRequestBytes == DefaultMaxRequestBytes, ReadOnly: true},
+	)
+	slices.SortFunc(entries, func(a, b broker.ConfigEntry) int { return strings.Compare(a.Name, b.Name) })
 	return entries
 }
 
+// brokerConfigSource: a broker setting is its default or was set at
+// start-up (Wharf has no dynamic broker configs).
+func brokerConfigSource(e broker.ConfigEntry) kmsg.ConfigSource {
+	if e.IsDefault {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	return kmsg.ConfigSourceStaticBrokerConfig
+}
+
+// brokerConfigTypes are the types of broker configs (DescribeConfigs v3+);
+// others are reported as strings.
 var brokerConfigTypes = map[string]kmsg.ConfigType{
-	"broker.id":                kmsg.ConfigTypeInt,
-	"node.id":                  kmsg.ConfigTypeInt,
-	"socket.request.max.bytes": kmsg.ConfigTypeInt,
-	"log.dirs":                 kmsg.ConfigTypeString,
-	"advertised.listeners":     kmsg.ConfigTypeString,
+	"advertised.listeners":            kmsg.ConfigTypeString,
+	"auto.create.topics.enable":       kmsg.ConfigTypeBoolean,
+	"broker.id":                       kmsg.ConfigTypeInt,
+	"log.dirs":                        kmsg.ConfigTypeString,
+	"log.flush.interval.ms":           kmsg.ConfigTypeLong,
+	"log.retention.bytes":             kmsg.ConfigTypeLong,
+	"log.retention.check.interval.ms": kmsg.ConfigTypeLong,
+	"log.retention.ms":                kmsg.ConfigTypeLong,
+	"log.segment.bytes":               kmsg.ConfigTypeInt,
+	"message.max.bytes":               kmsg.ConfigTypeInt,
+	"node.id":                         kmsg.ConfigTypeInt,
+	"num.partitions":                  kmsg.ConfigTypeInt,
+	"socket.request.max.bytes":        kmsg.ConfigTypeInt,
 }
 
 // describeConfig builds one config entry of a DescribeConfigs response.

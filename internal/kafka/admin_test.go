@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,8 +64,12 @@ func TestCreateTopics(t *testing.T) {
 		}
 	}
 
-	if _, err := adm.ValidateCreateTopics(ctx, 2, 1, nil, "dry-run"); err != nil {
+	dry, err := adm.ValidateCreateTopics(ctx, -1, -1, map[string]*string{"segment.ms": kadm.StringPtr("5000")}, "dry-run")
+	if err != nil {
 		t.Fatalf("validate only: %v", err)
+	}
+	if r, c := dry["dry-run"], dry["dry-run"].Configs["segment.ms"]; r.Err != nil || r.NumPartitions != 4 || c.MaybeValue() != "5000" {
+		t.Errorf("validate-only response: %+v", r)
 	}
 	if _, err := ts.b.Topic("dry-run"); err == nil {
 		t.Error("validate-only created the topic")
@@ -407,7 +412,8 @@ func TestBrokerConfigsAndCluster(t *testing.T) {
 			found[c.Key] = c.MaybeValue()
 		}
 	}
-	if found["log.dirs"] != ts.b.DataDir() || found["node.id"] != "0" {
+	if found["log.dirs"] != ts.b.DataDir() || found["node.id"] != "0" || found["num.partitions"] != "1" ||
+		found["socket.request.max.bytes"] != fmt.Sprint(DefaultMaxRequestBytes) {
 		t.Errorf("broker configs: %v", found)
 	}
 

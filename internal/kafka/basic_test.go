@@ -267,6 +267,7 @@ func TestDefaultKgoProducerWithoutInitProducerID(t *testing.T) {
 func TestProduceErrors(t *testing.T) {
 	ts := startServer(t, withBrokerConfig(func(c *brokerConfig) { c.AutoCreateTopics = ptr(false) }))
 	ts.createTopic(t, "small", 1, map[string]string{"max.message.bytes": "200"})
+	ts.createTopic(t, "tiny-segments", 1, map[string]string{"segment.bytes": "100", "max.message.bytes": "1000"})
 	c := ts.dial(t)
 
 	batch := func(value string) []byte {
@@ -287,6 +288,7 @@ func TestProduceErrors(t *testing.T) {
 		{"unknown partition", "small", 7, 1, batch("x"), kerr.UnknownTopicOrPartition},
 		{"too large", "small", 0, 1, batch(string(make([]byte, 500))), kerr.MessageTooLarge},
 		{"corrupt", "small", 0, 1, corrupt, kerr.CorruptMessage},
+		{"over segment.bytes", "tiny-segments", 0, 1, batch(string(make([]byte, 300))), kerr.RecordListTooLarge},
 		{"no batches", "small", 0, 1, nil, kerr.InvalidRecord},
 		{"bad acks", "small", 0, 2, batch("x"), kerr.InvalidRequiredAcks},
 		{"ok", "small", 0, -1, batch("x"), nil},
@@ -506,6 +508,8 @@ func TestErrorCodes(t *testing.T) {
 		{broker.ErrInvalidConfig, kerr.InvalidConfig},
 		{broker.ErrRecordTooLarge, kerr.MessageTooLarge},
 		{broker.ErrCorruptMessage, kerr.CorruptMessage},
+		{broker.ErrInvalidRecord, kerr.InvalidRecord},
+		{broker.ErrBatchTooLarge, kerr.RecordListTooLarge},
 		{broker.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 		{seglog.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 		{fmt.Errorf("%w: disk", broker.ErrStorage), kerr.KafkaStorageError},

@@ -41,6 +41,10 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.MessageTooLarge
 	case errors.Is(err, broker.ErrCorruptMessage):
 		return kerr.CorruptMessage
+	case errors.Is(err, broker.ErrInvalidRecord):
+		return kerr.InvalidRecord
+	case errors.Is(err, broker.ErrBatchTooLarge):
+		return kerr.RecordListTooLarge
 	case errors.Is(err, broker.ErrOffsetOutOfRange), errors.Is(err, seglog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange
 	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):

@@ -182,6 +182,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
+	// The waiter outlives a timed-out Shutdown until the last connection
+	// goroutine ends (a handler may be inside an fsync).
 	finished := make(chan struct{})
 	go func() {
 		s.wg.Wait()
