@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -28,6 +29,7 @@ type Broker struct {
 	clusterID string
 	meta      *metadataLog
 	defs      *DefinitionStore
+	messaging *mq.Registry
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 
@@ -67,6 +69,15 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.load(); err != nil {
 		b.closeLogs()
 		return nil, err
+	}
+	b.messaging, err = mq.Open(mq.Config{
+		DataDir:     cfg.DataDir,
+		Definitions: b.defs,
+		Logger:      cfg.Logger.With("component", "mq"),
+	})
+	if err != nil {
+		b.closeLogs()
+		return nil, fmt.Errorf("open message queues: %w", err)
 	}
 	b.bg.Add(2)
 	go b.flushLoop()
@@ -140,7 +151,8 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.bg.Wait()
-	return b.closeLogs()
+	// Queues first: closing them may still write definitions (auto-delete).
+	return errors.Join(b.messaging.Close(), b.closeLogs())
 }
 
 func (b *Broker) closeLogs() error {
@@ -155,6 +167,11 @@ func (b *Broker) closeLogs() error {
 	errs = append(errs, b.meta.close())
 	return errors.Join(errs...)
 }
+
+// Messaging is the AMQP core: virtual hosts, exchanges and queues, whose
+// definitions live in the broker's metadata log and whose durable messages
+// live in logs like partitions do.
+func (b *Broker) Messaging() *mq.Registry { return b.messaging }
 
 // ClusterID is generated on first start and kept in the metadata log.
 func (b *Broker) ClusterID() string { return b.clusterID }

@@ -1,0 +1,233 @@
+package mq
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq/routing"
+)
+
+// Definition store keys. Every name is path-escaped, so '/' inside a name
+// cannot be confused with the separator.
+const (
+	keyPrefix         = "mq/"
+	vhostKeyPrefix    = keyPrefix + "vhost/"
+	exchangeKeyPrefix = keyPrefix + "exchange/"
+	queueKeyPrefix    = keyPrefix + "queue/"
+	bindingKeyPrefix  = keyPrefix + "binding/"
+)
+
+func esc(s string) string { return url.PathEscape(s) }
+
+func vhostKey(name string) string { return vhostKeyPrefix + esc(name) }
+
+func exchangeKey(vhost, name string) string {
+	return exchangeKeyPrefix + esc(vhost) + "/" + esc(name)
+}
+
+func queueKey(vhost, name string) string { return queueKeyPrefix + esc(vhost) + "/" + esc(name) }
+
+// bindingKey names a binding by all of its identity: source, destination,
+// key and arguments (hashed: they can be long).
+func bindingKey(vhost string, b bindingRecord) string {
+	sum := sha256.Sum256(b.Args)
+	return bindingKeyPrefix + esc(vhost) + "/" + esc(b.Source) + "/" + b.DestKind + "/" + esc(b.Destination) +
+		"/" + esc(b.Key) + "/" + hex.EncodeToString(sum[:8])
+}
+
+type vhostRecord struct {
+	Name string `json:"name"`
+}
+
+type exchangeRecord struct {
+	VHost      string `json:"vhost"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	AutoDelete bool   `json:"auto_delete,omitempty"`
+	Internal   bool   `json:"internal,omitempty"`
+	Args       []byte `json:"args,omitempty"` // wire.AppendTable encoding, so field types survive
+}
+
+type queueRecord struct {
+	VHost      string `json:"vhost"`
+	Name       string `json:"name"`
+	ID         string `json:"id"` // storage directory under DataDir/queues
+	AutoDelete bool   `json:"auto_delete,omitempty"`
+	Args       []byte `json:"args,omitempty"`
+}
+
+// Destination kinds of a binding record.
+const (
+	destQueue    = "q"
+	destExchange = "x"
+)
+
+type bindingRecord struct {
+	VHost       string `json:"vhost"`
+	Source      string `json:"source"`
+	DestKind    string `json:"dest_kind"`
+	Destination string `json:"destination"`
+	Key         string `json:"key"`
+	Args        []byte `json:"args,omitempty"`
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are marshalled
+	}
+	return b
+}
+
+func encodeArgs(t wire.Table) ([]byte, error) {
+	if len(t) == 0 {
+		return nil, nil
+	}
+	return wire.AppendTable(nil, t)
+}
+
+func decodeArgs(b []byte) (wire.Table, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	t, _, err := wire.ReadTable(b)
+	return t, err
+}
+
+// loadedDefinitions is the content of the definition store, grouped.
+type loadedDefinitions struct {
+	vhosts    []vhostRecord
+	exchanges []exchangeRecord
+	queues    []queueRecord
+	bindings  []bindingRecord
+}
+
+func loadDefinitions(store DefinitionStore) (*loadedDefinitions, error) {
+	d := &loadedDefinitions{}
+	err := store.Load(func(key string, value []byte) error {
+		var err error
+		switch {
+		case !strings.HasPrefix(key, keyPrefix):
+			return nil // another core's key
+		case strings.HasPrefix(key, vhostKeyPrefix):
+			var r vhostRecord
+			if err = json.Unmarshal(value, &r); err == nil {
+				d.vhosts = append(d.vhosts, r)
+			}
+		case strings.HasPrefix(key, exchangeKeyPrefix):
+			var r exchangeRecord
+			if err = json.Unmarshal(value, &r); err == nil {
+				d.exchanges = append(d.exchanges, r)
+			}
+		case strings.HasPrefix(key, queueKeyPrefix):
+			var r queueRecord
+			if err = json.Unmarshal(value, &r); err == nil {
+				d.queues = append(d.queues, r)
+			}
+		case strings.HasPrefix(key, bindingKeyPrefix):
+			var r bindingRecord
+			if err = json.Unmarshal(value, &r); err == nil {
+				d.bindings = append(d.bindings, r)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("mq: definition %q: %w", key, err)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// load rebuilds the registry from the definition store: vhosts, then
+// exchanges, queues (opening their logs) and bindings. Bindings whose ends
+// are gone (a crash between two store writes) are dropped.
+func (r *Registry) load() error {
+	d, err := loadDefinitions(r.defs)
+	if err != nil {
+		return err
+	}
+	if len(d.vhosts) == 0 {
+		if err := r.defs.Put(vhostKey(DefaultVHost), mustJSON(vhostRecord{Name: DefaultVHost})); err != nil {
+			return fmt.Errorf("mq: store vhost: %w", err)
+		}
+		d.vhosts = append(d.vhosts, vhostRecord{Name: DefaultVHost})
+	}
+	for _, vr := range d.vhosts {
+		r.vhosts[vr.Name] = newVHost(r, vr.Name)
+	}
+	for _, xr := range d.exchanges {
+		v := r.vhosts[xr.VHost]
+		kind, ok := routing.ParseKind(xr.Type)
+		if v == nil || !ok {
+			r.logger.Warn("mq: dropping exchange definition", "vhost", xr.VHost, "exchange", xr.Name, "type", xr.Type)
+			continue
+		}
+		args, err := decodeArgs(xr.Args)
+		if err != nil {
+			return fmt.Errorf("mq: exchange %q arguments: %w", xr.Name, err)
+		}
+		def := ExchangeDef{Name: xr.Name, Type: xr.Type, Durable: true, AutoDelete: xr.AutoDelete, Internal: xr.Internal, Args: args}
+		v.exchanges[xr.Name] = newExchange(def, kind)
+	}
+	live := make(map[string]bool)
+	for _, qr := range d.queues {
+		v := r.vhosts[qr.VHost]
+		if v == nil {
+			continue
+		}
+		args, err := decodeArgs(qr.Args)
+		if err != nil {
+			return fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
+		}
+		def := QueueDef{Name: qr.Name, Durable: true, AutoDelete: qr.AutoDelete, Args: args}
+		q, err := v.openQueue(def, qr.ID)
+		if err != nil {
+			return fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
+		}
+		v.queues[qr.Name] = q
+		live[qr.ID] = true
+	}
+	for _, br := range d.bindings {
+		if !r.applyBindingRecord(br) {
+			r.logger.Warn("mq: dropping binding whose source or destination is gone",
+				"vhost", br.VHost, "source", br.Source, "destination", br.Destination)
+			if err := r.defs.Delete(bindingKey(br.VHost, br)); err != nil {
+				return fmt.Errorf("mq: delete dangling binding: %w", err)
+			}
+		}
+	}
+	r.removeOrphanStores(live)
+	return nil
+}
+
+func (r *Registry) applyBindingRecord(br bindingRecord) bool {
+	v := r.vhosts[br.VHost]
+	if v == nil {
+		return false
+	}
+	src := v.exchanges[br.Source]
+	if src == nil || src.def.Name == "" {
+		return false
+	}
+	args, err := decodeArgs(br.Args)
+	if err != nil {
+		return false
+	}
+	var d dest
+	switch br.DestKind {
+	case destQueue:
+		d.q = v.queues[br.Destination]
+	case destExchange:
+		d.x = v.exchanges[br.Destination]
+	}
+	if d.q == nil && d.x == nil {
+		return false
+	}
+	_, err = v.addBindingLocked(src, d, br.Key, args)
+	return err == nil
+}

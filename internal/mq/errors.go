@@ -1,0 +1,73 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+)
+
+// Error is an AMQP exception: a reply code and a RabbitMQ-like reply text
+// ("NOT_FOUND - no queue 'q' in vhost '/'"). It is wire.Error, so the front
+// end can send it as it is: err.In(methodID).CloseMethod(). Codes used here:
+// 403 ACCESS_REFUSED, 404 NOT_FOUND, 405 RESOURCE_LOCKED, 406
+// PRECONDITION_FAILED (channel errors), 503 COMMAND_INVALID (unknown
+// exchange type, a connection error) and 541 INTERNAL_ERROR (storage
+// failure).
+type Error = wire.Error
+
+// ErrClosed is returned by operations on a closed Registry.
+var ErrClosed = errors.New("mq: registry is closed")
+
+// resource formats a named entity as RabbitMQ's rabbit_misc:rs does.
+func resource(kind, name, vhost string) string {
+	return fmt.Sprintf("%s '%s' in vhost '%s'", kind, name, vhost)
+}
+
+func errNotFound(kind, name, vhost string) *Error {
+	return wire.Errorf(wire.CodeNotFound, "no %s", resource(kind, name, vhost))
+}
+
+func errAccessRefused(format string, args ...any) *Error {
+	return wire.Errorf(wire.CodeAccessRefused, format, args...)
+}
+
+func errPrecondition(format string, args ...any) *Error {
+	return wire.Errorf(wire.CodePreconditionFailed, format, args...)
+}
+
+func errDefaultExchange() *Error {
+	return errAccessRefused("operation not permitted on the default exchange")
+}
+
+func errLocked(queue, vhost string) *Error {
+	return wire.Errorf(wire.CodeResourceLocked,
+		"cannot obtain exclusive access to locked %s. It could be originally declared on another "+
+			"connection or the exclusive property value does not match that of the original declaration.",
+		resource("queue", queue, vhost))
+}
+
+// errInternal reports a storage failure as 541 INTERNAL_ERROR, which closes
+// the connection; the cause stays reachable through the log.
+func errInternal(what string, err error) *Error {
+	return wire.Errorf(wire.CodeInternalError, "%s: %v", what, err)
+}
+
+// inequivalent is RabbitMQ's 406 for a redeclaration that differs from the
+// existing entity: "inequivalent arg 'durable' for exchange 'x' in vhost
+// '/': received 'false' but current is 'true'".
+func inequivalent(arg, kind, name, vhost, received, current string) *Error {
+	return errPrecondition("inequivalent arg '%s' for %s: received %s but current is %s",
+		arg, resource(kind, name, vhost), received, current)
+}
+
+func quoted(v any) string { return fmt.Sprintf("'%v'", v) }
+
+// formatValue prints an argument value as RabbitMQ's error texts do:
+// binaries as text, everything else in its natural form.
+func formatValue(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,301 @@
+package mq
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+)
+
+// classicQueueArgs are the arguments RabbitMQ compares when a classic queue
+// is redeclared (rabbit_classic_queue's queue_arguments).
+var classicQueueArgs = []string{
+	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+	"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+	"x-queue-leader-locator",
+}
+
+// DeclareQueue is queue.declare.
+//
+// Passive: 404 if the queue does not exist, 405 if it is another
+// connection's exclusive queue. Otherwise an empty name gets a server name,
+// a new name starting with "amq." is 403, and an existing queue must be
+// declared by its owner with the same exclusivity (405) and be equivalent
+// in durable, auto-delete and the arguments RabbitMQ compares (406).
+func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
+	if passive {
+		q, err := v.accessQueue(d.Name, d.Owner)
+		if err != nil {
+			return QueueInfo{}, err
+		}
+		return q.info(), nil
+	}
+	v.defMu.Lock()
+	defer v.defMu.Unlock()
+	if v.isDeleted() {
+		return QueueInfo{}, errNoVHost(v.name)
+	}
+	d.Durable = d.Durable && !d.Exclusive
+	if d.Name == "" {
+		d.Name = serverQueueName()
+	} else if q := v.queues[d.Name]; q != nil {
+		if err := v.queueEquivalent(q, d); err != nil {
+			return QueueInfo{}, err
+		}
+		return q.info(), nil
+	} else if strings.HasPrefix(d.Name, "amq.") {
+		return QueueInfo{}, errAccessRefused("queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+	}
+	q, err := v.createQueue(d)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return QueueInfo{Name: q.name}, nil
+}
+
+// queueEquivalent checks a redeclaration as RabbitMQ's
+// rabbit_amqqueue:assert_equivalence does (strict exclusive-owner check).
+func (v *VHost) queueEquivalent(q *queue, d QueueDef) error {
+	var owner, declaredOwner ConnID
+	if q.def.Exclusive {
+		owner = q.def.Owner + 1 // +1: any connection, even 0, differs from "none"
+	}
+	if d.Exclusive {
+		declaredOwner = d.Owner + 1
+	}
+	if owner != declaredOwner {
+		return errLocked(q.name, v.name)
+	}
+	fail := func(arg string, received, current any) error {
+		return inequivalent(arg, "queue", q.name, v.name, quoted(received), quoted(current))
+	}
+	switch {
+	case q.def.Durable != d.Durable:
+		return fail("durable", d.Durable, q.def.Durable)
+	case q.def.AutoDelete != d.AutoDelete:
+		return fail("auto_delete", d.AutoDelete, q.def.AutoDelete)
+	}
+	return argsEquivalent("queue", q.name, v.name, q.def.Args, d.Args, classicQueueArgs)
+}
+
+// serverQueueName returns "amq.gen-" and 16 random bytes in base64url, as
+// RabbitMQ names server-named queues.
+func serverQueueName() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "amq.gen-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func newStoreID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// createQueue makes a new queue: for a durable one its logs first, then its
+// definition (a crash in between leaves an orphan directory that Open
+// removes). Caller holds defMu.
+func (v *VHost) createQueue(d QueueDef) (*queue, error) {
+	if v.r.closed.Load() {
+		return nil, ErrClosed
+	}
+	var id string
+	if d.Durable {
+		id = newStoreID()
+	}
+	q, err := v.openQueue(d, id)
+	if err != nil {
+		return nil, errInternal("create queue storage", err)
+	}
+	if d.Durable {
+		args, err := encodeArgs(d.Args)
+		if err == nil {
+			rec := queueRecord{VHost: v.name, Name: d.Name, ID: id, AutoDelete: d.AutoDelete, Args: args}
+			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
+		}
+		if err != nil {
+			v.r.removeStore(q.store)
+			q.store.delete()
+			return nil, errInternal("store queue", err)
+		}
+	}
+	v.mu.Lock()
+	v.queues[d.Name] = q
+	v.mu.Unlock()
+	return q, nil
+}
+
+// openQueue builds a queue; a durable one opens (or creates) its store and
+// recovers its unsettled messages, bodies left on disk until needed.
+func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
+	q := &queue{
+		r: v.r, vh: v, name: d.Name, def: d, id: id,
+		sources: make(map[*exchange]int),
+		unacked: make(map[QueueTag]*entry),
+	}
+	if !d.Durable {
+		return q, nil
+	}
+	s, rec, err := openQueueStore(queueStoreDir(v.r.cfg.DataDir, id), v.r.cfg.segConfig(), v.r.logger)
+	if err != nil {
+		return nil, err
+	}
+	s.qmu = &q.mu
+	s.delivered = max(s.delivered, rec.delivered)
+	q.store = s
+	s.forEachUnsettled(func(off int64) {
+		q.ready.PushBack(&entry{tag: v.r.newTag(), offset: off, redelivered: rec.redelivered(off)})
+	})
+	v.r.addStore(s)
+	return q, nil
+}
+
+// DeleteQueue is queue.delete; it returns the number of ready messages
+// deleted. A missing queue is not an error (0, as in RabbitMQ). Another
+// connection's exclusive queue is 405; ifUnused with consumers and ifEmpty
+// with ready messages are 406. Consumers get their Cancelled callback.
+func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
+	v.defMu.Lock()
+	var cleanup deletions
+	n, err := func() (int, error) {
+		q := v.queues[name]
+		if q == nil {
+			return 0, nil
+		}
+		if q.def.Exclusive && q.def.Owner != conn {
+			return 0, errLocked(name, v.name)
+		}
+		q.mu.Lock()
+		consumers, ready := len(q.consumers), q.ready.Len()
+		q.mu.Unlock()
+		switch {
+		case ifUnused && consumers > 0:
+			return 0, errPrecondition("%s in use", resource("queue", name, v.name))
+		case ifEmpty && ready > 0:
+			return 0, errPrecondition("%s not empty", resource("queue", name, v.name))
+		}
+		return ready, v.deleteQueueLocked(q, &cleanup)
+	}()
+	v.defMu.Unlock()
+	cleanup.run(v.r)
+	return n, err
+}
+
+// PurgeQueue is queue.purge: it removes the ready messages (not those
+// delivered and unacknowledged) and returns how many.
+func (v *VHost) PurgeQueue(name string, conn ConnID) (int, error) {
+	q, err := v.accessQueue(name, conn)
+	if err != nil {
+		return 0, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted {
+		return 0, errNotFound("queue", name, v.name)
+	}
+	return q.purgeLocked(), nil
+}
+
+// ConnectionClosed deletes the exclusive queues conn owned.
+func (v *VHost) ConnectionClosed(conn ConnID) {
+	v.defMu.Lock()
+	var cleanup deletions
+	for _, q := range v.queues {
+		if q.def.Exclusive && q.def.Owner == conn {
+			if err := v.deleteQueueLocked(q, &cleanup); err != nil {
+				v.r.logger.Error("mq: delete exclusive queue", "queue", q.name, "vhost", v.name, "err", err)
+			}
+		}
+	}
+	v.defMu.Unlock()
+	cleanup.run(v.r)
+}
+
+// autoDelete deletes q if it is an auto-delete queue that had consumers and
+// has none now. Called with no lock held, after a consumer went.
+func (v *VHost) autoDelete(q *queue) {
+	v.defMu.Lock()
+	var cleanup deletions
+	if v.queues[q.name] == q {
+		q.mu.Lock()
+		idle := len(q.consumers) == 0
+		q.mu.Unlock()
+		if idle {
+			if err := v.deleteQueueLocked(q, &cleanup); err != nil {
+				v.r.logger.Error("mq: auto-delete queue", "queue", q.name, "vhost", v.name, "err", err)
+			}
+		}
+	}
+	v.defMu.Unlock()
+	cleanup.run(v.r)
+}
+
+// deleteQueueLocked removes q, its bindings and definitions, ends it, and
+// auto-deletes exchanges left without bindings. The consumers' callbacks and
+// the removal of the queue's files are left in cleanup, to run once no lock
+// is held. Caller holds defMu.
+func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
+	if v.queues[q.name] != q {
+		return nil
+	}
+	var refs []bindingRef
+	for src := range q.sources {
+		for _, b := range src.bindings.Bindings() {
+			if b.Dest.q == q {
+				refs = append(refs, bindingRef{src, b})
+			}
+		}
+	}
+	for _, ref := range refs {
+		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
+			return err
+		}
+	}
+	if q.def.Durable {
+		if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
+			return errInternal("delete queue", err)
+		}
+	}
+	v.mu.Lock()
+	var emptied []*exchange
+	for _, ref := range refs {
+		v.removeBindingLocked(ref.src, ref.b)
+		if ref.src.def.AutoDelete && ref.src.bindings.Len() == 0 && !containsPtr(emptied, ref.src) {
+			emptied = append(emptied, ref.src)
+		}
+	}
+	delete(v.queues, q.name)
+	v.mu.Unlock()
+
+	q.mu.Lock()
+	cleanup.cancelled = append(cleanup.cancelled, q.markDeletedLocked()...)
+	q.mu.Unlock()
+	if q.store != nil {
+		cleanup.stores = append(cleanup.stores, q.store)
+	}
+	for _, x := range emptied {
+		if err := v.deleteExchangeLocked(x, cleanup); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deletions is what deleting queues leaves to do once no lock is held.
+type deletions struct {
+	cancelled []func()
+	stores    []*queueStore
+}
+
+func (d *deletions) run(r *Registry) {
+	for _, s := range d.stores {
+		r.removeStore(s)
+		if err := s.delete(); err != nil {
+			r.logger.Error("mq: remove queue files", "dir", s.dir, "err", err)
+		}
+	}
+	for _, cb := range d.cancelled {
+		cb()
+	}
+}

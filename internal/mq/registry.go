@@ -1,0 +1,273 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// DefinitionStore keeps durable definitions (vhosts, exchanges, queues,
+// bindings). The broker backs it with its metadata log.
+type DefinitionStore interface {
+	// Put stores value under key; it is durable when Put returns.
+	Put(key string, value []byte) error
+	// Delete removes key; it is durable when Delete returns.
+	Delete(key string) error
+	// Load calls fn for every live key (at Open).
+	Load(fn func(key string, value []byte) error) error
+}
+
+// Config configures a Registry. Zero values take the defaults.
+type Config struct {
+	// DataDir holds durable queues' logs, in DataDir/queues/<id>/.
+	DataDir string
+	// Definitions keeps durable definitions. Required.
+	Definitions DefinitionStore
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// SegmentBytes is the segment size of queue logs; a segment is deleted
+	// once every message in it is settled. Default 16 MiB.
+	SegmentBytes int64
+	// QueueMemoryBytes is how many bytes of persistent message bodies a
+	// durable queue keeps in memory; bodies beyond it stay on disk and are
+	// read back when they near the head. Transient messages are always in
+	// memory. Default 4 MiB.
+	QueueMemoryBytes int64
+	// HousekeepingInterval is how often settlements are written to the
+	// settlement logs and settled segments reclaimed. Default 250 ms.
+	HousekeepingInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = 16 << 20
+	}
+	if c.QueueMemoryBytes <= 0 {
+		c.QueueMemoryBytes = 4 << 20
+	}
+	if c.HousekeepingInterval <= 0 {
+		c.HousekeepingInterval = 250 * time.Millisecond
+	}
+}
+
+// segConfig is the seglog configuration of queue logs: no time- or
+// size-based retention (messages go when they are settled).
+func (c *Config) segConfig() seglog.Config {
+	sc := seglog.DefaultConfig()
+	sc.SegmentBytes = c.SegmentBytes
+	sc.RetentionMs = -1
+	sc.RetentionBytes = -1
+	return sc
+}
+
+// Registry is the message-queuing core of one broker: its virtual hosts and
+// everything in them, and the goroutine that fsyncs queue logs for
+// publisher confirms.
+type Registry struct {
+	cfg    Config
+	logger *slog.Logger
+	defs   DefinitionStore
+
+	mu     sync.RWMutex
+	vhosts map[string]*VHost
+	closed atomic.Bool
+
+	storesMu sync.Mutex
+	stores   map[*queueStore]struct{} // open durable queue stores, for housekeeping
+
+	mem     atomic.Int64  // bytes of message bodies held in memory
+	nextTag atomic.Uint64 // last QueueTag handed out
+
+	syncer *syncer
+	keeper *housekeeper
+}
+
+// DefaultVHost is the virtual host every registry starts with.
+const DefaultVHost = "/"
+
+// Open loads the definitions, opens every durable queue and recovers its
+// unsettled persistent messages, and starts the syncer. A new store gets
+// the vhost "/".
+func Open(cfg Config) (*Registry, error) {
+	if cfg.Definitions == nil {
+		return nil, errors.New("mq: Config.Definitions is required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("mq: Config.DataDir is required")
+	}
+	cfg.setDefaults()
+	r := &Registry{
+		cfg:    cfg,
+		logger: cfg.Logger,
+		defs:   cfg.Definitions,
+		vhosts: make(map[string]*VHost),
+		stores: make(map[*queueStore]struct{}),
+	}
+	if err := r.load(); err != nil {
+		r.closeStores()
+		return nil, err
+	}
+	r.syncer = newSyncer(r)
+	r.keeper = newHousekeeper(r, cfg.HousekeepingInterval)
+	go r.syncer.run()
+	go r.keeper.run()
+	return r, nil
+}
+
+// Close stops the background goroutines (completing waiting confirms),
+// writes pending settlements and closes every queue log. Consumers are not notified: the
+// front end closes its connections first.
+func (r *Registry) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	r.syncer.shutdown()
+	r.keeper.shutdown()
+	return r.closeStores()
+}
+
+func (r *Registry) closeStores() error {
+	r.mu.RLock()
+	var qs []*queue
+	for _, v := range r.vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.store != nil {
+				qs = append(qs, q)
+			}
+		}
+		v.mu.RUnlock()
+	}
+	r.mu.RUnlock()
+	var errs []error
+	for _, q := range qs {
+		if err := q.store.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close queue %q: %w", q.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MemoryUsed returns the bytes of message bodies held in memory by all
+// queues (a body routed to several queues counts once). The front end
+// blocks publishers above its high-water mark.
+func (r *Registry) MemoryUsed() int64 { return r.mem.Load() }
+
+// VHost returns the named virtual host, or a 530 NOT_ALLOWED *Error
+// ("vhost x not found", as RabbitMQ answers connection.open).
+func (r *Registry) VHost(name string) (*VHost, error) {
+	r.mu.RLock()
+	v := r.vhosts[name]
+	r.mu.RUnlock()
+	if v == nil {
+		return nil, errNoVHost(name)
+	}
+	return v, nil
+}
+
+// errNoVHost is RabbitMQ's answer to connection.open for an unknown vhost:
+// 530 NOT_ALLOWED, a connection error (also what operations on a vhost
+// deleted meanwhile get).
+func errNoVHost(name string) *Error {
+	return wire.Errorf(wire.CodeNotAllowed, "vhost %s not found", name)
+}
+
+// VHosts returns the names of all virtual hosts, sorted.
+func (r *Registry) VHosts() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.vhosts))
+	for n := range r.vhosts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// AddVHost creates a virtual host (durably) with the predeclared exchanges,
+// or returns the existing one.
+func (r *Registry) AddVHost(name string) (*VHost, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v := r.vhosts[name]; v != nil {
+		return v, nil
+	}
+	if err := r.defs.Put(vhostKey(name), mustJSON(vhostRecord{Name: name})); err != nil {
+		return nil, errInternal("store vhost", err)
+	}
+	v := newVHost(r, name)
+	r.vhosts[name] = v
+	return v, nil
+}
+
+// DeleteVHost deletes a virtual host and everything in it; consumers of its
+// queues get their Cancelled callback.
+func (r *Registry) DeleteVHost(name string) error {
+	r.mu.Lock()
+	v := r.vhosts[name]
+	if v == nil {
+		r.mu.Unlock()
+		return errNoVHost(name)
+	}
+	delete(r.vhosts, name)
+	r.mu.Unlock()
+	return v.destroy()
+}
+
+func (r *Registry) newTag() QueueTag { return QueueTag(r.nextTag.Add(1)) }
+
+func (r *Registry) addStore(s *queueStore) {
+	r.storesMu.Lock()
+	r.stores[s] = struct{}{}
+	r.storesMu.Unlock()
+}
+
+func (r *Registry) removeStore(s *queueStore) {
+	r.storesMu.Lock()
+	delete(r.stores, s)
+	r.storesMu.Unlock()
+}
+
+func (r *Registry) openStores() []*queueStore {
+	r.storesMu.Lock()
+	defer r.storesMu.Unlock()
+	out := make([]*queueStore, 0, len(r.stores))
+	for s := range r.stores {
+		out = append(out, s)
+	}
+	return out
+}
+
+// removeOrphanStores deletes queue directories that belong to no durable
+// queue: left behind by a crash between creating a queue's logs and storing
+// its definition, or between deleting the definition and the files.
+func (r *Registry) removeOrphanStores(live map[string]bool) {
+	root := filepath.Join(r.cfg.DataDir, "queues")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && !live[e.Name()] {
+			r.logger.Warn("mq: removing queue data without a queue definition", "dir", filepath.Join(root, e.Name()))
+			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+				r.logger.Error("mq: remove orphan queue data", "err", err)
+			}
+		}
+	}
+}

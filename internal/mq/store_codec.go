@@ -1,0 +1,154 @@
+package mq
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// How messages and settlements are laid out in a durable queue's logs.
+
+// Record header keys of a message record.
+const (
+	hdrExchange   = "x"
+	hdrRoutingKey = "k"
+	hdrProperties = "p" // wire.Properties.Encode output: flags and property list
+)
+
+// settleRecordKey keys the records of the settlement log.
+var settleRecordKey = []byte("s")
+
+// encodeMessage builds the batch a persistent message is logged as.
+func encodeMessage(m *Message, props []byte) []byte {
+	return record.NewBatch(time.Now().UnixMilli(), []record.Record{{
+		Value: m.Body,
+		Headers: []record.RecordHeader{
+			{Key: hdrExchange, Value: []byte(m.Exchange)},
+			{Key: hdrRoutingKey, Value: []byte(m.RoutingKey)},
+			{Key: hdrProperties, Value: props},
+		},
+	}})
+}
+
+// decodeMessage rebuilds a message from its record.
+func decodeMessage(r record.Record) (*Message, error) {
+	m := &Message{Body: r.Value}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case hdrExchange:
+			m.Exchange = string(h.Value)
+		case hdrRoutingKey:
+			m.RoutingKey = string(h.Value)
+		case hdrProperties:
+			m.RawProperties = h.Value
+		}
+	}
+	if len(m.RawProperties) > 0 {
+		if err := m.Properties.Decode(m.RawProperties); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// rangesOf sorts offsets and returns them as [from, to) runs.
+func rangesOf(offs []int64) [][2]int64 {
+	slices.Sort(offs)
+	var out [][2]int64
+	for _, o := range offs {
+		if n := len(out); n > 0 && out[n-1][1] >= o {
+			out[n-1][1] = max(out[n-1][1], o+1)
+			continue
+		}
+		out = append(out, [2]int64{o, o + 1})
+	}
+	return out
+}
+
+// encodeRanges writes ascending [from, to) runs as uvarint pairs: the gap
+// from the previous run's end, and the run length.
+func encodeRanges(rs [][2]int64) []byte {
+	b := make([]byte, 0, 4*len(rs))
+	prev := int64(0)
+	for _, r := range rs {
+		b = binary.AppendUvarint(b, uint64(r[0]-prev))
+		b = binary.AppendUvarint(b, uint64(r[1]-r[0]))
+		prev = r[1]
+	}
+	return b
+}
+
+func decodeRanges(b []byte, fn func(from, to int64)) error {
+	prev := int64(0)
+	for len(b) > 0 {
+		gap, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errors.New("corrupt settlement record")
+		}
+		b = b[n:]
+		length, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errors.New("corrupt settlement record")
+		}
+		b = b[n:]
+		from := prev + int64(gap)
+		fn(from, from+int64(length))
+		prev = from + int64(length)
+	}
+	return nil
+}
+
+// readLog calls fn for every record of l from its start offset.
+func readLog(l *seglog.Log, fn func(record.Record) error) error {
+	for offset := l.StartOffset(); offset < l.EndOffset(); {
+		sl, err := l.Read(offset, 1<<20)
+		if err != nil {
+			return err
+		}
+		data, err := sl.Bytes()
+		sl.Release()
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("no data at offset %d below end %d", offset, l.EndOffset())
+		}
+		for len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return err
+			}
+			recs, err := record.Records(data[:h.Size()])
+			if err != nil {
+				return err
+			}
+			for i, r := range recs {
+				if h.BaseOffset+int64(i) < offset {
+					continue
+				}
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			offset = h.LastOffset() + 1
+			data = data[h.Size():]
+		}
+	}
+	return nil
+}
+
+// encodeProperties returns the raw property list a message is logged with.
+func encodeProperties(m *Message) ([]byte, error) {
+	if m.RawProperties != nil {
+		return m.RawProperties, nil
+	}
+	return m.Properties.Encode(nil)
+}

@@ -1,0 +1,137 @@
+package mq
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// Settlement bookkeeping of a durable queue and its background upkeep.
+
+// settleLocked records that off is settled. Caller holds the queue's lock.
+// It reports whether the housekeeper should be woken to write the pending
+// settlements soon.
+func (s *queueStore) settleLocked(off int64) (flushSoon bool) {
+	s.win.settle(off)
+	s.pending = append(s.pending, off)
+	return len(s.pending) == settleFlushThreshold
+}
+
+// settleFlushThreshold is how many settlements wait in memory before the
+// housekeeper is asked to write them (otherwise its next tick does).
+const settleFlushThreshold = 4096
+
+// compactMinBytes is the settlement log size below which it is never
+// compacted; above it, it is compacted once it has doubled since the last
+// compaction. A variable so tests can lower it.
+var compactMinBytes int64 = 1 << 20
+
+// housekeep writes pending settlements, moves the messages log start past
+// the settled prefix (deleting whole segments) and compacts the settlement
+// log when it has grown. Called only by the housekeeper goroutine (and
+// tests).
+func (s *queueStore) housekeep() error {
+	lock := s.qmu
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	lock.Lock()
+	pending := s.pending
+	s.pending = nil
+	low := s.win.base
+	lock.Unlock()
+
+	if len(pending) > 0 {
+		if err := s.writeSettled(rangesOf(pending)); err != nil {
+			lock.Lock()
+			s.pending = append(s.pending, pending...) // try again next time
+			lock.Unlock()
+			return err
+		}
+	}
+	if low > s.messages.StartOffset() && low != s.checkedLow {
+		// Moving the start costs a directory fsync; do it only when a
+		// whole segment can go.
+		s.checkedLow = low
+		reclaimable, err := s.segmentBelow(low)
+		if err != nil {
+			return err
+		}
+		if reclaimable {
+			if _, err := s.messages.DeleteBefore(low); err != nil {
+				return err
+			}
+		}
+	}
+	size := s.settled.Size()
+	if size < compactMinBytes || size < 2*s.compactedAt {
+		return nil
+	}
+	return s.compactLocked(lock)
+}
+
+// compactLocked writes one record naming every settled offset still above
+// the messages log start, makes it durable, and drops everything before it.
+func (s *queueStore) compactLocked(lock *sync.Mutex) error {
+	lock.Lock()
+	// Everything from the messages log start up to base is settled too;
+	// the records that said so are about to go.
+	var snapshot [][2]int64
+	if start := s.messages.StartOffset(); start < s.win.base {
+		snapshot = append(snapshot, [2]int64{start, s.win.base})
+	}
+	s.win.ranges(func(from, to int64) { snapshot = append(snapshot, [2]int64{from, to}) })
+	// Settlements pending now are in the snapshot already (their bits are
+	// set); writing them again after the checkpoint is harmless.
+	lock.Unlock()
+	at := s.settled.EndOffset()
+	if len(snapshot) > 0 {
+		if err := s.writeSettled(snapshot); err != nil {
+			return err
+		}
+	}
+	if err := s.settled.Sync(); err != nil {
+		return err
+	}
+	if _, err := s.settled.DeleteBefore(at); err != nil {
+		return err
+	}
+	s.compactedAt = s.settled.Size()
+	return nil
+}
+
+func (s *queueStore) writeSettled(ranges [][2]int64) error {
+	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: settleRecordKey, Value: encodeRanges(ranges)}})
+	_, err := s.settled.Append(batch, seglog.AppendOptions{})
+	return err
+}
+
+// segmentBelow reports whether the messages log has a segment other than
+// the first whose base offset is at or below low, i.e. whether moving the
+// start to low deletes at least one segment file. Segment files are named
+// by their 20-digit base offset (seglog's documented layout).
+func (s *queueStore) segmentBelow(low int64) (bool, error) {
+	entries, err := os.ReadDir(s.messages.Dir())
+	if err != nil {
+		return false, err
+	}
+	start := s.messages.StartOffset()
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || len(name) != 20 {
+			continue
+		}
+		base, err := strconv.ParseInt(name, 10, 64)
+		if err == nil && base > start && base <= low {
+			return true, nil
+		}
+	}
+	return false, nil
+}

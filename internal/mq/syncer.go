@@ -1,0 +1,143 @@
+package mq
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// syncer completes publisher confirms by group commit: publishers append
+// without waiting and register a waiter naming the logs their message went
+// to; each round takes every waiter registered so far, fsyncs each log they
+// name once (in parallel when there are several), and completes them all.
+// While a round's fsyncs run, new waiters gather for the next round, so the
+// number of fsyncs follows the disk's pace rather than the message rate.
+type syncer struct {
+	r *Registry
+
+	mu      sync.Mutex
+	waiting []syncWaiter
+	stopped bool
+	wake    chan struct{} // capacity 1: "there are waiters"
+	stop    chan struct{}
+	done    chan struct{}
+
+	rounds atomic.Uint64 // rounds that completed confirms (for measurements)
+}
+
+type syncWaiter struct {
+	stores []*queueStore
+	ch     chan error
+}
+
+// maxParallelSyncs bounds the fsyncs one round runs at once.
+const maxParallelSyncs = 8
+
+func newSyncer(r *Registry) *syncer {
+	return &syncer{
+		r:    r,
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+}
+
+// await registers a confirm waiting for stores' fsync and returns its
+// channel. stores is copied.
+func (s *syncer) await(stores []*queueStore) <-chan error {
+	ch := make(chan error, 1)
+	w := syncWaiter{stores: append([]*queueStore(nil), stores...), ch: ch}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		// Registry closing: the logs are closed with a final fsync, which
+		// queueStore.sync reports as success; or they are still open and
+		// this syncs them here.
+		ch <- errors.Join(syncStores(w.stores)...)
+		return ch
+	}
+	s.waiting = append(s.waiting, w)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+func (s *syncer) run() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+			s.round()
+		case <-s.stop:
+			s.round()
+			return
+		}
+	}
+}
+
+// shutdown completes the waiters registered so far and stops the goroutine.
+func (s *syncer) shutdown() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+}
+
+// round completes every waiting confirm.
+func (s *syncer) round() {
+	s.mu.Lock()
+	waiting := s.waiting
+	s.waiting = nil
+	s.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	s.rounds.Add(1)
+	var distinct []*queueStore
+	index := make(map[*queueStore]int)
+	for _, w := range waiting {
+		for _, st := range w.stores {
+			if _, ok := index[st]; !ok {
+				index[st] = len(distinct)
+				distinct = append(distinct, st)
+			}
+		}
+	}
+	errs := syncStores(distinct)
+	for _, w := range waiting {
+		var err error
+		for _, st := range w.stores {
+			if e := errs[index[st]]; e != nil && err == nil {
+				err = e
+			}
+		}
+		w.ch <- err
+	}
+}
+
+// syncStores fsyncs each store's messages log, up to maxParallelSyncs at a
+// time, and returns their errors by index.
+func syncStores(stores []*queueStore) []error {
+	errs := make([]error, len(stores))
+	if len(stores) == 1 {
+		errs[0] = stores[0].sync()
+		return errs
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallelSyncs)
+	for i, st := range stores {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = st.sync()
+			<-sem
+		}()
+	}
+	wg.Wait()
+	return errs
+}
