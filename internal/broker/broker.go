@@ -82,6 +82,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.bg.Add(2)
 	go b.flushLoop()
 	go b.retentionLoop()
+	b.startCleaner() // log compaction; joins b.bg and stops on b.stop
 	return b, nil
 }
 

@@ -98,7 +98,28 @@ func validateBatches(records []byte, cfg topicConfig) error {
 		if h.RecordCount == 0 {
 			return fmt.Errorf("%w: a produced batch must hold at least one record", ErrInvalidRecord)
 		}
+		if cfg.compact() {
+			if err := requireKeys(rest[:h.Size()]); err != nil {
+				return err
+			}
+		}
 		rest = rest[h.Size():]
+	}
+	return nil
+}
+
+// requireKeys refuses a batch holding a record without a key, as Kafka does
+// on a compacted topic: compaction keeps the latest record per key, so a
+// keyless record has no meaning there.
+func requireKeys(batch []byte) error {
+	recs, err := record.Records(batch)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+	}
+	for _, r := range recs {
+		if r.Key == nil {
+			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", ErrInvalidRecord)
+		}
 	}
 	return nil
 }

@@ -3,8 +3,10 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
@@ -41,6 +43,46 @@ func intAtLeast(min int64) func(string) error {
 	}
 }
 
+func ratio(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", v)
+	}
+	if f < 0 || f > 1 {
+		return fmt.Errorf("%v is not between 0 and 1", f)
+	}
+	return nil
+}
+
+// cleanupPolicies are the values cleanup.policy may list, comma-separated.
+var cleanupPolicies = []string{"delete", "compact"}
+
+// policyList checks cleanup.policy: "delete", "compact", or both in either
+// order ("compact,delete" as Kafka spells it).
+func policyList(v string) error {
+	items := splitList(v)
+	if len(items) == 0 {
+		return fmt.Errorf("%q names no policy; use delete, compact or compact,delete", v)
+	}
+	for _, item := range items {
+		if !slices.Contains(cleanupPolicies, item) {
+			return fmt.Errorf("%q is not one of %v", item, cleanupPolicies)
+		}
+	}
+	return nil
+}
+
+// splitList splits a Kafka list config at commas, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
 func oneOf(values ...string) func(string) error {
 	return func(v string) error {
 		if slices.Contains(values, v) {
@@ -51,7 +93,7 @@ func oneOf(values ...string) func(string) error {
 }
 
 var topicConfigDefs = map[string]topicConfigDef{
-	"cleanup.policy":         {defaultValue: "delete", check: oneOf("delete")},
+	"cleanup.policy":         {defaultValue: "delete", check: policyList},
 	"retention.ms":           {defaultValue: "604800000", check: intAtLeast(-1)},
 	"retention.bytes":        {defaultValue: "-1", check: intAtLeast(-1)},
 	"segment.bytes":          {defaultValue: "1073741824", check: intAtLeast(14)},
@@ -59,6 +101,12 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"index.interval.bytes":   {defaultValue: "4096", check: intAtLeast(0)},
 	"max.message.bytes":      {defaultValue: strconv.Itoa(defaultMessageMaxBytes), check: intAtLeast(0)},
 	"message.timestamp.type": {defaultValue: "CreateTime", check: oneOf("CreateTime", "LogAppendTime")},
+
+	// Compaction (cleanup.policy=compact); see seglog.Config.
+	"delete.retention.ms":       {defaultValue: "86400000", check: intAtLeast(0)},
+	"min.cleanable.dirty.ratio": {defaultValue: "0.5", check: ratio},
+	"min.compaction.lag.ms":     {defaultValue: "0", check: intAtLeast(0)},
+	"max.compaction.lag.ms":     {defaultValue: strconv.FormatInt(math.MaxInt64, 10), check: intAtLeast(1)},
 
 	"compression.type":               {defaultValue: "producer", fixed: true},
 	"min.insync.replicas":            {defaultValue: "1", fixed: true},
@@ -82,6 +130,10 @@ func validateTopicConfigs(overrides map[string]string) error {
 		if err := def.check(value); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
 		}
+	}
+	c := topicConfig{overrides: overrides}
+	if minLag, maxLag := c.int("min.compaction.lag.ms"), c.int("max.compaction.lag.ms"); minLag > maxLag {
+		return fmt.Errorf("%w: min.compaction.lag.ms %d is greater than max.compaction.lag.ms %d", ErrInvalidConfig, minLag, maxLag)
 	}
 	return nil
 }
@@ -108,6 +160,23 @@ func (c topicConfig) int(name string) int64 {
 	return n
 }
 
+func (c topicConfig) float(name string) float64 {
+	f, _ := strconv.ParseFloat(c.value(name), 64) // validated on the way in
+	return f
+}
+
+// compact reports whether cleanup.policy has "compact": the log cleaner
+// compacts the topic and produced records must have keys.
+func (c topicConfig) compact() bool {
+	return slices.Contains(splitList(c.value("cleanup.policy")), "compact")
+}
+
+// deleteOld reports whether cleanup.policy has "delete": retention.ms and
+// retention.bytes apply.
+func (c topicConfig) deleteOld() bool {
+	return slices.Contains(splitList(c.value("cleanup.policy")), "delete")
+}
+
 func (c topicConfig) logAppendTime() bool {
 	return c.value("message.timestamp.type") == "LogAppendTime"
 }
@@ -119,6 +188,13 @@ func (c topicConfig) logConfig() seglog.Config {
 		IndexIntervalBytes: int32(c.int("index.interval.bytes")),
 		RetentionMs:        c.int("retention.ms"),
 		RetentionBytes:     c.int("retention.bytes"),
+
+		Compact:                c.compact(),
+		Delete:                 c.deleteOld(),
+		DeleteRetentionMs:      c.int("delete.retention.ms"),
+		MinCleanableDirtyRatio: c.float("min.cleanable.dirty.ratio"),
+		MinCompactionLagMs:     c.int("min.compaction.lag.ms"),
+		MaxCompactionLagMs:     c.int("max.compaction.lag.ms"),
 	}
 }
 
@@ -147,6 +223,7 @@ func (b *Broker) Configs() []ConfigEntry {
 	return []ConfigEntry{
 		entry("auto.create.topics.enable", strconv.FormatBool(*c.AutoCreateTopics), *c.AutoCreateTopics),
 		entry("broker.id", strconv.Itoa(int(c.NodeID)), c.NodeID == 0),
+		entry("log.cleaner.backoff.ms", strconv.FormatInt(logCleanerBackoff.Milliseconds(), 10), true),
 		entry("log.dirs", c.DataDir, false),
 		entry("log.flush.interval.ms", strconv.FormatInt(c.FlushInterval.Milliseconds(), 10), c.FlushInterval == defaultFlushInterval),
 		entry("log.retention.bytes", topicConfigDefs["retention.bytes"].defaultValue, true),

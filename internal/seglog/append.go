@@ -144,15 +144,15 @@ func (l *Log) writeLocked(seg *segment, payload []byte) error {
 }
 
 // maybeRollLocked starts a new segment when the active one would exceed
-// segment.bytes, is older than segment.ms, or could not index the new
-// offsets in 32 bits.
+// segment.bytes, is older than segment.ms (see Config.rollMs), or could not
+// index the new offsets in 32 bits.
 func (l *Log) maybeRollLocked(size, count int64) error {
 	active := l.activeLocked()
 	if active.size == 0 {
 		return nil
 	}
 	full := active.size+size > l.cfg.SegmentBytes
-	old := time.Since(active.rollTime) >= time.Duration(l.cfg.SegmentMs)*time.Millisecond
+	old := time.Since(active.rollTime) >= time.Duration(l.cfg.rollMs())*time.Millisecond
 	offsetsOverflow := l.end+count-1-active.base > math.MaxUint32
 	if !full && !old && !offsetsOverflow {
 		return nil

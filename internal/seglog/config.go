@@ -3,8 +3,11 @@ package seglog
 import "math"
 
 // Config holds the per-log settings, named after the Kafka topic configs
-// they implement. The zero value of a field means "use the default";
-// RetentionMs and RetentionBytes take -1 (any negative value) for "no limit".
+// they implement. The zero value of a size or time field means "use the
+// default"; RetentionMs and RetentionBytes take -1 (any negative value) for
+// "no limit". The compaction fields are the exception: 0 is a meaningful
+// value for each of them, so they are taken literally and DefaultConfig
+// sets Kafka's defaults.
 type Config struct {
 	// SegmentBytes is segment.bytes: the active segment is rolled when an
 	// append would take it past this size. Capped at math.MaxInt32 because
@@ -24,6 +27,29 @@ type Config struct {
 	// deletes the oldest closed segments while the log would still hold at
 	// least this many bytes without them. Default -1 (unlimited).
 	RetentionBytes int64
+
+	// Compact and Delete are cleanup.policy: "compact" lets Compact remove
+	// superseded records, "delete" lets ApplyRetention delete old segments.
+	// Both may be set. A Config with neither means "delete", Kafka's default.
+	Compact bool
+	Delete  bool
+	// DeleteRetentionMs is delete.retention.ms: how long a tombstone (a
+	// record with a null value) outlives, in a compacted log, the largest
+	// timestamp of the segment holding it. Kafka's default is 86400000.
+	DeleteRetentionMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: Compact rewrites
+	// the log only when the not-yet-compacted bytes are at least this share
+	// of the compactable bytes. Kafka's default is 0.5.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms: a closed segment whose
+	// largest timestamp is younger than this, and everything after it, is
+	// left alone. Default 0.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms: when the oldest record
+	// not yet compacted is older than this, Compact runs whatever the dirty
+	// ratio, and the active segment of a compacted log is rolled once it is
+	// this old. 0 (or negative) means no limit, Kafka's default.
+	MaxCompactionLagMs int64
 }
 
 const (
@@ -31,6 +57,9 @@ const (
 	defaultSegmentMs          = 7 * 24 * 60 * 60 * 1000
 	defaultIndexIntervalBytes = 4096
 	defaultRetentionMs        = 7 * 24 * 60 * 60 * 1000
+
+	defaultDeleteRetentionMs      = 24 * 60 * 60 * 1000
+	defaultMinCleanableDirtyRatio = 0.5
 )
 
 // DefaultConfig returns Kafka's defaults.
@@ -41,6 +70,10 @@ func DefaultConfig() Config {
 		IndexIntervalBytes: defaultIndexIntervalBytes,
 		RetentionMs:        defaultRetentionMs,
 		RetentionBytes:     -1,
+
+		Delete:                 true,
+		DeleteRetentionMs:      defaultDeleteRetentionMs,
+		MinCleanableDirtyRatio: defaultMinCleanableDirtyRatio,
 	}
 }
 
@@ -59,5 +92,19 @@ func (c Config) normalized() Config {
 	if c.IndexIntervalBytes <= 0 {
 		c.IndexIntervalBytes = defaultIndexIntervalBytes
 	}
+	if !c.Compact && !c.Delete {
+		c.Delete = true
+	}
 	return c
+}
+
+// rollMs is how old the active segment may get before an append rolls it:
+// segment.ms, or max.compaction.lag.ms if that is shorter and the log is
+// compacted (the active segment is never compacted, so its records could
+// otherwise stay uncompacted past the limit), as in Kafka.
+func (c Config) rollMs() int64 {
+	if c.Compact && c.MaxCompactionLagMs > 0 {
+		return min(c.SegmentMs, c.MaxCompactionLagMs)
+	}
+	return c.SegmentMs
 }

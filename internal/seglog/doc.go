@@ -11,6 +11,9 @@
 //	recovery-point                  text: the offset below which every byte is known fsynced
 //	log-start-offset                text: the first readable offset (DeleteRecords, retention)
 //	clean-shutdown                  present only between Close and the next Open
+//	cleaner-offset                  text: compaction checkpoint, segments below it are compacted
+//	<base>.log.cleaned, .swap (and the index files' likewise) only while compaction
+//	                                swaps a segment in (swap.go)
 //
 // Segments are named by the 20-digit offset of their first batch. The last
 // segment is the active one; appends go only there.
@@ -49,4 +52,16 @@
 // explains why it calls sendfile itself). A Slice holds references on its
 // segments, so retention can delete a segment while a fetch is still
 // sending it: the files are unlinked at once and closed on the last Release.
+//
+// # Compaction
+//
+// With cleanup.policy "compact" (Config.Compact), Compact keeps only the
+// latest record of each key in the closed segments, removes tombstones
+// after delete.retention.ms, and never changes an offset; compact.go
+// describes a pass and swap.go how a rewritten segment replaces the old ones
+// so that a crash at any point leaves either. A compacted closed segment
+// skips the removed offsets, so offsets in a closed segment need only
+// increase (recovery allows that; the active segment must stay contiguous),
+// and Read at a removed offset starts at the next batch. Retention applies
+// only when the policy has "delete" (Config.Delete).
 package seglog

@@ -38,6 +38,9 @@ type Log struct {
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu
 	lastCheckpoint time.Time  // guarded by checkpointMu
+
+	cleanMu       sync.Mutex // serializes compaction passes (compact.go)
+	cleanerOffset int64      // the cleaner checkpoint; guarded by cleanMu
 }
 
 // Open opens (creating if missing) the log in dir.
@@ -116,16 +119,6 @@ func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) segmentIndexLocked(offset int64) int {
 	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset })
 	return max(i-1, 0)
-}
-
-// segmentAfterLocked returns the index of the first segment whose base is
-// greater than base, or -1.
-func (l *Log) segmentAfterLocked(base int64) int {
-	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > base })
-	if i == len(l.segments) {
-		return -1
-	}
-	return i
 }
 
 // Close makes everything durable, writes the recovery point and the

@@ -99,6 +99,9 @@ func copyChunk(w io.Writer, c Chunk) (int64, error) {
 // allows. Only bytes below the write position at the time of the call are
 // returned, so a reader never sees part of a batch.
 //
+// In a compacted log an offset may belong to no batch any more; Read then
+// starts with the first batch after it.
+//
 // offset < StartOffset or > EndOffset is ErrOffsetOutOfRange; offset ==
 // EndOffset gives an empty Slice. The caller must Release the Slice.
 func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
@@ -128,33 +131,43 @@ func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 			sl.Release()
 			return nil, err
 		}
-		if !ok {
+		if ok {
+			sl.Chunks = append(sl.Chunks, c)
+			budget -= c.Len
+			if budget <= 0 || c.Pos+c.Len < v.limit {
+				break // budget spent, or the next batch did not fit
+			}
+		} else if len(sl.Chunks) > 0 {
 			break // the segment's first batch does not fit the rest of the budget
 		}
-		sl.Chunks = append(sl.Chunks, c)
-		budget -= c.Len
-		if budget <= 0 || c.Pos+c.Len < v.limit {
-			break // budget spent, or the next batch did not fit
-		}
-		next, ok := l.viewAfter(v.seg.base)
+		// Nothing at or after from in this segment (only possible in a
+		// compacted log), or all of it fitted: go on with the next one.
+		from = max(from, v.next)
+		next, ok := l.viewContinuing(v.seg, from)
 		if !ok {
 			break
 		}
-		v, from = next, next.seg.base
+		v = next
 	}
 	return sl, nil
 }
 
-// viewAfter returns a view of the segment after the one based at base.
-func (l *Log) viewAfter(base int64) (segView, bool) {
+// viewContinuing returns a view of the segment that holds offset from, read
+// after prev: normally the segment after prev, but if compaction replaced
+// prev (and maybe its neighbours) by one segment meanwhile, that segment,
+// so that no offset is skipped.
+func (l *Log) viewContinuing(prev *segment, from int64) (segView, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed {
+	if l.closed || from >= l.end {
 		return segView{}, false
 	}
-	i := l.segmentAfterLocked(base)
-	if i < 0 {
-		return segView{}, false
+	i := l.segmentIndexLocked(from)
+	if l.segments[i] == prev {
+		// prev is still in the log and was read to its end.
+		if i++; i == len(l.segments) {
+			return segView{}, false
+		}
 	}
 	return l.segments[i].viewLocked(), true
 }

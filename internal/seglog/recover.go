@@ -12,6 +12,9 @@ import (
 
 // load builds the in-memory state from the directory (see Open).
 func (l *Log) load() error {
+	if err := l.recoverCleanerFiles(); err != nil {
+		return err
+	}
 	bases, err := listSegmentBases(l.dir)
 	if err != nil {
 		return err
@@ -20,6 +23,10 @@ func (l *Log) load() error {
 	if err != nil {
 		l.logger.Warn("ignoring unreadable log start offset", "err", err)
 		haveStart = false
+	}
+	if l.cleanerOffset, _, err = readOffsetFile(l.dir, cleanerOffsetFile); err != nil {
+		l.logger.Warn("ignoring unreadable cleaner checkpoint; the next compaction covers the whole log", "err", err)
+		l.cleanerOffset = 0
 	}
 	recoveryPoint, haveRecoveryPoint, err := readOffsetFile(l.dir, recoveryPointFile)
 	if err != nil {
@@ -69,10 +76,13 @@ func (l *Log) load() error {
 		firstToVerify = l.segmentIndexLocked(recoveryPoint)
 	}
 	for i, s := range l.segments {
+		// Only a closed segment can have been compacted, so only a closed
+		// segment may skip offsets.
+		gaps := i < len(l.segments)-1
 		if i < firstToVerify {
-			err = l.loadTrusted(s)
+			err = l.loadTrusted(s, gaps)
 		} else {
-			err = l.verifySegment(s, l.isTail(i), recoveryPoint)
+			err = l.verifySegment(s, l.isTail(i), recoveryPoint, gaps)
 		}
 		if err != nil {
 			return err
@@ -101,6 +111,10 @@ func (l *Log) load() error {
 	}
 	if err := l.dropSegmentsBelowStartLocked(); err != nil {
 		return err
+	}
+	if l.cleanerOffset > l.end {
+		l.logger.Warn("cleaner checkpoint beyond the end of the log; compacting from the start", "checkpoint", l.cleanerOffset, "end", l.end)
+		l.cleanerOffset = 0
 	}
 	l.synced = l.end
 	l.checkpointed = l.end
@@ -157,13 +171,20 @@ func (l *Log) dropSegmentsBefore(offset int64) error {
 	return discardSegments(dropped)
 }
 
-// dropStrayEmptyTail removes an empty last segment that does not start where
-// the one before it ends: after a torn tail was truncated, or left by
-// something other than a roll. It holds nothing, and keeping it would leave
-// a gap or an overlap in the offsets.
+// dropStrayEmptyTail removes an empty last segment that does not continue
+// the one before it: one whose base lies inside it (left by something other
+// than a roll), or beyond it when that one's torn tail was just truncated.
+// It holds nothing, and keeping it would leave an overlap, or a gap of
+// offsets that were never acknowledged. (A gap is otherwise fine: compaction
+// may have removed the end of the segment before; the empty segment's base
+// is then the log end offset and must stay.)
 func (l *Log) dropStrayEmptyTail() error {
 	n := len(l.segments)
-	if n < 2 || l.segments[n-1].size != 0 || l.segments[n-1].base == l.segments[n-2].next {
+	if n < 2 || l.segments[n-1].size != 0 {
+		return nil
+	}
+	prev, last := l.segments[n-2], l.segments[n-1]
+	if last.base == prev.next || last.base > prev.next && !prev.truncated {
 		return nil
 	}
 	s := l.segments[n-1]
@@ -201,15 +222,17 @@ func firstBatchTime(s *segment) time.Time {
 // loadTrusted loads a segment that needs no verification: its index files if
 // they are consistent (else it rebuilds them from the batch headers), then
 // the headers after the last index entry, to learn the end offset and the
-// latest timestamps. A header that does not parse is corruption.
-func (l *Log) loadTrusted(s *segment) error {
+// latest timestamps. A header that does not parse is corruption. With gaps
+// (a closed segment, which compaction may have thinned) a batch may start
+// beyond the offset after the previous one.
+func (l *Log) loadTrusted(s *segment, gaps bool) error {
 	offsets, times, err := readIndexFiles(s)
 	if err == nil {
 		s.idx = newSegIndex()
 		s.idx.offsets, s.idx.times = offsets, times
 		s.idx.flushedOffsets, s.idx.flushedTimes = len(offsets), len(times)
 		s.idx.maxTs = s.idx.lastTimeTs()
-		err = l.walkTail(s)
+		err = l.walkTail(s, gaps)
 		if err == nil {
 			return s.idx.flush(s.idxFile, s.timFile)
 		}
@@ -219,7 +242,7 @@ func (l *Log) loadTrusted(s *segment) error {
 	}
 	l.logger.Info("rebuilding segment index", "file", s.logPath, "reason", err)
 	s.idx = newSegIndex()
-	if err := l.walkTail(s); err != nil {
+	if err := l.walkTail(s, gaps); err != nil {
 		return err
 	}
 	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
@@ -230,7 +253,7 @@ func (l *Log) loadTrusted(s *segment) error {
 
 // walkTail walks the batch headers from the last index entry (or the start)
 // to the end of the file, adding index entries as appends would have.
-func (l *Log) walkTail(s *segment) error {
+func (l *Log) walkTail(s *segment, gaps bool) error {
 	r := newHeadReader(s.log, s.size)
 	pos, next := int64(0), s.base
 	if n := len(s.idx.offsets); n > 0 {
@@ -242,7 +265,7 @@ func (l *Log) walkTail(s *segment) error {
 		if err != nil {
 			return &CorruptionError{File: s.logPath, Pos: pos, Err: err}
 		}
-		if h.baseOffset != next {
+		if h.baseOffset != next && !(gaps && !indexed && h.baseOffset > next) {
 			if indexed {
 				return fmt.Errorf("%w: entry points at offset %d, batch has %d", errBadIndex, next, h.baseOffset)
 			}
@@ -296,8 +319,8 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // batch's length field, is what keeps a single flipped bit in a length from
 // being mistaken for a torn tail and silently dropping everything after it.
 // On success the segment is fsynced.
-func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64) error {
-	good, next, bad := l.scanVerified(s)
+func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
+	good, next, bad := l.scanVerified(s, gaps)
 	if bad != nil {
 		switch {
 		case !tail:
@@ -320,6 +343,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64) error {
 		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
 			"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
 		s.size = good
+		s.truncated = true
 	}
 	s.next = next
 	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
@@ -331,7 +355,8 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64) error {
 // scanVerified reads s sequentially, verifying each batch and rebuilding the
 // in-memory index. It returns the length of the valid prefix, the offset
 // after it, and why the batch at that position is bad (nil if none is).
-func (l *Log) scanVerified(s *segment) (good, next int64, bad error) {
+// With gaps, batch base offsets need only increase (a compacted segment).
+func (l *Log) scanVerified(s *segment, gaps bool) (good, next int64, bad error) {
 	s.idx = newSegIndex()
 	interval := int64(l.cfg.IndexIntervalBytes)
 	br := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, s.size), 1<<20)
@@ -365,7 +390,7 @@ func (l *Log) scanVerified(s *segment) (good, next int64, bad error) {
 		if err != nil {
 			return pos, next, err
 		}
-		if verified.BaseOffset != next {
+		if verified.BaseOffset != next && !(gaps && verified.BaseOffset > next) {
 			return pos, next, fmt.Errorf("%w: base offset %d, expected %d", record.ErrCorrupt, verified.BaseOffset, next)
 		}
 		s.idx.add(s.base, pos, headOf(verified), interval)

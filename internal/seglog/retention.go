@@ -34,12 +34,17 @@ func (l *Log) DeleteBefore(offset int64) (startOffset int64, err error) {
 // RetentionMs) or retention.bytes (the log would still hold at least
 // RetentionBytes without the segment). The active segment is never deleted.
 // The start offset moves to the first remaining segment. Returns how many
-// segments were deleted.
+// segments were deleted. A log whose cleanup policy lacks "delete"
+// (Config.Delete) is left alone: a compact-only topic keeps its data until
+// compaction removes it.
 func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
+	}
+	if !l.cfg.Delete {
+		return 0, nil
 	}
 	total := l.sizeLocked()
 	n := 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,8 @@ type segment struct {
 	next     int64     // offset after the last batch (= base when empty)
 	idx      segIndex  // sparse indexes
 	rollTime time.Time // when the segment started taking data, for segment.ms
+
+	truncated bool // Open cut off a torn tail of this segment (recover.go)
 }
 
 func segmentPath(dir string, base int64, suffix string) string {
@@ -110,11 +113,13 @@ func (s *segment) closeFiles() {
 }
 
 // removeFiles unlinks the segment's three files (open descriptors keep
-// working until released).
+// working until released). The names come from logPath, not from the
+// descriptors: a compacted segment's files were opened under temporary names.
 func (s *segment) removeFiles() error {
 	var errs []error
-	for _, f := range []*os.File{s.log, s.idxFile, s.timFile} {
-		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	stem := strings.TrimSuffix(s.logPath, logSuffix)
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(stem + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -149,6 +154,7 @@ func (s *segment) largestTimestamp() int64 {
 type segView struct {
 	seg     *segment
 	limit   int64
+	next    int64 // the offset after the segment's last batch below limit
 	offsets []offsetEntry
 	times   []timeEntry
 }
@@ -156,7 +162,7 @@ type segView struct {
 // viewLocked takes a reference and a consistent snapshot. Caller holds Log.mu.
 func (s *segment) viewLocked() segView {
 	s.acquire()
-	return segView{seg: s, limit: s.size, offsets: s.idx.offsets, times: s.idx.times}
+	return segView{seg: s, limit: s.size, next: s.next, offsets: s.idx.offsets, times: s.idx.times}
 }
 
 // discardSegments unlinks the files of segments already taken out of the

@@ -21,7 +21,7 @@ func (l *Log) OffsetForTime(ts int64) (offset, timestamp int64, found bool, err 
 		return 0, 0, false, ErrClosed
 	}
 	start := l.start
-	v, ok := l.timeCandidateLocked(ts, -1)
+	v, ok := l.timeCandidateLocked(ts, 0)
 	l.mu.RUnlock()
 	for ok {
 		offset, timestamp, found, err = v.offsetForTime(ts, start)
@@ -30,21 +30,23 @@ func (l *Log) OffsetForTime(ts int64) (offset, timestamp int64, found bool, err 
 			return offset, timestamp, found, err
 		}
 		// Only records below the start offset matched: try later segments.
+		// (By offset, not by base: compaction may have merged the segment
+		// with the ones after it meanwhile.)
 		l.mu.RLock()
-		v, ok = l.timeCandidateLocked(ts, v.seg.base)
+		v, ok = l.timeCandidateLocked(ts, v.next)
 		l.mu.RUnlock()
 	}
 	return -1, -1, false, nil
 }
 
-// timeCandidateLocked returns a view of the first segment after afterBase
-// whose largest timestamp is >= ts.
-func (l *Log) timeCandidateLocked(ts, afterBase int64) (segView, bool) {
+// timeCandidateLocked returns a view of the first segment holding offsets
+// at or after from whose largest timestamp is >= ts.
+func (l *Log) timeCandidateLocked(ts, from int64) (segView, bool) {
 	if l.closed {
 		return segView{}, false
 	}
 	for _, s := range l.segments {
-		if s.base > afterBase && s.idx.maxTs >= ts {
+		if s.next > from && s.idx.maxTs >= ts {
 			return s.viewLocked(), true
 		}
 	}

@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// The log cleaner: compaction of topics whose cleanup.policy has "compact".
+// The work itself is seglog.Log.Compact; this is only the loop that runs it
+// over every such partition, one at a time, as Kafka's cleaner thread does
+// (log.cleaner.threads=1).
+
+// logCleanerBackoff is log.cleaner.backoff.ms: the pause between two rounds
+// of the cleaner over every compacted partition. A round finds most
+// partitions below min.cleanable.dirty.ratio and costs little for them. Not
+// a broker.Config field yet.
+const logCleanerBackoff = 15 * time.Second
+
+// startCleaner starts the cleaner goroutine. It belongs to the broker: it
+// ends when b.stop is closed (a pass in progress is cancelled between
+// batches) and Close waits for it through b.bg.
+func (b *Broker) startCleaner() {
+	b.bg.Add(1)
+	go b.cleanerLoop(logCleanerBackoff)
+}
+
+func (b *Broker) cleanerLoop(every time.Duration) {
+	defer b.bg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Owned by this loop: ends when the broker stops or the loop returns.
+	go func() {
+		select {
+		case <-b.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if err := b.compactAll(ctx, now); err != nil && ctx.Err() == nil {
+				b.logger.Error("log cleaner", "err", err)
+			}
+		}
+	}
+}
+
+// CompactNow runs one round of the log cleaner at once, over every partition
+// of every topic with "compact" in cleanup.policy, and returns the failures.
+// Tests and tools use it; the broker also runs rounds every
+// log.cleaner.backoff.ms.
+func (b *Broker) CompactNow() error {
+	return b.compactAll(context.Background(), time.Now())
+}
+
+// compactAll runs one compaction pass per compacted partition. A partition
+// that fails does not stop the others.
+func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
+	var errs []error
+	for _, t := range b.Topics() {
+		if !t.currentConfig().compact() {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			if ctx.Err() != nil {
+				return errors.Join(append(errs, ctx.Err())...)
+			}
+			if p.log == nil {
+				continue // offline
+			}
+			st, err := p.log.CompactContext(ctx, now)
+			switch {
+			case errors.Is(err, seglog.ErrClosed):
+				// The topic was deleted meanwhile.
+			case err != nil:
+				errs = append(errs, fmt.Errorf("compact %s-%d: %w", t.name, p.index, err))
+			case st.Cleaned:
+				b.logger.Debug("compacted partition", "topic", t.name, "partition", p.index,
+					"segments", st.SegmentsRead, "records_removed", st.RecordsRemoved,
+					"bytes_before", st.BytesRead, "bytes_after", st.BytesWritten)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
