@@ -207,6 +207,9 @@ func (b *Broker) openPartitions(t *Topic, count int32) error {
 			}
 			b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", p.offline)
 			p.log = nil
+		} else if err := p.loadProducers(); err != nil {
+			p.log.Close()
+			return fmt.Errorf("%w: rebuild producer state of %s: %v", ErrStorage, p.dir, err)
 		}
 		t.mu.Lock()
 		t.partitions = append(t.partitions, p)

@@ -33,6 +33,10 @@ type Broker struct {
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 
+	producerIDMu       sync.Mutex
+	nextProducerID     int64 // guarded by producerIDMu
+	producerIDBlockEnd int64 // guarded by producerIDMu
+
 	mu     sync.RWMutex
 	topics map[string]*Topic
 	byID   map[[16]byte]*Topic
@@ -93,6 +97,7 @@ func (b *Broker) load() error {
 	}
 	b.defs = &DefinitionStore{meta: b.meta, live: st.definitions}
 	b.clusterID = st.clusterID
+	b.nextProducerID, b.producerIDBlockEnd = st.producerIDBlockEnd, st.producerIDBlockEnd
 	if b.clusterID == "" {
 		b.clusterID = newClusterID()
 		if err := b.meta.write(clusterKey, clusterRecord{ClusterID: b.clusterID}); err != nil {
@@ -161,7 +166,7 @@ func (b *Broker) closeLogs() error {
 	for _, t := range b.topics {
 		for _, p := range t.Partitions() {
 			if p.log != nil {
-				errs = append(errs, p.log.Close())
+				errs = append(errs, p.maintainProducers(time.Now()), p.log.Close())
 			}
 		}
 	}
@@ -266,7 +271,7 @@ func (b *Broker) retentionLoop() {
 		case now := <-tick.C:
 			b.forEachLog(func(p *Partition) error {
 				_, err := p.log.ApplyRetention(now)
-				return err
+				return errors.Join(err, p.maintainProducers(now))
 			}, "retention")
 		}
 	}

@@ -18,4 +18,9 @@ var (
 	ErrOffsetOutOfRange  = errors.New("offset out of range")
 	ErrStorage           = errors.New("storage error")
 	ErrClosed            = errors.New("broker closed")
+
+	// Idempotent producers.
+	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
+	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	ErrUnknownProducerID    = errors.New("unknown producer id")
 )

@@ -116,6 +116,8 @@ type metadataState struct {
 	clusterID   string
 	topics      map[string]topicRecord // live topics only
 	definitions map[string][]byte      // live keys of the definition store
+
+	producerIDBlockEnd int64 // first producer id not yet reserved
 }
 
 func (m *metadataLog) load() (metadataState, error) {
@@ -138,6 +140,12 @@ func (m *metadataLog) load() (metadataState, error) {
 			} else {
 				st.topics[t.Name] = t
 			}
+		case key == producerIDsKey:
+			var r producerIDsRecord
+			if err := json.Unmarshal(value, &r); err != nil {
+				return fmt.Errorf("metadata record %q: %w", key, err)
+			}
+			st.producerIDBlockEnd = r.BlockEnd
 		case strings.HasPrefix(key, definitionPrefix):
 			if value == nil {
 				delete(st.definitions, key[len(definitionPrefix):])

@@ -23,6 +23,10 @@ type Partition struct {
 
 	waitMu  sync.Mutex
 	waiters map[chan<- struct{}]struct{}
+
+	produceMu        sync.Mutex      // orders idempotent appends with their producer checks
+	producers        *producerStates // guarded by produceMu
+	producerSnapshot int64           // log end offset of the last snapshot; guarded by produceMu
 }
 
 // Index is the partition's number within its topic.
@@ -43,25 +47,40 @@ func (p *Partition) online() (*seglog.Log, error) {
 // offset given to the first record. For acks=-1 under FsyncOnAcksAll (and
 // for every acks under FsyncAlways) it returns only once an fsync covers the
 // data. logAppendTime is -1 unless the topic stamps batches with the broker's
-// clock.
+// clock. Batches of an idempotent producer are checked against its sequence
+// numbers first: a retried batch returns its original offset unwritten.
 func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTime int64, err error) {
 	log, err := p.online()
 	if err != nil {
 		return -1, -1, err
 	}
 	cfg := p.topic.currentConfig()
-	if err := validateBatches(records, cfg); err != nil {
+	headers, err := validateBatches(records, cfg)
+	if err != nil {
 		return -1, -1, err
 	}
-	opts := seglog.AppendOptions{
-		Durable: p.fsync == FsyncAlways || p.fsync == FsyncOnAcksAll && acks == -1,
-	}
+	durable := p.fsync == FsyncAlways || p.fsync == FsyncOnAcksAll && acks == -1
+	var opts seglog.AppendOptions
 	if cfg.logAppendTime() {
 		opts.LogAppendTime = time.Now().UnixMilli()
 	}
-	res, err := log.Append(records, opts)
+	var res seglog.AppendResult
+	if headers[0].ProducerID < 0 {
+		opts.Durable = durable
+		if res, err = log.Append(records, opts); err != nil {
+			err = p.storageError("append to", err)
+		}
+	} else {
+		res, err = p.appendIdempotent(log, records, headers, opts)
+		if err == nil && durable {
+			// A duplicate's original may not be on disk yet either.
+			if err = log.Sync(); err != nil {
+				err = p.storageError("sync", err)
+			}
+		}
+	}
 	if err != nil {
-		return -1, -1, p.storageError("append to", err)
+		return -1, -1, err
 	}
 	p.wakeWaiters()
 	if !cfg.logAppendTime() {
@@ -70,42 +89,77 @@ func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTi
 	return res.BaseOffset, res.LogAppendTime, nil
 }
 
+// appendIdempotent appends the batches of one idempotent producer, or
+// answers a retried batch with the offset it got the first time. The check
+// and the append happen under produceMu so two copies of a batch racing
+// each other cannot both be written.
+func (p *Partition) appendIdempotent(log *seglog.Log, records []byte, headers []record.Header, opts seglog.AppendOptions) (seglog.AppendResult, error) {
+	first := headers[0]
+	for _, h := range headers[1:] {
+		if h.ProducerID != first.ProducerID || h.ProducerEpoch != first.ProducerEpoch {
+			return seglog.AppendResult{}, fmt.Errorf("%w: batches of different producers in one request", ErrInvalidRecord)
+		}
+	}
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	dup, err := p.producers.check(first)
+	if err != nil {
+		return seglog.AppendResult{}, err
+	}
+	if dup != nil {
+		return seglog.AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1}, nil
+	}
+	res, err := log.Append(records, opts)
+	if err != nil {
+		return res, p.storageError("append to", err)
+	}
+	now := time.Now().UnixMilli()
+	offset := res.BaseOffset
+	for _, h := range headers {
+		p.producers.record(h, offset, now)
+		offset += int64(h.LastOffsetDelta) + 1
+	}
+	return res, nil
+}
+
 // validateBatches checks every batch of a produce payload the way Kafka's
 // log validator does before anything is written.
-func validateBatches(records []byte, cfg topicConfig) error {
+func validateBatches(records []byte, cfg topicConfig) ([]record.Header, error) {
 	if len(records) == 0 {
-		return fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+		return nil, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
+	var headers []record.Header
 	maxBatch, segmentBytes := cfg.int("max.message.bytes"), cfg.int("segment.bytes")
 	for rest := records; len(rest) > 0; {
 		// Message formats v0 and v1 keep their magic byte where v2 does.
 		if len(rest) > magicOffset && rest[magicOffset] < 2 {
-			return fmt.Errorf("%w: message format v%d; Wharf stores v2 record batches only", ErrInvalidRecord, rest[magicOffset])
+			return nil, fmt.Errorf("%w: message format v%d; Wharf stores v2 record batches only", ErrInvalidRecord, rest[magicOffset])
 		}
 		h, err := record.ParseHeader(rest)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+			return nil, fmt.Errorf("%w: %v", ErrCorruptMessage, err)
 		}
 		switch size := int64(h.Size()); {
 		case size > segmentBytes:
-			return fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, size, segmentBytes)
+			return nil, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, size, segmentBytes)
 		case size > maxBatch:
-			return fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, size, maxBatch)
+			return nil, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, size, maxBatch)
 		}
 		if _, err := record.Validate(rest[:h.Size()]); err != nil {
-			return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+			return nil, fmt.Errorf("%w: %v", ErrCorruptMessage, err)
 		}
 		if h.RecordCount == 0 {
-			return fmt.Errorf("%w: a produced batch must hold at least one record", ErrInvalidRecord)
+			return nil, fmt.Errorf("%w: a produced batch must hold at least one record", ErrInvalidRecord)
 		}
 		if cfg.compact() {
 			if err := requireKeys(rest[:h.Size()]); err != nil {
-				return err
+				return nil, err
 			}
 		}
+		headers = append(headers, h)
 		rest = rest[h.Size():]
 	}
-	return nil
+	return headers, nil
 }
 
 // requireKeys refuses a batch holding a record without a key, as Kafka does

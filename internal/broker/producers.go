@@ -1,0 +1,221 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// Idempotent producers (KIP-98). Each partition remembers, per producer id,
+// the epoch and the sequence ranges of its last few batches, so a retried
+// batch is answered with its original offset instead of being written
+// twice, a gap in sequence numbers is refused, and a producer with a stale
+// epoch is fenced. The state is derived from the log (every batch carries
+// its producer id, epoch and base sequence) and snapshotted beside it so a
+// restart replays only what was written after the snapshot.
+
+// producerBatchesKept is how many recent batches per producer are
+// remembered: Kafka's bound on in-flight requests of an idempotent producer.
+const producerBatchesKept = 5
+
+// defaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
+const defaultProducerIDExpirationMs = 86400000
+
+type producerBatch struct {
+	FirstSeq    int32 `json:"first_seq"`
+	LastSeq     int32 `json:"last_seq"`
+	FirstOffset int64 `json:"first_offset"`
+}
+
+type producerEntry struct {
+	Epoch        int16           `json:"epoch"`
+	Batches      []producerBatch `json:"batches"` // oldest first
+	LastAppendMs int64           `json:"last_append_ms"`
+}
+
+// producerStates is one partition's producer table. The partition's
+// produceMu guards it.
+type producerStates struct {
+	byID map[int64]*producerEntry
+}
+
+func newProducerStates() *producerStates {
+	return &producerStates{byID: map[int64]*producerEntry{}}
+}
+
+// lastSequence is the sequence number of a batch's last record; sequences
+// wrap from MaxInt32 to 0 as Kafka's do.
+func lastSequence(h record.Header) int32 {
+	return addSequence(h.BaseSequence, h.LastOffsetDelta)
+}
+
+func addSequence(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+// check decides what to do with an idempotent batch: append it (nil, nil),
+// answer it as a duplicate of an earlier batch (that batch, nil), or refuse
+// it.
+func (s *producerStates) check(h record.Header) (*producerBatch, error) {
+	e := s.byID[h.ProducerID]
+	switch {
+	case e == nil && h.BaseSequence != 0:
+		return nil, fmt.Errorf("%w: producer %d is unknown here and its batch starts at sequence %d",
+			ErrUnknownProducerID, h.ProducerID, h.BaseSequence)
+	case e == nil:
+		return nil, nil
+	case h.ProducerEpoch < e.Epoch:
+		return nil, fmt.Errorf("%w: producer %d epoch %d is older than %d",
+			ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.Epoch)
+	case h.ProducerEpoch > e.Epoch:
+		if h.BaseSequence != 0 {
+			return nil, fmt.Errorf("%w: producer %d's new epoch %d must start at sequence 0, not %d",
+				ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
+		return nil, nil
+	}
+	last := lastSequence(h)
+	for i := range e.Batches {
+		if b := &e.Batches[i]; b.FirstSeq == h.BaseSequence && b.LastSeq == last {
+			return b, nil
+		}
+	}
+	if n := len(e.Batches); n > 0 {
+		if want := addSequence(e.Batches[n-1].LastSeq, 1); h.BaseSequence != want {
+			return nil, fmt.Errorf("%w: producer %d sent sequence %d, expected %d",
+				ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, want)
+		}
+	}
+	return nil, nil
+}
+
+// record notes a batch written at firstOffset.
+func (s *producerStates) record(h record.Header, firstOffset, nowMs int64) {
+	e := s.byID[h.ProducerID]
+	if e == nil || h.ProducerEpoch != e.Epoch {
+		e = &producerEntry{Epoch: h.ProducerEpoch}
+		s.byID[h.ProducerID] = e
+	}
+	if len(e.Batches) == producerBatchesKept {
+		e.Batches = append(e.Batches[:0], e.Batches[1:]...)
+	}
+	e.Batches = append(e.Batches, producerBatch{FirstSeq: h.BaseSequence, LastSeq: lastSequence(h), FirstOffset: firstOffset})
+	e.LastAppendMs = nowMs
+}
+
+// expire forgets producers that have not written since before cutoffMs.
+func (s *producerStates) expire(cutoffMs int64) {
+	for id, e := range s.byID {
+		if e.LastAppendMs < cutoffMs {
+			delete(s.byID, id)
+		}
+	}
+}
+
+// replay feeds every idempotent batch in data (whole batches) to the table.
+func (s *producerStates) replay(data []byte, nowMs int64) (next int64, err error) {
+	next = -1
+	for len(data) > 0 {
+		h, err := record.ParseHeader(data)
+		if err != nil {
+			return next, err
+		}
+		if h.ProducerID >= 0 && !h.Control() {
+			s.record(h, h.BaseOffset, nowMs)
+		}
+		next = h.LastOffset() + 1
+		data = data[h.Size():]
+	}
+	return next, nil
+}
+
+// producerSnapshot is the file form of a partition's producer table.
+type producerSnapshot struct {
+	// Offset is the log end offset the table covers: replay starts there.
+	Offset    int64                    `json:"offset"`
+	Producers map[int64]*producerEntry `json:"producers"`
+}
+
+const producerSnapshotFile = "producer-state.snapshot"
+
+func writeProducerSnapshot(dir string, snap producerSnapshot) error {
+	data, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, producerSnapshotFile+".tmp")
+	if err := writeFileSync(tmp, data); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, producerSnapshotFile))
+}
+
+func readProducerSnapshot(dir string) (producerSnapshot, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, producerSnapshotFile))
+	if err != nil {
+		return producerSnapshot{}, false
+	}
+	var snap producerSnapshot
+	if json.Unmarshal(data, &snap) != nil || snap.Producers == nil {
+		return producerSnapshot{}, false
+	}
+	return snap, true
+}
+
+// loadProducers rebuilds the partition's producer table: from its snapshot
+// when that matches the log, then by replaying the batches written since.
+func (p *Partition) loadProducers() error {
+	p.producers = newProducerStates()
+	from, end := p.log.StartOffset(), p.log.EndOffset()
+	if snap, ok := readProducerSnapshot(p.dir); ok && snap.Offset >= from && snap.Offset <= end {
+		p.producers.byID = snap.Producers
+		from = snap.Offset
+		p.producerSnapshot = snap.Offset
+	}
+	now := time.Now().UnixMilli()
+	for from < end {
+		slice, err := p.log.Read(from, 4<<20)
+		if err != nil {
+			return err
+		}
+		data, err := slice.Bytes()
+		slice.Release()
+		if err != nil {
+			return err
+		}
+		next, err := p.producers.replay(data, now)
+		if err != nil {
+			return err
+		}
+		if next <= from {
+			return fmt.Errorf("replaying producer state: no progress at offset %d", from)
+		}
+		from = next
+	}
+	return nil
+}
+
+// maintainProducers forgets expired producers and snapshots the table if
+// the log grew since the last snapshot.
+func (p *Partition) maintainProducers(now time.Time) error {
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	p.producers.expire(now.UnixMilli() - defaultProducerIDExpirationMs)
+	end := p.log.EndOffset()
+	if end == p.producerSnapshot {
+		return nil
+	}
+	if err := writeProducerSnapshot(p.dir, producerSnapshot{Offset: end, Producers: p.producers.byID}); err != nil {
+		return err
+	}
+	p.producerSnapshot = end
+	return nil
+}
