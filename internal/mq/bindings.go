@@ -181,6 +181,7 @@ func (v *VHost) storeBinding(src *exchange, b routing.Binding[dest]) error {
 	if err != nil || !durable {
 		return err
 	}
+	rec.Seq = v.r.bindingSeq.Add(1)
 	if err := v.r.defs.Put(bindingKey(v.name, rec), mustJSON(rec)); err != nil {
 		return errInternal("store binding", err)
 	}

@@ -1,11 +1,13 @@
 package mq
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
@@ -74,6 +76,10 @@ type bindingRecord struct {
 	Destination string `json:"destination"`
 	Key         string `json:"key"`
 	Args        []byte `json:"args,omitempty"`
+	// Seq orders bindings by creation, so that they are added back in
+	// that order at Open: an x-consistent-hash exchange's buckets follow
+	// it. Not part of the binding's identity (or key).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 func mustJSON(v any) []byte {
@@ -192,7 +198,9 @@ func (r *Registry) load() error {
 		v.queues[qr.Name] = q
 		live[qr.ID] = true
 	}
+	slices.SortStableFunc(d.bindings, func(a, b bindingRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, br := range d.bindings {
+		r.bindingSeq.Store(max(r.bindingSeq.Load(), br.Seq))
 		if !r.applyBindingRecord(br) {
 			r.logger.Warn("mq: dropping binding whose source or destination is gone",
 				"vhost", br.VHost, "source", br.Source, "destination", br.Destination)

@@ -35,6 +35,29 @@
 // (Config.QueueMemoryBytes); beyond that they stay on disk only and are read
 // back from the log, a batch of messages at a time, when they near the head.
 //
+// # Queue features
+//
+// Queue arguments take effect as in RabbitMQ 4.x (policies are not
+// implemented): dead-lettering with x-death (deadletter.go), message TTL
+// and x-expires, length limits with the three x-overflow modes, message
+// priorities (x-max-priority), consumer priorities (x-priority),
+// single active consumer, quorum queues on one node (durable only,
+// delivery limit and x-delivery-count, every message logged) and the
+// consumer timeout (TimeoutNotifier). Only the heads of a queue expire,
+// as in RabbitMQ; a timer goroutine per Registry (timers.go) expires them
+// without traffic, deletes unused queues and watches consumer timeouts.
+// Arguments are checked as RabbitMQ 4.1 checks them (queue_args.go).
+//
+// What survives a restart of a durable queue: enqueue times (the batch
+// timestamp of each logged message), so TTLs keep counting from the
+// publish; quorum delivery counts (records in the settlement log, written
+// with the settlements, so a crash may lose the latest increments as it
+// may lose the latest settlements). A queue that needs every message's
+// priority, size or enqueue time (x-max-priority, quorum, x-max-length-
+// bytes, x-message-ttl) reads its messages log through once at Open;
+// others learn a recovered message's own expiration when they read it.
+// x-expires counts from the restart.
+//
 // # Publisher confirms
 //
 // Appends of persistent messages do not wait for fsync. One syncer goroutine
@@ -56,8 +79,16 @@
 //     not be modified afterwards.
 //   - Errors are *Error (= *wire.Error) with RabbitMQ's codes and texts, or
 //     ErrClosed after Registry.Close.
+//   - Publish, Ack, Discard, Requeue, Get, Subscription.Resume and
+//     Subscription.Cancel may dispatch to any consumer (TryDeliver) and
+//     dead-letter into other queues: call them with no lock held that a
+//     TryDeliver takes.
+//   - PublishResult.Rejected > 0 means nack in confirm mode; a
+//     TimeoutNotifier consumer closes its channel with 406 when told.
 //
 // Lock order inside: VHost.defMu (definition changes, held across
 // DefinitionStore writes), VHost.mu (maps and bindings; publishers hold it
-// for reading while routing), queueStore.mu, queue.mu.
+// for reading while routing), queueStore.mu, queue.mu, timers.mu. Dead
+// letters are published after the dying queue's lock is released
+// (queue.unlock), never under it.
 package mq

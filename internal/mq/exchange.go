@@ -12,8 +12,9 @@ import (
 type exchange struct {
 	def       ExchangeDef
 	kind      routing.Kind
-	alternate string // alternate-exchange argument, "" if none
-	builtin   bool   // predeclared: "" and amq.*
+	alternate string         // alternate-exchange argument, "" if none
+	builtin   bool           // predeclared: "" and amq.*
+	hashOn    routing.HashOn // x-consistent-hash: what it hashes
 
 	// bindings is nil for the default exchange, whose bindings are
 	// implicit (every queue by its name).
@@ -37,11 +38,16 @@ func newExchange(d ExchangeDef, kind routing.Kind) *exchange {
 	if d.Name != "" {
 		x.bindings = routing.NewTable[dest](kind)
 	}
+	if kind == routing.ConsistentHash {
+		x.hashOn, _ = routing.ParseHashOn(d.Args)
+	}
 	return x
 }
 
 // DeclareExchange is exchange.declare. Passive only checks that the
-// exchange exists (404). Otherwise an unknown type is 503 COMMAND_INVALID,
+// exchange exists (404). Otherwise an unknown type is 503 COMMAND_INVALID
+// (the types are direct, fanout, topic, headers and x-consistent-hash,
+// whose hash-header and hash-property arguments are checked: 406),
 // a new name starting with "amq." is 403, and an existing exchange must be
 // equivalent (type, durable, auto-delete, internal, alternate-exchange;
 // 406). The default exchange cannot be declared at all (403).
@@ -75,6 +81,11 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 		if _, isString := ae.(string); !isString {
 			return errPrecondition("invalid type '%s' for arg 'alternate-exchange' in %s",
 				routing.TypeName(ae), resource("exchange", d.Name, v.name))
+		}
+	}
+	if kind == routing.ConsistentHash {
+		if _, err := routing.ParseHashOn(d.Args); err != nil {
+			return errPrecondition("%s", err.Error())
 		}
 	}
 	if d.Durable {

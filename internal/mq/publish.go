@@ -1,7 +1,9 @@
 package mq
 
 import (
+	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
@@ -10,21 +12,30 @@ import (
 // Publish routes a message and enqueues it on every queue it reaches, each
 // at most once, even when several routes lead there.
 //
-// The exchange must exist (404) and not be internal (403). Routing follows
-// exchange-to-exchange bindings (each exchange visited once, so cycles end)
-// and, for an exchange whose own bindings match nothing, its
-// alternate-exchange. Routing keys are the message's plus any in its CC and
-// BCC headers (sender-selected distribution); BCC is removed before
-// delivery. An unroutable message counts toward Unroutable and is dropped
-// (Routed 0; the front end returns it if mandatory).
+// The exchange must exist (404) and not be internal (403), and an
+// expiration property must be a valid TTL in ms (406, RabbitMQ's text).
+// Routing follows exchange-to-exchange bindings (each exchange visited
+// once, so cycles end) and, for an exchange whose own bindings match
+// nothing, its alternate-exchange. Routing keys are the message's plus any
+// in its CC and BCC headers (sender-selected distribution); BCC is removed
+// before delivery. An unroutable message counts toward Unroutable and is
+// dropped (Routed 0; the front end returns it if mandatory).
+//
+// A queue that is full with x-overflow reject-publish or
+// reject-publish-dlx refuses the message (PublishResult.Rejected; the
+// front end nacks it in confirm mode). Others apply their length limit
+// (drop-head), TTL and priority to it.
 //
 // A persistent message (delivery mode 2) is appended to the log of every
-// durable queue it reaches; PublishResult.Durable then reports when those
-// appends are fsynced. A storage error fails the publish with 541 after the
+// durable queue it reaches, any message to the log of a quorum queue;
+// PublishResult.Durable then reports when those appends are fsynced. A storage error fails the publish with 541 after the
 // other queues got the message.
 func (v *VHost) Publish(m *Message) (PublishResult, error) {
 	if v.r.closed.Load() {
 		return PublishResult{}, ErrClosed
+	}
+	if err := CheckExpiration(m.Properties.Expiration); err != nil {
+		return PublishResult{}, err
 	}
 	keys, bcc := routingKeys(m)
 	var buf [8]*queue
@@ -38,7 +49,7 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 		v.mu.RUnlock()
 		return PublishResult{}, errAccessRefused("cannot publish to internal %s", resource("exchange", m.Exchange, v.name))
 	}
-	qs := v.routeLocked(x, keys, m.Properties.Headers, buf[:0])
+	qs := v.routeLocked(x, m, keys, buf[:0])
 	v.mu.RUnlock()
 
 	if len(qs) == 0 {
@@ -48,13 +59,25 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 	if bcc {
 		m = withoutBCC(m)
 	}
+	res, err := v.enqueue(m, qs)
+	if err == nil && res.Routed == 0 {
+		v.unroutable.Add(1)
+	}
+	return res, err
+}
+
+// enqueue publishes m on the queues qs (routed already): the core of
+// Publish, also used to dead-letter.
+func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
+	var now int64 // read only when needed: the clock is not free
 	var batch []byte
-	if m.Properties.DeliveryMode == 2 && anyDurable(qs) {
+	if needsLog(m, qs) {
+		now = v.r.nowMs()
 		props, err := encodeProperties(m)
 		if err != nil {
 			return PublishResult{}, wire.Errorf(wire.CodePreconditionFailed, "cannot encode message properties: %v", err)
 		}
-		batch = encodeMessage(m, props)
+		batch = encodeMessage(m, props, now)
 	}
 	h := &held{msg: m, size: int64(len(m.Body))}
 	var res PublishResult
@@ -62,7 +85,7 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 	stores := logged[:0]
 	var firstErr error
 	for _, q := range qs {
-		took, wasLogged, err := q.publish(h, batch)
+		out, wasLogged, err := q.publish(h, batch, now)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {
@@ -70,8 +93,12 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 			}
 			continue
 		}
-		if took {
+		switch out {
+		case taken:
 			res.Routed++
+		case refused:
+			res.Routed++
+			res.Rejected++
 		}
 		if wasLogged {
 			stores = append(stores, q.store)
@@ -83,15 +110,58 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 	if firstErr != nil {
 		return res, errInternal("store message", firstErr)
 	}
-	if res.Routed == 0 {
-		v.unroutable.Add(1)
-	}
 	return res, nil
 }
 
-func anyDurable(qs []*queue) bool {
+// CheckExpiration checks an expiration property as RabbitMQ's channel
+// does on basic.publish: "" (none) or a TTL in ms from 0 to ten years. The
+// error is a 406 *Error with RabbitMQ's text. Publish checks it too; a
+// front end buffering publishes (transactions) calls it at basic.publish.
+func CheckExpiration(expiration string) error {
+	if expiration == "" {
+		return nil
+	}
+	if _, bad := parseExpiration(expiration); bad != "" {
+		return errPrecondition("invalid expiration '%s': %s", expiration, bad)
+	}
+	return nil
+}
+
+// parseExpiration reads an expiration property as RabbitMQ's
+// rabbit_basic:parse_expiration does: an integer number of ms, from 0 to
+// ten years, nothing after it. On failure it returns the error term as
+// RabbitMQ prints it.
+func parseExpiration(s string) (int64, string) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return 0, "no_integer"
+	}
+	n, err := strconv.ParseInt(s[:j], 10, 64)
+	if err != nil {
+		return 0, fmt.Sprintf("{value_too_large,%s}", s[:j])
+	}
+	if j < len(s) {
+		return 0, fmt.Sprintf("{leftover_string,%q}", s[j:])
+	}
+	if bad := checkExpiry(n); bad != "" {
+		return 0, bad
+	}
+	return n, ""
+}
+
+// needsLog reports whether some queue of qs logs m: a durable queue if m
+// is persistent, a quorum queue always (quorum queues persist every
+// message, whatever its delivery mode, as in RabbitMQ).
+func needsLog(m *Message, qs []*queue) bool {
 	for _, q := range qs {
-		if q.store != nil {
+		if q.logs(m) {
 			return true
 		}
 	}
@@ -138,11 +208,15 @@ func withoutBCC(m *Message) *Message {
 	return &c
 }
 
-// routeLocked collects the queues a message reaches from exchange x, as
-// RabbitMQ's rabbit_exchange:route does: a worklist of exchanges, each
-// visited once; an exchange whose bindings match nothing adds its
-// alternate-exchange to the worklist. Caller holds mu (read).
-func (v *VHost) routeLocked(x *exchange, keys []string, headers wire.Table, out []*queue) []*queue {
+// routeLocked collects the queues a message with these routing keys
+// reaches from exchange x, as RabbitMQ's rabbit_exchange:route does: a
+// worklist of exchanges, each visited once; an exchange whose bindings
+// match nothing adds its alternate-exchange to the worklist. A
+// consistent-hash exchange picks one destination by the hash of the first
+// routing key (or the header or property it is set to hash). Caller holds
+// mu (read).
+func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue) []*queue {
+	headers := m.Properties.Headers
 	// Linear deduplication while the set is small, a map beyond.
 	var set map[*queue]struct{}
 	addQueue := func(q *queue) {
@@ -190,10 +264,14 @@ func (v *VHost) routeLocked(x *exchange, keys []string, headers wire.Table, out 
 				work = append(work, d.x)
 			}
 		}
-		for _, k := range keys {
-			cur.bindings.Route(k, headers, visit)
-			if cur.kind == routing.Fanout || cur.kind == routing.Headers {
-				break // the key does not matter: one pass is enough
+		if cur.kind == routing.ConsistentHash {
+			cur.bindings.Route(cur.hashOn.Value(keys[0], &m.Properties), headers, visit)
+		} else {
+			for _, k := range keys {
+				cur.bindings.Route(k, headers, visit)
+				if cur.kind == routing.Fanout || cur.kind == routing.Headers {
+					break // the key does not matter: one pass is enough
+				}
 			}
 		}
 		if !matched && cur.alternate != "" {

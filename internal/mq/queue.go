@@ -1,20 +1,22 @@
 package mq
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// queue is one queue: its ready messages in FIFO order, the delivered ones
-// awaiting settlement, its consumers and, when durable, its store.
+// queue is one queue: its ready messages (by priority, then FIFO), the
+// delivered ones awaiting settlement, its consumers and, when durable, its
+// store.
 type queue struct {
 	r     *Registry
 	vh    *VHost
 	name  string
-	def   QueueDef    // immutable; Durable is false for exclusive queues
-	id    string      // storage directory name (durable queues)
-	store *queueStore // nil unless durable
+	def   QueueDef     // immutable; Durable is false for exclusive queues
+	opts  queueOptions // immutable: what def.Args make the queue do
+	id    string       // storage directory name (durable queues)
+	store *queueStore  // nil unless durable
 
 	// sources counts the bindings to this queue by source exchange.
 	// Guarded by the vhost's mu.
@@ -22,14 +24,27 @@ type queue struct {
 
 	mu          sync.Mutex
 	deleted     bool
-	ready       deque[*entry] // ascending tags
+	ready       readyQueue
 	unacked     map[QueueTag]*entry
-	consumers   []*Subscription
-	rr          int  // consumers index where the next round-robin search starts
-	active      int  // consumers neither paused nor cancelled
-	exclusive   bool // a consumer holds exclusive access
-	hadConsumer bool // for auto-delete: only a queue that had a consumer goes
+	consumers   []*Subscription  // registration order (single active consumer: the first is active)
+	groups      []*consumerGroup // the consumers by priority, highest first
+	active      int              // consumers neither paused nor cancelled
+	exclusive   bool             // a consumer holds exclusive access
+	hadConsumer bool             // for auto-delete: only a queue that had a consumer goes
 	memBytes    int64
+
+	// fading counts, in a single-active-consumer queue, the unsettled
+	// deliveries of cancelled consumers: the next consumer gets nothing
+	// until they are settled or back in the queue, so order is kept.
+	fading   int
+	lastUsed int64 // ms: last consumer gone, basic.get or declare (x-expires)
+	timerAt  int64 // ms: the earliest timer armed for this queue, 0 if none
+	// timeoutAt is when the earliest watched delivery may pass the
+	// consumer timeout (ms; 0 if none): unacked is scanned only then.
+	timeoutAt int64
+	// outbox holds messages to dead-letter once the lock is released
+	// (publishing takes other queues' locks, maybe this one's).
+	outbox []deadLetter
 }
 
 // entry is one message in one queue.
@@ -38,7 +53,21 @@ type entry struct {
 	offset      int64 // in the messages log; -1 if not logged (transient or non-durable queue)
 	msg         *held // nil while the body is on disk only (logged entries)
 	redelivered bool
+	level       uint8  // priority level
+	returns     uint32 // quorum queues: times returned to the queue (x-delivery-count)
+	size        int64  // body bytes (unknown, 0, for recovered messages of queues without x-max-length-bytes)
+	// expiresAt is when the message expires (unix ms), 0 never,
+	// expiryUnknown for a recovered message not read yet. A message whose
+	// body is in memory always has it known.
+	expiresAt int64
+	// holder is the consumer an unacknowledged message was delivered to
+	// (nil for basic.get); deliveredAt is when, if its consumer timeout
+	// is still to be watched (0 otherwise).
+	holder      *Subscription
+	deliveredAt int64
 }
+
+const expiryUnknown = -1
 
 // held is a message body in memory, shared by the queues it was routed to;
 // it counts toward Registry.MemoryUsed once, while any queue holds it.
@@ -57,6 +86,18 @@ func (r *Registry) retain(h *held) {
 func (r *Registry) release(h *held) {
 	if h.refs.Add(-1) == 0 {
 		r.mem.Add(-h.size)
+	}
+}
+
+// unlock releases the queue's lock, then dead-letters what the locked
+// section queued for it. Every locked section that may drop messages
+// (dispatch, settlement, publish, timers) ends with it.
+func (q *queue) unlock() {
+	out := q.outbox
+	q.outbox = nil
+	q.mu.Unlock()
+	if len(out) > 0 {
+		q.vh.publishDeadLetters(q, out)
 	}
 }
 
@@ -82,20 +123,46 @@ func (q *queue) info() QueueInfo {
 	return QueueInfo{Name: q.name, Messages: q.ready.Len(), Consumers: len(q.consumers)}
 }
 
+// publishOutcome is what a queue did with a published message.
+type publishOutcome uint8
+
+const (
+	notTaken publishOutcome = iota // the queue is gone
+	taken
+	refused // x-overflow reject-publish(-dlx) with the queue full
+)
+
 // publish appends one copy of a message: to the messages log first if
 // batch is not nil (a persistent message in a durable queue), then to the
-// ready list, and dispatches. It reports whether the queue took it and
-// whether it was logged (the confirm must wait for this queue's fsync).
-func (q *queue) publish(h *held, batch []byte) (took, logged bool, err error) {
+// ready list, and dispatches; then it applies the length limit and the
+// message's TTL. now (ms) is the enqueue time, also the batch's
+// timestamp; 0 if the caller did not need the clock (nor does the queue
+// then, unless it has TTLs or limits). logged says whether the confirm must wait for this queue's
+// fsync.
+func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, logged bool, err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.deleted {
-		return false, false, nil
+		return notTaken, false, nil
 	}
-	e := &entry{tag: q.r.newTag(), offset: -1}
-	if batch != nil && q.store != nil {
+	o := &q.opts
+	if now == 0 && (o.messageTTL >= 0 || o.limited() || h.msg.Properties.Expiration != "") {
+		now = q.r.nowMs()
+	}
+	if o.overflow != dropHead && q.wouldOverflowLocked(h.size) {
+		if o.overflow == rejectPublishDLX {
+			q.deadLetterLocked(h.msg, reasonMaxlen, now)
+		}
+		return refused, false, nil
+	}
+	e := &entry{
+		tag: q.r.newTag(), offset: -1, size: h.size,
+		level:     uint8(o.level(h.msg.Properties.Priority)),
+		expiresAt: q.expiryOf(h.msg, now),
+	}
+	if batch != nil && q.logs(h.msg) {
 		if e.offset, err = q.store.append(batch); err != nil {
-			return false, false, err
+			return notTaken, false, err
 		}
 		logged = true
 	}
@@ -107,44 +174,134 @@ func (q *queue) publish(h *held, batch []byte) (took, logged bool, err error) {
 		q.holdLocked(e, h)
 	}
 	q.ready.PushBack(e)
-	q.dispatchLocked()
-	return true, logged, nil
+	q.dispatchLocked(e)
+	if o.limited() {
+		q.dropOverflowLocked(now)
+	}
+	if e.expiresAt != 0 {
+		// A message with TTL 0 that no consumer took goes now, as in
+		// RabbitMQ; others arm the queue's timer.
+		q.expireHeadsLocked(now)
+		q.armHeadsLocked()
+	}
+	return taken, logged, nil
 }
 
-// dispatchLocked hands ready messages to consumers with credit, round
-// robin, until the queue is empty or every consumer is paused.
-func (q *queue) dispatchLocked() {
-	for q.active > 0 && q.ready.Len() > 0 {
-		e := q.ready.Front()
-		if e.msg == nil && !q.pageInLocked() {
-			return
-		}
-		d := &Delivery{Queue: q.name, Tag: e.tag, Redelivered: e.redelivered, Message: e.msg.msg}
-		accepted := false
-		for n := len(q.consumers); n > 0 && q.active > 0; n-- {
-			s := q.consumers[q.rr]
-			q.rr = (q.rr + 1) % len(q.consumers)
-			if s.paused {
-				continue
-			}
-			if s.spec.Consumer.TryDeliver(d) {
-				q.ready.PopFront()
-				q.handOverLocked(e, s.spec.NoAck)
-				accepted = true
-				break
-			}
-			s.paused = true
-			q.active--
-		}
-		if !accepted {
-			return
-		}
+// logs reports whether the queue keeps m in its messages log.
+func (q *queue) logs(m *Message) bool {
+	return q.store != nil && (m.Properties.DeliveryMode == 2 || q.opts.kind == quorumQueue)
+}
+
+// wouldOverflowLocked reports whether one more message of size bytes
+// would exceed the queue's length limits.
+func (q *queue) wouldOverflowLocked(size int64) bool {
+	o := &q.opts
+	return (o.maxLength >= 0 && int64(q.ready.Len()) >= o.maxLength) ||
+		(o.maxBytes >= 0 && q.ready.Bytes()+size > o.maxBytes)
+}
+
+// dropOverflowLocked drops (and dead-letters, reason maxlen) messages from
+// the head while the queue exceeds its length limits (x-overflow
+// drop-head).
+func (q *queue) dropOverflowLocked(now int64) {
+	o := &q.opts
+	for q.ready.Len() > 0 &&
+		((o.maxLength >= 0 && int64(q.ready.Len()) > o.maxLength) ||
+			(o.maxBytes >= 0 && q.ready.Bytes() > o.maxBytes)) {
+		_, l := q.ready.Head()
+		q.dropHeadLocked(l, reasonMaxlen, now)
 	}
 }
 
+// dropHeadLocked removes the front of level l, dead-letters it (reading
+// its body from the log first if needed) and settles it.
+func (q *queue) dropHeadLocked(l int, reason deathReason, now int64) {
+	e := q.ready.levels[l].Front()
+	if e.msg == nil && q.opts.hasDLX {
+		q.pageInLocked(l) // on failure the message goes without a dead letter (logged)
+	}
+	q.ready.popLevel(l)
+	q.discardLocked(e, reason, now)
+}
+
+// discardLocked dead-letters e (if the queue has a dead-letter exchange
+// and e's body is at hand) and settles it. e is off the ready list and
+// out of unacked.
+func (q *queue) discardLocked(e *entry, reason deathReason, now int64) {
+	if e.msg != nil {
+		q.deadLetterLocked(e.msg.msg, reason, now)
+	}
+	q.settleLocked(e)
+}
+
+// expiryOf returns when a message enqueued at now expires: the lower of
+// the queue's x-message-ttl and the message's expiration property; 0 if
+// neither applies.
+func (q *queue) expiryOf(m *Message, now int64) int64 {
+	if q.opts.kind == streamQueue {
+		return 0
+	}
+	ttl := q.opts.messageTTL
+	if exp := m.Properties.Expiration; exp != "" {
+		if n, bad := parseExpiration(exp); bad == "" && (ttl < 0 || n < ttl) {
+			ttl = n
+		}
+	}
+	if ttl < 0 {
+		return 0
+	}
+	return now + ttl
+}
+
+// dispatchLocked hands ready messages to consumers with credit until the
+// queue is empty or no consumer takes one. Expired messages met at the
+// head are dropped instead (dead-lettered, reason expired), except fresh:
+// a message being published is offered once even with TTL 0.
+func (q *queue) dispatchLocked(fresh *entry) {
+	var now int64
+	popped := false
+	for q.active > 0 && q.ready.Len() > 0 && q.fading == 0 {
+		e, l := q.ready.Head()
+		if e.msg == nil && !q.pageInLocked(l) {
+			break
+		}
+		if e.expiresAt != 0 && e != fresh {
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			if e.expiresAt <= now {
+				q.ready.popLevel(l)
+				q.discardLocked(e, reasonExpired, now)
+				popped = true
+				continue
+			}
+		}
+		s := q.offerLocked(q.deliveryLocked(e))
+		if s == nil {
+			break
+		}
+		q.ready.popLevel(l)
+		q.handOverLocked(e, s, s.spec.NoAck)
+		popped = true
+	}
+	if popped {
+		q.armHeadsLocked()
+	}
+}
+
+// deliveryLocked builds the Delivery of e; a quorum queue's returned
+// message carries x-delivery-count.
+func (q *queue) deliveryLocked(e *entry) *Delivery {
+	m := e.msg.msg
+	if e.returns > 0 && q.opts.kind == quorumQueue {
+		m = withDeliveryCount(m, e.returns)
+	}
+	return &Delivery{Queue: q.name, Tag: e.tag, Redelivered: e.redelivered, Message: m}
+}
+
 // handOverLocked records that e (already off the ready list) was handed to
-// a consumer or basic.get.
-func (q *queue) handOverLocked(e *entry, noAck bool) {
+// consumer s, or to basic.get when s is nil.
+func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
 	if e.offset >= 0 && e.offset > q.store.delivered {
 		q.store.delivered = e.offset
 	}
@@ -152,7 +309,37 @@ func (q *queue) handOverLocked(e *entry, noAck bool) {
 		q.settleLocked(e)
 		return
 	}
+	if s != nil {
+		e.holder = s
+		s.unacked++
+		if s.notifier != nil {
+			if timeout := q.consumerTimeoutMs(); timeout >= 0 {
+				e.deliveredAt = q.r.timers.lateNowMs() // a timeout may come late, never early
+				if due := e.deliveredAt + timeout + 1; q.timeoutAt == 0 || due < q.timeoutAt {
+					q.timeoutAt = due
+					q.armLocked(due)
+				}
+			}
+		}
+	}
 	q.unacked[e.tag] = e
+}
+
+// releaseLocked ends e's time as an unacknowledged delivery (it has just
+// left unacked). It reports whether this unblocked a single active
+// consumer waiting for its predecessor's deliveries.
+func (q *queue) releaseLocked(e *entry) (unblocked bool) {
+	s := e.holder
+	e.holder, e.deliveredAt = nil, 0
+	if s == nil {
+		return false
+	}
+	s.unacked--
+	if s.cancelled && q.opts.singleActive && q.fading > 0 {
+		q.fading--
+		return q.fading == 0
+	}
+	return false
 }
 
 // settleLocked forgets a message for good: its memory, and for a logged
@@ -169,27 +356,32 @@ func (q *queue) settleLocked(e *entry) {
 // pageInBytes is how much of the messages log one page-in reads.
 const pageInBytes = 256 << 10
 
-// pageInLocked reads the bodies of on-disk-only ready messages from the
-// head on, as far as one read reaches and the queue's memory budget allows
-// (always at least the head). It reports whether the head now has its
-// body; on a read error it logs and leaves the queue stuck at that message
-// rather than lose it.
-func (q *queue) pageInLocked() bool {
-	head := q.ready.Front()
+// pageInLocked reads the bodies of on-disk-only ready messages of level l
+// from its head on, as far as one read reaches and the queue's memory
+// budget allows (always at least the head). A recovered message's expiry
+// becomes known here. It reports whether the head now has its body; on a
+// read error it logs and leaves the level stuck at that message rather
+// than lose it.
+func (q *queue) pageInLocked(l int) bool {
+	d := &q.ready.levels[l]
+	head := d.Front()
 	i := 0
-	err := q.store.read(head.offset, pageInBytes, func(off int64, m *Message) bool {
-		for i < q.ready.Len() && q.ready.At(i).msg != nil {
+	err := q.store.read(head.offset, pageInBytes, func(off, ts int64, m *Message) bool {
+		for i < d.Len() && d.At(i).msg != nil {
 			i++
 		}
-		if i >= q.ready.Len() {
+		if i >= d.Len() {
 			return false
 		}
-		e := q.ready.At(i)
+		e := d.At(i)
 		switch {
 		case off < e.offset:
-			return true // settled meanwhile, or another entry's: skip
+			return true // settled meanwhile, or another level's: skip
 		case off > e.offset:
 			return false // the entry's record was not in this read
+		}
+		if e.expiresAt == expiryUnknown {
+			e.expiresAt = q.expiryOf(m, ts)
 		}
 		q.holdLocked(e, &held{msg: m, size: int64(len(m.Body))})
 		i++
@@ -202,53 +394,21 @@ func (q *queue) pageInLocked() bool {
 }
 
 // requeueLocked puts entries back on the ready list at their original
-// positions (ready is ordered by tag), marked redelivered.
+// positions, marked redelivered.
 func (q *queue) requeueLocked(es []*entry) {
-	if len(es) == 0 {
-		return
-	}
-	slices.SortFunc(es, func(a, b *entry) int { return compareTags(a.tag, b.tag) })
 	for _, e := range es {
 		e.redelivered = true
 	}
-	if q.ready.Len() == 0 || es[len(es)-1].tag < q.ready.Front().tag {
-		for i := len(es) - 1; i >= 0; i-- {
-			q.ready.PushFront(es[i])
-		}
-		return
-	}
-	rest := q.ready.Drain()
-	merged := make([]*entry, 0, len(rest)+len(es))
-	i, j := 0, 0
-	for i < len(es) || j < len(rest) {
-		if j >= len(rest) || (i < len(es) && es[i].tag < rest[j].tag) {
-			merged = append(merged, es[i])
-			i++
-		} else {
-			merged = append(merged, rest[j])
-			j++
-		}
-	}
-	q.ready.Reset(merged)
-}
-
-func compareTags(a, b QueueTag) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	q.ready.Requeue(es)
 }
 
 // purgeLocked settles every ready message and returns how many there were.
 func (q *queue) purgeLocked() int {
-	n := q.ready.Len()
-	for q.ready.Len() > 0 {
-		q.settleLocked(q.ready.PopFront())
+	es := q.ready.Drain()
+	for _, e := range es {
+		q.settleLocked(e)
 	}
-	return n
+	return len(es)
 }
 
 // markDeletedLocked ends the queue: it takes no more messages, its memory is
@@ -256,8 +416,8 @@ func (q *queue) purgeLocked() int {
 // callbacks to run once no lock is held.
 func (q *queue) markDeletedLocked() []func() {
 	q.deleted = true
-	for q.ready.Len() > 0 {
-		q.dropLocked(q.ready.PopFront())
+	for _, e := range q.ready.Drain() {
+		q.dropLocked(e)
 	}
 	for tag, e := range q.unacked {
 		q.dropLocked(e)
@@ -270,6 +430,31 @@ func (q *queue) markDeletedLocked() []func() {
 			callbacks = append(callbacks, s.spec.Cancelled)
 		}
 	}
-	q.consumers, q.active, q.exclusive = nil, 0, false
+	q.consumers, q.groups, q.active, q.exclusive, q.fading = nil, nil, 0, false, 0
+	q.outbox = nil
 	return callbacks
+}
+
+// touchLocked records a use of the queue for x-expires (basic.get,
+// declare, the last consumer leaving) and arms the expiry timer.
+func (q *queue) touchLocked() {
+	if q.opts.expires == 0 {
+		return
+	}
+	q.lastUsed = q.r.nowMs()
+	if len(q.consumers) == 0 {
+		q.armLocked(q.lastUsed + q.opts.expires)
+	}
+}
+
+// consumerTimeoutMs is the consumer timeout in ms, -1 if none.
+func (q *queue) consumerTimeoutMs() int64 {
+	t := q.opts.consumerTimeout
+	if t == 0 {
+		t = q.r.cfg.ConsumerTimeout
+	}
+	if t < 0 {
+		return -1
+	}
+	return int64(t / time.Millisecond)
 }

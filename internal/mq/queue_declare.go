@@ -4,17 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
-
-// classicQueueArgs are the arguments RabbitMQ compares when a classic queue
-// is redeclared (rabbit_classic_queue's queue_arguments).
-var classicQueueArgs = []string{
-	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
-	"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
-	"x-queue-leader-locator",
-}
 
 // DeclareQueue is queue.declare.
 //
@@ -22,13 +14,18 @@ var classicQueueArgs = []string{
 // connection's exclusive queue. Otherwise an empty name gets a server name,
 // a new name starting with "amq." is 403, and an existing queue must be
 // declared by its owner with the same exclusivity (405) and be equivalent
-// in durable, auto-delete and the arguments RabbitMQ compares (406).
+// in durable, auto-delete and the arguments RabbitMQ compares for its type
+// (406). A new queue's arguments are checked as RabbitMQ 4.1 checks them
+// (406 with its texts, see queue_args.go); a quorum queue
+// (x-queue-type quorum) must be durable, not exclusive, not auto-delete and
+// not server-named (406). Any declare counts as a use for x-expires.
 func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if err != nil {
 			return QueueInfo{}, err
 		}
+		q.touch()
 		return q.info(), nil
 	}
 	v.defMu.Lock()
@@ -36,17 +33,31 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if v.isDeleted() {
 		return QueueInfo{}, errNoVHost(v.name)
 	}
-	d.Durable = d.Durable && !d.Exclusive
-	if d.Name == "" {
-		d.Name = serverQueueName()
-	} else if q := v.queues[d.Name]; q != nil {
+	if q := v.queues[d.Name]; q != nil && d.Name != "" {
+		d.Durable = d.Durable && !d.Exclusive
 		if err := v.queueEquivalent(q, d); err != nil {
 			return QueueInfo{}, err
 		}
+		q.touch()
 		return q.info(), nil
+	}
+	if queueTypeOf(d.Args) == quorumQueue && d.Name == "" {
+		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type rabbit_quorum_queue")
+	}
+	if d.Name == "" {
+		d.Name = serverQueueName()
 	} else if strings.HasPrefix(d.Name, "amq.") {
 		return QueueInfo{}, errAccessRefused("queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
+	if err := checkQueueArgs(d.Name, v.name, d.Args); err != nil {
+		return QueueInfo{}, err
+	}
+	if queueTypeOf(d.Args) == quorumQueue {
+		if err := checkQuorumProperties(d, v.name); err != nil {
+			return QueueInfo{}, err
+		}
+	}
+	d.Durable = d.Durable && !d.Exclusive
 	q, err := v.createQueue(d)
 	if err != nil {
 		return QueueInfo{}, err
@@ -76,7 +87,31 @@ func (v *VHost) queueEquivalent(q *queue, d QueueDef) error {
 	case q.def.AutoDelete != d.AutoDelete:
 		return fail("auto_delete", d.AutoDelete, q.def.AutoDelete)
 	}
-	return argsEquivalent("queue", q.name, v.name, q.def.Args, d.Args, classicQueueArgs)
+	return argsEquivalent("queue", q.name, v.name, q.def.Args, d.Args, q.opts.kind.args())
+}
+
+// checkQuorumProperties refuses what a quorum queue cannot be, with
+// RabbitMQ's texts (rabbit_queue_type_util).
+func checkQuorumProperties(d QueueDef, vhost string) error {
+	q := resource("queue", d.Name, vhost)
+	switch {
+	case d.AutoDelete:
+		return errPrecondition("invalid property 'auto-delete' for %s", q)
+	case d.Exclusive:
+		return errPrecondition("invalid property 'exclusive-owner' for %s", q)
+	case !d.Durable:
+		return errPrecondition("invalid property 'non-durable' for %s", q)
+	}
+	return nil
+}
+
+// touch records a use of the queue for x-expires.
+func (q *queue) touch() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.deleted {
+		q.touchLocked()
+	}
 }
 
 // serverQueueName returns "amq.gen-" and 16 random bytes in base64url, as
@@ -128,27 +163,75 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 
 // openQueue builds a queue; a durable one opens (or creates) its store and
 // recovers its unsettled messages, bodies left on disk until needed.
+// Then it arms the queue's timers (x-expires counts from now).
 func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
+	opts := parseQueueOptions(d.Args)
 	q := &queue{
-		r: v.r, vh: v, name: d.Name, def: d, id: id,
+		r: v.r, vh: v, name: d.Name, def: d, opts: opts, id: id,
 		sources: make(map[*exchange]int),
 		unacked: make(map[QueueTag]*entry),
+		ready:   newReadyQueue(opts.levels),
 	}
-	if !d.Durable {
-		return q, nil
+	if d.Durable {
+		if err := q.recover(id); err != nil {
+			return nil, err
+		}
 	}
-	s, rec, err := openQueueStore(queueStoreDir(v.r.cfg.DataDir, id), v.r.cfg.segConfig(), v.r.logger)
+	q.mu.Lock()
+	q.touchLocked()
+	q.armHeadsLocked()
+	q.mu.Unlock()
+	return q, nil
+}
+
+// recover opens a durable queue's store and puts its unsettled messages on
+// the ready list, with their delivery counts. When the queue's priorities,
+// x-max-length-bytes or x-message-ttl need each message's priority, size
+// or enqueue time, the messages log is read through once; otherwise bodies
+// stay on disk until needed, and a message's own expiration is learnt
+// when it is read.
+func (q *queue) recover(id string) error {
+	s, rec, err := openQueueStore(queueStoreDir(q.r.cfg.DataDir, id), q.r.cfg.segConfig(), q.r.logger)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.qmu = &q.mu
 	s.delivered = max(s.delivered, rec.delivered)
 	q.store = s
+	var es []*entry
+	expiry := int64(expiryUnknown)
+	if q.opts.kind == streamQueue {
+		expiry = 0
+	}
 	s.forEachUnsettled(func(off int64) {
-		q.ready.PushBack(&entry{tag: v.r.newTag(), offset: off, redelivered: rec.redelivered(off)})
+		es = append(es, &entry{tag: q.r.newTag(), offset: off, redelivered: rec.redelivered(off),
+			returns: s.counts[off], expiresAt: expiry})
 	})
-	v.r.addStore(s)
-	return q, nil
+	o := &q.opts
+	if len(es) > 0 && (o.levels > 1 || o.maxBytes >= 0 || o.messageTTL >= 0) {
+		i := 0
+		err := s.scan(es[0].offset, func(off, ts int64, m *Message) {
+			for i < len(es) && es[i].offset < off {
+				i++
+			}
+			if i == len(es) || es[i].offset != off {
+				return // settled
+			}
+			e := es[i]
+			e.size = int64(len(m.Body))
+			e.level = uint8(o.level(m.Properties.Priority))
+			e.expiresAt = q.expiryOf(m, ts)
+		})
+		if err != nil {
+			s.closeWithoutMarker()
+			return fmt.Errorf("read queue log: %w", err)
+		}
+	}
+	for _, e := range es {
+		q.ready.PushBack(e)
+	}
+	q.r.addStore(s)
+	return nil
 }
 
 // DeleteQueue is queue.delete; it returns the number of ready messages

@@ -45,6 +45,16 @@ type Config struct {
 	// HousekeepingInterval is how often settlements are written to the
 	// settlement logs and settled segments reclaimed. Default 250 ms.
 	HousekeepingInterval time.Duration
+	// ConsumerTimeout is RabbitMQ's consumer_timeout: how long a delivery
+	// may stay unacknowledged before its consumer is told (see
+	// TimeoutNotifier). A queue's x-consumer-timeout overrides it.
+	// Default 30 minutes; negative disables it.
+	ConsumerTimeout time.Duration
+
+	// clock replaces time.Now in tests; with manualTimers no goroutine
+	// runs the timers: the test calls timers.fire.
+	clock        func() time.Time
+	manualTimers bool
 }
 
 func (c *Config) setDefaults() {
@@ -59,6 +69,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HousekeepingInterval <= 0 {
 		c.HousekeepingInterval = 250 * time.Millisecond
+	}
+	if c.ConsumerTimeout == 0 {
+		c.ConsumerTimeout = 30 * time.Minute
+	}
+	if c.clock == nil {
+		c.clock = time.Now
 	}
 }
 
@@ -87,11 +103,13 @@ type Registry struct {
 	storesMu sync.Mutex
 	stores   map[*queueStore]struct{} // open durable queue stores, for housekeeping
 
-	mem     atomic.Int64  // bytes of message bodies held in memory
-	nextTag atomic.Uint64 // last QueueTag handed out
+	mem        atomic.Int64  // bytes of message bodies held in memory
+	nextTag    atomic.Uint64 // last QueueTag handed out
+	bindingSeq atomic.Uint64 // last bindingRecord.Seq handed out
 
 	syncer *syncer
 	keeper *housekeeper
+	timers *timers
 }
 
 // DefaultVHost is the virtual host every registry starts with.
@@ -115,6 +133,7 @@ func Open(cfg Config) (*Registry, error) {
 		vhosts: make(map[string]*VHost),
 		stores: make(map[*queueStore]struct{}),
 	}
+	r.timers = newTimers(r) // queues arm timers while they load
 	if err := r.load(); err != nil {
 		r.closeStores()
 		return nil, err
@@ -123,6 +142,11 @@ func Open(cfg Config) (*Registry, error) {
 	r.keeper = newHousekeeper(r, cfg.HousekeepingInterval)
 	go r.syncer.run()
 	go r.keeper.run()
+	if cfg.manualTimers {
+		close(r.timers.done)
+	} else {
+		go r.timers.run()
+	}
 	return r, nil
 }
 
@@ -133,10 +157,14 @@ func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.timers.shutdown()
 	r.syncer.shutdown()
 	r.keeper.shutdown()
 	return r.closeStores()
 }
+
+// nowMs is the registry's clock in unix milliseconds.
+func (r *Registry) nowMs() int64 { return r.cfg.clock().UnixMilli() }
 
 func (r *Registry) closeStores() error {
 	r.mu.RLock()

@@ -7,27 +7,39 @@ package mq
 
 // Ack is basic.ack: the messages are done with.
 func (v *VHost) Ack(queue string, tags ...QueueTag) error {
-	v.settle(queue, tags, false)
+	v.settle(queue, tags, settleAck)
 	return nil
 }
 
 // Discard is basic.reject / basic.nack without requeue: the messages are
-// dropped (dead-lettering is not implemented yet).
+// dropped, and dead-lettered (reason rejected) if the queue has a
+// dead-letter exchange.
 func (v *VHost) Discard(queue string, tags ...QueueTag) error {
-	v.settle(queue, tags, false)
+	v.settle(queue, tags, settleDiscard)
 	return nil
 }
 
 // Requeue is basic.reject / basic.nack with requeue, and what the front end
 // does with unacknowledged messages when a channel closes: they go back to
 // their original positions in the queue, marked redelivered, and are
-// dispatched again.
+// dispatched again. In a quorum queue each return counts: a message
+// returned more often than the delivery limit (x-delivery-limit, default
+// 20) is dead-lettered (reason delivery_limit) or dropped instead, and
+// redeliveries carry the count as the x-delivery-count header.
 func (v *VHost) Requeue(queue string, tags ...QueueTag) error {
-	v.settle(queue, tags, true)
+	v.settle(queue, tags, settleRequeue)
 	return nil
 }
 
-func (v *VHost) settle(queue string, tags []QueueTag, requeue bool) {
+type settleKind uint8
+
+const (
+	settleAck settleKind = iota
+	settleDiscard
+	settleRequeue
+)
+
+func (v *VHost) settle(queue string, tags []QueueTag, kind settleKind) {
 	v.mu.RLock()
 	q := v.queues[queue]
 	v.mu.RUnlock()
@@ -35,22 +47,70 @@ func (v *VHost) settle(queue string, tags []QueueTag, requeue bool) {
 		return
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	var back []*entry
+	unblocked := false
+	var now int64
 	for _, tag := range tags {
 		e := q.unacked[tag]
 		if e == nil {
 			continue
 		}
 		delete(q.unacked, tag)
-		if requeue {
-			back = append(back, e)
-		} else {
+		if q.releaseLocked(e) {
+			unblocked = true
+		}
+		switch kind {
+		case settleAck:
 			q.settleLocked(e)
+		case settleDiscard:
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			q.discardLocked(e, reasonRejected, now)
+		case settleRequeue:
+			if q.returnedTooOftenLocked(e) {
+				if now == 0 {
+					now = q.r.nowMs()
+				}
+				q.discardLocked(e, reasonDeliveryLimit, now)
+				continue
+			}
+			back = append(back, e)
 		}
 	}
 	if len(back) > 0 {
+		// As RabbitMQ's requeue_and_run: back in place, then the length
+		// limit and the TTLs apply before dispatch.
 		q.requeueLocked(back)
-		q.dispatchLocked()
+		if now == 0 {
+			now = q.r.nowMs()
+		}
+		if q.opts.limited() && q.opts.overflow == dropHead {
+			q.dropOverflowLocked(now)
+		}
+		q.expireHeadsLocked(now)
+		q.armHeadsLocked()
 	}
+	if len(back) > 0 || unblocked {
+		q.dispatchLocked(nil)
+	}
+}
+
+// returnedTooOftenLocked counts a return of e in a quorum queue (durably,
+// for a logged message) and reports whether it passed the delivery limit.
+func (q *queue) returnedTooOftenLocked(e *entry) bool {
+	if q.opts.kind != quorumQueue {
+		return false
+	}
+	e.returns++
+	if limit := q.opts.deliveryLimit; limit >= 0 && int64(e.returns) > limit {
+		return true
+	}
+	if e.offset >= 0 && q.store != nil {
+		if q.store.noteReturnLocked(e.offset, e.returns) {
+			q.r.keeper.soon()
+		}
+	}
+	return false
 }

@@ -39,6 +39,10 @@ type queueStore struct {
 	win       settleWindow // settled offsets of the messages log
 	pending   []int64      // settled offsets not yet written to the settlement log
 	delivered int64        // highest offset ever handed to a consumer, -1 if none
+	// counts are the delivery counts (returns) of unsettled messages of a
+	// quorum queue, by offset; pendingCounts those not written yet.
+	counts        map[int64]uint32
+	pendingCounts map[int64]uint32
 
 	// syncedEnd is an offset below which the messages log is known to be
 	// fsynced (by the syncer): what publisher confirms rely on.
@@ -87,16 +91,25 @@ func openQueueStore(dir string, cfg seglog.Config, logger *slog.Logger) (*queueS
 		messages.Close()
 		return nil, rec, err
 	}
-	s := &queueStore{dir: dir, messages: messages, settled: settled, logger: logger, delivered: -1}
+	s := &queueStore{dir: dir, messages: messages, settled: settled, logger: logger, delivered: -1,
+		counts: make(map[int64]uint32)}
 	s.win = newSettleWindow(messages.StartOffset())
 	end := messages.EndOffset()
 	err = readLog(settled, func(r record.Record) error {
+		if string(r.Key) == string(countRecordKey) {
+			return decodeCounts(r.Value, func(off int64, n uint32) { s.counts[off] = n })
+		}
 		return decodeRanges(r.Value, func(from, to int64) {
 			for off := max(from, s.win.base); off < min(to, end); off++ {
 				s.win.settle(off)
 			}
 		})
 	})
+	for off := range s.counts {
+		if off >= end || s.win.isSettled(off) {
+			delete(s.counts, off)
+		}
+	}
 	if err != nil {
 		// Close the logs without a clean-shutdown marker: nothing was
 		// recovered, so nothing can be vouched for.
@@ -129,9 +142,10 @@ func (s *queueStore) append(batch []byte) (int64, error) {
 	return res.BaseOffset, nil
 }
 
-// read calls fn for each message from offset on, as far as maxBytes of
-// batches reach (at least one message), until fn returns false.
-func (s *queueStore) read(offset, maxBytes int64, fn func(off int64, m *Message) bool) error {
+// read calls fn for each message from offset on, with its offset and
+// enqueue time (ms), as far as maxBytes of batches reach (at least one
+// message), until fn returns false.
+func (s *queueStore) read(offset, maxBytes int64, fn func(off, ts int64, m *Message) bool) error {
 	sl, err := s.messages.Read(offset, maxBytes)
 	if err != nil {
 		return err
@@ -159,13 +173,45 @@ func (s *queueStore) read(offset, maxBytes int64, fn func(off int64, m *Message)
 			if err != nil {
 				return fmt.Errorf("message at offset %d: %w", off, err)
 			}
-			if !fn(off, m) {
+			if !fn(off, h.BaseTimestamp+r.TimestampDelta, m) {
 				return nil
 			}
 		}
 		data = data[h.Size():]
 	}
 	return nil
+}
+
+// scanBytes is how much of the messages log one step of scan reads.
+const scanBytes = 1 << 20
+
+// scan calls fn for every message from offset to the end of the log.
+func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) error {
+	for offset < s.messages.EndOffset() {
+		next := offset
+		err := s.read(offset, scanBytes, func(off, ts int64, m *Message) bool {
+			fn(off, ts, m)
+			next = off + 1
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if next == offset {
+			return fmt.Errorf("no message at offset %d below end %d", offset, s.messages.EndOffset())
+		}
+		offset = next
+	}
+	return nil
+}
+
+// closeWithoutMarker closes the logs of a store that was not recovered.
+func (s *queueStore) closeWithoutMarker() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.messages.Close()
+	s.settled.Close()
 }
 
 // sync fsyncs the messages log. A store closed meanwhile (queue deleted, or
@@ -198,16 +244,21 @@ func (s *queueStore) close() error {
 	}
 	s.closed = true
 	var pending []int64
+	var counts map[int64]uint32
 	delivered := s.delivered
 	if s.qmu != nil {
 		s.qmu.Lock()
 		pending, s.pending = s.pending, nil
+		counts, s.pendingCounts = s.pendingCounts, nil
 		delivered = s.delivered
 		s.qmu.Unlock()
 	}
 	var errs []error
 	if len(pending) > 0 {
 		errs = append(errs, s.writeSettled(rangesOf(pending)))
+	}
+	if len(counts) > 0 {
+		errs = append(errs, s.writeCounts(counts))
 	}
 	errs = append(errs, s.messages.Close(), s.settled.Close())
 	if err := errors.Join(errs...); err != nil {

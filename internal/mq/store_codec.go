@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
-	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/seglog"
@@ -20,12 +21,19 @@ const (
 	hdrProperties = "p" // wire.Properties.Encode output: flags and property list
 )
 
-// settleRecordKey keys the records of the settlement log.
-var settleRecordKey = []byte("s")
+// The settlement log has two kinds of records, told apart by their key:
+// settled offsets, and delivery counts of a quorum queue's messages (the
+// later record for an offset wins).
+var (
+	settleRecordKey = []byte("s")
+	countRecordKey  = []byte("d")
+)
 
-// encodeMessage builds the batch a persistent message is logged as.
-func encodeMessage(m *Message, props []byte) []byte {
-	return record.NewBatch(time.Now().UnixMilli(), []record.Record{{
+// encodeMessage builds the batch a persistent message is logged as. The
+// batch timestamp is the enqueue time (ms): TTLs count from it, also
+// after a restart.
+func encodeMessage(m *Message, props []byte, enqueued int64) []byte {
+	return record.NewBatch(enqueued, []record.Record{{
 		Value: m.Body,
 		Headers: []record.RecordHeader{
 			{Key: hdrExchange, Value: []byte(m.Exchange)},
@@ -102,6 +110,39 @@ func decodeRanges(b []byte, fn func(from, to int64)) error {
 		from := prev + int64(gap)
 		fn(from, from+int64(length))
 		prev = from + int64(length)
+	}
+	return nil
+}
+
+// encodeCounts writes delivery counts as uvarint pairs, ascending by
+// offset: the offset's distance from the previous one, and the count.
+func encodeCounts(counts map[int64]uint32) []byte {
+	offs := slices.Sorted(maps.Keys(counts))
+	b := make([]byte, 0, 4*len(offs))
+	prev := int64(0)
+	for _, off := range offs {
+		b = binary.AppendUvarint(b, uint64(off-prev))
+		b = binary.AppendUvarint(b, uint64(counts[off]))
+		prev = off
+	}
+	return b
+}
+
+func decodeCounts(b []byte, fn func(off int64, n uint32)) error {
+	prev := int64(0)
+	for len(b) > 0 {
+		gap, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errors.New("corrupt delivery count record")
+		}
+		b = b[n:]
+		count, n := binary.Uvarint(b)
+		if n <= 0 || count > math.MaxUint32 {
+			return errors.New("corrupt delivery count record")
+		}
+		b = b[n:]
+		prev += int64(gap)
+		fn(prev, uint32(count))
 	}
 	return nil
 }

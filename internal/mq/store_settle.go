@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -19,7 +20,23 @@ import (
 func (s *queueStore) settleLocked(off int64) (flushSoon bool) {
 	s.win.settle(off)
 	s.pending = append(s.pending, off)
+	if len(s.counts) > 0 {
+		delete(s.counts, off)
+		delete(s.pendingCounts, off)
+	}
 	return len(s.pending) == settleFlushThreshold
+}
+
+// noteReturnLocked records the delivery count of the message at off (a
+// quorum queue's return). Caller holds the queue's lock. Like
+// settleLocked, it reports whether the housekeeper should run soon.
+func (s *queueStore) noteReturnLocked(off int64, n uint32) (flushSoon bool) {
+	s.counts[off] = n
+	if s.pendingCounts == nil {
+		s.pendingCounts = make(map[int64]uint32)
+	}
+	s.pendingCounts[off] = n
+	return len(s.pendingCounts) == settleFlushThreshold
 }
 
 // settleFlushThreshold is how many settlements wait in memory before the
@@ -45,6 +62,8 @@ func (s *queueStore) housekeep() error {
 	lock.Lock()
 	pending := s.pending
 	s.pending = nil
+	counts := s.pendingCounts
+	s.pendingCounts = nil
 	low := s.win.base
 	lock.Unlock()
 
@@ -52,6 +71,15 @@ func (s *queueStore) housekeep() error {
 		if err := s.writeSettled(rangesOf(pending)); err != nil {
 			lock.Lock()
 			s.pending = append(s.pending, pending...) // try again next time
+			s.restoreCountsLocked(counts)
+			lock.Unlock()
+			return err
+		}
+	}
+	if len(counts) > 0 {
+		if err := s.writeCounts(counts); err != nil {
+			lock.Lock()
+			s.restoreCountsLocked(counts)
 			lock.Unlock()
 			return err
 		}
@@ -88,12 +116,18 @@ func (s *queueStore) compactLocked(lock *sync.Mutex) error {
 		snapshot = append(snapshot, [2]int64{start, s.win.base})
 	}
 	s.win.ranges(func(from, to int64) { snapshot = append(snapshot, [2]int64{from, to}) })
-	// Settlements pending now are in the snapshot already (their bits are
-	// set); writing them again after the checkpoint is harmless.
+	// Settlements (and delivery counts) pending now are in the snapshot
+	// already; writing them again after the checkpoint is harmless.
+	counts := maps.Clone(s.counts)
 	lock.Unlock()
 	at := s.settled.EndOffset()
 	if len(snapshot) > 0 {
 		if err := s.writeSettled(snapshot); err != nil {
+			return err
+		}
+	}
+	if len(counts) > 0 {
+		if err := s.writeCounts(counts); err != nil {
 			return err
 		}
 	}
@@ -105,6 +139,29 @@ func (s *queueStore) compactLocked(lock *sync.Mutex) error {
 	}
 	s.compactedAt = s.settled.Size()
 	return nil
+}
+
+// restoreCountsLocked puts back delivery counts whose write failed, unless
+// newer ones or a settlement came meanwhile.
+func (s *queueStore) restoreCountsLocked(counts map[int64]uint32) {
+	for off, n := range counts {
+		if cur, live := s.counts[off]; !live || cur != n {
+			continue
+		}
+		if _, newer := s.pendingCounts[off]; newer {
+			continue
+		}
+		if s.pendingCounts == nil {
+			s.pendingCounts = make(map[int64]uint32)
+		}
+		s.pendingCounts[off] = n
+	}
+}
+
+func (s *queueStore) writeCounts(counts map[int64]uint32) error {
+	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: countRecordKey, Value: encodeCounts(counts)}})
+	_, err := s.settled.Append(batch, seglog.AppendOptions{})
+	return err
 }
 
 func (s *queueStore) writeSettled(ranges [][2]int64) error {

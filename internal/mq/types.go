@@ -1,6 +1,10 @@
 package mq
 
-import "github.com/wharf-mq/wharf/internal/amqp/wire"
+import (
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+)
 
 // ConnID identifies a client connection (the owner of exclusive queues).
 type ConnID uint64
@@ -24,9 +28,15 @@ type ExchangeDef struct {
 // declaring connection: always set it, passive declares check exclusive
 // ownership with it too; the connection owns the queue when Exclusive. An
 // exclusive queue is never durable (RabbitMQ 4.x), whatever Durable says.
-// Args are stored and compared on redeclaration as RabbitMQ does, but none
-// of them (x-message-ttl, x-max-length, x-dead-letter-exchange, x-expires,
-// ...) takes effect yet.
+//
+// Args are checked, stored and compared on redeclaration as RabbitMQ 4.1
+// does, and take effect: x-queue-type (classic or quorum; stream is
+// accepted but has none of the features below yet), x-message-ttl,
+// x-expires, x-max-length, x-max-length-bytes, x-overflow (drop-head,
+// reject-publish, reject-publish-dlx), x-dead-letter-exchange,
+// x-dead-letter-routing-key, x-max-priority (classic), x-single-active-
+// consumer, x-delivery-limit (quorum, default 20) and x-consumer-timeout
+// (ms). Policies are not implemented.
 type QueueDef struct {
 	Name                           string
 	Durable, Exclusive, AutoDelete bool
@@ -61,11 +71,18 @@ type PublishResult struct {
 	// Routed is the number of queues the message reached; 0 means
 	// unroutable (with mandatory the front end sends basic.return).
 	Routed int
-	// Durable is nil unless the message is persistent and reached at least
-	// one durable queue. It then receives exactly one value once every such
+	// Durable is nil unless the message was logged: persistent and reached
+	// at least one durable queue, or reached a quorum queue. It then receives exactly one value once every such
 	// copy is covered by an fsync: nil, or the storage error. Fsyncs are
 	// shared by all publishers and queues (group commit).
 	Durable <-chan error
+	// Rejected is how many of the Routed queues refused the message
+	// because they were full with x-overflow reject-publish or
+	// reject-publish-dlx. In confirm mode the front end must answer the
+	// publish with basic.nack when Rejected > 0 (after Durable, if set),
+	// as RabbitMQ does; a refused message was routed, so mandatory does
+	// not return it.
+	Rejected int
 }
 
 // Delivery is one message handed to a consumer or returned by Get.
@@ -88,12 +105,32 @@ type Consumer interface {
 	TryDeliver(d *Delivery) bool
 }
 
+// TimeoutNotifier is implemented by a Consumer that wants to hear of its
+// deliveries left unacknowledged past the consumer timeout
+// (Config.ConsumerTimeout, or the queue's x-consumer-timeout). RabbitMQ
+// then closes the consumer's channel with 406 PRECONDITION_FAILED
+// "delivery acknowledgement on channel N timed out. Timeout value used: T
+// ms. This timeout value can be configured, see consumers doc guide to
+// learn more", which requeues the channel's unacknowledged messages: the
+// front end does exactly that. This package neither closes nor requeues
+// anything by itself.
+//
+// DeliveryTimedOut is called from the registry's timer goroutine with no
+// lock held (it may call into this package, but should not block for
+// long), at most once per delivery, and at most once per consumer and
+// queue in one pass, naming its oldest timed-out delivery. Deliveries to
+// consumers that do not implement it, and basic.get deliveries, are not
+// watched.
+type TimeoutNotifier interface {
+	DeliveryTimedOut(tag QueueTag, timeout time.Duration)
+}
+
 // ConsumeSpec is a basic.consume.
 type ConsumeSpec struct {
 	Tag       string
 	NoAck     bool       // deliveries are settled when handed over
 	Exclusive bool       // no other consumer may consume from the queue meanwhile
-	Args      wire.Table // ignored for now (x-priority is not implemented)
+	Args      wire.Table // x-priority (integer, default 0): consumer priority
 	Conn      ConnID
 	Consumer  Consumer
 	// Cancelled, if set, is called once (with no lock held) when the queue

@@ -15,6 +15,7 @@ const (
 	Fanout
 	Topic
 	Headers
+	ConsistentHash // x-consistent-hash (see consistent_hash.go)
 )
 
 // ParseKind maps an exchange type name to its Kind.
@@ -28,6 +29,8 @@ func ParseKind(name string) (Kind, bool) {
 		return Topic, true
 	case "headers":
 		return Headers, true
+	case "x-consistent-hash":
+		return ConsistentHash, true
 	}
 	return 0, false
 }
@@ -43,6 +46,8 @@ func (k Kind) String() string {
 		return "topic"
 	case Headers:
 		return "headers"
+	case ConsistentHash:
+		return "x-consistent-hash"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -62,14 +67,18 @@ type entry[D comparable] struct {
 	argsKey string    // canonical encoding of Args, part of the identity
 	words   []string  // topic: the key split into words
 	mode    MatchMode // headers: the parsed x-match
+	weight  int64     // consistent hash: the key as a number of buckets
 }
 
 // Table is the set of bindings whose source is one exchange, indexed for
-// its kind: direct bindings by key, the others in a list that Route scans.
+// its kind: direct bindings by key, the others in a list that Route scans
+// (in the order they were added), consistent-hash bindings also as a ring
+// of bucket runs.
 type Table[D comparable] struct {
 	kind   Kind
-	list   []*entry[D]            // fanout, topic, headers: every binding
+	list   []*entry[D]            // fanout, topic, headers, consistent hash: every binding
 	byKey  map[string][]*entry[D] // direct: bindings by key
+	ring   []bucketRun[D]         // consistent hash: bucket runs in binding order
 	length int
 }
 
@@ -88,12 +97,17 @@ func (t *Table[D]) Kind() Kind { return t.kind }
 // Len returns the number of bindings.
 func (t *Table[D]) Len() int { return t.length }
 
-// Validate checks a binding's arguments for an exchange of kind k: a headers
-// binding's x-match must be valid. The error text is RabbitMQ's, meant for
-// a 406 PRECONDITION_FAILED.
+// Validate checks a binding for an exchange of kind k: a headers binding's
+// x-match must be valid, a consistent-hash binding's key must be a positive
+// integer. The error text is RabbitMQ's, meant for a 406
+// PRECONDITION_FAILED.
 func Validate(k Kind, key string, args wire.Table) error {
-	if k == Headers {
+	switch k {
+	case Headers:
 		_, err := ParseMatchMode(args)
+		return err
+	case ConsistentHash:
+		_, err := parseWeight(key)
 		return err
 	}
 	return nil
@@ -126,6 +140,8 @@ func (t *Table[D]) newEntry(b Binding[D]) (*entry[D], error) {
 		e.words = SplitWords(b.Key)
 	case Headers:
 		e.mode, _ = ParseMatchMode(b.Args)
+	case ConsistentHash:
+		e.weight, _ = parseWeight(b.Key)
 	}
 	return e, nil
 }
@@ -172,6 +188,7 @@ func (t *Table[D]) Add(b Binding[D]) (added bool, err error) {
 	}
 	t.setBucket(b.Key, append(es, e))
 	t.length++
+	t.bindingsChanged()
 	return true, nil
 }
 
@@ -197,6 +214,7 @@ func (t *Table[D]) Remove(b Binding[D]) bool {
 	}
 	t.setBucket(b.Key, deleteAt(es, i))
 	t.length--
+	t.bindingsChanged()
 	return true
 }
 
@@ -223,7 +241,15 @@ func (t *Table[D]) RemoveDest(d D) []Binding[D] {
 		t.list = filter(t.list)
 	}
 	t.length -= len(removed)
+	t.bindingsChanged()
 	return removed
+}
+
+// bindingsChanged keeps derived indexes in step with the bindings.
+func (t *Table[D]) bindingsChanged() {
+	if t.kind == ConsistentHash {
+		t.rebuildRing()
+	}
 }
 
 // Bindings returns every binding, in no particular order for direct tables
@@ -247,6 +273,9 @@ func (t *Table[D]) Bindings() []Binding[D] {
 // Route calls fn with the destination of every binding that matches a
 // message with this routing key and these headers. A destination bound
 // several times may be passed several times; the caller deduplicates.
+// For a consistent-hash table routingKey is the value to hash (see
+// HashOn.Value) and exactly one destination is chosen, if there is any
+// binding.
 func (t *Table[D]) Route(routingKey string, headers wire.Table, fn func(D)) {
 	switch t.kind {
 	case Direct:
@@ -273,6 +302,8 @@ func (t *Table[D]) Route(routingKey string, headers wire.Table, fn func(D)) {
 				fn(e.Dest)
 			}
 		}
+	case ConsistentHash:
+		t.routeHash(routingKey, fn)
 	}
 }
 
