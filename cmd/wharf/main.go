@@ -4,6 +4,7 @@
 //	wharf topics create|list|...     manage topics over the Kafka protocol
 //	wharf produce TOPIC              write stdin lines as records
 //	wharf consume TOPIC              print records
+//	wharf groups list|describe|...   inspect and manage consumer groups
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 package main
@@ -39,6 +40,7 @@ func commands() []command {
 		{"topics", "create, list, describe, alter and delete topics", runTopics},
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
+		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
 	}
 }
 

@@ -20,7 +20,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 			"Every flag can also be set by its environment variable; a flag beats its variable.", std.err)
 	dataDir := fs.String("data-dir", "./wharf-data", "directory for the metadata log and all partitions")
 	kafkaAddr := fs.String("kafka-addr", ":9092", "Kafka listener address")
-	amqpAddr := fs.String("amqp-addr", ":5672", "AMQP 0-9-1 listener address (not implemented yet: nothing is bound)")
+	amqpAddr := fs.String("amqp-addr", ":5672", "AMQP 0-9-1 listener address (empty: no AMQP listener)")
 	httpAddr := fs.String("http-addr", ":15672", "HTTP listener address (not implemented yet: nothing is bound)")
 	advertisedHost := fs.String("advertised-host", "", "host advertised to Kafka clients (default: the listener's host, or localhost for a wildcard listener)")
 	fsync := fs.String("fsync", "acks-all", "when appends are fsynced: acks-all (before acks=all replies, group-committed), always (every append), interval (only every --flush-interval)")
@@ -70,10 +70,11 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		return err
 	}
 	fmt.Fprintf(std.out, "Kafka listening on %s (advertised as %s)\n", n.KafkaAddr(), n.AdvertisedKafkaAddr())
-	for _, l := range []struct{ name, addr string }{{"AMQP", *amqpAddr}, {"HTTP", *httpAddr}} {
-		if l.addr != "" {
-			fmt.Fprintf(std.out, "%s not implemented yet (%s not bound)\n", l.name, l.addr)
-		}
+	if n.AMQPAddr() != "" {
+		fmt.Fprintf(std.out, "AMQP listening on %s\n", n.AMQPAddr())
+	}
+	if *httpAddr != "" {
+		fmt.Fprintf(std.out, "HTTP not implemented yet (%s not bound)\n", *httpAddr)
 	}
 	fmt.Fprintf(std.out, "Data directory %s\n", *dataDir)
 

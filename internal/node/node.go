@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/kafka"
 )
 
@@ -26,9 +28,15 @@ type Config struct {
 	// KafkaAddr is the Kafka listener's address, e.g. ":9092". Port 0 picks a
 	// free port; Node.KafkaAddr reports the one bound.
 	KafkaAddr string
-	// AMQPAddr and HTTPAddr are accepted for forward compatibility; their
-	// listeners are not implemented yet and nothing is bound.
+	// AMQPAddr is the AMQP 0-9-1 listener's address, e.g. ":5672"; empty
+	// binds nothing. Port 0 picks a free port; Node.AMQPAddr reports it.
 	AMQPAddr string
+	// AMQP tunes the AMQP front end (users, limits, alarms). Its DataDir
+	// (watched by the disk alarm) defaults to DataDir and its Logger to
+	// Logger.
+	AMQP amqp.Config
+	// HTTPAddr is accepted for forward compatibility; the HTTP listener is
+	// not implemented yet and nothing is bound.
 	HTTPAddr string
 
 	// AdvertisedHost is the host clients are told to connect to in Metadata
@@ -44,10 +52,14 @@ type Config struct {
 	MaxRequestBytes   int32              // largest Kafka request accepted (0: front-end default)
 
 	Logger *slog.Logger // nil: discard
+
+	// Groups tunes the group coordinator (timeouts, offset retention);
+	// the node sets its Broker and Logger.
+	Groups group.Config
 }
 
-// Node is a running Wharf process. It owns the broker and the Kafka server
-// goroutine; Close stops both.
+// Node is a running Wharf process. It owns the broker and the goroutines
+// serving the Kafka and AMQP listeners; Close stops them all.
 type Node struct {
 	cfg    Config
 	logger *slog.Logger
@@ -55,19 +67,27 @@ type Node struct {
 
 	kafkaListener   net.Listener
 	kafkaServer     *kafka.Server
+	groups          *group.Coordinator
 	advertisedKafka string
 
-	serveDone chan struct{} // closed when the Kafka server's Serve returns
-	serveErr  error         // Serve's result; read only after serveDone is closed
+	amqpListener net.Listener // nil when Config.AMQPAddr is empty
+	amqpServer   *amqp.Server
+
+	serving   sync.WaitGroup // one per listener's Serve goroutine
+	doneOnce  sync.Once
+	serveDone chan struct{} // closed when a server failed, or every server stopped in Close
+	errMu     sync.Mutex
+	serveErr  error // the first server failure
 
 	closeOnce sync.Once
 	closeErr  error
 	closing   chan struct{} // closed when Close starts, so Serve's return is expected
 }
 
-// Start opens the broker in cfg.DataDir, binds the Kafka listener and starts
-// serving it in a goroutine the Node owns. On error nothing is left running
-// and the data directory is closed cleanly.
+// Start opens the broker in cfg.DataDir, binds the Kafka listener (and the
+// AMQP one if cfg.AMQPAddr is set) and serves each in a goroutine the Node
+// owns. On error nothing is left running and the data directory is closed
+// cleanly.
 func Start(cfg Config) (*Node, error) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -99,6 +119,32 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("node: listen for Kafka on %q: %w", cfg.KafkaAddr, err)
 	}
+	var amqpLn net.Listener
+	if cfg.AMQPAddr != "" {
+		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
+			ln.Close()
+			if cerr := b.Close(); cerr != nil {
+				logger.Error("closing broker after failed listen", "err", cerr)
+			}
+			return nil, fmt.Errorf("node: listen for AMQP on %q: %w", cfg.AMQPAddr, err)
+		}
+	}
+	// The group coordinator rebuilds every group from __consumer_offsets
+	// before the first request can reach it.
+	groupCfg := cfg.Groups
+	groupCfg.Broker = b
+	groupCfg.Logger = logger
+	groups, err := group.Open(groupCfg)
+	if err != nil {
+		ln.Close()
+		if amqpLn != nil {
+			amqpLn.Close()
+		}
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed group coordinator start", "err", cerr)
+		}
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
 
@@ -106,7 +152,9 @@ func Start(cfg Config) (*Node, error) {
 		cfg:             cfg,
 		logger:          logger,
 		broker:          b,
+		groups:          groups,
 		kafkaListener:   ln,
+		amqpListener:    amqpLn,
 		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
@@ -116,32 +164,54 @@ func Start(cfg Config) (*Node, error) {
 		AdvertisedPort:  int32(port),
 		MaxRequestBytes: cfg.MaxRequestBytes,
 		Logger:          logger, // the server tags its lines component=kafka
+		Groups:          groups,
 	})
-	go n.serveKafka()
-
+	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.kafkaListener) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
-	n.logNotImplemented("amqp", cfg.AMQPAddr)
+
+	if amqpLn != nil {
+		amqpCfg := cfg.AMQP
+		if amqpCfg.DataDir == "" {
+			amqpCfg.DataDir = cfg.DataDir
+		}
+		if amqpCfg.Logger == nil {
+			amqpCfg.Logger = logger // the server tags its lines component=amqp
+		}
+		n.amqpServer = amqp.NewServer(b.Messaging(), amqpCfg)
+		n.serve("amqp", func() error { return n.amqpServer.Serve(amqpLn) })
+		logger.Info("amqp listener started", "addr", n.AMQPAddr())
+	}
 	n.logNotImplemented("http", cfg.HTTPAddr)
 	return n, nil
 }
 
-// serveKafka runs the Kafka server until Close shuts it down. An error
-// before Close is logged; Done and Err report it.
-func (n *Node) serveKafka() {
-	defer close(n.serveDone)
-	err := n.kafkaServer.Serve(n.kafkaListener)
-	select {
-	case <-n.closing:
-		// Serve returning during Close is the expected way out.
-		return
-	default:
-	}
-	if err == nil {
-		err = errors.New("kafka server stopped unexpectedly")
-	}
-	n.serveErr = err
-	n.logger.Error("kafka server stopped", "err", err)
+// serve runs one listener's server until Close shuts it down. A return
+// before Close is a failure: it is logged, and Done and Err report it.
+func (n *Node) serve(name string, run func() error) {
+	n.serving.Add(1)
+	go func() {
+		defer n.serving.Done()
+		err := run()
+		select {
+		case <-n.closing:
+			// Serve returning during Close is the expected way out.
+			return
+		default:
+		}
+		if err == nil {
+			err = errors.New(name + " server stopped unexpectedly")
+		}
+		n.logger.Error(name+" server stopped", "err", err)
+		n.errMu.Lock()
+		if n.serveErr == nil {
+			n.serveErr = fmt.Errorf("%s server: %w", name, err)
+		}
+		n.errMu.Unlock()
+		n.markDone()
+	}()
 }
+
+func (n *Node) markDone() { n.doneOnce.Do(func() { close(n.serveDone) }) }
 
 func (n *Node) logNotImplemented(listener, addr string) {
 	if addr == "" {
@@ -154,42 +224,59 @@ func (n *Node) logNotImplemented(listener, addr string) {
 // "127.0.0.1:41234" (with the real port when the config asked for port 0).
 func (n *Node) KafkaAddr() string { return n.kafkaListener.Addr().String() }
 
+// AMQPAddr is the address the AMQP listener is bound to, or "" when the
+// node was started without one.
+func (n *Node) AMQPAddr() string {
+	if n.amqpListener == nil {
+		return ""
+	}
+	return n.amqpListener.Addr().String()
+}
+
 // AdvertisedKafkaAddr is the host:port Metadata responses tell clients to use.
 func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 
 // Broker is the node's broker core.
 func (n *Node) Broker() *broker.Broker { return n.broker }
 
-// Done is closed when the Kafka server has stopped, either because Close was
-// called or because it failed (then Err says why).
+// Done is closed when a server (Kafka or AMQP) has stopped on its own
+// (then Err says why), or when Close has stopped them all.
 func (n *Node) Done() <-chan struct{} { return n.serveDone }
 
-// Err is the error that stopped the Kafka server on its own, or nil while it
-// runs and after a stop requested by Close.
+// Err is the error that stopped a server on its own, or nil while they run
+// and after a stop requested by Close.
 func (n *Node) Err() error {
-	select {
-	case <-n.serveDone:
-		return n.serveErr
-	default:
-		return nil
-	}
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.serveErr
 }
 
-// Close shuts the node down: the Kafka server stops accepting and finishes
-// in-flight requests (until ctx expires), then the broker is closed, which
-// fsyncs every log and writes its clean-shutdown markers. The broker is
-// closed even if ctx expires first. Calling Close again returns the first
-// result.
+// Close shuts the node down. The AMQP server goes first: it closes its
+// connections (connection.close 320 CONNECTION_FORCED) and returns their
+// unacknowledged deliveries to the queues while the broker is still open.
+// Then the Kafka server stops accepting and finishes in-flight requests
+// (until ctx expires), and finally the broker is closed, which fsyncs every
+// log and writes its clean-shutdown markers. The broker is closed even if
+// ctx expires first. Calling Close again returns the first result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
 		var errs []error
+		if n.amqpServer != nil {
+			if err := n.amqpServer.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("node: shut down amqp server: %w", err))
+			}
+		}
 		if err := n.kafkaServer.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("node: shut down kafka server: %w", err))
 		}
-		// Shutdown closed the listener, so Serve returns promptly; wait
-		// for it so no goroutine of ours outlives Close.
-		<-n.serveDone
+		// Shutdown closed the listeners, so every Serve returns promptly;
+		// wait for them so no goroutine of ours outlives Close.
+		n.serving.Wait()
+		n.markDone()
+		// No request reaches the coordinator any more: stop its timers
+		// before the log it writes to closes.
+		n.groups.Close()
 		if err := n.broker.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: close broker: %w", err))
 		}

@@ -1,6 +1,6 @@
 // Package nodetest starts a real Wharf node for end-to-end tests: a fresh
-// data directory under t.TempDir(), the Kafka listener on 127.0.0.1:0, and a
-// clean shutdown registered with t.Cleanup.
+// data directory under t.TempDir(), the Kafka and AMQP listeners on
+// 127.0.0.1:0, and a clean shutdown registered with t.Cleanup.
 package nodetest
 
 import (
@@ -34,6 +34,7 @@ func Start(t testing.TB, opts ...Option) *node.Node {
 	cfg := node.Config{
 		DataDir:   t.TempDir(),
 		KafkaAddr: "127.0.0.1:0",
+		AMQPAddr:  "127.0.0.1:0",
 		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	for _, opt := range opts {
@@ -55,6 +56,10 @@ func Start(t testing.TB, opts ...Option) *node.Node {
 	})
 	return n
 }
+
+// AMQPURL is the URL an AMQP client dials to reach n as the default user
+// guest, in the default vhost.
+func AMQPURL(n *node.Node) string { return "amqp://guest:guest@" + n.AMQPAddr() + "/" }
 
 // testLogWriter forwards log lines to t.Log until stop is called.
 type testLogWriter struct {

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupsCommand is one `wharf groups NAME` subcommand, as Kafka users know
+// them from kafka-consumer-groups.sh.
+type groupsCommand struct {
+	name, usage, summary string
+	// define registers the subcommand's flags; the returned run is called
+	// with the positional arguments after parsing.
+	define func(fs *flag.FlagSet) func(env groupsEnv, args []string) error
+}
+
+// groupsEnv is what a groups subcommand works with.
+type groupsEnv struct {
+	ctx context.Context
+	adm *kadm.Client
+	out io.Writer
+	// newClient makes another client of the same brokers (describe reads
+	// records with one to measure lag in time).
+	newClient func(opts ...kgo.Opt) (*kgo.Client, error)
+	now       func() time.Time
+}
+
+func groupsCommands() []groupsCommand {
+	return []groupsCommand{
+		{"list", "[--state STATE ...]", "list consumer groups", defineGroupsList},
+		{"describe", "GROUP", "show a group's members and, per partition, its committed offset, log end offset, lag and lag in time", defineGroupsDescribe},
+		{"reset-offsets", "GROUP (--topic T[:P,P...] ... | --all-topics) MODE [--execute]",
+			"plan (or, with --execute, apply) new committed offsets for a group with no live members", defineGroupsResetOffsets},
+		{"delete", "GROUP [GROUP ...]", "delete empty groups and their committed offsets", defineGroupsDelete},
+	}
+}
+
+func runGroups(ctx context.Context, args []string, std stdio) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		w := std.out
+		if len(args) == 0 {
+			w = std.err
+		}
+		fmt.Fprint(w, "Usage: wharf groups <command> [arguments]\n\nCommands:\n")
+		for _, c := range groupsCommands() {
+			fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+		}
+		if len(args) == 0 {
+			return usagef("missing groups command")
+		}
+		return nil
+	}
+	for _, c := range groupsCommands() {
+		if c.name == args[0] {
+			return runGroupsCommand(ctx, c, args[1:], std)
+		}
+	}
+	return usagef("unknown groups command %q", args[0])
+}
+
+func runGroupsCommand(ctx context.Context, c groupsCommand, args []string, std stdio) error {
+	fs := newFlagSet("groups "+c.name, c.usage, strings.ToUpper(c.summary[:1])+c.summary[1:]+".", std.err)
+	bootstrap, env := addBootstrapFlag(fs)
+	run := c.define(fs)
+	positional, err := parseArgs(fs, args, env)
+	if err != nil {
+		return err
+	}
+	cl, err := newKafkaClient(*bootstrap)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	return run(groupsEnv{
+		ctx:       ctx,
+		adm:       kadm.NewClient(cl),
+		out:       std.out,
+		newClient: func(opts ...kgo.Opt) (*kgo.Client, error) { return newKafkaClient(*bootstrap, opts...) },
+		now:       time.Now,
+	}, positional)
+}
+
+func defineGroupsList(fs *flag.FlagSet) func(groupsEnv, []string) error {
+	var states stringList
+	fs.Var(&states, "state", "only groups in this state: Empty, Stable, PreparingRebalance, CompletingRebalance, Reconciling, ... (repeatable)")
+	return func(env groupsEnv, args []string) error {
+		if err := expectArgs(args, 0, ""); err != nil {
+			return err
+		}
+		groups, err := env.adm.ListGroups(env.ctx, states...)
+		if err != nil {
+			return fmt.Errorf("list groups: %w", err)
+		}
+		tw := newTable(env.out, "GROUP", "TYPE", "STATE", "PROTOCOL-TYPE")
+		for _, g := range groups.Sorted() {
+			tw.row(g.Group, orDash(g.GroupType), orDash(g.State), orDash(g.ProtocolType))
+		}
+		return tw.flush()
+	}
+}
+
+func defineGroupsDelete(fs *flag.FlagSet) func(groupsEnv, []string) error {
+	return func(env groupsEnv, args []string) error {
+		if len(args) == 0 {
+			return usagef("missing group name")
+		}
+		resps, err := env.adm.DeleteGroups(env.ctx, args...)
+		if err != nil {
+			return fmt.Errorf("delete groups: %w", err)
+		}
+		tw := newTable(env.out, "GROUP", "STATUS")
+		failed := 0
+		for _, g := range args {
+			status := "OK"
+			r, ok := resps[g]
+			switch {
+			case !ok:
+				status, failed = "no answer", failed+1
+			case r.Err != nil:
+				status, failed = errorStatus(r.Err, r.ErrMessage), failed+1
+			}
+			tw.row(g, status)
+		}
+		if err := tw.flush(); err != nil {
+			return err
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d of %d groups not deleted (see the STATUS column)", failed, len(args))
+		}
+		return nil
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,43 @@
+package amqp
+
+import (
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+)
+
+// basicGet fetches one message synchronously: basic.get-ok with the
+// message, or basic.get-empty. Without no-ack the delivery joins the
+// channel's unacked set (it counts against no prefetch limit).
+func (ch *channel) basicGet(m *wire.BasicGet) error {
+	queue, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	d, ok, err := ch.c.vhost.Get(queue, m.NoAck, ch.c.id)
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	if !ok {
+		ch.c.out.method(ch.id, &wire.BasicGetEmpty{})
+		return nil
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked.add(pendingDelivery{tag: tag, queue: d.Queue, qtag: d.Tag})
+	}
+	ch.c.out.push(outItem{
+		kind:    outContent,
+		channel: ch.id,
+		method: &wire.BasicGetOK{
+			DeliveryTag:  tag,
+			Redelivered:  d.Redelivered,
+			Exchange:     d.Message.Exchange,
+			RoutingKey:   d.Message.RoutingKey,
+			MessageCount: uint32(max(d.MessageCount, 0)),
+		},
+		msg: d.Message,
+	})
+	return nil
+}

@@ -1,0 +1,75 @@
+package amqp
+
+import (
+	"errors"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+// basicPublish routes one message. Confirms and mandatory returns follow
+// RabbitMQ: an unroutable mandatory message comes back with basic.return
+// 312 NO_ROUTE before its confirm; an unroutable message without mandatory
+// is dropped and still confirmed. In a transaction the message waits for
+// tx.commit.
+func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) error {
+	c := ch.c
+	if m.Immediate {
+		return wire.Errorf(wire.CodeNotImplemented, "immediate=true").In(m.ID())
+	}
+	if uid := content.Properties.UserID; uid != "" && uid != c.user {
+		return wire.Errorf(wire.CodePreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'",
+			uid, c.user).In(m.ID())
+	}
+	if err := c.waitWhileBlocked(); err != nil {
+		return err
+	}
+	msg := &mq.Message{
+		Exchange:      m.Exchange,
+		RoutingKey:    m.RoutingKey,
+		Properties:    content.Properties,
+		RawProperties: content.RawProperties,
+		Body:          content.Body,
+	}
+	if ch.tx != nil {
+		return ch.tx.publish(ch, msg, m)
+	}
+	res, err := c.vhost.Publish(msg)
+	c.srv.alarms.checkMemory()
+	if err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Code != wire.CodeInternalError {
+			return mqError(err, m.ID()) // e.g. 404 no exchange: closes the channel
+		}
+		// The store failed: with confirms the publisher hears a nack,
+		// without them the message is lost as in RabbitMQ.
+		c.log.Warn("publish failed", "exchange", m.Exchange, "routing_key", m.RoutingKey, "err", err)
+		if ch.confirm != nil {
+			ch.confirm.published(nil, true)
+		}
+		return nil
+	}
+	if res.Routed == 0 && m.Mandatory {
+		ch.returnMessage(msg)
+	}
+	if ch.confirm != nil {
+		// A queue full with x-overflow reject-publish refused it: nack.
+		ch.confirm.published(res.Durable, res.Rejected > 0)
+	}
+	return nil
+}
+
+// returnMessage sends an unroutable mandatory message back.
+func (ch *channel) returnMessage(msg *mq.Message) {
+	ch.c.out.push(outItem{
+		kind:    outContent,
+		channel: ch.id,
+		method: &wire.BasicReturn{
+			ReplyCode:  wire.CodeNoRoute,
+			ReplyText:  "NO_ROUTE",
+			Exchange:   msg.Exchange,
+			RoutingKey: msg.RoutingKey,
+		},
+		msg: msg,
+	})
+}

@@ -1,0 +1,40 @@
+// Package amqp is Wharf's AMQP 0-9-1 front end. It accepts client
+// connections, negotiates them (protocol header, connection.start/tune/open,
+// PLAIN and AMQPLAIN authentication), multiplexes channels and turns each
+// method into calls on the message-queuing core, internal/mq. It holds no
+// routing or storage logic; the wire format lives in internal/amqp/wire.
+//
+// Behaviour follows RabbitMQ 4.x wherever the two differ from the spec:
+// basic.qos global=false limits each consumer and global=true the channel;
+// immediate=true is refused with 540; unroutable messages without mandatory
+// are dropped and still confirmed; confirm and tx modes exclude each other;
+// channel_max bounds the number of open channels (530); a delivery left
+// unacknowledged past the consumer timeout closes its channel with 406.
+//
+// Flow control: prefetch bounds what a consumer holds; on top of it each
+// connection's writer refuses deliveries while more than
+// Config.OutboundLimit bytes wait for its socket, so a slow reader (no-ack
+// consumers included) leaves messages in their queue rather than in broker
+// memory. Resource alarms (memory, disk) block publishing connections as
+// RabbitMQ does, with connection.blocked/unblocked.
+//
+// Where a request goes:
+//
+//	server.go, config.go  listeners, connection registry, Shutdown, defaults
+//	conn.go               one connection: reader loop, frame dispatch, teardown
+//	handshake.go          protocol header, start/start-ok, tune/tune-ok, open
+//	auth.go               users, PLAIN and AMQPLAIN
+//	writer.go             the connection's writer goroutine, heartbeats, outbound limit
+//	alarms.go             memory and disk alarms: connection.blocked/unblocked
+//	connection.go         connection-class methods once the connection is open
+//	channel.go            channel state, open/close, soft errors, teardown
+//	unacked.go            delivery tags awaiting ack, in tag order
+//	exchange.go queue.go  exchange.* and queue.*
+//	basic_qos.go basic_consume.go basic_get.go basic_ack.go basic_publish.go
+//	confirm.go tx.go flow.go
+//
+// Goroutines: per connection one reader (serving the connection) and one
+// writer; per channel in confirm mode one confirm goroutine waiting for
+// fsyncs; per Server one alarm monitor. The Server owns them all and
+// Shutdown waits for every one.
+package amqp

@@ -1,0 +1,46 @@
+package amqp
+
+import (
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
+	def := mq.ExchangeDef{
+		Name:       m.Exchange,
+		Type:       m.Type,
+		Durable:    m.Durable,
+		AutoDelete: m.AutoDelete,
+		Internal:   m.Internal,
+		Args:       m.Arguments,
+	}
+	if err := ch.c.vhost.DeclareExchange(def, m.Passive); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.ExchangeDeclareOK{})
+	return nil
+}
+
+func (ch *channel) exchangeDelete(m *wire.ExchangeDelete) error {
+	if err := ch.c.vhost.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.ExchangeDeleteOK{})
+	return nil
+}
+
+func (ch *channel) exchangeBind(m *wire.ExchangeBind) error {
+	if err := ch.c.vhost.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.ExchangeBindOK{})
+	return nil
+}
+
+func (ch *channel) exchangeUnbind(m *wire.ExchangeUnbind) error {
+	if err := ch.c.vhost.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.ExchangeUnbindOK{})
+	return nil
+}

@@ -1,0 +1,226 @@
+package amqp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+)
+
+// serverProperties are announced in connection.start. Clients read product
+// and the capabilities; direct_reply_to is not claimed because Wharf does
+// not implement it.
+func (s *Server) serverProperties() wire.Table {
+	return wire.Table{
+		"product":     "Wharf",
+		"version":     s.cfg.Version,
+		"platform":    "Go " + runtime.Version(),
+		"copyright":   "The Wharf authors",
+		"information": "https://github.com/wharf-mq/wharf",
+		"capabilities": wire.Table{
+			"publisher_confirms":           true,
+			"exchange_exchange_bindings":   true,
+			"basic.nack":                   true,
+			"consumer_cancel_notify":       true,
+			"connection.blocked":           true,
+			"consumer_priorities":          true,
+			"authentication_failure_close": true,
+			"per_consumer_qos":             true,
+		},
+	}
+}
+
+// handshake runs the negotiation from the protocol header to
+// connection.open-ok, with the whole of it bounded by HandshakeTimeout.
+// On success the writer goroutine runs and open-ok is queued. On failure
+// whatever the client should hear has been written.
+func (c *conn) handshake() error {
+	cfg := &c.srv.cfg
+	c.nc.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
+
+	if err := wire.ReadProtocolHeader(c.br); err != nil {
+		var he *wire.ProtocolHeaderError
+		if errors.As(err, &he) {
+			// Spec 4.2.2: answer with the header we speak, then close.
+			c.nc.Write([]byte(wire.ProtocolHeader))
+		}
+		return err
+	}
+	c.fr = wire.NewFrameReader(c.br, wire.FrameMinSize)
+
+	// connection.start / start-ok
+	start := &wire.ConnectionStart{
+		VersionMajor:     wire.VersionMajor,
+		VersionMinor:     wire.VersionMinor,
+		ServerProperties: c.srv.serverProperties(),
+		Mechanisms:       mechanisms,
+		Locales:          "en_US",
+	}
+	if err := c.writeNow(start); err != nil {
+		return err
+	}
+	m, err := c.expectMethod("starting", wire.ConnectionStartOKID)
+	if err != nil {
+		return err
+	}
+	startOK := m.(*wire.ConnectionStartOK)
+	c.caps = capabilitiesOf(startOK.ClientProperties)
+	user, aerr := c.srv.users.authenticate(startOK.Mechanism, startOK.Response, c.nc.RemoteAddr())
+	if aerr != nil {
+		c.log.Warn("authentication failed", "mechanism", startOK.Mechanism, "reason", aerr.detail)
+		if aerr.client.Code == wire.CodeAccessRefused && !c.caps.authFailure {
+			// Without authentication_failure_close a client expects the
+			// socket to be closed, nothing more.
+			return errors.New("authentication failed: " + aerr.detail)
+		}
+		return c.failHandshake(aerr.client.In(wire.ConnectionStartOKID))
+	}
+	c.user = user
+
+	// connection.tune / tune-ok
+	tune := &wire.ConnectionTune{ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: cfg.heartbeatSeconds()}
+	if err := c.writeNow(tune); err != nil {
+		return err
+	}
+	m, err = c.expectMethod("tuning", wire.ConnectionTuneOKID)
+	if err != nil {
+		return err
+	}
+	if e := c.applyTuneOK(m.(*wire.ConnectionTuneOK)); e != nil {
+		return c.failHandshake(e.In(wire.ConnectionTuneOKID))
+	}
+
+	// connection.open / open-ok
+	m, err = c.expectMethod("opening", wire.ConnectionOpenID)
+	if err != nil {
+		return err
+	}
+	open := m.(*wire.ConnectionOpen)
+	vh, verr := c.srv.reg.VHost(open.VirtualHost)
+	if verr != nil {
+		e := wire.Errorf(wire.CodeNotAllowed, "vhost %s not found", open.VirtualHost)
+		return c.failHandshake(e.In(wire.ConnectionOpenID))
+	}
+	c.vhost, c.vhostName = vh, open.VirtualHost
+
+	c.nc.SetReadDeadline(time.Time{})
+	c.startWriter()
+	c.out.method(0, &wire.ConnectionOpenOK{})
+	// From here Shutdown sends connection.close rather than dropping the
+	// socket; the read loop notices its request.
+	c.opened.Store(true)
+	return nil
+}
+
+// applyTuneOK checks the client's choices against ours and adopts them.
+// A zero channel_max or frame_max means "no limit", i.e. ours.
+func (c *conn) applyTuneOK(t *wire.ConnectionTuneOK) *wire.Error {
+	cfg := &c.srv.cfg
+	channelMax, frameMax := t.ChannelMax, t.FrameMax
+	if channelMax == 0 {
+		channelMax = cfg.ChannelMax
+	}
+	if frameMax == 0 {
+		frameMax = cfg.FrameMax
+	}
+	switch {
+	case channelMax > cfg.ChannelMax:
+		return wire.Errorf(wire.CodeNotAllowed, "negotiated channel_max = %d is higher than the maximum allowed value (%d)",
+			channelMax, cfg.ChannelMax)
+	case frameMax < wire.FrameMinSize:
+		return wire.Errorf(wire.CodeNotAllowed, "frame_max=%d < %d min size", frameMax, wire.FrameMinSize)
+	case frameMax > cfg.FrameMax:
+		return wire.Errorf(wire.CodeNotAllowed, "frame_max=%d > %d max size", frameMax, cfg.FrameMax)
+	}
+	c.channelMax, c.frameMax = channelMax, frameMax
+	c.heartbeat = time.Duration(t.Heartbeat) * time.Second
+	c.fr.SetFrameMax(frameMax)
+	c.w.SetFrameMax(frameMax)
+	return nil
+}
+
+// expectMethod reads the next method of the handshake, which must be want
+// on channel 0. Heartbeats are skipped; connection.close is answered.
+func (c *conn) expectMethod(state string, want wire.MethodID) (wire.Method, error) {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return nil, c.failHandshake(we)
+			}
+			return nil, err
+		}
+		if f.Type == wire.FrameHeartbeat {
+			continue
+		}
+		if f.Type != wire.FrameMethod || f.Channel != 0 {
+			return nil, c.failHandshake(wire.Errorf(wire.CodeUnexpectedFrame,
+				"expected %s on channel 0 in connection state %s, got a %s frame on channel %d",
+				want, state, f.Type, f.Channel))
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return nil, c.failHandshake(we)
+			}
+			return nil, err
+		}
+		switch m.ID() {
+		case want:
+			return m, nil
+		case wire.ConnectionCloseID:
+			c.writeNow(&wire.ConnectionCloseOK{})
+			return nil, errClientClosed
+		}
+		return nil, c.failHandshake(wire.Errorf(wire.CodeChannelError,
+			"unexpected method in connection state %s: %s", state, m.Name()).In(m.ID()))
+	}
+}
+
+// failHandshake sends connection.close for e, waits briefly for close-ok
+// and returns e.
+func (c *conn) failHandshake(e *wire.Error) error {
+	if !e.Hard {
+		e = &wire.Error{Code: e.Code, Text: e.Text, ClassID: e.ClassID, MethodID: e.MethodID, Hard: true}
+	}
+	if err := c.writeNow(e.CloseMethod()); err != nil {
+		return err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if f.Type == wire.FrameMethod && f.Channel == 0 {
+			if id, _ := wire.PeekMethodID(f.Payload); id == wire.ConnectionCloseOKID || id == wire.ConnectionCloseID {
+				break
+			}
+		}
+	}
+	return e
+}
+
+// writeNow writes and flushes a method on channel 0 from the reader; only
+// used before the writer goroutine starts.
+func (c *conn) writeNow(m wire.Method) error {
+	if err := c.w.WriteMethod(0, m); err != nil {
+		return fmt.Errorf("write %s: %w", m.Name(), err)
+	}
+	return c.w.Flush()
+}
+
+// capabilitiesOf reads the client's capabilities table.
+func capabilitiesOf(props wire.Table) clientCaps {
+	caps, _ := props["capabilities"].(wire.Table)
+	yes := func(name string) bool { v, _ := caps[name].(bool); return v }
+	return clientCaps{
+		blocked:      yes("connection.blocked"),
+		cancelNotify: yes("consumer_cancel_notify"),
+		authFailure:  yes("authentication_failure_close"),
+	}
+}

@@ -1,0 +1,96 @@
+package amqp
+
+import (
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+// queueDeclare declares (or with passive, checks) a queue and remembers it
+// as the channel's last queue. An empty name asks for a server-named
+// "amq.gen-" queue.
+func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
+	name := m.Queue
+	if name == "" && m.Passive {
+		// RabbitMQ lets a passive declare of "" name the last queue.
+		name = ch.lastQueue
+	}
+	info, err := ch.c.vhost.DeclareQueue(mq.QueueDef{
+		Name:       name,
+		Durable:    m.Durable,
+		Exclusive:  m.Exclusive,
+		AutoDelete: m.AutoDelete,
+		Args:       m.Arguments,
+		Owner:      ch.c.id,
+	}, m.Passive)
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.lastQueue = info.Name
+	ch.reply(m.NoWait, &wire.QueueDeclareOK{
+		Queue:         info.Name,
+		MessageCount:  uint32(max(info.Messages, 0)),
+		ConsumerCount: uint32(max(info.Consumers, 0)),
+	})
+	return nil
+}
+
+func (ch *channel) queueBind(m *wire.QueueBind) error {
+	queue, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	key := m.RoutingKey
+	if m.Queue == "" && key == "" {
+		// RabbitMQ's shortcut: both empty binds the last queue by its name.
+		key = queue
+	}
+	if err := ch.c.vhost.BindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.QueueBindOK{})
+	return nil
+}
+
+func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
+	queue, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	key := m.RoutingKey
+	if m.Queue == "" && key == "" {
+		key = queue
+	}
+	if err := ch.c.vhost.UnbindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.c.out.method(ch.id, &wire.QueueUnbindOK{})
+	return nil
+}
+
+func (ch *channel) queuePurge(m *wire.QueuePurge) error {
+	queue, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	n, err := ch.c.vhost.PurgeQueue(queue, ch.c.id)
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.QueuePurgeOK{MessageCount: uint32(max(n, 0))})
+	return nil
+}
+
+// queueDelete deletes a queue; its consumers (on any connection) are
+// cancelled by mq, which reaches the clients as server-sent basic.cancel.
+func (ch *channel) queueDelete(m *wire.QueueDelete) error {
+	queue, err := ch.queueName(m.Queue, m.ID())
+	if err != nil {
+		return err
+	}
+	n, err := ch.c.vhost.DeleteQueue(queue, m.IfUnused, m.IfEmpty, ch.c.id)
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	ch.reply(m.NoWait, &wire.QueueDeleteOK{MessageCount: uint32(max(n, 0))})
+	return nil
+}

@@ -1,0 +1,121 @@
+package amqp
+
+import (
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+// txState is a transactional channel's uncommitted work: publishes held
+// back until tx.commit, and settlements (ack, nack, reject) whose deliveries
+// have left the unacked set but not yet reached their queues.
+type txState struct {
+	publishes []txPublish
+	settles   []txSettle
+}
+
+type txPublish struct {
+	msg       *mq.Message
+	mandatory bool
+}
+
+type txSettle struct {
+	op    settleOp
+	taken []pendingDelivery
+}
+
+func (ch *channel) txSelect(m *wire.TxSelect) error {
+	if ch.confirm != nil {
+		return wire.Errorf(wire.CodePreconditionFailed, "cannot switch from confirm to tx mode").In(m.ID())
+	}
+	if ch.tx == nil {
+		ch.tx = &txState{}
+	}
+	ch.c.out.method(ch.id, &wire.TxSelectOK{})
+	return nil
+}
+
+// publish holds a message for commit. Like RabbitMQ the exchange must
+// exist at publish time.
+func (tx *txState) publish(ch *channel, msg *mq.Message, m *wire.BasicPublish) error {
+	if msg.Exchange != "" {
+		if err := ch.c.vhost.DeclareExchange(mq.ExchangeDef{Name: msg.Exchange}, true); err != nil {
+			return mqError(err, m.ID())
+		}
+	}
+	tx.publishes = append(tx.publishes, txPublish{msg: msg, mandatory: m.Mandatory})
+	return nil
+}
+
+func (tx *txState) settle(op settleOp, taken []pendingDelivery) {
+	tx.settles = append(tx.settles, txSettle{op: op, taken: taken})
+}
+
+// takeSettled returns and forgets every delivery of the uncommitted
+// settlements.
+func (tx *txState) takeSettled() []pendingDelivery {
+	var all []pendingDelivery
+	for _, s := range tx.settles {
+		all = append(all, s.taken...)
+	}
+	tx.settles = nil
+	return all
+}
+
+// txCommit publishes the held messages, waits until the persistent ones
+// are on disk, applies the held settlements and answers commit-ok.
+func (ch *channel) txCommit(m *wire.TxCommit) error {
+	tx := ch.tx
+	if tx == nil {
+		return wire.Errorf(wire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
+	}
+	c := ch.c
+	publishes, settles := tx.publishes, tx.settles
+	tx.publishes, tx.settles = nil, nil
+
+	var durable []<-chan error
+	for i, p := range publishes {
+		res, err := c.vhost.Publish(p.msg)
+		publishes[i] = txPublish{}
+		if err != nil {
+			return mqError(err, m.ID())
+		}
+		if res.Routed == 0 && p.mandatory {
+			ch.returnMessage(p.msg)
+		}
+		if res.Durable != nil {
+			durable = append(durable, res.Durable)
+		}
+	}
+	c.srv.alarms.checkMemory()
+	for _, d := range durable {
+		select {
+		case err := <-d:
+			if err != nil {
+				return wire.Errorf(wire.CodeInternalError, "commit failed: %v", err).In(m.ID())
+			}
+		case <-c.abort:
+			return errAborted
+		}
+	}
+	for _, s := range settles {
+		ch.settle(s.op, s.taken)
+	}
+	c.out.method(ch.id, &wire.TxCommitOK{})
+	return nil
+}
+
+// txRollback drops the held publishes; deliveries acked in the transaction
+// become unacknowledged again, as in RabbitMQ.
+func (ch *channel) txRollback(m *wire.TxRollback) error {
+	tx := ch.tx
+	if tx == nil {
+		return wire.Errorf(wire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
+	}
+	tx.publishes = nil
+	restored := tx.takeSettled()
+	ch.mu.Lock()
+	ch.unacked.restore(restored)
+	ch.mu.Unlock()
+	ch.c.out.method(ch.id, &wire.TxRollbackOK{})
+	return nil
+}
