@@ -146,6 +146,7 @@ type harness struct {
 	rng     *rand.Rand
 	starts  int
 	brokers []*broker
+	amqp    bool // start brokers with an AMQP listener too
 }
 
 func newHarness(t *testing.T) *harness {
@@ -187,7 +188,7 @@ func (h *harness) start() *broker {
 	h.t.Helper()
 	h.starts++
 	logPath := filepath.Join(h.workDir, fmt.Sprintf("broker-%03d.log", h.starts))
-	b := startBroker(h.t, h.bin, h.dataDir, logPath)
+	b := startBroker(h.t, h.bin, h.dataDir, logPath, h.amqp)
 	h.brokers = append(h.brokers, b)
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -31,11 +32,18 @@ var (
 	buildDir  string // removed by TestMain
 )
 
+// binFlag names a prebuilt wharf binary to test instead of building one,
+// e.g. a deliberately broken build, to see that the checks catch it.
+var binFlag = flag.String("crash.bin", "", "test this wharf binary instead of building ./cmd/wharf")
+
 // wharfBinary builds ./cmd/wharf once per test binary and returns its path.
 // The binary goes to a temporary directory, not the module, so a test run
 // leaves the working tree untouched.
 func wharfBinary(t *testing.T) string {
 	t.Helper()
+	if *binFlag != "" {
+		return *binFlag
+	}
 	buildOnce.Do(func() {
 		builtBin, buildErr = buildWharf()
 	})
@@ -100,19 +108,21 @@ func goTool() string {
 
 // broker is one running `wharf serve` child process.
 type broker struct {
-	t       *testing.T
-	addr    string // Kafka listener, 127.0.0.1:port
-	logPath string // the process's stdout and stderr
+	t        *testing.T
+	addr     string // Kafka listener, 127.0.0.1:port
+	amqpAddr string // AMQP listener, 127.0.0.1:port; empty when not bound
+	logPath  string // the process's stdout and stderr
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error         // Wait's result; read only after exited is closed
 }
 
-// startBroker runs `wharf serve` on dataDir with its Kafka listener on a
-// free loopback port and returns once that port accepts connections. The
-// process is killed at the end of the test if it still runs.
-func startBroker(t *testing.T, bin, dataDir, logPath string) *broker {
+// startBroker runs `wharf serve` on dataDir with its Kafka listener (and,
+// withAMQP, its AMQP listener) on a free loopback port and returns once the
+// ports accept connections. The process is killed at the end of the test if
+// it still runs.
+func startBroker(t *testing.T, bin, dataDir, logPath string, withAMQP bool) *broker {
 	t.Helper()
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -121,10 +131,15 @@ func startBroker(t *testing.T, bin, dataDir, logPath string) *broker {
 	defer logFile.Close() // the child has its own copy of the descriptor
 
 	addr := freeLoopbackAddr(t)
+	amqpAddr := ""
+	if withAMQP {
+		amqpAddr = freeLoopbackAddr(t)
+	}
 	cmd := exec.Command(bin, "serve",
 		"--data-dir", dataDir,
 		"--kafka-addr", addr,
-		"--amqp-addr=", "--http-addr=", // bind nothing else, so parallel runs cannot collide
+		"--amqp-addr="+amqpAddr, // empty: no AMQP listener
+		"--http-addr=",          // bind nothing else, so parallel runs cannot collide
 		"--log-level", "info",
 	)
 	cmd.Env = environWithoutWharf()
@@ -133,7 +148,7 @@ func startBroker(t *testing.T, bin, dataDir, logPath string) *broker {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start wharf: %v", err)
 	}
-	b := &broker{t: t, addr: addr, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	b := &broker{t: t, addr: addr, amqpAddr: amqpAddr, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
 	// The waiter goroutine ends when the process does; Cleanup makes sure
 	// that happens.
 	go func() {
@@ -150,21 +165,29 @@ func startBroker(t *testing.T, bin, dataDir, logPath string) *broker {
 	return b
 }
 
-// waitReady polls the Kafka port until it accepts a connection, the process
-// exits, or readyTimeout passes.
+// waitReady polls the Kafka port, then the AMQP port if bound, until each
+// accepts a connection, the process exits, or readyTimeout passes.
 func (b *broker) waitReady() {
 	b.t.Helper()
 	deadline := time.Now().Add(readyTimeout)
+	b.waitAccepting(b.addr, deadline)
+	if b.amqpAddr != "" {
+		b.waitAccepting(b.amqpAddr, deadline)
+	}
+}
+
+func (b *broker) waitAccepting(addr string, deadline time.Time) {
+	b.t.Helper()
 	retry := time.NewTicker(20 * time.Millisecond)
 	defer retry.Stop()
 	for {
-		conn, err := net.DialTimeout("tcp", b.addr, 250*time.Millisecond)
+		conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
 		if err == nil {
 			conn.Close()
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("wharf did not accept connections on %s within %v: %v\n%s", b.addr, readyTimeout, err, b.logTail())
+			b.t.Fatalf("wharf did not accept connections on %s within %v: %v\n%s", addr, readyTimeout, err, b.logTail())
 		}
 		select {
 		case <-b.exited:
