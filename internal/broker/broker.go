@@ -77,6 +77,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.messaging, err = mq.Open(mq.Config{
 		DataDir:     cfg.DataDir,
 		Definitions: b.defs,
+		Streams:     streamStore{b},
 		Logger:      cfg.Logger.With("component", "mq"),
 	})
 	if err != nil {

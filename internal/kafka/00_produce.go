@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,14 +25,34 @@ import (
 // a producer ID). Internal topics accept writes only from the client ID
 // "__admin_client", as in Kafka. A failed partition answers BaseOffset -1.
 // TimeoutMillis is not needed: nothing waits on replicas.
+//
+// A connection may have several acks!=0 produce requests in flight
+// (conn.go); planProduce and produceOrder keep their appends to any one
+// partition in request order. The records are borrowed from the request
+// frame, which the connection recycles once the response is written:
+// nothing here keeps them after the append returns.
 
 func (s *Server) handleProduce(r *request, req *kmsg.ProduceRequest) (*response, error) {
+	plan := s.planProduce(r, req)
+	plan.run()
+	return plan.response(), nil
+}
+
+// producePlan is a produce request resolved against the broker, with its
+// response filled in except for what the appends report.
+type producePlan struct {
+	req     *kmsg.ProduceRequest
+	resp    *kmsg.ProduceResponse
+	appends []produceAppend
+}
+
+// planProduce resolves every partition of req and prepares its response
+// slot, so that the appends can run concurrently, each writing only its own
+// slot.
+func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
-
-	// Resolve every partition first so the appends below can run
-	// concurrently, each writing only its own response slot.
-	var appends []produceAppend
+	plan := &producePlan{req: req, resp: resp}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti, rt := range req.Topics {
 		st := &resp.Topics[ti]
@@ -59,17 +80,21 @@ func (s *Server) handleProduce(r *request, req *kmsg.ProduceRequest) (*response,
 					sp.ErrorCode = errorCode(err)
 					continue
 				}
-				appends = append(appends, produceAppend{p: p, records: rp.Records, out: sp})
+				plan.appends = append(plan.appends, produceAppend{
+					p: p, topic: t.Name(), records: rp.Records, out: sp,
+				})
 			}
 		}
 	}
+	return plan
+}
 
-	runAppends(appends, req.Acks)
-
-	if req.Acks == 0 {
-		return &response{closeConn: produceFailed(resp)}, nil
+// response is the produce response once run has returned.
+func (plan *producePlan) response() *response {
+	if plan.req.Acks == 0 {
+		return &response{closeConn: produceFailed(plan.resp)}
 	}
-	return &response{msg: resp}, nil
+	return &response{msg: plan.resp}
 }
 
 // adminClientID is the client ID Kafka lets write to internal topics.
@@ -99,25 +124,52 @@ func (s *Server) produceTopic(version int16, rt kmsg.ProduceRequestTopic) (*brok
 // produceAppend is one partition's share of a produce request.
 type produceAppend struct {
 	p       *broker.Partition
+	topic   string
 	records []byte
 	out     *kmsg.ProduceResponseTopicPartition
+
+	// after, if not nil, is closed when the previous in-flight request of
+	// the same connection has appended to p; done is closed when this
+	// append has. Both nil for a request handled alone.
+	after <-chan struct{}
+	done  chan struct{}
 }
 
-// runAppends appends every partition's records, concurrently when there is
-// more than one, and fills in each response slot.
-func runAppends(appends []produceAppend, acks int16) {
-	if len(appends) == 1 {
-		appends[0].run(acks)
+// run appends every partition's records, concurrently when there is more
+// than one, and fills in each response slot.
+func (plan *producePlan) run() {
+	acks := plan.req.Acks
+	if len(plan.appends) == 1 {
+		plan.appends[0].run(acks)
 		return
 	}
 	var wg sync.WaitGroup
-	for i := range appends {
-		wg.Go(func() { appends[i].run(acks) })
+	for i := range plan.appends {
+		wg.Go(func() { plan.appends[i].run(acks) })
 	}
 	wg.Wait()
 }
 
+// testHookBeforeAppend, if set, runs before each partition append (after
+// its turn has come), so a test can hold one request's append back.
+var testHookBeforeAppend atomic.Pointer[func(topic string, partition int32)]
+
 func (a *produceAppend) run(acks int16) {
+	if a.done != nil {
+		defer close(a.done)
+	}
+	if a.after != nil {
+		<-a.after
+	}
+	if hook := testHookBeforeAppend.Load(); hook != nil {
+		(*hook)(a.topic, a.p.Index())
+	}
+	// Partition.Produce returns after the fsync acks=all needs, so the
+	// next in-flight request's append to this partition waits for that
+	// fsync too. The broker has no call yet that returns once the bytes
+	// are in the log and waits for durability separately; with one, done
+	// could be closed in between and the fsyncs of a connection's
+	// requests would group-commit.
 	base, appendTime, err := a.p.Produce(a.records, acks)
 	a.out.LogStartOffset = a.p.StartOffset()
 	if err != nil {
@@ -128,6 +180,31 @@ func (a *produceAppend) run(acks int16) {
 	a.out.BaseOffset = base
 	a.out.LogAppendTime = appendTime
 }
+
+// produceOrder is one connection's record of the latest in-flight append to
+// each partition. Only the connection's reading goroutine uses it, in
+// request order.
+type produceOrder struct {
+	last map[*broker.Partition]chan struct{}
+}
+
+// sequence chains plan's appends after those of the requests registered
+// before it on the same partitions.
+func (o *produceOrder) sequence(plan *producePlan) {
+	if o.last == nil {
+		o.last = make(map[*broker.Partition]chan struct{})
+	}
+	for i := range plan.appends {
+		a := &plan.appends[i]
+		a.after = o.last[a.p] // nil for the first: nothing to wait for
+		a.done = make(chan struct{})
+		o.last[a.p] = a.done
+	}
+}
+
+// reset forgets every partition; only valid when no request is in flight
+// (every registered append has finished).
+func (o *produceOrder) reset() { clear(o.last) }
 
 // produceFailed reports whether any partition of resp has an error.
 func produceFailed(resp *kmsg.ProduceResponse) bool {

@@ -33,6 +33,22 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.CreatePartitions:        {0, 3},
 	kmsg.IncrementalAlterConfigs: {0, 1},
 	kmsg.DescribeCluster:         {0, 2},
+	kmsg.InitProducerID:          {0, 5},
+
+	// Groups (internal/group).
+	kmsg.OffsetCommit:           {0, 10},
+	kmsg.OffsetFetch:            {0, 10},
+	kmsg.FindCoordinator:        {0, 6},
+	kmsg.JoinGroup:              {0, 9},
+	kmsg.Heartbeat:              {0, 4},
+	kmsg.LeaveGroup:             {0, 5},
+	kmsg.SyncGroup:              {0, 5},
+	kmsg.DescribeGroups:         {0, 6},
+	kmsg.ListGroups:             {0, 5},
+	kmsg.DeleteGroups:           {0, 3},
+	kmsg.OffsetDelete:           {0, 0},
+	kmsg.ConsumerGroupHeartbeat: {0, 1},
+	kmsg.ConsumerGroupDescribe:  {0, 1},
 }
 
 // supportedVersions returns the served version range of an API key.
@@ -72,6 +88,34 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleIncrementalAlterConfigs(m))
 	case *kmsg.DescribeClusterRequest:
 		return reply(s.handleDescribeCluster(m))
+	case *kmsg.InitProducerIDRequest:
+		return reply(s.handleInitProducerID(m))
+	case *kmsg.OffsetCommitRequest:
+		return reply(s.handleOffsetCommit(m))
+	case *kmsg.OffsetFetchRequest:
+		return reply(s.handleOffsetFetch(m))
+	case *kmsg.FindCoordinatorRequest:
+		return reply(s.handleFindCoordinator(m))
+	case *kmsg.JoinGroupRequest:
+		return reply(s.handleJoinGroup(r, m))
+	case *kmsg.HeartbeatRequest:
+		return reply(s.handleHeartbeat(m))
+	case *kmsg.LeaveGroupRequest:
+		return reply(s.handleLeaveGroup(m))
+	case *kmsg.SyncGroupRequest:
+		return reply(s.handleSyncGroup(m))
+	case *kmsg.DescribeGroupsRequest:
+		return reply(s.handleDescribeGroups(m))
+	case *kmsg.ListGroupsRequest:
+		return reply(s.handleListGroups(m))
+	case *kmsg.DeleteGroupsRequest:
+		return reply(s.handleDeleteGroups(m))
+	case *kmsg.OffsetDeleteRequest:
+		return reply(s.handleOffsetDelete(m))
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return reply(s.handleConsumerGroupHeartbeat(r, m))
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return reply(s.handleConsumerGroupDescribe(m))
 	default:
 		// decodeRequest only lets through keys listed in apiVersions.
 		return nil, fmt.Errorf("no handler for %T", m)

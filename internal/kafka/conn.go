@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,35 +10,73 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// conn serves one client connection. Kafka answers the requests of one
-// connection strictly in order and handles them one at a time (the broker
-// "mutes" a channel while a request is in flight), so one goroutine reads a
-// request, handles it and writes its response before reading the next.
-// Different connections are served concurrently.
+// conn serves one client connection.
+//
+// Kafka answers the requests of one connection strictly in the order they
+// were sent. Two goroutines share the work: the connection's own (serve,
+// reading and dispatching requests) and a writer (writeLoop) that writes
+// the responses in that same order.
+//
+// Produce requests that expect an answer (acks != 0) are pipelined: each is
+// handled on a goroutine of its own as soon as it is read, so reading and
+// appending the next request overlaps the fsync an acks=all request waits
+// for. Clients that keep several produce requests in flight (librdkafka,
+// sarama, the Java client, franz-go when idempotent or told to) gain.
+// Their appends to any one partition still happen in request order
+// (produceOrder), so the records of one connection land as they were sent.
+//
+// Every other request is handled as Kafka handles all of them: alone. The
+// reader waits until every earlier response has been written, handles the
+// request itself and reads on only afterwards; so an admin
+// request, a fetch or a metadata request sees the effects of every request
+// sent before it, and acks=0 produces (which a failure must be able to cut
+// off) never run ahead.
+//
+// Requests read but not yet answered are bounded by maxInFlight and
+// maxInFlightBytes (at least one is always admitted, however large).
 type conn struct {
 	s      *Server
 	nc     net.Conn
 	r      *bufio.Reader
 	remote string
 	log    *slog.Logger
-	wbuf   []byte // reused response encoding buffer
+	wbuf   []byte // reused response encoding buffer; the writer's only
+
+	inflight inflight
+	order    produceOrder // the reader's only
+
+	// ended is set when the writer gave up on the connection (a failed
+	// write, or a request that closes it): the reader stops, quietly.
+	ended atomic.Bool
 }
+
+const (
+	// maxInFlight bounds the requests one connection may have read but
+	// not yet answered: franz-go and sarama keep up to 5 produce requests
+	// in flight, librdkafka more.
+	maxInFlight = 8
+	// maxInFlightBytes bounds the request frames those hold.
+	maxInFlightBytes = 64 << 20
+)
 
 func newConn(s *Server, nc net.Conn) *conn {
 	remote := nc.RemoteAddr().String()
-	return &conn{
+	c := &conn{
 		s:      s,
 		nc:     nc,
 		r:      bufio.NewReaderSize(nc, 64<<10),
 		remote: remote,
 		log:    s.log.With("remote", remote),
 	}
+	c.inflight.init(maxInFlight, maxInFlightBytes)
+	return c
 }
 
 // request is one decoded client request.
@@ -64,6 +101,24 @@ type response struct {
 	closeConn bool
 }
 
+// exchange is one request on its way from the reader to the writer.
+type exchange struct {
+	correlationID int32
+	frameSize     int64 // charged to the in-flight budget
+
+	// frame is returned to the frame pool once the response is written;
+	// nil when the request's decoded form may still point into it.
+	frame []byte
+
+	// done is closed when resp and closeAfter are final.
+	done chan struct{}
+	resp *response // nil: nothing to write
+
+	// closeAfter ends the connection once resp (if any) is written: the
+	// request could not be served, or its handler says so.
+	closeAfter bool
+}
+
 // stopReading interrupts a read that is waiting for the next request; a
 // request being handled still completes and gets its response. Called by
 // Shutdown with s.mu held.
@@ -72,94 +127,230 @@ func (c *conn) stopReading() {
 }
 
 // serve runs the connection until the client goes away, a request cannot
-// be served, or the server shuts down.
+// be served, or the server shuts down. Every request it read is answered
+// (or, on a broken connection, at least finished) before it returns.
 func (c *conn) serve() {
 	defer c.nc.Close()
-	for !c.s.isClosing() {
-		frame, err := c.readFrame()
+	queue := make(chan *exchange, maxInFlight)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop(queue)
+	}()
+	c.readLoop(queue)
+	close(queue)
+	<-writerDone
+}
+
+// readLoop reads and dispatches requests until the connection must stop.
+func (c *conn) readLoop(queue chan<- *exchange) {
+	for !c.s.isClosing() && !c.ended.Load() {
+		size, err := c.readSize()
 		if err != nil {
 			c.logReadError(err)
 			return
 		}
-		if !c.serveFrame(frame) {
+		if !c.inflight.acquire(size, &c.ended) {
 			return
+		}
+		frame, err := c.readFrame(int(size))
+		if err != nil {
+			c.inflight.release(size)
+			c.logReadError(err)
+			return
+		}
+		ex := c.dispatch(frame)
+		ex.frameSize = size
+		queue <- ex
+		if ex.closeAfter {
+			return // known at once: nothing more is read
 		}
 	}
 }
 
-// serveFrame decodes, handles and answers one request frame (the bytes
-// after the size prefix). It returns false when the connection must close.
-func (c *conn) serveFrame(frame []byte) (keepOpen bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.log.Error("panic while serving a request; closing the connection",
-				"panic", v, "stack", string(debug.Stack()))
-			keepOpen = false
-		}
-	}()
+// dispatch decodes frame and starts handling it: a pipelined produce on a
+// goroutine of its own, anything else right here once the connection is
+// otherwise idle. The returned exchange is done except for a pipelined
+// produce, and its closeAfter is final if set.
+func (c *conn) dispatch(frame []byte) *exchange {
 	received := time.Now()
 	hdr, msg, err := decodeRequest(frame)
+	ex := &exchange{correlationID: hdr.correlationID, done: make(chan struct{})}
 	switch {
 	case errors.Is(err, errUnsupportedApiVersions):
 		c.log.Debug("ApiVersions at an unsupported version; answering with v0 UNSUPPORTED_VERSION",
 			"version", hdr.version, "client_id", hdr.clientID)
-		return c.write(hdr.correlationID, unsupportedApiVersionsResponse(), nil) == nil
+		ex.resp = &response{msg: unsupportedApiVersionsResponse()}
+		close(ex.done)
+		return ex
 	case err != nil:
 		c.log.Info("closing connection: bad request", "err", err,
 			"api_key", hdr.key, "version", hdr.version, "client_id", hdr.clientID)
-		return false
+		ex.closeAfter = true
+		close(ex.done)
+		return ex
 	}
 
 	r := &request{header: hdr, msg: msg, received: received, conn: c}
-	resp, err := c.s.handle(r)
-	if err != nil {
-		c.log.Info("closing connection: request failed", "err", err,
-			"api_key", hdr.key, "version", hdr.version, "client_id", hdr.clientID)
-		return false
-	}
-	if resp.msg != nil {
-		if err := c.write(hdr.correlationID, resp.msg, resp.fetch); err != nil {
-			c.logWriteError(err)
-			return false
+	if produce, ok := msg.(*kmsg.ProduceRequest); ok {
+		// A produce request's decoded form points into the frame only
+		// for its records, which nothing keeps after the append.
+		ex.frame = frame
+		if produce.Acks != 0 {
+			c.startPipelinedProduce(ex, r, produce)
+			return ex
 		}
-	} else if resp.fetch != nil {
-		resp.fetch.release()
 	}
-	return !resp.closeConn
+	c.inflight.waitAlone()
+	c.order.reset() // nothing is in flight: forget the finished appends
+	c.handle(ex, r)
+	return ex
 }
 
-// readFrame reads one size-prefixed request. A size over MaxRequestBytes
-// (or negative) is an error: Kafka closes such connections.
-func (c *conn) readFrame() ([]byte, error) {
+// startPipelinedProduce resolves and sequences a produce request here, in
+// request order, and runs its appends on a new goroutine. The goroutine
+// ends when the appends do; the writer waits for it through ex.done.
+func (c *conn) startPipelinedProduce(ex *exchange, r *request, req *kmsg.ProduceRequest) {
+	var plan *producePlan
+	if !c.recoverPanic(ex, r.header, func() { plan = c.s.planProduce(r, req) }) {
+		close(ex.done)
+		return
+	}
+	c.order.sequence(plan)
+	go func() {
+		defer close(ex.done)
+		if c.recoverPanic(ex, r.header, plan.run) {
+			ex.resp = plan.response()
+		}
+	}()
+}
+
+// handle runs r's handler and completes ex with its answer.
+func (c *conn) handle(ex *exchange, r *request) {
+	defer close(ex.done)
+	c.recoverPanic(ex, r.header, func() {
+		resp, err := c.s.handle(r)
+		if err != nil {
+			c.log.Info("closing connection: request failed", "err", err,
+				"api_key", r.header.key, "version", r.header.version, "client_id", r.header.clientID)
+			ex.closeAfter = true
+			return
+		}
+		ex.resp = resp
+		ex.closeAfter = resp.closeConn
+	})
+}
+
+// recoverPanic runs fn; a panic is logged and closes the connection once
+// the earlier responses are written. It reports whether fn returned.
+func (c *conn) recoverPanic(ex *exchange, hdr requestHeader, fn func()) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("panic while serving a request; closing the connection",
+				"panic", v, "api_key", hdr.key, "version", hdr.version, "stack", string(debug.Stack()))
+			ex.resp, ex.closeAfter, ok = nil, true, false
+		}
+	}()
+	fn()
+	return true
+}
+
+// serveFrame handles one request frame (the bytes after the size prefix)
+// and writes its answer, without pipelining. It returns false when the
+// connection must close.
+func (c *conn) serveFrame(frame []byte) (keepOpen bool) {
+	c.inflight.acquire(int64(len(frame)), &c.ended)
+	ex := c.dispatch(frame)
+	ex.frameSize = int64(len(frame))
+	ex.frame = nil // the caller's buffer, not the pool's
+	<-ex.done
+	return c.finish(ex, true)
+}
+
+// writeLoop writes the answers of the exchanges in queue order, each once
+// it is done, until the reader closes the queue. After a failed write or a
+// request that ends the connection it stops writing but still waits for
+// every exchange, so no handler outlives the connection.
+func (c *conn) writeLoop(queue <-chan *exchange) {
+	writing := true
+	for ex := range queue {
+		<-ex.done
+		if !c.finish(ex, writing) {
+			writing = false
+			c.end()
+		}
+	}
+}
+
+// finish writes ex's answer if write is set, releases what ex holds, and
+// reports whether the connection stays usable.
+func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
+	defer c.inflight.release(ex.frameSize)
+	defer putFrameBuf(ex.frame)
+	resp := ex.resp
+	if !write {
+		if resp != nil && resp.fetch != nil {
+			resp.fetch.release()
+		}
+		return false
+	}
+	if resp != nil {
+		if resp.msg != nil {
+			if err := c.write(ex.correlationID, resp.msg, resp.fetch); err != nil {
+				c.logWriteError(err)
+				return false
+			}
+		} else if resp.fetch != nil {
+			resp.fetch.release()
+		}
+	}
+	return !ex.closeAfter
+}
+
+// end stops the reader after the writer gave up on the connection.
+func (c *conn) end() {
+	c.ended.Store(true)
+	c.inflight.wake()
+	c.nc.SetReadDeadline(time.Now())
+}
+
+// readSize reads a request's size prefix. A size over MaxRequestBytes (or
+// negative) is an error: Kafka closes such connections.
+func (c *conn) readSize() (int64, error) {
 	var prefix [4]byte
 	if _, err := io.ReadFull(c.r, prefix[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	size := int32(binary.BigEndian.Uint32(prefix[:]))
 	if size < 0 || size > c.s.cfg.MaxRequestBytes {
-		return nil, fmt.Errorf("request size %d exceeds socket.request.max.bytes %d", size, c.s.cfg.MaxRequestBytes)
+		return 0, fmt.Errorf("request size %d exceeds socket.request.max.bytes %d", size, c.s.cfg.MaxRequestBytes)
 	}
-	return readFull(c.r, int(size))
+	return int64(size), nil
 }
 
-// readFull reads exactly n bytes. Large frames grow their buffer as the
+// readFrame reads the size bytes of a request after its prefix into a
+// buffer from the frame pool (frame_pool.go). Up to frameUpFront bytes the
+// buffer is taken whole at once; a larger frame grows by doubling as its
 // bytes arrive, so a client announcing a huge request and sending nothing
-// does not make the server allocate it up front.
-func readFull(r io.Reader, n int) ([]byte, error) {
-	const upFront = 1 << 20
-	if n <= upFront {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r, buf); err != nil {
+// does not make the server allocate it.
+func (c *conn) readFrame(size int) ([]byte, error) {
+	buf := getFrameBuf(min(size, frameUpFront))
+	have := 0
+	for {
+		n, err := io.ReadFull(c.r, buf[have:])
+		have += n
+		if err != nil {
+			putFrameBuf(buf)
 			return nil, unexpectedEOF(err)
 		}
-		return buf, nil
+		if have == size {
+			return buf, nil
+		}
+		bigger := getFrameBuf(min(size, 2*len(buf)))
+		copy(bigger, buf[:have])
+		putFrameBuf(buf)
+		buf = bigger
 	}
-	var b bytes.Buffer
-	b.Grow(upFront)
-	if _, err := io.CopyN(&b, r, int64(n)); err != nil {
-		return nil, unexpectedEOF(err)
-	}
-	return b.Bytes(), nil
 }
 
 // unexpectedEOF reports a connection that ended inside a frame.
@@ -214,8 +405,8 @@ func (c *conn) logReadError(err error) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		return // the client hung up between requests
-	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isClosing():
-		return // Shutdown interrupted the wait for the next request
+	case errors.Is(err, os.ErrDeadlineExceeded) && (c.s.isClosing() || c.ended.Load()):
+		return // Shutdown, or the writer ending the connection, interrupted the read
 	}
 	c.log.Info("closing connection", "err", err)
 }

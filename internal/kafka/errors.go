@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -47,6 +48,12 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.RecordListTooLarge
 	case errors.Is(err, broker.ErrOffsetOutOfRange), errors.Is(err, seglog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange
+	case errors.Is(err, broker.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber
+	case errors.Is(err, broker.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch
+	case errors.Is(err, broker.ErrUnknownProducerID):
+		return kerr.UnknownProducerID
 	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):
 		return kerr.KafkaStorageError
 	case errors.Is(err, broker.ErrClosed):
@@ -59,8 +66,50 @@ func kafkaError(err error) *kerr.Error {
 		// refresh its metadata.
 		return kerr.UnknownTopicOrPartition
 	default:
+		if k := groupError(err); k != nil {
+			return k
+		}
 		return kerr.UnknownServerError
 	}
+}
+
+// groupErrors maps the group coordinator's errors to Kafka's.
+var groupErrors = []struct {
+	err  error
+	kerr *kerr.Error
+}{
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{group.ErrNotCoordinator, kerr.NotCoordinator},
+	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{group.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound},
+	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{group.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+	{group.ErrUnknownTopicID, kerr.UnknownTopicID},
+	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
+	{group.ErrFencedMemberEpoch, kerr.FencedMemberEpoch},
+	{group.ErrStaleMemberEpoch, kerr.StaleMemberEpoch},
+	{group.ErrUnreleasedInstanceID, kerr.UnreleasedInstanceID},
+	{group.ErrUnsupportedAssignor, kerr.UnsupportedAssignor},
+	{group.ErrInvalidRequest, kerr.InvalidRequest},
+	{group.ErrInvalidRegularExpression, kerr.InvalidRegularExpression},
+}
+
+func groupError(err error) *kerr.Error {
+	for _, ge := range groupErrors {
+		if errors.Is(err, ge.err) {
+			return ge.kerr
+		}
+	}
+	return nil
 }
 
 // errorMessage is the optional ErrorMessage field for err: nil for success,

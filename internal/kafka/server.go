@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/group"
 )
 
 // DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
@@ -31,6 +32,9 @@ type Config struct {
 	MaxRequestBytes int32
 	// Logger receives connection-level events; nil means slog.Default().
 	Logger *slog.Logger
+	// Groups is the group coordinator the group APIs go to; nil makes
+	// them answer COORDINATOR_NOT_AVAILABLE.
+	Groups *group.Coordinator
 }
 
 // Server serves the Kafka protocol for one broker. Create it with NewServer,
@@ -53,6 +57,12 @@ type Server struct {
 	// done is closed when Shutdown starts: it wakes fetch long polls so
 	// that in-flight requests finish promptly.
 	done chan struct{}
+	// groups is the group coordinator (nil: none). groupWait ends when
+	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
+	// wait for a rebalance.
+	groups          *group.Coordinator
+	groupWait       context.Context
+	cancelGroupWait context.CancelFunc
 
 	mu        sync.Mutex
 	closing   bool
@@ -80,6 +90,8 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 	}
+	s.groups = cfg.Groups
+	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
 	return s
 }
@@ -173,6 +185,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing {
 		s.closing = true
 		close(s.done)
+		s.cancelGroupWait()
 		for ln := range s.listeners {
 			ln.Close()
 		}

@@ -9,6 +9,7 @@ type Subscription struct {
 	priority int64           // x-priority
 	notifier TimeoutNotifier // spec.Consumer, if it implements it
 	group    *consumerGroup
+	stream   *streamReader // a stream queue's consumer: its reader; nil otherwise
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -46,6 +47,9 @@ func (v *VHost) Consume(queue string, s ConsumeSpec) (*Subscription, error) {
 	}
 	if err := checkConsumeArgs(queue, v.name, s.Args); err != nil {
 		return nil, err
+	}
+	if q.stream != nil {
+		return v.consumeStream(q, s)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -159,6 +163,10 @@ func (s *Subscription) Tag() string { return s.spec.Tag }
 
 // Resume says the consumer has credit again: delivery to it (re)starts.
 func (s *Subscription) Resume() {
+	if s.stream != nil {
+		s.stream.resume()
+		return
+	}
 	q := s.q
 	q.mu.Lock()
 	defer q.unlock()
@@ -180,6 +188,10 @@ func (s *Subscription) Resume() {
 // continues in order. An auto-delete queue whose last consumer this was
 // is deleted. Cancel after the queue was deleted does nothing.
 func (s *Subscription) Cancel() {
+	if s.stream != nil {
+		s.cancelStream()
+		return
+	}
 	q := s.q
 	q.mu.Lock()
 	if s.cancelled {
@@ -221,6 +233,9 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 	q, err := v.accessQueue(queue, conn)
 	if err != nil {
 		return nil, false, err
+	}
+	if q.stream != nil {
+		return nil, false, errStreamNotSupported("basic.get", queue, v.name)
 	}
 	q.mu.Lock()
 	defer q.unlock()

@@ -56,9 +56,11 @@ type exchangeRecord struct {
 }
 
 type queueRecord struct {
-	VHost      string `json:"vhost"`
-	Name       string `json:"name"`
-	ID         string `json:"id"` // storage directory under DataDir/queues
+	VHost string `json:"vhost"`
+	Name  string `json:"name"`
+	ID    string `json:"id"` // storage directory under DataDir/queues
+	// Stream is a stream queue's topic (no storage directory then).
+	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"`
 }
@@ -191,6 +193,16 @@ func (r *Registry) load() error {
 			return fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
 		}
 		def := QueueDef{Name: qr.Name, Durable: true, AutoDelete: qr.AutoDelete, Args: args}
+		if queueTypeOf(args) == streamQueue {
+			q, err := v.loadStreamQueue(def, qr.Stream)
+			if err != nil {
+				return fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
+			}
+			if q != nil {
+				v.queues[qr.Name] = q
+			}
+			continue
+		}
 		q, err := v.openQueue(def, qr.ID)
 		if err != nil {
 			return fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)

@@ -58,6 +58,21 @@
 // others learn a recovered message's own expiration when they read it.
 // x-expires counts from the restart.
 //
+// # Stream queues
+//
+// A stream queue (x-queue-type stream, stream.go) is a Kafka topic of one
+// partition that the broker owns, reached through Config.Streams: the
+// queue "orders" of vhost "/" is the topic "orders" (StreamTopicName).
+// Publishing appends one record per message (stream_codec.go: properties
+// and headers become Kafka record headers and back), so Kafka clients
+// read and write the same log. Consumers (stream_consume.go) need a
+// consumer prefetch, start where x-stream-offset says (first, last, next,
+// an offset, a timestamp or an interval) and are fed by a reader goroutine
+// each; acks only return credit; basic.get and queue.purge are 540, as in
+// RabbitMQ. Retention is the topic's, from x-max-age, x-max-length-bytes
+// and x-stream-max-segment-size-bytes. Deleting the queue (or its vhost)
+// deletes the topic.
+//
 // # Publisher confirms
 //
 // Appends of persistent messages do not wait for fsync. One syncer goroutine

@@ -81,10 +81,38 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 	}
 	h := &held{msg: m, size: int64(len(m.Body))}
 	var res PublishResult
-	var logged [8]*queueStore
+	var logged [8]syncTarget
 	stores := logged[:0]
 	var firstErr error
+	var streamBatch []byte // the message as a stream record, built once
 	for _, q := range qs {
+		if q.stream != nil {
+			var appended bool
+			var err error
+			if streamBatch == nil {
+				if now == 0 {
+					now = v.r.nowMs()
+				}
+				streamBatch, err = encodeStreamRecord(m, now)
+			}
+			if err == nil {
+				appended, err = q.appendStream(streamBatch)
+			}
+			switch {
+			case err != nil:
+				// Refused like a full queue (a nack in confirm mode)
+				// rather than closing the connection: the usual cause
+				// is a message above the topic's max.message.bytes.
+				// A message that cannot be encoded is never retried.
+				v.r.logger.Error("mq: append to stream", "queue", q.name, "vhost", v.name, "topic", q.stream.topic, "err", err)
+				res.Routed++
+				res.Rejected++
+			case appended:
+				res.Routed++
+				stores = append(stores, q.stream)
+			}
+			continue
+		}
 		out, wasLogged, err := q.publish(h, batch, now)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)

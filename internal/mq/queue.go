@@ -16,7 +16,10 @@ type queue struct {
 	def   QueueDef     // immutable; Durable is false for exclusive queues
 	opts  queueOptions // immutable: what def.Args make the queue do
 	id    string       // storage directory name (durable queues)
-	store *queueStore  // nil unless durable
+	store *queueStore  // nil unless durable (and not a stream)
+	// stream is a stream queue's log (its messages are there, not on
+	// the ready list); nil for other queues.
+	stream *streamLog
 
 	// sources counts the bindings to this queue by source exchange.
 	// Guarded by the vhost's mu.
@@ -119,8 +122,12 @@ func (q *queue) dropLocked(e *entry) {
 
 func (q *queue) info() QueueInfo {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return QueueInfo{Name: q.name, Messages: q.ready.Len(), Consumers: len(q.consumers)}
+	info := QueueInfo{Name: q.name, Messages: q.ready.Len(), Consumers: len(q.consumers)}
+	q.mu.Unlock()
+	if q.stream != nil {
+		info.Messages = q.streamLength()
+	}
+	return info
 }
 
 // publishOutcome is what a queue did with a published message.
@@ -238,9 +245,6 @@ func (q *queue) discardLocked(e *entry, reason deathReason, now int64) {
 // the queue's x-message-ttl and the message's expiration property; 0 if
 // neither applies.
 func (q *queue) expiryOf(m *Message, now int64) int64 {
-	if q.opts.kind == streamQueue {
-		return 0
-	}
 	ttl := q.opts.messageTTL
 	if exp := m.Properties.Expiration; exp != "" {
 		if n, bad := parseExpiration(exp); bad == "" && (ttl < 0 || n < ttl) {
@@ -426,6 +430,9 @@ func (q *queue) markDeletedLocked() []func() {
 	var callbacks []func()
 	for _, s := range q.consumers {
 		s.cancelled = true
+		if s.stream != nil {
+			s.stream.halt()
+		}
 		if s.spec.Cancelled != nil {
 			callbacks = append(callbacks, s.spec.Cancelled)
 		}

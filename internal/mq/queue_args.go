@@ -22,8 +22,8 @@ type queueType uint8
 const (
 	classicQueue queueType = iota
 	quorumQueue
-	// streamQueue is accepted and stored, but none of this package's
-	// queue features apply to it: streams are a separate piece of work.
+	// streamQueue is a Kafka topic (stream.go): none of the classic and
+	// quorum features apply to it.
 	streamQueue
 )
 
@@ -204,6 +204,7 @@ var queueArgChecks = map[string]argCheck{
 	"x-quorum-initial-group-size":     checkPositive,
 	"x-initial-cluster-size":          checkPositive,
 	"x-stream-max-segment-size-bytes": checkNonNegInt,
+	"x-max-age":                       checkMaxAge,
 	"x-delivery-limit":                checkInt, // not validated by RabbitMQ; negative means unlimited
 }
 

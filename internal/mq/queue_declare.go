@@ -41,8 +41,8 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		q.touch()
 		return q.info(), nil
 	}
-	if queueTypeOf(d.Args) == quorumQueue && d.Name == "" {
-		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type rabbit_quorum_queue")
+	if kind := queueTypeOf(d.Args); kind != classicQueue && d.Name == "" {
+		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type %s", kind.module())
 	}
 	if d.Name == "" {
 		d.Name = serverQueueName()
@@ -52,10 +52,20 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if err := checkQueueArgs(d.Name, v.name, d.Args); err != nil {
 		return QueueInfo{}, err
 	}
-	if queueTypeOf(d.Args) == quorumQueue {
+	switch queueTypeOf(d.Args) {
+	case quorumQueue:
 		if err := checkQuorumProperties(d, v.name); err != nil {
 			return QueueInfo{}, err
 		}
+	case streamQueue:
+		if err := checkStreamProperties(d, v.name); err != nil {
+			return QueueInfo{}, err
+		}
+		q, err := v.createStreamQueue(d)
+		if err != nil {
+			return QueueInfo{}, err
+		}
+		return q.info(), nil
 	}
 	d.Durable = d.Durable && !d.Exclusive
 	q, err := v.createQueue(d)
@@ -199,13 +209,9 @@ func (q *queue) recover(id string) error {
 	s.delivered = max(s.delivered, rec.delivered)
 	q.store = s
 	var es []*entry
-	expiry := int64(expiryUnknown)
-	if q.opts.kind == streamQueue {
-		expiry = 0
-	}
 	s.forEachUnsettled(func(off int64) {
 		es = append(es, &entry{tag: q.r.newTag(), offset: off, redelivered: rec.redelivered(off),
-			returns: s.counts[off], expiresAt: expiry})
+			returns: s.counts[off], expiresAt: expiryUnknown})
 	})
 	o := &q.opts
 	if len(es) > 0 && (o.levels > 1 || o.maxBytes >= 0 || o.messageTTL >= 0) {
@@ -271,6 +277,9 @@ func (v *VHost) PurgeQueue(name string, conn ConnID) (int, error) {
 	q, err := v.accessQueue(name, conn)
 	if err != nil {
 		return 0, err
+	}
+	if q.stream != nil {
+		return 0, errStreamNotSupported("queue.purge", name, v.name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -356,6 +365,9 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 	q.mu.Unlock()
 	if q.store != nil {
 		cleanup.stores = append(cleanup.stores, q.store)
+	}
+	if q.stream != nil {
+		v.r.deleteStream(q.stream)
 	}
 	for _, x := range emptied {
 		if err := v.deleteExchangeLocked(x, cleanup); err != nil {

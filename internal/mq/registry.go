@@ -50,6 +50,11 @@ type Config struct {
 	// TimeoutNotifier). A queue's x-consumer-timeout overrides it.
 	// Default 30 minutes; negative disables it.
 	ConsumerTimeout time.Duration
+	// Streams gives stream queues (x-queue-type stream) their logs,
+	// Kafka topics; the broker provides it. Without it declaring a stream
+	// queue is refused (406) and stream queues in the definitions are
+	// left out at Open.
+	Streams StreamStore
 
 	// clock replaces time.Now in tests; with manualTimers no goroutine
 	// runs the timers: the test calls timers.fire.
@@ -110,6 +115,14 @@ type Registry struct {
 	syncer *syncer
 	keeper *housekeeper
 	timers *timers
+
+	// Stream queues: which queue owns which topic, and the consumers'
+	// reader goroutines (stopped by streamStop at Close).
+	streamMu      sync.Mutex
+	streamOwners  map[string]string // topic -> owning queue, as resource() prints it
+	streamsClosed bool
+	streamStop    chan struct{}
+	streamReaders sync.WaitGroup
 }
 
 // DefaultVHost is the virtual host every registry starts with.
@@ -132,6 +145,9 @@ func Open(cfg Config) (*Registry, error) {
 		defs:   cfg.Definitions,
 		vhosts: make(map[string]*VHost),
 		stores: make(map[*queueStore]struct{}),
+
+		streamOwners: make(map[string]string),
+		streamStop:   make(chan struct{}),
 	}
 	r.timers = newTimers(r) // queues arm timers while they load
 	if err := r.load(); err != nil {
@@ -157,6 +173,7 @@ func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.shutdown()
 	r.keeper.shutdown()

@@ -26,8 +26,14 @@ type syncer struct {
 }
 
 type syncWaiter struct {
-	stores []*queueStore
+	stores []syncTarget
 	ch     chan error
+}
+
+// syncTarget is a log a publisher confirm waits for: a durable queue's
+// messages log (*queueStore) or a stream queue's topic (*streamLog).
+type syncTarget interface {
+	sync() error
 }
 
 // maxParallelSyncs bounds the fsyncs one round runs at once.
@@ -44,9 +50,9 @@ func newSyncer(r *Registry) *syncer {
 
 // await registers a confirm waiting for stores' fsync and returns its
 // channel. stores is copied.
-func (s *syncer) await(stores []*queueStore) <-chan error {
+func (s *syncer) await(stores []syncTarget) <-chan error {
 	ch := make(chan error, 1)
-	w := syncWaiter{stores: append([]*queueStore(nil), stores...), ch: ch}
+	w := syncWaiter{stores: append([]syncTarget(nil), stores...), ch: ch}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -97,8 +103,8 @@ func (s *syncer) round() {
 		return
 	}
 	s.rounds.Add(1)
-	var distinct []*queueStore
-	index := make(map[*queueStore]int)
+	var distinct []syncTarget
+	index := make(map[syncTarget]int)
 	for _, w := range waiting {
 		for _, st := range w.stores {
 			if _, ok := index[st]; !ok {
@@ -121,7 +127,7 @@ func (s *syncer) round() {
 
 // syncStores fsyncs each store's messages log, up to maxParallelSyncs at a
 // time, and returns their errors by index.
-func syncStores(stores []*queueStore) []error {
+func syncStores(stores []syncTarget) []error {
 	errs := make([]error, len(stores))
 	if len(stores) == 1 {
 		errs[0] = stores[0].sync()

@@ -30,8 +30,9 @@ type ExchangeDef struct {
 // exclusive queue is never durable (RabbitMQ 4.x), whatever Durable says.
 //
 // Args are checked, stored and compared on redeclaration as RabbitMQ 4.1
-// does, and take effect: x-queue-type (classic or quorum; stream is
-// accepted but has none of the features below yet), x-message-ttl,
+// does, and take effect: x-queue-type (classic, quorum or stream; a stream
+// queue is a Kafka topic, see StreamStore, and takes only x-max-age,
+// x-max-length-bytes and x-stream-max-segment-size-bytes), x-message-ttl,
 // x-expires, x-max-length, x-max-length-bytes, x-overflow (drop-head,
 // reject-publish, reject-publish-dlx), x-dead-letter-exchange,
 // x-dead-letter-routing-key, x-max-priority (classic), x-single-active-
@@ -102,6 +103,9 @@ type Consumer interface {
 	// has prefetch credit. It is called with the queue's lock held: it must
 	// not block and must not call into this package. false means no credit:
 	// the consumer is skipped until its Subscription.Resume is called.
+	// A stream queue's consumer is called from its subscription's reader
+	// goroutine instead (never two calls at once, none after Cancel
+	// returns), under the same rules.
 	TryDeliver(d *Delivery) bool
 }
 
@@ -133,6 +137,12 @@ type ConsumeSpec struct {
 	Args      wire.Table // x-priority (integer, default 0): consumer priority
 	Conn      ConnID
 	Consumer  Consumer
+	// Prefetch is the consumer's prefetch limit (basic.qos global=false
+	// before basic.consume; 0 none) and GlobalPrefetch the channel's
+	// (global=true). The front end enforces both; this package only
+	// checks them where RabbitMQ does: a stream queue requires a
+	// consumer prefetch and refuses a global one.
+	Prefetch, GlobalPrefetch int
 	// Cancelled, if set, is called once (with no lock held) when the queue
 	// is deleted while the subscription is active, for consumer_cancel_notify.
 	Cancelled func()

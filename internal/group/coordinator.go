@@ -1,0 +1,211 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Coordinator is the group coordinator of one Wharf node. Open starts it;
+// Close stops it.
+type Coordinator struct {
+	cfg   Config
+	log   *slog.Logger
+	store *offsetsStore
+	wake  *wakeups
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+
+	loop bool          // run was started (Open); tests use open and no loop
+	stop chan struct{} // closed by Close: ends the timer loop
+	done chan struct{} // closed when the timer loop has returned
+}
+
+// Open creates __consumer_offsets if it does not exist, rebuilds every
+// group from it and starts the goroutine that runs the groups' timers.
+func Open(cfg Config) (*Coordinator, error) {
+	c, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.loop = true
+	go c.run()
+	return c, nil
+}
+
+// open is Open without the timer goroutine: tests drive time themselves
+// through advance.
+func open(cfg Config) (*Coordinator, error) {
+	if cfg.Broker == nil {
+		return nil, errors.New("group: no broker")
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger.With("component", "group")
+	store, err := openStore(cfg.Broker, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg:    cfg,
+		log:    log,
+		store:  store,
+		wake:   newWakeups(),
+		groups: map[string]*group{},
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops the timers and answers every JoinGroup and SyncGroup still
+// waiting with NOT_COORDINATOR. Nothing is written: the state on disk is
+// already what a restart should find.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	groups := slices.Collect(maps.Values(c.groups))
+	c.mu.Unlock()
+
+	close(c.stop)
+	if c.loop {
+		<-c.done
+	}
+	for _, g := range groups {
+		g.mu.Lock()
+		g.failWaiting(ErrNotCoordinator)
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// PartitionFor is the partition of __consumer_offsets that holds a group.
+func (c *Coordinator) PartitionFor(group string) int32 { return c.store.partitionFor(group) }
+
+// HeartbeatInterval is the interval KIP-848 members are told to heartbeat at.
+func (c *Coordinator) HeartbeatInterval() time.Duration { return c.cfg.ConsumerHeartbeatInterval }
+
+// withGroup runs fn on the named group with the group locked. With create
+// it makes the group if there is none; without, a missing group is
+// ErrGroupIDNotFound. A group that fn leaves holding nothing is dropped.
+func (c *Coordinator) withGroup(name string, create bool, fn func(g *group)) error {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: the coordinator is shutting down", ErrNotCoordinator)
+		}
+		g := c.groups[name]
+		if g == nil {
+			if !create {
+				c.mu.Unlock()
+				return fmt.Errorf("%w: %q", ErrGroupIDNotFound, name)
+			}
+			g = newGroup(c, name)
+			c.groups[name] = g
+		}
+		c.mu.Unlock()
+
+		g.mu.Lock()
+		if g.removed {
+			// Deleted between the lookup and the lock: look again.
+			g.mu.Unlock()
+			continue
+		}
+		fn(g)
+		if !g.removed {
+			if g.isDisposable() {
+				g.markRemoved()
+			} else {
+				g.scheduleWake()
+			}
+		}
+		g.mu.Unlock()
+		return nil
+	}
+}
+
+// snapshot returns every group, for operations that visit them all.
+func (c *Coordinator) snapshot() []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Values(c.groups))
+}
+
+// validGroupID applies Kafka's rule: a group id may not be empty, except
+// in the offset and admin APIs, which old clients call with "".
+func validGroupID(id string, emptyAllowed bool) error {
+	if id == "" && !emptyAllowed {
+		return fmt.Errorf("%w: the group id is empty", ErrInvalidGroupID)
+	}
+	return nil
+}
+
+// run is the timer loop: it wakes groups whose deadlines have passed and
+// expires offsets every RetentionCheckInterval, until Close.
+func (c *Coordinator) run() {
+	defer close(c.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	retention := time.NewTicker(c.cfg.RetentionCheckInterval)
+	defer retention.Stop()
+	for {
+		var fire <-chan time.Time
+		if next, ok := c.wake.next(); ok {
+			timer.Reset(max(0, next.Sub(c.cfg.Now())))
+			fire = timer.C
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake.kick:
+		case <-fire:
+			c.fireDue(c.cfg.Now())
+		case <-retention.C:
+			c.expireOffsets(c.cfg.Now())
+		}
+	}
+}
+
+// fireDue wakes every group whose deadline is at or before now.
+func (c *Coordinator) fireDue(now time.Time) {
+	for _, name := range c.wake.due(now) {
+		_ = c.withGroup(name, false, func(g *group) { g.tick(now) })
+	}
+}
+
+// wait blocks for a parked request's answer, or until ctx ends.
+func wait[T any](ctx context.Context, ch <-chan T, canceled T) T {
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		return canceled
+	}
+}
+
+// replyOnce makes the callback a parked request is answered through. It
+// never blocks and ignores all but the first answer.
+func replyOnce[T any]() (chan T, func(T)) {
+	ch := make(chan T, 1)
+	return ch, func(r T) {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// offsetsStore is __consumer_offsets: where every group's records are
+// appended and, at start, read back.
+type offsetsStore struct {
+	parts []*broker.Partition
+	now   func() time.Time
+}
+
+// maxBatchBytes keeps each appended batch well under the broker's default
+// max.message.bytes (1 MiB); a commit of many partitions is split.
+const maxBatchBytes = 512 << 10
+
+// openStore finds or creates __consumer_offsets.
+func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
+	t, err := b.Topic(OffsetsTopic)
+	if errors.Is(err, broker.ErrUnknownTopic) {
+		t, err = createOffsetsTopic(b, cfg.OffsetsTopicPartitions)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("group: %s: %w", OffsetsTopic, err)
+	}
+	parts := t.Partitions()
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("group: %s has no partitions", OffsetsTopic)
+	}
+	for _, p := range parts {
+		if err := p.Offline(); err != nil {
+			// Kafka would not load the groups of that partition either;
+			// refusing to start is the honest answer on one node.
+			return nil, fmt.Errorf("group: %s-%d is offline: %w", OffsetsTopic, p.Index(), err)
+		}
+	}
+	return &offsetsStore{parts: parts, now: cfg.Now}, nil
+}
+
+// createOffsetsTopic creates the topic compacted, as Kafka does: only the
+// latest record of each key (offset or group) matters.
+func createOffsetsTopic(b *broker.Broker, partitions int32) (*broker.Topic, error) {
+	t, err := b.CreateTopic(broker.TopicSpec{
+		Name:       OffsetsTopic,
+		Partitions: partitions,
+		Configs:    map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
+	}, false)
+	if errors.Is(err, broker.ErrTopicExists) {
+		return b.Topic(OffsetsTopic)
+	}
+	return t, err
+}
+
+// partitionFor is the partition holding a group's records: Kafka's
+// Utils.abs(groupId.hashCode()) % partitions, so a group lands where it
+// would on Kafka with the same partition count.
+func (s *offsetsStore) partitionFor(group string) int32 {
+	return partitionForGroup(group, int32(len(s.parts)))
+}
+
+func partitionForGroup(group string, n int32) int32 {
+	h := javaStringHash(group)
+	if h == -1<<31 {
+		h = 0 // Utils.abs maps Integer.MIN_VALUE to 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// javaStringHash is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1]
+// over the UTF-16 code units, in int32 arithmetic.
+func javaStringHash(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r >= 0x10000 { // a surrogate pair in UTF-16
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return h
+}
+
+// append writes records to a partition, in batches that fit the broker's
+// limits, and returns once they are written (and, when durable, fsynced).
+func (s *offsetsStore) append(partition int32, recs []record.Record, durable bool) error {
+	acks := int16(1)
+	if durable {
+		acks = -1
+	}
+	now := s.now().UnixMilli()
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) {
+			size += len(recs[n].Key) + len(recs[n].Value) + 32
+			if n > 0 && size > maxBatchBytes {
+				break
+			}
+			n++
+		}
+		batch := record.NewBatch(now, recs[:n])
+		if _, _, err := s.parts[partition].Produce(batch, acks); err != nil {
+			return storeError(err)
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// storeError maps a failed append to what a group client should hear, as
+// Kafka does: too large is the client's fault, anything else makes it
+// retry against the coordinator.
+func storeError(err error) error {
+	if errors.Is(err, broker.ErrRecordTooLarge) || errors.Is(err, broker.ErrBatchTooLarge) {
+		return fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
+	}
+	return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, OffsetsTopic, err)
+}
+
+// replay reads every partition from its start and hands each record, with
+// its timestamp, to fn in offset order. A record that does not decode goes
+// to bad and is skipped: one bad record must not cost every group.
+func (s *offsetsStore) replay(fn func(d decodedRecord, ts time.Time), bad func(offset int64, err error)) error {
+	for _, p := range s.parts {
+		if err := replayPartition(p, fn, bad); err != nil {
+			return fmt.Errorf("group: reading %s-%d: %w", OffsetsTopic, p.Index(), err)
+		}
+	}
+	return nil
+}
+
+func replayPartition(p *broker.Partition, fn func(d decodedRecord, ts time.Time), bad func(int64, error)) error {
+	const readBytes = 1 << 20
+	for off, end := p.StartOffset(), p.EndOffset(); off < end; {
+		slice, err := p.Read(off, readBytes)
+		if err != nil {
+			return err
+		}
+		data, err := slice.Bytes()
+		slice.Release()
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		for len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return err
+			}
+			if err := replayBatch(data[:h.Size()], h, off, fn, bad); err != nil {
+				return err
+			}
+			off = h.LastOffset() + 1
+			data = data[h.Size():]
+		}
+	}
+	return nil
+}
+
+// replayBatch hands the records of one batch at or after from to fn.
+func replayBatch(batch []byte, h record.Header, from int64, fn func(decodedRecord, time.Time), bad func(int64, error)) error {
+	if h.Control() {
+		return nil
+	}
+	recs, err := record.Records(batch)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if h.BaseOffset+int64(r.OffsetDelta) < from {
+			continue
+		}
+		ts := h.BaseTimestamp + r.TimestampDelta
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		d, err := decodeRecord(r.Key, r.Value)
+		if err != nil {
+			bad(h.BaseOffset+int64(r.OffsetDelta), err)
+			continue
+		}
+		if !d.unknown {
+			fn(d, time.UnixMilli(ts))
+		}
+	}
+	return nil
+}

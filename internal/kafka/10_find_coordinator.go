@@ -1,0 +1,57 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator (key 10), v0-v6.
+//
+// Every group is coordinated by this node. v0-v3 ask for one key, v4+ for
+// a batch. Transaction coordinators (key type 1) are not available: Wharf
+// has no transactions. Share groups (type 2) and unknown types are
+// INVALID_REQUEST.
+
+const (
+	coordinatorTypeGroup       = 0
+	coordinatorTypeTransaction = 1
+)
+
+func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for _, key := range keys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		if err := s.coordinatorFor(req.CoordinatorType); err != nil {
+			c.NodeID, c.Port = -1, -1
+			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
+		} else {
+			b := s.metadataBroker()
+			c.NodeID, c.Host, c.Port = b.NodeID, b.Host, b.Port
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	if req.Version < 4 {
+		c := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+	}
+	return resp, nil
+}
+
+// coordinatorFor reports whether this node coordinates a key type.
+func (s *Server) coordinatorFor(keyType int8) error {
+	switch keyType {
+	case coordinatorTypeGroup:
+		_, err := s.coordinator()
+		return err
+	case coordinatorTypeTransaction:
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "transactions are not supported")
+	}
+	return kafkaErrorf(kerr.InvalidRequest, "unsupported coordinator type %d", keyType)
+}
