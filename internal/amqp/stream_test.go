@@ -16,79 +16,17 @@ import (
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/mq"
-	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
 // End-to-end tests of stream queues: amqp091-go and franz-go clients over
-// TCP against one broker core, whose topics back the stream queues.
-//
-// testStreams is the test's StreamStore over a real broker, through the
-// broker's exported API only. The broker's own adapter (see
-// /work/notes/stream-needs.md) is the same, except that it appends without
-// fsync and syncs for confirms; once it is wired into broker.Open these
-// tests can run on nodetest instead of streamStack.
-type testStreams struct{ b *broker.Broker }
-
-func (s testStreams) CreateStream(name string, cfg mq.StreamConfig) (mq.Stream, error) {
-	_, err := s.b.CreateTopic(broker.TopicSpec{Name: name, Partitions: 1, Configs: cfg.TopicConfigs()}, false)
-	if err != nil && !errors.Is(err, broker.ErrTopicExists) {
-		return nil, err
-	}
-	return s.OpenStream(name)
-}
-
-func (s testStreams) OpenStream(name string) (mq.Stream, error) {
-	t, err := s.b.Topic(name)
-	if errors.Is(err, broker.ErrUnknownTopic) {
-		return nil, fmt.Errorf("%w: %v", mq.ErrStreamNotFound, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if n := len(t.Partitions()); n != 1 {
-		return nil, fmt.Errorf("%w: topic %q has %d partitions", mq.ErrNotAStream, name, n)
-	}
-	p, err := t.Partition(0)
-	if err != nil {
-		return nil, err
-	}
-	return testStream{p}, nil
-}
-
-func (s testStreams) DeleteStream(name string) error {
-	if err := s.b.DeleteTopic(name); err != nil && !errors.Is(err, broker.ErrUnknownTopic) {
-		return err
-	}
-	return nil
-}
-
-type testStream struct{ p *broker.Partition }
-
-// Append is durable at once here (acks=-1): the exported API has no
-// separate sync.
-func (s testStream) Append(batch []byte) (int64, error) {
-	off, _, err := s.p.Produce(batch, -1)
-	return off, err
-}
-func (s testStream) Sync() error { return nil }
-func (s testStream) Read(offset, maxBytes int64) (*seglog.Slice, error) {
-	return s.p.Read(offset, maxBytes)
-}
-func (s testStream) StartOffset() int64 { return s.p.StartOffset() }
-func (s testStream) EndOffset() int64   { return s.p.EndOffset() }
-func (s testStream) OffsetForTime(ts int64) (int64, bool, error) {
-	off, _, found, err := s.p.OffsetForTime(ts)
-	return off, found, err
-}
-func (s testStream) Notify(ch chan<- struct{})   { s.p.Notify(ch) }
-func (s testStream) Unnotify(ch chan<- struct{}) { s.p.Unnotify(ch) }
+// TCP against one broker core, whose topics back the stream queues (the
+// broker passes its own StreamStore to its mq registry).
 
 // streamStack is a broker with a Kafka listener and an AMQP listener whose
 // registry has stream queues on the broker's topics.
 type streamStack struct {
 	t      *testing.T
 	dir    string
-	defs   *memDefs
 	logs   *testLogWriter
 	logger *slog.Logger
 
@@ -101,7 +39,7 @@ type streamStack struct {
 }
 
 func startStreamStack(t *testing.T) *streamStack {
-	s := &streamStack{t: t, dir: t.TempDir(), defs: &memDefs{m: make(map[string][]byte)}, logs: &testLogWriter{t: t}}
+	s := &streamStack{t: t, dir: t.TempDir(), logs: &testLogWriter{t: t}}
 	s.logger = slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s.start()
 	t.Cleanup(func() {
@@ -118,12 +56,7 @@ func (s *streamStack) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := mq.Open(mq.Config{DataDir: filepath.Join(s.dir, "mq"), Definitions: s.defs, Logger: s.logger,
-		Streams: testStreams{b}})
-	if err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
+	reg := b.Messaging()
 	kln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -158,9 +91,6 @@ func (s *streamStack) stop() {
 		if err := <-s.served; err != nil {
 			s.t.Errorf("serve: %v", err)
 		}
-	}
-	if err := s.reg.Close(); err != nil {
-		s.t.Errorf("close registry: %v", err)
 	}
 	if err := s.b.Close(); err != nil {
 		s.t.Errorf("close broker: %v", err)
