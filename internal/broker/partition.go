@@ -27,6 +27,9 @@ type Partition struct {
 	produceMu        sync.Mutex      // orders idempotent appends with their producer checks
 	producers        *producerStates // guarded by produceMu
 	producerSnapshot int64           // log end offset of the last snapshot; guarded by produceMu
+
+	txnMu sync.Mutex // guards txns; writers hold produceMu too
+	txns  txnTable   // open and aborted transactions (txn_state.go)
 }
 
 // Index is the partition's number within its topic.
@@ -109,9 +112,13 @@ func (p *Partition) appendIdempotent(log *seglog.Log, records []byte, headers []
 	if dup != nil {
 		return seglog.AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1}, nil
 	}
+	freshTxn := first.Transactional() && p.beginTxnAt(first.ProducerID, log.EndOffset())
 	res, err := log.Append(records, opts)
 	if err != nil {
 		return res, p.storageError("append to", err)
+	}
+	if freshTxn {
+		p.fixTxnStart(first.ProducerID, res.BaseOffset)
 	}
 	now := time.Now().UnixMilli()
 	offset := res.BaseOffset

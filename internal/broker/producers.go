@@ -3,9 +3,11 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -120,16 +122,35 @@ func (s *producerStates) expire(cutoffMs int64) {
 	}
 }
 
-// replay feeds every idempotent batch in data (whole batches) to the table.
-func (s *producerStates) replay(data []byte, nowMs int64) (next int64, err error) {
+// replay feeds every idempotent batch in data (whole batches) to the
+// table, and every transactional batch and marker to txns.
+func (s *producerStates) replay(data []byte, txns *txnTable, nowMs int64) (next int64, err error) {
 	next = -1
 	for len(data) > 0 {
 		h, err := record.ParseHeader(data)
 		if err != nil {
 			return next, err
 		}
-		if h.ProducerID >= 0 && !h.Control() {
+		switch {
+		case h.ProducerID < 0:
+		case h.Control():
+			commit, err := controlIsCommit(data[:h.Size()])
+			if err != nil {
+				return next, err
+			}
+			s.noteEpoch(h.ProducerID, h.ProducerEpoch, nowMs)
+			txns.end(h.ProducerID, h.BaseOffset, commit)
+		case h.BaseSequence == noSequence:
+			// The broker's own transactional writes carry no sequence.
+			s.noteEpoch(h.ProducerID, h.ProducerEpoch, nowMs)
+			if h.Transactional() {
+				txns.begin(h.ProducerID, h.BaseOffset)
+			}
+		default:
 			s.record(h, h.BaseOffset, nowMs)
+			if h.Transactional() {
+				txns.begin(h.ProducerID, h.BaseOffset)
+			}
 		}
 		next = h.LastOffset() + 1
 		data = data[h.Size():]
@@ -142,6 +163,9 @@ type producerSnapshot struct {
 	// Offset is the log end offset the table covers: replay starts there.
 	Offset    int64                    `json:"offset"`
 	Producers map[int64]*producerEntry `json:"producers"`
+	// Ongoing and Aborted are the partition's transactions (txn_state.go).
+	Ongoing map[int64]int64 `json:"ongoing,omitempty"`
+	Aborted []AbortedTxn    `json:"aborted,omitempty"`
 }
 
 const producerSnapshotFile = "producer-state.snapshot"
@@ -174,9 +198,14 @@ func readProducerSnapshot(dir string) (producerSnapshot, bool) {
 // when that matches the log, then by replaying the batches written since.
 func (p *Partition) loadProducers() error {
 	p.producers = newProducerStates()
+	p.txns = newTxnTable()
 	from, end := p.log.StartOffset(), p.log.EndOffset()
 	if snap, ok := readProducerSnapshot(p.dir); ok && snap.Offset >= from && snap.Offset <= end {
 		p.producers.byID = snap.Producers
+		if snap.Ongoing != nil {
+			p.txns.ongoing = snap.Ongoing
+		}
+		p.txns.aborted = snap.Aborted
 		from = snap.Offset
 		p.producerSnapshot = snap.Offset
 	}
@@ -191,7 +220,7 @@ func (p *Partition) loadProducers() error {
 		if err != nil {
 			return err
 		}
-		next, err := p.producers.replay(data, now)
+		next, err := p.producers.replay(data, &p.txns, now)
 		if err != nil {
 			return err
 		}
@@ -210,10 +239,15 @@ func (p *Partition) maintainProducers(now time.Time) error {
 	defer p.produceMu.Unlock()
 	p.producers.expire(now.UnixMilli() - defaultProducerIDExpirationMs)
 	end := p.log.EndOffset()
+	p.txnMu.Lock()
+	p.txns.trim(p.log.StartOffset())
+	snap := producerSnapshot{Offset: end, Producers: p.producers.byID,
+		Ongoing: maps.Clone(p.txns.ongoing), Aborted: slices.Clone(p.txns.aborted)}
+	p.txnMu.Unlock()
 	if end == p.producerSnapshot {
 		return nil
 	}
-	if err := writeProducerSnapshot(p.dir, producerSnapshot{Offset: end, Producers: p.producers.byID}); err != nil {
+	if err := writeProducerSnapshot(p.dir, snap); err != nil {
 		return err
 	}
 	p.producerSnapshot = end

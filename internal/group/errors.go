@@ -29,4 +29,6 @@ var (
 	ErrUnsupportedAssignor       = errors.New("unsupported assignor")
 	ErrInvalidRequest            = errors.New("invalid request")
 	ErrInvalidRegularExpression  = errors.New("invalid regular expression")
+	ErrUnstableOffsetCommit      = errors.New("unstable offset commit")
+	ErrProducerFenced            = errors.New("producer fenced")
 )

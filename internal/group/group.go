@@ -43,6 +43,9 @@ type group struct {
 	written bool // a record was written for it since it was made or loaded
 	kind    groupKind
 	offsets map[string]map[int32]committedOffset
+	// pendingTxn are offsets committed inside transactions not yet decided,
+	// by producer id (txn_offsets.go).
+	pendingTxn map[int64]map[TopicPartition]committedOffset
 	// emptySince is when the group last became empty, the start of its
 	// offsets' retention (zero while it has members).
 	emptySince time.Time

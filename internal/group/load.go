@@ -10,11 +10,21 @@ import (
 func (c *Coordinator) load() error {
 	start := time.Now()
 	records := 0
-	err := c.store.replay(func(d decodedRecord, ts time.Time) {
-		records++
-		c.applyRecord(d, ts)
-	}, func(offset int64, err error) {
-		c.log.Warn("skipping a record of "+OffsetsTopic+" that does not decode", "offset", offset, "err", err)
+	err := c.store.replay(replayHandler{
+		record: func(r replayed) {
+			records++
+			if r.producerID >= 0 {
+				c.loadTxnOffset(r)
+				return
+			}
+			c.applyRecord(r.rec, r.ts)
+		},
+		marker: func(partition int32, producerID int64, commit bool) {
+			c.completeTxnLocked(partition, producerID, commit)
+		},
+		bad: func(offset int64, err error) {
+			c.log.Warn("skipping a record of "+OffsetsTopic+" that does not decode", "offset", offset, "err", err)
+		},
 	})
 	if err != nil {
 		return err
@@ -22,7 +32,7 @@ func (c *Coordinator) load() error {
 	now := c.cfg.Now()
 	for name, g := range c.groups {
 		g.finishLoad(now)
-		if g.holdsNothing() {
+		if g.holdsNothing() && len(g.pendingTxn) == 0 {
 			delete(c.groups, name)
 			continue
 		}

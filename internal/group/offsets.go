@@ -50,8 +50,8 @@ type FetchRequest struct {
 	// groups when MemberID is set.
 	MemberID    *string
 	MemberEpoch int32
-	// RequireStable asks for UNSTABLE_OFFSET_COMMIT while transactional
-	// commits are pending; Wharf has no transactions, so none ever are.
+	// RequireStable asks for UNSTABLE_OFFSET_COMMIT on partitions with
+	// offsets pending in an undecided transaction.
 	RequireStable bool
 }
 
@@ -244,6 +244,9 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) ([]FetchedOffset, error) {
 	err := c.withGroup(req.Group, false, func(g *group) {
 		if groupErr = g.validateFetch(req); groupErr == nil {
 			out = g.fetch(req.Partitions)
+			if req.RequireStable {
+				g.markUnstable(out)
+			}
 		}
 	})
 	switch {
@@ -432,7 +435,7 @@ func (g *group) expireOffsets(now time.Time) {
 		}
 		g.c.log.Info("expired offsets of an empty group", "group", g.name, "partitions", len(expired))
 	}
-	if len(g.offsets) == 0 {
+	if len(g.offsets) == 0 && len(g.pendingTxn) == 0 {
 		if err := g.write(g.metadataTombstones(), false); err != nil {
 			g.c.log.Error("cannot delete empty group", "group", g.name, "err", err)
 			return

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -126,19 +127,37 @@ func storeError(err error) error {
 	return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, OffsetsTopic, err)
 }
 
-// replay reads every partition from its start and hands each record, with
-// its timestamp, to fn in offset order. A record that does not decode goes
-// to bad and is skipped: one bad record must not cost every group.
-func (s *offsetsStore) replay(fn func(d decodedRecord, ts time.Time), bad func(offset int64, err error)) error {
+// replayed is one record read back: its producer id is -1 unless a
+// transaction wrote it (TxnOffsetCommit), in which case it counts only once
+// a COMMIT marker of that producer follows.
+type replayed struct {
+	rec        decodedRecord
+	ts         time.Time
+	partition  int32
+	producerID int64
+}
+
+// replayHandler receives what replay reads, in offset order: records, and
+// transaction markers (producer id, commit or abort) of a partition.
+type replayHandler struct {
+	record func(r replayed)
+	marker func(partition int32, producerID int64, commit bool)
+	bad    func(offset int64, err error)
+}
+
+// replay reads every partition from its start and hands each record and
+// marker to h in offset order. A record that does not decode goes to bad
+// and is skipped: one bad record must not cost every group.
+func (s *offsetsStore) replay(h replayHandler) error {
 	for _, p := range s.parts {
-		if err := replayPartition(p, fn, bad); err != nil {
+		if err := replayPartition(p, h); err != nil {
 			return fmt.Errorf("group: reading %s-%d: %w", OffsetsTopic, p.Index(), err)
 		}
 	}
 	return nil
 }
 
-func replayPartition(p *broker.Partition, fn func(d decodedRecord, ts time.Time), bad func(int64, error)) error {
+func replayPartition(p *broker.Partition, rh replayHandler) error {
 	const readBytes = 1 << 20
 	for off, end := p.StartOffset(), p.EndOffset(); off < end; {
 		slice, err := p.Read(off, readBytes)
@@ -158,7 +177,7 @@ func replayPartition(p *broker.Partition, fn func(d decodedRecord, ts time.Time)
 			if err != nil {
 				return err
 			}
-			if err := replayBatch(data[:h.Size()], h, off, fn, bad); err != nil {
+			if err := replayBatch(data[:h.Size()], h, p.Index(), off, rh); err != nil {
 				return err
 			}
 			off = h.LastOffset() + 1
@@ -169,13 +188,22 @@ func replayPartition(p *broker.Partition, fn func(d decodedRecord, ts time.Time)
 }
 
 // replayBatch hands the records of one batch at or after from to fn.
-func replayBatch(batch []byte, h record.Header, from int64, fn func(decodedRecord, time.Time), bad func(int64, error)) error {
-	if h.Control() {
-		return nil
-	}
+func replayBatch(batch []byte, h record.Header, partition int32, from int64, rh replayHandler) error {
 	recs, err := record.Records(batch)
 	if err != nil {
 		return err
+	}
+	if h.Control() {
+		// Kafka's control record key: version int16, type int16 (0 ABORT,
+		// 1 COMMIT).
+		if len(recs) > 0 && len(recs[0].Key) >= 4 && h.BaseOffset >= from {
+			rh.marker(partition, h.ProducerID, binary.BigEndian.Uint16(recs[0].Key[2:4]) == 1)
+		}
+		return nil
+	}
+	producerID := int64(-1)
+	if h.Transactional() {
+		producerID = h.ProducerID
 	}
 	for _, r := range recs {
 		if h.BaseOffset+int64(r.OffsetDelta) < from {
@@ -187,11 +215,11 @@ func replayBatch(batch []byte, h record.Header, from int64, fn func(decodedRecor
 		}
 		d, err := decodeRecord(r.Key, r.Value)
 		if err != nil {
-			bad(h.BaseOffset+int64(r.OffsetDelta), err)
+			rh.bad(h.BaseOffset+int64(r.OffsetDelta), err)
 			continue
 		}
 		if !d.unknown {
-			fn(d, time.UnixMilli(ts))
+			rh.record(replayed{rec: d, ts: time.UnixMilli(ts), partition: partition, producerID: producerID})
 		}
 	}
 	return nil

@@ -22,8 +22,11 @@ import (
 //
 // Offsets: a fetch offset below the log start offset or above the high
 // watermark is OFFSET_OUT_OF_RANGE; at the high watermark the partition
-// returns no records. LastStableOffset is the high watermark (no
-// transactions yet), AbortedTransactions is empty. As in Kafka, a partition
+// returns no records. LastStableOffset is the first offset of the oldest
+// open transaction (else the high watermark); read_committed fetches
+// (isolation level 1) return only batches below it, with the aborted
+// transactions overlapping them in AbortedTransactions, so clients drop
+// the aborted batches. As in Kafka, a partition
 // with an error reports -1 for the offsets.
 //
 // Sessions (KIP-227, v7+): see fetch_session.go. v13+ addresses topics by ID
@@ -205,6 +208,11 @@ func buildFetchResponse(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, scope 
 		rp.LogStartOffset = rd.logStart
 		if req.IsolationLevel == 1 {
 			rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			for _, a := range rd.aborted {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+			}
 		}
 		// Empty, not null: librdkafka reads a null record set as an
 		// invalid MessageSet size.

@@ -70,7 +70,7 @@ func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response,
 			case topicErr != nil:
 				sp.ErrorCode = errorCode(topicErr)
 			default:
-				s.listPartitionOffset(req.Version, t, rp, &sp)
+				s.listPartitionOffset(req.Version, req.IsolationLevel == 1, t, rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -80,7 +80,9 @@ func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response,
 }
 
 // listPartitionOffset answers one partition into sp.
-func (s *Server) listPartitionOffset(version int16, t *broker.Topic, rp kmsg.ListOffsetsRequestTopicPartition,
+// With readCommitted (isolation level 1, v2+) the latest offset is the last
+// stable offset.
+func (s *Server) listPartitionOffset(version int16, readCommitted bool, t *broker.Topic, rp kmsg.ListOffsetsRequestTopicPartition,
 	sp *kmsg.ListOffsetsResponseTopicPartition) {
 	p, err := t.Partition(rp.Partition)
 	if err != nil {
@@ -112,6 +114,9 @@ func (s *Server) listPartitionOffset(version int16, t *broker.Topic, rp kmsg.Lis
 		sp.Offset = p.StartOffset()
 	case listLatest:
 		sp.Offset = p.HighWatermark()
+		if readCommitted {
+			sp.Offset = p.LastStableOffset()
+		}
 	case listLatestTiered, listEarliestPendingLoad:
 		sp.Offset = -1 // nothing is tiered
 		return

@@ -8,8 +8,8 @@ import (
 // FindCoordinator (key 10), v0-v6.
 //
 // Every group is coordinated by this node. v0-v3 ask for one key, v4+ for
-// a batch. Transaction coordinators (key type 1) are not available: Wharf
-// has no transactions. Share groups (type 2) and unknown types are
+// a batch. Transactional ids (key type 1) are coordinated by this node too
+// (internal/txn). Share groups (type 2) and unknown types are
 // INVALID_REQUEST.
 
 const (
@@ -51,7 +51,8 @@ func (s *Server) coordinatorFor(keyType int8) error {
 		_, err := s.coordinator()
 		return err
 	case coordinatorTypeTransaction:
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "transactions are not supported")
+		_, err := s.transactions()
+		return err
 	}
 	return kafkaErrorf(kerr.InvalidRequest, "unsupported coordinator type %d", keyType)
 }

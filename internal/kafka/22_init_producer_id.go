@@ -1,7 +1,8 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -13,16 +14,32 @@ import (
 // UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER (KIP-360, v3+) also
 // gets a fresh id, as Kafka gives a non-transactional producer.
 //
-// Transactional ids need the transaction coordinator, which Wharf does not
-// have yet: such a request is refused rather than given an id whose
-// transactions would not be honoured.
+// A transactional id goes to the transaction coordinator, which keeps one
+// producer id per transactional id and bumps its epoch on every
+// initialisation, fencing older producers of the id and aborting what they
+// left open. v3+ producers re-initialising (KIP-360) send their current id
+// and epoch, which must still be the id's. PRODUCER_FENCED is answered
+// from v4 (KIP-588), INVALID_PRODUCER_EPOCH before.
 func (s *Server) handleInitProducerID(req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		s.log.Info("refusing InitProducerId for a transactional id: transactions are not supported yet",
-			"transactional_id", *req.TransactionalID)
+		txns, err := s.transactions()
+		if err != nil {
+			resp.ErrorCode = errorCode(err)
+			return resp, nil
+		}
+		pid, epoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			pid, epoch = req.ProducerID, req.ProducerEpoch
+		}
+		timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond
+		res, err := txns.InitProducerID(*req.TransactionalID, timeout, pid, epoch)
+		if err != nil {
+			resp.ErrorCode = txnErrorCode(err, req.Version, 4)
+			return resp, nil
+		}
+		resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch
 		return resp, nil
 	}
 	id, err := s.broker.AllocateProducerID()

@@ -82,8 +82,14 @@ func TestInitProducerIDAndRetriedProduce(t *testing.T) {
 	txn := kmsg.NewPtrInitProducerIDRequest()
 	id := "txn"
 	txn.TransactionalID = &id
-	if r := c.roundTrip(txn).(*kmsg.InitProducerIDResponse); r.ErrorCode != kerr.InvalidRequest.Code {
-		t.Errorf("transactional InitProducerId: error %d, want INVALID_REQUEST until transactions exist", r.ErrorCode)
+	if r := c.roundTrip(txn).(*kmsg.InitProducerIDResponse); r.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Errorf("transactional InitProducerId with timeout 0: error %d, want INVALID_TRANSACTION_TIMEOUT", r.ErrorCode)
+	}
+	txn.TransactionTimeoutMillis = 60000
+	first := c.roundTrip(txn).(*kmsg.InitProducerIDResponse)
+	second := c.roundTrip(txn).(*kmsg.InitProducerIDResponse)
+	if first.ErrorCode != 0 || second.ErrorCode != 0 || second.ProducerID != first.ProducerID || second.ProducerEpoch != first.ProducerEpoch+1 {
+		t.Errorf("transactional InitProducerId twice: %+v then %+v, want the same id at the next epoch", first, second)
 	}
 }
 

@@ -49,6 +49,15 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.OffsetDelete:           {0, 0},
 	kmsg.ConsumerGroupHeartbeat: {0, 1},
 	kmsg.ConsumerGroupDescribe:  {0, 1},
+
+	// Transactions (internal/txn), transaction version 1: EndTxn v5 and
+	// TxnOffsetCommit v5 belong to KIP-890 part 2, which is not served.
+	kmsg.AddPartitionsToTxn:   {0, 3},
+	kmsg.AddOffsetsToTxn:      {0, 3},
+	kmsg.EndTxn:               {0, 4},
+	kmsg.TxnOffsetCommit:      {0, 4},
+	kmsg.DescribeTransactions: {0, 0},
+	kmsg.ListTransactions:     {0, 2},
 }
 
 // supportedVersions returns the served version range of an API key.
@@ -116,6 +125,18 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleConsumerGroupHeartbeat(r, m))
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return reply(s.handleConsumerGroupDescribe(m))
+	case *kmsg.AddPartitionsToTxnRequest:
+		return reply(s.handleAddPartitionsToTxn(m))
+	case *kmsg.AddOffsetsToTxnRequest:
+		return reply(s.handleAddOffsetsToTxn(m))
+	case *kmsg.EndTxnRequest:
+		return reply(s.handleEndTxn(m))
+	case *kmsg.TxnOffsetCommitRequest:
+		return reply(s.handleTxnOffsetCommit(m))
+	case *kmsg.DescribeTransactionsRequest:
+		return reply(s.handleDescribeTransactions(m))
+	case *kmsg.ListTransactionsRequest:
+		return reply(s.handleListTransactions(m))
 	default:
 		// decodeRequest only lets through keys listed in apiVersions.
 		return nil, fmt.Errorf("no handler for %T", m)

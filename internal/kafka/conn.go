@@ -25,19 +25,20 @@ import (
 // the responses in that same order.
 //
 // Produce requests that expect an answer (acks != 0) are pipelined: each is
-// handled on a goroutine of its own as soon as it is read, so reading and
-// appending the next request overlaps the fsync an acks=all request waits
-// for. Clients that keep several produce requests in flight (librdkafka,
-// sarama, the Java client, franz-go when idempotent or told to) gain.
-// Their appends to any one partition still happen in request order
-// (produceOrder), so the records of one connection land as they were sent.
+// handled on a goroutine of its own as soon as it is read, so reading the
+// next request, and appending it to other partitions, overlaps the fsync an
+// acks=all request waits for. Clients that keep several produce requests in
+// flight (librdkafka, sarama, the Java client, franz-go when idempotent or
+// told to) gain. Appends to any one partition still happen in request order
+// (produceOrder, 00_produce.go), so the records of one connection land as
+// they were sent and idempotent sequence numbers arrive in order.
 //
 // Every other request is handled as Kafka handles all of them: alone. The
 // reader waits until every earlier response has been written, handles the
-// request itself and reads on only afterwards; so an admin
-// request, a fetch or a metadata request sees the effects of every request
-// sent before it, and acks=0 produces (which a failure must be able to cut
-// off) never run ahead.
+// request itself and reads on only afterwards; so an admin request, a fetch
+// or a metadata request sees the effects of every request sent before it,
+// and an acks=0 produce (whose failure closes the connection, cutting off
+// what follows) never runs ahead.
 //
 // Requests read but not yet answered are bounded by maxInFlight and
 // maxInFlightBytes (at least one is always admitted, however large).

@@ -69,6 +69,9 @@ func kafkaError(err error) *kerr.Error {
 		if k := groupError(err); k != nil {
 			return k
 		}
+		if k := txnError(err); k != nil {
+			return k
+		}
 		return kerr.UnknownServerError
 	}
 }

@@ -71,7 +71,8 @@ type partitionRead struct {
 	errCode                   int16
 	highWatermark, lastStable int64
 	logStart                  int64
-	slice                     *seglog.Slice // nil: no records
+	slice                     *seglog.Slice       // nil: no records
+	aborted                   []broker.AbortedTxn // read_committed: aborted transactions overlapping the read
 }
 
 func releaseReads(reads []partitionRead) {
@@ -101,7 +102,7 @@ func (s *Server) pollFetch(r *request, req *kmsg.FetchRequest, targets []fetchTa
 			}
 			notifyAll(targets, wake)
 		}
-		reads, total, failed := readFetchTargets(targets, req.MaxBytes)
+		reads, total, failed := readFetchTargets(targets, req.MaxBytes, req.IsolationLevel == 1)
 		if !wait || failed || total >= int64(req.MinBytes) {
 			if wait {
 				unnotifyAll(targets, wake)
@@ -157,12 +158,12 @@ func (s *Server) shuttingDown() bool {
 // readFetchTargets reads every target once, applying the KIP-74 limits. It
 // returns the reads, the record bytes found, and whether any partition
 // answered with an error.
-func readFetchTargets(targets []fetchTarget, maxBytes int32) (reads []partitionRead, total int64, failed bool) {
+func readFetchTargets(targets []fetchTarget, maxBytes int32, readCommitted bool) (reads []partitionRead, total int64, failed bool) {
 	reads = make([]partitionRead, len(targets))
 	first := true // no partition has returned records yet: at least one batch may exceed the limits
 	for i, tg := range targets {
 		rd := &reads[i]
-		code, slice := readFetchTarget(tg, rd, int64(maxBytes)-total, first)
+		code, slice := readFetchTarget(tg, rd, int64(maxBytes)-total, first, readCommitted)
 		if code != 0 {
 			*rd = partitionRead{errCode: code, highWatermark: -1, lastStable: -1, logStart: -1}
 			failed = true
@@ -178,8 +179,10 @@ func readFetchTargets(targets []fetchTarget, maxBytes int32) (reads []partitionR
 }
 
 // readFetchTarget reads one partition with at most min(PartitionMaxBytes,
-// remaining) bytes (or one batch if first), filling rd's offsets.
-func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first bool) (int16, *seglog.Slice) {
+// remaining) bytes (or one batch if first), filling rd's offsets. A
+// read_committed read stops at the last stable offset and lists the
+// aborted transactions its batches may belong to.
+func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first, readCommitted bool) (int16, *seglog.Slice) {
 	if tg.errCode != 0 {
 		return tg.errCode, nil
 	}
@@ -195,7 +198,11 @@ func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first b
 	var slice *seglog.Slice
 	if limit > 0 || first {
 		var err error
-		slice, err = p.Read(offset, max(limit, 1))
+		if readCommitted {
+			slice, _, err = p.ReadCommitted(offset, max(limit, 1))
+		} else {
+			slice, err = p.Read(offset, max(limit, 1))
+		}
 		if err != nil {
 			return errorCode(err), nil
 		}
@@ -209,7 +216,10 @@ func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first b
 	// Read the offsets after the data, so the high watermark covers
 	// everything returned.
 	rd.highWatermark = p.HighWatermark()
-	rd.lastStable = rd.highWatermark
+	rd.lastStable = min(p.LastStableOffset(), rd.highWatermark)
 	rd.logStart = p.StartOffset()
+	if readCommitted && slice != nil {
+		rd.aborted = p.AbortedTxns(offset, rd.lastStable)
+	}
 	return 0, slice
 }

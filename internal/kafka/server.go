@@ -16,6 +16,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
+	"github.com/wharf-mq/wharf/internal/txn"
 )
 
 // DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
@@ -35,6 +36,9 @@ type Config struct {
 	// Groups is the group coordinator the group APIs go to; nil makes
 	// them answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Transactions is the transaction coordinator; nil makes the server
+	// open its own on the broker (transactions.go).
+	Transactions *txn.Coordinator
 }
 
 // Server serves the Kafka protocol for one broker. Create it with NewServer,
@@ -60,8 +64,15 @@ type Server struct {
 	// groups is the group coordinator (nil: none). groupWait ends when
 	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
 	// wait for a rebalance.
-	groups          *group.Coordinator
-	groupWait       context.Context
+	groups    *group.Coordinator
+	groupWait context.Context
+	// txns is the transaction coordinator (transactions.go); txnMu guards
+	// it, ownsTxns says Shutdown closes it, txnClosed refuses to open one
+	// after Shutdown.
+	txnMu           sync.Mutex
+	txns            *txn.Coordinator
+	ownsTxns        bool
+	txnClosed       bool
 	cancelGroupWait context.CancelFunc
 
 	mu        sync.Mutex
@@ -93,6 +104,8 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 	s.groups = cfg.Groups
 	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
+	s.txns = cfg.Transactions
+	s.openTransactionsIfUsed()
 	return s
 }
 
@@ -194,6 +207,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+
+	s.closeTransactions()
 
 	// The waiter outlives a timed-out Shutdown until the last connection
 	// goroutine ends (a handler may be inside an fsync).

@@ -264,8 +264,8 @@ func (w *cleanWriter) finish() error {
 	if err := datasync(w.out.log); err != nil {
 		return err
 	}
-	if err := w.out.idxFile.Sync(); err != nil {
+	if err := syncFile(w.out.idxFile); err != nil {
 		return err
 	}
-	return w.out.timFile.Sync()
+	return syncFile(w.out.timFile)
 }

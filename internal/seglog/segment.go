@@ -131,10 +131,10 @@ func (s *segment) syncAll() error {
 	if err := datasync(s.log); err != nil {
 		return err
 	}
-	if err := s.idxFile.Sync(); err != nil {
+	if err := syncFile(s.idxFile); err != nil {
 		return err
 	}
-	return s.timFile.Sync()
+	return syncFile(s.timFile)
 }
 
 // largestTimestamp is what retention.ms compares with: the largest batch

@@ -1,0 +1,317 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// Transactions (KIP-98) as one partition sees them. A transactional
+// producer's batches carry the transactional attribute; the transaction
+// coordinator later appends a control batch (a COMMIT or ABORT marker) for
+// the producer. Between the two the transaction is ongoing here, and
+// read_committed consumers may read only below the last stable offset: the
+// first offset of the oldest ongoing transaction. Aborted transactions are
+// listed (producer id, first offset, marker offset) so that a fetch can
+// tell consumers which batches to drop.
+//
+// Both are derived from the log, like the producer table, and carried in
+// the same snapshot.
+
+// AbortedTxn is one aborted transaction of a partition.
+type AbortedTxn struct {
+	ProducerID  int64 `json:"producer_id"`
+	FirstOffset int64 `json:"first_offset"`
+	// LastOffset is the offset of the ABORT marker.
+	LastOffset int64 `json:"last_offset"`
+}
+
+// txnTable is the partition's transaction state; the partition's txnMu
+// guards it (writers also hold produceMu, which orders them with appends).
+type txnTable struct {
+	ongoing map[int64]int64 // producer id → first offset of its open transaction
+	aborted []AbortedTxn    // in marker order
+}
+
+func newTxnTable() txnTable { return txnTable{ongoing: map[int64]int64{}} }
+
+// begin notes a transactional batch at offset; only the first batch of a
+// transaction sets its first offset.
+func (t *txnTable) begin(producerID, offset int64) {
+	if _, ok := t.ongoing[producerID]; !ok {
+		t.ongoing[producerID] = offset
+	}
+}
+
+// end closes the producer's transaction at the marker's offset.
+func (t *txnTable) end(producerID, markerOffset int64, commit bool) {
+	first, ok := t.ongoing[producerID]
+	if !ok {
+		return // nothing of the transaction was written here
+	}
+	delete(t.ongoing, producerID)
+	if !commit {
+		t.aborted = append(t.aborted, AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: markerOffset})
+	}
+}
+
+// firstUnstable is the first offset of the oldest ongoing transaction.
+func (t *txnTable) firstUnstable() (int64, bool) {
+	first, found := int64(0), false
+	for _, off := range t.ongoing {
+		if !found || off < first {
+			first, found = off, true
+		}
+	}
+	return first, found
+}
+
+// trim forgets aborted transactions wholly below the log start.
+func (t *txnTable) trim(logStart int64) {
+	t.aborted = slices.DeleteFunc(t.aborted, func(a AbortedTxn) bool { return a.LastOffset < logStart })
+}
+
+// Control record key types (Kafka's ControlRecordType).
+const (
+	controlAbort  = 0
+	controlCommit = 1
+)
+
+// Batch attribute bits and header positions of the v2 record batch.
+const (
+	attrTransactional  = 0x10
+	attrControl        = 0x20
+	offAttributes      = 21
+	offProducerID      = 43
+	offProducerEpoch   = 51
+	offBaseSequence    = 53
+	crcCoveredFrom     = offAttributes
+	offCRC             = 17
+	noSequence         = -1
+	controlKeyVersion  = 0
+	endTxnValueVersion = 0
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// stampProducer marks a batch built by record.NewBatch as written by a
+// producer (id, epoch, no sequence) with the given extra attribute bits,
+// and recomputes its CRC.
+func stampProducer(batch []byte, producerID int64, epoch int16, attrs uint16) {
+	be := binary.BigEndian
+	be.PutUint16(batch[offAttributes:], be.Uint16(batch[offAttributes:])|attrs)
+	be.PutUint64(batch[offProducerID:], uint64(producerID))
+	be.PutUint16(batch[offProducerEpoch:], uint16(epoch))
+	be.PutUint32(batch[offBaseSequence:], ^uint32(0)) // noSequence
+	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[crcCoveredFrom:], castagnoli))
+}
+
+// controlBatch builds a COMMIT or ABORT marker of a producer, in Kafka's
+// format: a control batch of one record whose key is the control record
+// key (version, type) and whose value is the EndTxnMarker (version,
+// coordinator epoch).
+func controlBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) []byte {
+	key := kmsg.NewControlRecordKey()
+	key.Version = controlKeyVersion
+	key.Type = controlAbort
+	if commit {
+		key.Type = controlCommit
+	}
+	val := kmsg.NewEndTxnMarker()
+	val.Version = endTxnValueVersion
+	val.CoordinatorEpoch = coordinatorEpoch
+	batch := record.NewBatch(nowMs, []record.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
+	stampProducer(batch, producerID, epoch, attrTransactional|attrControl)
+	return batch
+}
+
+// controlType reads whether a control batch is a COMMIT marker.
+func controlIsCommit(batch []byte) (bool, error) {
+	recs, err := record.Records(batch)
+	if err != nil {
+		return false, err
+	}
+	if len(recs) == 0 || len(recs[0].Key) < 4 {
+		return false, fmt.Errorf("%w: control batch without a control key", ErrCorruptMessage)
+	}
+	return binary.BigEndian.Uint16(recs[0].Key[2:4]) == controlCommit, nil
+}
+
+// WriteTxnMarker appends a COMMIT or ABORT marker for a producer's
+// transaction and returns once it is durable. A marker older than the
+// producer's epoch here is refused (ErrInvalidProducerEpoch); a newer one
+// becomes the producer's epoch, fencing batches of the old one.
+func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	log, err := p.online()
+	if err != nil {
+		return err
+	}
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
+		return fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
+			ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
+	}
+	now := time.Now().UnixMilli()
+	res, err := log.Append(controlBatch(producerID, epoch, commit, coordinatorEpoch, now), seglog.AppendOptions{Durable: true})
+	if err != nil {
+		return p.storageError("append a transaction marker to", err)
+	}
+	p.producers.noteEpoch(producerID, epoch, now)
+	p.txnMu.Lock()
+	p.txns.end(producerID, res.BaseOffset, commit)
+	p.txnMu.Unlock()
+	p.wakeWaiters()
+	return nil
+}
+
+// AppendTxnRecords appends records as one transactional batch of a
+// producer, without sequence numbers: the broker's own writes inside a
+// transaction (offsets of TxnOffsetCommit in __consumer_offsets). It
+// returns once the batch is durable.
+func (p *Partition) AppendTxnRecords(producerID int64, epoch int16, recs []record.Record) error {
+	log, err := p.online()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixMilli()
+	batch := record.NewBatch(now, recs)
+	stampProducer(batch, producerID, epoch, attrTransactional)
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
+		return fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
+	}
+	fresh := p.beginTxnAt(producerID, log.EndOffset())
+	res, err := log.Append(batch, seglog.AppendOptions{Durable: true})
+	if err != nil {
+		return p.storageError("append to", err)
+	}
+	p.producers.noteEpoch(producerID, epoch, now)
+	if fresh {
+		p.fixTxnStart(producerID, res.BaseOffset)
+	}
+	p.wakeWaiters()
+	return nil
+}
+
+// beginTxnAt registers the producer's transaction before its first batch
+// is appended, at an offset no later than where the batch will land, so a
+// read_committed reader never sees the batch below the stable offset. It
+// reports whether the transaction is new here; then fixTxnStart moves its
+// start to where the batch landed. produceMu must be held.
+func (p *Partition) beginTxnAt(producerID, atMost int64) (fresh bool) {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	if _, ok := p.txns.ongoing[producerID]; ok {
+		return false
+	}
+	p.txns.ongoing[producerID] = atMost
+	return true
+}
+
+// fixTxnStart sets a new transaction's first offset once its first batch
+// is written; an append that failed leaves the early (lower) start, which
+// only delays read_committed readers until the transaction ends.
+func (p *Partition) fixTxnStart(producerID, offset int64) {
+	p.txnMu.Lock()
+	if _, ok := p.txns.ongoing[producerID]; ok {
+		p.txns.ongoing[producerID] = offset
+	}
+	p.txnMu.Unlock()
+}
+
+// LastStableOffset is the offset below which every transaction is decided:
+// the first offset of the oldest ongoing transaction, or the high
+// watermark when none is open. read_committed consumers read below it.
+func (p *Partition) LastStableOffset() int64 {
+	hw := p.HighWatermark()
+	p.txnMu.Lock()
+	first, ok := p.txns.firstUnstable()
+	p.txnMu.Unlock()
+	if ok && first < hw {
+		return first
+	}
+	return hw
+}
+
+// AbortedTxns lists the aborted transactions that may have batches in
+// [from, to): those whose marker is at or after from and which began
+// before to.
+func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	var out []AbortedTxn
+	for _, a := range p.txns.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// OngoingTxnProducers is how many producers have a transaction open here.
+func (p *Partition) OngoingTxnProducers() int {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	return len(p.txns.ongoing)
+}
+
+// noteEpoch makes epoch the producer's current epoch if it is newer,
+// starting its sequence history afresh (a marker written at a bumped
+// epoch fences the old one).
+func (s *producerStates) noteEpoch(producerID int64, epoch int16, nowMs int64) {
+	e := s.byID[producerID]
+	if e == nil || epoch > e.Epoch {
+		s.byID[producerID] = &producerEntry{Epoch: epoch, LastAppendMs: nowMs}
+		return
+	}
+	e.LastAppendMs = nowMs
+}
+
+// ReadCommitted is Read for read_committed consumers: only batches below
+// the last stable offset are returned. It also returns that offset.
+func (p *Partition) ReadCommitted(offset, maxBytes int64) (*seglog.Slice, int64, error) {
+	lso := p.LastStableOffset()
+	s, err := p.Read(offset, maxBytes)
+	if err != nil {
+		return nil, lso, err
+	}
+	if err := cutAt(s, lso); err != nil {
+		s.Release()
+		return nil, lso, p.storageError("read", err)
+	}
+	return s, lso, nil
+}
+
+// cutAt drops the batches of s whose base offset is at or past limit,
+// walking the batch headers (base offset and length) in the files.
+func cutAt(s *seglog.Slice, limit int64) error {
+	var head [12]byte
+	for i := range s.Chunks {
+		c := &s.Chunks[i]
+		for pos := c.Pos; pos < c.Pos+c.Len; {
+			if _, err := c.File.ReadAt(head[:], pos); err != nil {
+				return err
+			}
+			if int64(binary.BigEndian.Uint64(head[:8])) >= limit {
+				c.Len = pos - c.Pos
+				n := i + 1
+				if c.Len == 0 {
+					n = i
+				}
+				s.Chunks = s.Chunks[:n]
+				return nil
+			}
+			pos += record.LogOverhead + int64(binary.BigEndian.Uint32(head[8:12]))
+		}
+	}
+	return nil
+}

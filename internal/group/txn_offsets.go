@@ -1,0 +1,215 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// Offsets committed inside a transaction (TxnOffsetCommit, KIP-98). They
+// are written to __consumer_offsets at once, as a transactional batch of
+// the producer, but count only when the transaction commits: the
+// transaction coordinator writes a COMMIT or ABORT marker to the group's
+// partition and then calls CompleteTxn, which applies the pending offsets
+// or drops them. At load the markers in the log decide the same way; a
+// transaction still undecided at the end of the log stays pending until
+// the transaction coordinator (which finishes or times out every open
+// transaction) completes it.
+
+// TxnCommitRequest is a TxnOffsetCommit request.
+type TxnCommitRequest struct {
+	Group         string
+	ProducerID    int64
+	ProducerEpoch int16
+	// Generation, MemberID and InstanceID (v3+) are checked like an
+	// OffsetCommit's; an empty MemberID with a negative Generation (v0-v2)
+	// is not checked.
+	Generation int32
+	MemberID   string
+	InstanceID *string
+	Offsets    []OffsetCommit
+}
+
+// TxnCommitOffsets writes offsets pending in the producer's transaction.
+// The result has one error (or nil) per offset, in order.
+func (c *Coordinator) TxnCommitOffsets(req TxnCommitRequest) []error {
+	results := make([]error, len(req.Offsets))
+	failRest := func(err error) {
+		for i := range results {
+			if results[i] == nil {
+				results[i] = err
+			}
+		}
+	}
+	if err := validGroupID(req.Group, false); err != nil {
+		failRest(err)
+		return results
+	}
+	for i, o := range req.Offsets {
+		if err := c.checkPartition(o.Topic, o.Partition); err != nil {
+			results[i] = err
+		} else if len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes {
+			results[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), c.cfg.OffsetMetadataMaxBytes)
+		}
+	}
+	unchecked := req.MemberID == "" && req.Generation < 0
+	err := c.withGroup(req.Group, unchecked, func(g *group) { g.txnCommit(req, unchecked, results) })
+	if errors.Is(err, ErrGroupIDNotFound) {
+		err = fmt.Errorf("%w: group %q does not exist", ErrIllegalGeneration, req.Group)
+	}
+	if err != nil {
+		failRest(err)
+	}
+	return results
+}
+
+func (g *group) txnCommit(req TxnCommitRequest, unchecked bool, results []error) {
+	now := g.now()
+	var partitionCheck func(string, int32) error
+	if !unchecked {
+		var err error
+		partitionCheck, err = g.validateCommit(CommitRequest{
+			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+		}, now)
+		if err != nil {
+			for i := range results {
+				if results[i] == nil {
+					results[i] = err
+				}
+			}
+			return
+		}
+	}
+	var recs []record.Record
+	var accepted []int
+	for i, o := range req.Offsets {
+		if results[i] != nil {
+			continue
+		}
+		if partitionCheck != nil {
+			if results[i] = partitionCheck(o.Topic, o.Partition); results[i] != nil {
+				continue
+			}
+		}
+		co := committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now}
+		recs = append(recs, record.Record{Key: offsetKey(g.name, o.Topic, o.Partition), Value: offsetValue(co)})
+		accepted = append(accepted, i)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := g.c.store.parts[g.partition].AppendTxnRecords(req.ProducerID, req.ProducerEpoch, recs); err != nil {
+		if errors.Is(err, broker.ErrInvalidProducerEpoch) {
+			err = fmt.Errorf("%w: %v", ErrProducerFenced, err)
+		} else {
+			err = storeError(err)
+		}
+		for _, i := range accepted {
+			results[i] = err
+		}
+		return
+	}
+	g.written = true
+	for _, i := range accepted {
+		o := req.Offsets[i]
+		g.addPending(req.ProducerID, TopicPartition{o.Topic, o.Partition},
+			committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now})
+	}
+}
+
+func (g *group) addPending(producerID int64, tp TopicPartition, o committedOffset) {
+	if g.pendingTxn == nil {
+		g.pendingTxn = map[int64]map[TopicPartition]committedOffset{}
+	}
+	ps := g.pendingTxn[producerID]
+	if ps == nil {
+		ps = map[TopicPartition]committedOffset{}
+		g.pendingTxn[producerID] = ps
+	}
+	ps[tp] = o
+}
+
+// hasPending reports whether a transaction has an undecided offset for tp.
+func (g *group) hasPending(tp TopicPartition) bool {
+	for _, ps := range g.pendingTxn {
+		if _, ok := ps[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// completeTxn applies (commit) or drops the producer's pending offsets.
+func (g *group) completeTxn(producerID int64, commit bool) {
+	ps, ok := g.pendingTxn[producerID]
+	if !ok {
+		return
+	}
+	delete(g.pendingTxn, producerID)
+	if commit {
+		for tp, o := range ps {
+			g.setOffset(tp.Topic, tp.Partition, o)
+		}
+	}
+}
+
+// CompleteTxn is called by the transaction coordinator after it wrote a
+// COMMIT or ABORT marker of a producer to partition of __consumer_offsets:
+// the producer's pending offsets of the groups there are applied or
+// dropped.
+func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
+	for _, g := range c.snapshot() {
+		if g.partition != partition {
+			continue
+		}
+		g.mu.Lock()
+		if !g.removed {
+			g.completeTxn(producerID, commit)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// completeTxnLocked is CompleteTxn during load, before any request runs.
+func (c *Coordinator) completeTxnLocked(partition int32, producerID int64, commit bool) {
+	for _, g := range c.groups {
+		if g.partition == partition {
+			g.completeTxn(producerID, commit)
+		}
+	}
+}
+
+// loadTxnOffset notes a transactional offset record read at load.
+func (c *Coordinator) loadTxnOffset(r replayed) {
+	d := r.rec
+	if d.kind != keyOffsetCommit || d.tombstone {
+		return
+	}
+	g := c.groups[d.group]
+	if g == nil {
+		g = newGroup(c, d.group)
+		c.groups[d.group] = g
+	}
+	g.addPending(r.producerID, TopicPartition{d.topic, d.partition}, committedOffset{
+		offset:      d.offset.Offset,
+		leaderEpoch: d.offset.LeaderEpoch,
+		metadata:    d.offset.Metadata,
+		committedAt: timeFromMillis(d.offset.CommitTimestamp),
+	})
+}
+
+// markUnstable fails the fetched offsets that a transaction may still
+// change (OffsetFetch with RequireStable).
+func (g *group) markUnstable(out []FetchedOffset) {
+	for i := range out {
+		if g.hasPending(TopicPartition{out[i].Topic, out[i].Partition}) {
+			out[i].Offset, out[i].LeaderEpoch, out[i].Metadata = -1, -1, ""
+			out[i].Err = fmt.Errorf("%w: a transaction has offsets pending for %s-%d", ErrUnstableOffsetCommit, out[i].Topic, out[i].Partition)
+		}
+	}
+}
+
+func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }

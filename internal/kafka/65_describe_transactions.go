@@ -1,0 +1,46 @@
+package kafka
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeTransactions (key 65), v0: the state, producer, timeout and
+// partitions of transactional ids, for tools (kafka-transactions.sh,
+// kadm). An unknown id is TRANSACTIONAL_ID_NOT_FOUND.
+func (s *Server) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	txns, err := s.transactions()
+	for i, id := range req.TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID = id
+		st.StartTimestamp, st.ProducerID, st.ProducerEpoch = -1, -1, -1
+		if err != nil {
+			st.ErrorCode = errorCode(err)
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		d := txns.Describe(req.TransactionalIDs[i : i+1])[0]
+		if d == nil {
+			st.ErrorCode = kerr.TransactionalIDNotFound.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		st.State = d.State
+		st.TimeoutMillis = int32(d.Timeout.Milliseconds())
+		if !d.Started.IsZero() {
+			st.StartTimestamp = d.Started.UnixMilli()
+		}
+		st.ProducerID, st.ProducerEpoch = d.ProducerID, d.ProducerEpoch
+		for _, topic := range slices.Sorted(maps.Keys(d.Partitions)) {
+			t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+			t.Topic, t.Partitions = topic, d.Partitions[topic]
+			st.Topics = append(st.Topics, t)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return resp, nil
+}

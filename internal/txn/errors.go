@@ -1,0 +1,18 @@
+package txn
+
+import "errors"
+
+// Errors the coordinator answers with; each stands for the Kafka error of
+// the same name, which the front end maps with errors.Is.
+var (
+	ErrCoordinatorNotAvailable   = errors.New("coordinator not available")
+	ErrInvalidProducerIDMapping  = errors.New("invalid producer id mapping")
+	ErrProducerFenced            = errors.New("producer fenced")
+	ErrInvalidProducerEpoch      = errors.New("invalid producer epoch")
+	ErrInvalidTxnState           = errors.New("invalid transaction state")
+	ErrConcurrentTransactions    = errors.New("concurrent transactions")
+	ErrInvalidTransactionTimeout = errors.New("invalid transaction timeout")
+	ErrTransactionalIDNotFound   = errors.New("transactional id not found")
+	ErrUnknownTopicOrPartition   = errors.New("unknown topic or partition")
+	ErrInvalidRequest            = errors.New("invalid request")
+)

@@ -1,0 +1,168 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// StateTopic is Kafka's internal topic of transaction state. Its records
+// use Kafka's encoding: key TxnMetadataKey v0 (transactional id), value
+// TxnMetadataValue v0 (producer id and epoch, timeout, state, partitions,
+// timestamps). The topic is compacted: the latest record of an id is its
+// state.
+const StateTopic = "__transaction_state"
+
+// stateStore is __transaction_state: every state change of a transaction
+// is appended durably before it is answered; start-up reads it back.
+type stateStore struct {
+	parts []*broker.Partition
+}
+
+func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
+	t, err := b.Topic(StateTopic)
+	if errors.Is(err, broker.ErrUnknownTopic) {
+		t, err = b.CreateTopic(broker.TopicSpec{
+			Name:       StateTopic,
+			Partitions: partitions,
+			Configs:    map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
+		}, false)
+		if errors.Is(err, broker.ErrTopicExists) {
+			t, err = b.Topic(StateTopic)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("txn: %s: %w", StateTopic, err)
+	}
+	parts := t.Partitions()
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("txn: %s has no partitions", StateTopic)
+	}
+	for _, p := range parts {
+		if err := p.Offline(); err != nil {
+			return nil, fmt.Errorf("txn: %s-%d is offline: %w", StateTopic, p.Index(), err)
+		}
+	}
+	return &stateStore{parts: parts}, nil
+}
+
+func (s *stateStore) partitionFor(id string) *broker.Partition {
+	return s.parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(s.parts))]
+}
+
+// write appends the transaction's current state and waits until it is
+// durable.
+func (s *stateStore) write(t *txn, now time.Time) error {
+	key := kmsg.NewTxnMetadataKey()
+	key.TransactionalID = t.id
+	val := kmsg.NewTxnMetadataValue()
+	val.ProducerID, val.ProducerEpoch = t.producerID, t.epoch
+	val.TimeoutMillis = int32(t.timeout / time.Millisecond)
+	val.State = t.state
+	for _, topic := range slices.Sorted(maps.Keys(t.partitions)) {
+		vt := kmsg.NewTxnMetadataValueTopic()
+		vt.Topic = topic
+		vt.Partitions = slices.Sorted(maps.Keys(t.partitions[topic]))
+		val.Topics = append(val.Topics, vt)
+	}
+	val.LastUpdateTimestamp = now.UnixMilli()
+	val.StartTimestamp = -1
+	if !t.started.IsZero() {
+		val.StartTimestamp = t.started.UnixMilli()
+	}
+	batch := record.NewBatch(now.UnixMilli(), []record.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
+	if _, _, err := s.partitionFor(t.id).Produce(batch, -1); err != nil {
+		return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+	}
+	t.updated = now
+	return nil
+}
+
+// load reads every partition and returns the latest state of each id.
+func (s *stateStore) load() (map[string]*txn, error) {
+	out := map[string]*txn{}
+	for _, p := range s.parts {
+		if err := loadPartition(p, out); err != nil {
+			return nil, fmt.Errorf("txn: reading %s-%d: %w", StateTopic, p.Index(), err)
+		}
+	}
+	return out, nil
+}
+
+func loadPartition(p *broker.Partition, out map[string]*txn) error {
+	for off, end := p.StartOffset(), p.EndOffset(); off < end; {
+		slice, err := p.Read(off, 1<<20)
+		if err != nil {
+			return err
+		}
+		data, err := slice.Bytes()
+		slice.Release()
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		for len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return err
+			}
+			if !h.Control() {
+				recs, err := record.Records(data[:h.Size()])
+				if err != nil {
+					return err
+				}
+				for _, r := range recs {
+					applyRecord(out, r)
+				}
+			}
+			off = h.LastOffset() + 1
+			data = data[h.Size():]
+		}
+	}
+	return nil
+}
+
+// applyRecord applies one record of __transaction_state; records of other
+// key versions are skipped.
+func applyRecord(out map[string]*txn, r record.Record) {
+	var key kmsg.TxnMetadataKey
+	if key.ReadFrom(r.Key) != nil || key.Version != 0 {
+		return
+	}
+	if r.Value == nil {
+		delete(out, key.TransactionalID)
+		return
+	}
+	var val kmsg.TxnMetadataValue
+	if val.ReadFrom(r.Value) != nil {
+		return
+	}
+	t := &txn{
+		id:         key.TransactionalID,
+		producerID: val.ProducerID,
+		epoch:      val.ProducerEpoch,
+		timeout:    time.Duration(val.TimeoutMillis) * time.Millisecond,
+		state:      val.State,
+		partitions: map[string]map[int32]bool{},
+		updated:    time.UnixMilli(val.LastUpdateTimestamp),
+	}
+	if val.StartTimestamp >= 0 {
+		t.started = time.UnixMilli(val.StartTimestamp)
+	}
+	for _, vt := range val.Topics {
+		for _, p := range vt.Partitions {
+			t.addPartition(vt.Topic, p)
+		}
+	}
+	out[t.id] = t
+}
