@@ -29,13 +29,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func BenchmarkProduceAcksAll1Partition(b *testing.B)  { benchProduce(b, 1) }
-func BenchmarkProduceAcksAll8Partitions(b *testing.B) { benchProduce(b, 8) }
+func BenchmarkProduceAcksAll1Partition(b *testing.B)  { benchProduceSetups(b, 1) }
+func BenchmarkProduceAcksAll8Partitions(b *testing.B) { benchProduceSetups(b, 8) }
+
+// benchProduceSetups runs benchProduce for each producer setup:
+// .../default (franz-go defaults) and .../inflight5 (not idempotent, five
+// requests in flight).
+func benchProduceSetups(b *testing.B, partitions int32) {
+	for _, setup := range producerSetups {
+		b.Run(setup.key, func(b *testing.B) { benchProduce(b, partitions, setup) })
+	}
+}
 
 // benchProduce produces b.N 1 KiB records with acks=all to a new topic on a
 // new node whose data directory is under b.TempDir(). The node's log is
 // dropped: benchmarks print everything logged through b.
-func benchProduce(b *testing.B, partitions int32) {
+func benchProduce(b *testing.B, partitions int32, setup producerSetup) {
 	quiet := nodetest.WithConfig(func(c *node.Config) { c.Logger = slog.New(slog.DiscardHandler) })
 	w, err := attachWharf(nodetest.Start(b, quiet))
 	if err != nil {
@@ -47,7 +56,7 @@ func benchProduce(b *testing.B, partitions int32) {
 		b.Fatal(err)
 	}
 	b.SetBytes(recordSize)
-	r, stats, err := produce(w.addr, topic, forRecords(int64(b.N)), b.ResetTimer)
+	r, stats, err := produce(w.addr, topic, setup, forRecords(int64(b.N)), b.ResetTimer)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -57,19 +66,28 @@ func benchProduce(b *testing.B, partitions int32) {
 	b.ReportMetric(float64(stats.meanRequestBytes()), "B/request")
 }
 
-func BenchmarkFetchWarmTail1Partition(b *testing.B)  { benchFetch(b, 1) }
-func BenchmarkFetchWarmTail8Partitions(b *testing.B) { benchFetch(b, 8) }
+func BenchmarkFetchWarmTail1Partition(b *testing.B)  { benchFetchSetups(b, 1) }
+func BenchmarkFetchWarmTail8Partitions(b *testing.B) { benchFetchSetups(b, 8) }
+
+// benchFetchSetups runs benchFetch for each consumer setup: franz-go with
+// default and larger per-partition fetch sizes, and the minimal client
+// that does not decode records (raw, raw-8MiB).
+func benchFetchSetups(b *testing.B, partitions int32) {
+	for _, setup := range consumerSetups {
+		b.Run(setup.key, func(b *testing.B) { benchFetch(b, partitions, setup) })
+	}
+}
 
 // benchFetch reads b.N records from a topic filled once per test binary
 // (-bench.fill-mib), wrapping to the start when it reaches the end.
-func benchFetch(b *testing.B, partitions int32) {
+func benchFetch(b *testing.B, partitions int32, setup consumerSetup) {
 	f, err := fetchFixtures.get(partitions)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(recordSize)
 	b.ResetTimer()
-	r, err := fetch(f.w.addr, f.topic, f.ends, forRecords(int64(b.N)))
+	r, err := readTopic(f.w.addr, f.topic, f.ends, setup, forRecords(int64(b.N)))
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -165,7 +183,7 @@ func (s *fetchFixtureSet) get(partitions int32) (*fetchFixture, error) {
 	}
 	f := &fetchFixture{w: s.w, topic: topic, ends: ends}
 	// One full read so the measured reads start warm.
-	if _, err := fetch(f.w.addr, topic, ends, forRecords(totalRecords(ends))); err != nil {
+	if _, err := fetch(f.w.addr, topic, ends, nil, forRecords(totalRecords(ends))); err != nil {
 		return nil, err
 	}
 	s.fixtures[partitions] = f

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,20 @@ type produceStats struct {
 	batchBytes   int64 // their size on the wire, headers included
 	requests     int64 // produce requests written
 	requestBytes int64 // their size on the wire
+	idempotent   bool  // the client got a producer ID (InitProducerId)
+}
+
+// inFlight says how many produce requests the client could have in
+// flight, for the notes.
+func (s produceStats) inFlight(setup producerSetup) string {
+	switch {
+	case setup.maxInFlight > 0:
+		return fmt.Sprintf("not idempotent, up to %d requests in flight", setup.maxInFlight)
+	case s.idempotent:
+		return "idempotent (producer ID from InitProducerId), up to 5 requests in flight"
+	default:
+		return "no producer ID (the broker offers no InitProducerId), 1 request in flight"
+	}
 }
 
 func (s produceStats) meanBatchBytes() int64 {
@@ -110,21 +125,55 @@ type firstError struct {
 
 func (f *firstError) set(err error) { f.once.Do(func() { f.err = err }) }
 
-// produce writes 1 KiB records to topic through one franz-go client with its
-// defaults (idempotent, acks=all, 10 ms linger, sticky partitioning) except
-// compression, which is off so the bytes on disk are the bytes measured. It
-// stops handing records to the client when lim says so and the run ends
-// when every record is acknowledged. startClock, if not nil, is called when
-// the measured part begins (a benchmark's ResetTimer).
-func produce(addr, topic string, lim limit, startClock func()) (result, produceStats, error) {
+// producerSetup is one way of configuring the benchmark's producer.
+type producerSetup struct {
+	key         string    // its sub-benchmark name
+	name        string    // what the table calls it
+	opts        []kgo.Opt // on top of the options every producer gets
+	maxInFlight int       // set by opts; 0 leaves franz-go to choose
+}
+
+var (
+	// defaultProducer is franz-go with its defaults. It produces
+	// idempotently, with up to 5 produce requests in flight per broker,
+	// when the broker offers InitProducerId; otherwise it produces
+	// without a producer ID and keeps one request in flight, waiting for
+	// each response (so each fsync) before sending the next request.
+	defaultProducer = producerSetup{key: "default", name: "franz-go defaults"}
+
+	// pipelinedProducer turns idempotence off and allows five produce
+	// requests in flight per broker (as the Java client's
+	// max.in.flight.requests.per.connection=5, or sarama's default), so
+	// the broker can read and append one request while an earlier one
+	// waits for its fsync. The cost franz-go documents: without
+	// idempotence, a retried request can land after a later one
+	// (reordering) or twice (duplicates).
+	pipelinedProducer = producerSetup{
+		key:         "inflight5",
+		name:        "franz-go, not idempotent, 5 requests in flight",
+		opts:        []kgo.Opt{kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5)},
+		maxInFlight: 5,
+	}
+
+	producerSetups = []producerSetup{defaultProducer, pipelinedProducer}
+)
+
+// produce writes 1 KiB records to topic through one franz-go client
+// configured by setup, otherwise with its defaults (acks=all, 10 ms linger,
+// 1 MB batches, sticky partitioning) except compression, which is off so the
+// bytes on disk are the bytes measured. It stops handing records to the
+// client when lim says so and the run ends when every record is
+// acknowledged. startClock, if not nil, is called when the measured part
+// begins (a benchmark's ResetTimer).
+func produce(addr, topic string, setup producerSetup, lim limit, startClock func()) (result, produceStats, error) {
 	hooks := &produceHooks{}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.WithHooks(hooks),
-	)
+	}, setup.opts...)...)
 	if err != nil {
 		return result{}, produceStats{}, err
 	}
@@ -134,7 +183,8 @@ func produce(addr, topic string, lim limit, startClock func()) (result, produceS
 
 	// One record first, so metadata and the producer ID are fetched
 	// before the clock starts.
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+	first := &kgo.Record{Value: value}
+	if err := cl.ProduceSync(ctx, first).FirstErr(); err != nil {
 		return result{}, produceStats{}, fmt.Errorf("first record: %w", err)
 	}
 	hooks.awaitBatches(1)
@@ -165,7 +215,9 @@ func produce(addr, topic string, lim limit, startClock func()) (result, produceS
 	}
 	n := acked.Load()
 	hooks.awaitBatches(n)
-	return result{bytes: n * recordSize, records: n, elapsed: elapsed}, hooks.snapshot(), nil
+	stats := hooks.snapshot()
+	stats.idempotent = first.ProducerID >= 0
+	return result{bytes: n * recordSize, records: n, elapsed: elapsed}, stats, nil
 }
 
 // prefill writes at least total bytes of 1 KiB records to topic as fast as
@@ -198,15 +250,60 @@ func prefill(addr, topic string, total int64) error {
 	return failed.err
 }
 
-// fetch reads topic with direct (group-less) franz-go consumers using their
-// default fetch sizes: from offset 0 to the end offsets in ends, then again
+// consumerSetup is one way of reading the fetch topics.
+type consumerSetup struct {
+	key  string // its sub-benchmark name
+	name string
+	// raw selects the minimal client of rawfetch.go instead of franz-go.
+	raw bool
+	// partitionMaxBytes and maxBytes are the fetch size limits; 0 keeps
+	// franz-go's defaults (1 MiB per partition, 50 MiB per request).
+	partitionMaxBytes, maxBytes int32
+}
+
+// franz-go's fetch size defaults, used by the raw client to ask for the
+// same amounts.
+const (
+	defaultFetchPartitionMaxBytes = 1 << 20
+	defaultFetchMaxBytes          = 50 << 20
+	// tunedFetchPartitionMaxBytes is a larger per-partition limit, so a
+	// consumer of few partitions makes fewer, larger round trips.
+	tunedFetchPartitionMaxBytes = 8 << 20
+)
+
+var consumerSetups = []consumerSetup{
+	{key: "franz-go", name: "franz-go defaults (1 MiB per partition)"},
+	{key: "franz-go-8MiB", name: "franz-go, 8 MiB per partition", partitionMaxBytes: tunedFetchPartitionMaxBytes},
+	{key: "raw", name: "minimal kmsg client, no decoding (1 MiB per partition)", raw: true},
+	{key: "raw-8MiB", name: "minimal kmsg client, no decoding (8 MiB per partition)", raw: true, partitionMaxBytes: tunedFetchPartitionMaxBytes},
+}
+
+// readTopic reads topic as setup says until lim says stop.
+func readTopic(addr, topic string, ends map[int32]int64, setup consumerSetup, lim limit) (result, error) {
+	if setup.raw {
+		return rawFetch(addr, topic, ends,
+			cmp.Or(setup.partitionMaxBytes, defaultFetchPartitionMaxBytes),
+			cmp.Or(setup.maxBytes, defaultFetchMaxBytes), lim)
+	}
+	var opts []kgo.Opt
+	if setup.partitionMaxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxPartitionBytes(setup.partitionMaxBytes))
+	}
+	if setup.maxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxBytes(setup.maxBytes))
+	}
+	return fetch(addr, topic, ends, opts, lim)
+}
+
+// fetch reads topic with direct (group-less) franz-go consumers, with their
+// defaults plus opts: from offset 0 to the end offsets in ends, then again
 // from 0 with a new consumer, until lim says stop. Only record values count
 // as bytes.
-func fetch(addr, topic string, ends map[int32]int64, lim limit) (result, error) {
+func fetch(addr, topic string, ends map[int32]int64, opts []kgo.Opt, lim limit) (result, error) {
 	var total result
 	start := time.Now()
 	for !lim.done(total.records, start) {
-		n, bytes, err := fetchPass(addr, topic, ends, lim, start, total.records)
+		n, bytes, err := fetchPass(addr, topic, ends, opts, lim, start, total.records)
 		total.records += n
 		total.bytes += bytes
 		if err != nil {
@@ -219,7 +316,7 @@ func fetch(addr, topic string, ends map[int32]int64, lim limit) (result, error) 
 
 // fetchPass is one read of the topic from the start, cut short when lim is
 // reached (counting the records earlier passes read).
-func fetchPass(addr, topic string, ends map[int32]int64, lim limit, start time.Time, before int64) (records, bytes int64, err error) {
+func fetchPass(addr, topic string, ends map[int32]int64, opts []kgo.Opt, lim limit, start time.Time, before int64) (records, bytes int64, err error) {
 	assign := make(map[int32]kgo.Offset)
 	for p, end := range ends {
 		if end > 0 {
@@ -229,10 +326,10 @@ func fetchPass(addr, topic string, ends map[int32]int64, lim limit, start time.T
 	if len(assign) == 0 {
 		return 0, 0, errors.New("fetch: topic is empty")
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
-	)
+	}, opts...)...)
 	if err != nil {
 		return 0, 0, err
 	}

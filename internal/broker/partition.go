@@ -47,49 +47,78 @@ func (p *Partition) online() (*seglog.Log, error) {
 }
 
 // Produce validates the batches in records, appends them, and returns the
-// offset given to the first record. For acks=-1 under FsyncOnAcksAll (and
-// for every acks under FsyncAlways) it returns only once an fsync covers the
-// data. logAppendTime is -1 unless the topic stamps batches with the broker's
-// clock. Batches of an idempotent producer are checked against its sequence
-// numbers first: a retried batch returns its original offset unwritten.
+// offset given to the first record once they are as durable as acks
+// requires (see ProduceAsync).
 func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTime int64, err error) {
-	log, err := p.online()
+	baseOffset, logAppendTime, wait, err := p.ProduceAsync(records, acks)
 	if err != nil {
 		return -1, -1, err
+	}
+	if err := wait(); err != nil {
+		return -1, -1, err
+	}
+	return baseOffset, logAppendTime, nil
+}
+
+// ProduceAsync validates the batches in records and appends them, returning
+// as soon as they are in the log: offsets assigned, visible to readers and
+// to the next append. wait then blocks until the data is as durable as acks
+// requires: for acks=-1 under FsyncOnAcksAll (and for every acks under
+// FsyncAlways) until an fsync covers it, group-committed with every other
+// waiter. Splitting the two lets a front end start a pipelined client's
+// next append while this one waits for the disk. wait must be called once
+// when err is nil.
+//
+// logAppendTime is -1 unless the topic stamps batches with the broker's
+// clock. Batches of an idempotent producer are checked against its
+// sequence numbers first: a retried batch returns its original offset
+// unwritten (and waits for that original to be durable). records is not
+// kept after ProduceAsync returns, so the caller may reuse its buffer.
+func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logAppendTime int64, wait func() error, err error) {
+	log, err := p.online()
+	if err != nil {
+		return -1, -1, nil, err
 	}
 	cfg := p.topic.currentConfig()
 	headers, err := validateBatches(records, cfg)
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, nil, err
 	}
-	durable := p.fsync == FsyncAlways || p.fsync == FsyncOnAcksAll && acks == -1
 	var opts seglog.AppendOptions
 	if cfg.logAppendTime() {
 		opts.LogAppendTime = time.Now().UnixMilli()
 	}
 	var res seglog.AppendResult
 	if headers[0].ProducerID < 0 {
-		opts.Durable = durable
 		if res, err = log.Append(records, opts); err != nil {
 			err = p.storageError("append to", err)
 		}
 	} else {
 		res, err = p.appendIdempotent(log, records, headers, opts)
-		if err == nil && durable {
-			// A duplicate's original may not be on disk yet either.
-			if err = log.Sync(); err != nil {
-				err = p.storageError("sync", err)
-			}
-		}
 	}
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, nil, err
 	}
 	p.wakeWaiters()
-	if !cfg.logAppendTime() {
-		return res.BaseOffset, -1, nil
+	logAppendTime = -1
+	if cfg.logAppendTime() {
+		logAppendTime = res.LogAppendTime
 	}
-	return res.BaseOffset, res.LogAppendTime, nil
+	return res.BaseOffset, logAppendTime, p.durableWait(log, acks, res.LastOffset+1), nil
+}
+
+// durableWait returns what ProduceAsync's caller waits on for data below
+// upTo, per the fsync policy and acks.
+func (p *Partition) durableWait(log *seglog.Log, acks int16, upTo int64) func() error {
+	if p.fsync != FsyncAlways && (p.fsync != FsyncOnAcksAll || acks != -1) {
+		return func() error { return nil }
+	}
+	return func() error {
+		if err := log.WaitDurable(upTo); err != nil {
+			return p.storageError("sync", err)
+		}
+		return nil
+	}
 }
 
 // appendIdempotent appends the batches of one idempotent producer, or
@@ -110,7 +139,7 @@ func (p *Partition) appendIdempotent(log *seglog.Log, records []byte, headers []
 		return seglog.AppendResult{}, err
 	}
 	if dup != nil {
-		return seglog.AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1}, nil
+		return seglog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.FirstOffset + int64(first.LastOffsetDelta), LogAppendTime: -1}, nil
 	}
 	freshTxn := first.Transactional() && p.beginTxnAt(first.ProducerID, log.EndOffset())
 	res, err := log.Append(records, opts)

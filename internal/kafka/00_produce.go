@@ -155,22 +155,29 @@ func (plan *producePlan) run() {
 var testHookBeforeAppend atomic.Pointer[func(topic string, partition int32)]
 
 func (a *produceAppend) run(acks int16) {
-	if a.done != nil {
-		defer close(a.done)
+	// done is closed once this append is in the log (or has failed), and
+	// at the latest when run returns.
+	var releaseOnce sync.Once
+	release := func() {
+		if a.done != nil {
+			releaseOnce.Do(func() { close(a.done) })
+		}
 	}
+	defer release()
 	if a.after != nil {
 		<-a.after
 	}
 	if hook := testHookBeforeAppend.Load(); hook != nil {
 		(*hook)(a.topic, a.p.Index())
 	}
-	// Partition.Produce returns after the fsync acks=all needs, so the
-	// next in-flight request's append to this partition waits for that
-	// fsync too. The broker has no call yet that returns once the bytes
-	// are in the log and waits for durability separately; with one, done
-	// could be closed in between and the fsyncs of a connection's
-	// requests would group-commit.
-	base, appendTime, err := a.p.Produce(a.records, acks)
+	// The next in-flight request's append to this partition may go in
+	// as soon as this one is in the log; the durability waits of a
+	// connection's requests then share fsyncs (group commit).
+	base, appendTime, wait, err := a.p.ProduceAsync(a.records, acks)
+	release()
+	if err == nil {
+		err = wait()
+	}
 	a.out.LogStartOffset = a.p.StartOffset()
 	if err != nil {
 		a.out.ErrorCode = errorCode(err)

@@ -131,3 +131,18 @@ func (l *Log) maybeCheckpoint() error {
 	l.lastCheckpoint = time.Now()
 	return nil
 }
+
+// WaitDurable returns once every offset below upTo is durable, sharing the
+// fsync with concurrent waiters (group commit). Unlike Sync it never
+// writes the recovery point, so it keeps the acknowledgement path at one
+// fsync; callers append without Durable and wait here when they are ready
+// to, which lets a pipelined client's next append go in while this one
+// waits.
+func (l *Log) WaitDurable(upTo int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.waitDurableLocked(upTo)
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"syscall"
+	"time"
+)
+
+// figures are the results of one run of a workload against one system,
+// by metric key ("rate", "p99", ...).
+type figures map[string]float64
+
+// contender is one system's side of a comparison.
+type contender struct {
+	name string // "Wharf", or the peer's name as shown in the table
+	run  func(ctx context.Context) (figures, error)
+}
+
+// metric is one figure of a workload that becomes one table row.
+type metric struct {
+	key   string
+	label string // appended to the workload's name
+	unit  unit
+}
+
+// comparison is a workload run against Wharf and (when available) one peer.
+type comparison struct {
+	workload string
+	metrics  []metric
+	wharf    contender
+	peer     *contender // nil: no peer, see skip
+	skip     string     // why the peer is missing
+	// notes, when set, adds a note to each row from the median figures
+	// (either map may be empty when that side failed or was skipped).
+	notes func(m metric, wharf, peer figures) string
+}
+
+// outcome is the median figures of one contender over all runs, or the
+// error that stopped it.
+type outcome struct {
+	medians figures
+	err     error
+}
+
+// compare runs c: every run does Wharf then the peer, so slow drift on the
+// machine hits both sides alike. A contender that fails stops being run and
+// its figures become "—" with the error in the notes; the suite goes on.
+func (s *suite) compare(ctx context.Context, c comparison) error {
+	s.logf("== %s", c.workload)
+	sides := []*contender{&c.wharf}
+	if c.peer != nil {
+		sides = append(sides, c.peer)
+	}
+	samples := make([][]figures, len(sides))
+	errs := make([]error, len(sides))
+	for run := 1; run <= s.opts.runs; run++ {
+		for i, side := range sides {
+			if errs[i] != nil {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Write back what earlier runs left dirty in the page cache, so
+			// it does not slow this run's fsyncs.
+			syscall.Sync()
+			start := time.Now()
+			f, err := side.run(ctx)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				errs[i] = err
+				s.logf("   run %d %-28s failed: %v", run, side.name, err)
+				continue
+			}
+			samples[i] = append(samples[i], f)
+			s.logf("   run %d %-28s %s (%.1fs)", run, side.name, summarize(c.metrics, f), time.Since(start).Seconds())
+		}
+	}
+	out := make([]outcome, len(sides))
+	for i, side := range sides {
+		out[i] = outcome{medians: medianFigures(samples[i]), err: errs[i]}
+		s.medians[c.workload+"|"+side.name] = out[i].medians
+	}
+	s.addRows(c, out)
+	return nil
+}
+
+// addRows turns the outcomes of c into table rows, one per metric.
+func (s *suite) addRows(c comparison, out []outcome) {
+	wharf := out[0]
+	peer := outcome{medians: figures{}}
+	if len(out) > 1 {
+		peer = out[1]
+	}
+	for _, m := range c.metrics {
+		r := row{
+			Workload:  c.workload + ": " + m.label,
+			Unit:      m.unit,
+			Wharf:     figureOr(wharf.medians, m.key),
+			PeerValue: figureOr(peer.medians, m.key),
+		}
+		var notes []string
+		if c.peer != nil {
+			r.Peer = c.peer.name
+		} else {
+			notes = append(notes, "peer skipped: "+c.skip)
+		}
+		if wharf.err != nil {
+			notes = append(notes, "Wharf failed: "+wharf.err.Error())
+		}
+		if peer.err != nil {
+			notes = append(notes, "peer failed: "+peer.err.Error())
+		}
+		if c.notes != nil {
+			notes = append(notes, c.notes(m, wharf.medians, peer.medians))
+		}
+		r.Notes = joinNotes(notes...)
+		s.rows = append(s.rows, r)
+	}
+}
+
+// medianFigures is the per-metric median of runs.
+func medianFigures(runs []figures) figures {
+	out := figures{}
+	byKey := map[string][]float64{}
+	for _, f := range runs {
+		for k, v := range f {
+			byKey[k] = append(byKey[k], v)
+		}
+	}
+	for k, vs := range byKey {
+		out[k] = median(vs)
+	}
+	return out
+}
+
+// figureOr returns f[key], or NaN when it is missing.
+func figureOr(f figures, key string) float64 {
+	if v, ok := f[key]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
+// summarize prints a run's figures for the progress log.
+func summarize(ms []metric, f figures) string {
+	var s string
+	for _, m := range ms {
+		s += fmt.Sprintf(" %s=%s", m.key, formatNumber(figureOr(f, m.key)))
+	}
+	return s
+}
+
+// window is a run's measurement interval: events before start are warm-up
+// and are not counted.
+type window struct{ start, end time.Time }
+
+// newWindow starts a run now: warm-up, then -duration of measurement.
+func (s *suite) newWindow() window {
+	start := time.Now().Add(s.opts.warmup)
+	return window{start: start, end: start.Add(s.opts.duration)}
+}
+
+func (w window) contains(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
+
+// seconds is the measured length of the window.
+func (w window) seconds() float64 { return w.end.Sub(w.start).Seconds() }
+
+// sleepUntil waits until t or until ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The machine's own limits, measured in the same run and on the same disk
+// as the brokers, so each broker figure can be read against what the
+// hardware allows. (The idea is the one ./bench uses; this is a separate,
+// shorter implementation so the two commands stay independent.)
+
+// runDiskSync writes chunk-sized blocks to a new file in dir, each followed
+// by fdatasync, until the window ends, and reports MB/s ("mbps") and
+// fdatasyncs per second ("ops").
+func (s *suite) runDiskSync(ctx context.Context, chunk int) (figures, error) {
+	f, err := os.CreateTemp(s.work, "disk-limit-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, chunk)
+	rand.Read(buf)
+	w := s.newWindow()
+	var ops int64
+	for now := time.Now(); now.Before(w.end) && ctx.Err() == nil; now = time.Now() {
+		if _, err := f.Write(buf); err != nil {
+			return nil, err
+		}
+		if err := datasync(f); err != nil {
+			return nil, err
+		}
+		if w.contains(time.Now()) {
+			ops++
+		}
+		// Keep the file from growing without bound on slow-sync,
+		// fast-write disks: start over every 1 GiB.
+		if off, _ := f.Seek(0, io.SeekCurrent); off >= 1<<30 {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rate := float64(ops) / w.seconds()
+	return figures{"ops": rate, "mbps": rate * float64(chunk) / 1e6}, nil
+}
+
+// runLoopbackTCP copies 1 MiB writes from one goroutine to another over a
+// 127.0.0.1 TCP connection until the window ends and reports MB/s.
+func (s *suite) runLoopbackTCP(ctx context.Context) (figures, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	type result struct {
+		bytes int64
+		err   error
+	}
+	w := s.newWindow()
+	got := make(chan result, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 1<<20)
+		var n int64
+		for {
+			k, err := conn.Read(buf)
+			if w.contains(time.Now()) {
+				n += int64(k)
+			}
+			if err != nil {
+				got <- result{bytes: n}
+				return
+			}
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(w.end) && ctx.Err() == nil {
+		if _, err := conn.Write(buf); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	conn.Close()
+	r := <-got
+	if r.err != nil {
+		return nil, r.err
+	}
+	return figures{"mbps": float64(r.bytes) / w.seconds() / 1e6}, nil
+}
+
+// dirSize is the total size of the regular files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

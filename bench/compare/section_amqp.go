@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// amqpWorkload is one AMQP flow of the table.
+type amqpWorkload struct {
+	name string
+	flow amqpFlow
+	full bool // only with -full
+}
+
+// amqpWorkloads are the AMQP issues' benchmark flows: one publisher, one
+// consumer (manual acks, prefetch 200), and the fanout of issue 6.
+var amqpWorkloads = []amqpWorkload{
+	{name: "AMQP 1 KiB persistent, confirms, durable classic queue",
+		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queues: 1, consume: true}},
+	{name: "AMQP 1 KiB persistent, confirms, quorum queue",
+		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queueType: "quorum", queues: 1, consume: true}},
+	{name: "AMQP 1 KiB transient, no confirms, non-durable classic queue",
+		flow: amqpFlow{bodySize: 1024, queues: 1, consume: true}},
+	{name: "AMQP 16 B persistent, confirms, durable classic queue",
+		flow: amqpFlow{bodySize: 16, persistent: true, confirms: true, durable: true, queues: 1, consume: true}},
+	{name: "AMQP 16 B transient, no confirms, non-durable classic queue", full: true,
+		flow: amqpFlow{bodySize: 16, queues: 1, consume: true}},
+	{name: "AMQP fanout to 10 durable queues, 1 KiB persistent, confirms",
+		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queues: 10, consume: true}},
+}
+
+// manyQueues is the queue count of issue 6's "1000 queues with one message
+// each".
+const manyQueues = 1000
+
+var flowMetrics = []metric{
+	{key: "rate", label: "throughput", unit: msgsPerSec},
+	{key: "p50", label: "p50 publish-to-deliver", unit: msLatency},
+	{key: "p99", label: "p99 publish-to-deliver", unit: msLatency},
+}
+
+// amqpSection runs every AMQP workload against Wharf and RabbitMQ.
+func (s *suite) amqpSection(ctx context.Context) error {
+	rabbit, skip, err := s.rabbitPeer(ctx)
+	if err != nil {
+		return err
+	}
+	if rabbit != nil {
+		defer func() {
+			s.procs.forget(rabbit.child)
+			if err := rabbit.terminate(2 * time.Minute); err != nil {
+				s.logf("stopping RabbitMQ: %v", err)
+			}
+		}()
+	}
+	for _, wl := range amqpWorkloads {
+		if wl.full && !s.opts.full {
+			continue
+		}
+		flow := wl.flow
+		c := comparison{
+			workload: wl.name,
+			metrics:  flowMetrics,
+			wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) {
+				return s.runAMQPFlow(ctx, s.wharf.amqpURL(), flow)
+			}},
+			skip:  skip,
+			notes: flowNotes(flow),
+		}
+		if rabbit != nil {
+			queueKind := "classic queue"
+			if flow.queueType != "" {
+				queueKind = flow.queueType + " queue"
+			}
+			c.peer = &contender{name: "RabbitMQ (" + queueKind + ")", run: func(ctx context.Context) (figures, error) {
+				return s.runAMQPFlow(ctx, rabbit.amqpURL(), flow)
+			}}
+		}
+		if err := s.compare(ctx, c); err != nil {
+			return err
+		}
+	}
+
+	c := comparison{
+		workload: fmt.Sprintf("AMQP %d durable queues, one 1 KiB persistent message each (declare, publish with confirms, basic.get + ack)", manyQueues),
+		metrics:  []metric{{key: "total", label: "total time", unit: msTime}},
+		wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) {
+			return s.runManyQueues(ctx, s.wharf.amqpURL(), manyQueues)
+		}},
+		skip: skip,
+		notes: func(_ metric, w, p figures) string {
+			return "declare / publish / get ms: " + phases(w) + " (Wharf), " + phases(p) + " (peer)"
+		},
+	}
+	if rabbit != nil {
+		c.peer = &contender{name: "RabbitMQ (classic queues)", run: func(ctx context.Context) (figures, error) {
+			return s.runManyQueues(ctx, rabbit.amqpURL(), manyQueues)
+		}}
+	}
+	return s.compare(ctx, c)
+}
+
+// rabbitPeer starts RabbitMQ, or says why there is none. Only a canceled
+// context is an error: a broken RabbitMQ is a skipped peer.
+func (s *suite) rabbitPeer(ctx context.Context) (*rabbitServer, string, error) {
+	if !rabbitAvailable() {
+		skip := "rabbitmq-server not installed (" + rabbitServerScript + " missing)"
+		s.skipped = append(s.skipped, "RabbitMQ: "+skip)
+		return nil, skip, nil
+	}
+	s.logf("== starting RabbitMQ")
+	r, err := s.startRabbitMQ(ctx, filepath.Join(s.work, "rabbitmq"))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		skip := "RabbitMQ did not start: " + err.Error()
+		s.skipped = append(s.skipped, "RabbitMQ: "+skip)
+		return nil, skip, nil
+	}
+	s.addVersion(fmt.Sprintf("RabbitMQ %s (Debian package %s, Erlang/OTP from erlang-base %s), default configuration, plugins off",
+		r.version, debianVersion("rabbitmq-server"), debianVersion("erlang-base")))
+	return r, "", nil
+}
+
+// addVersion records a peer's version once.
+func (s *suite) addVersion(v string) {
+	for _, x := range s.versions {
+		if x == v {
+			return
+		}
+	}
+	s.versions = append(s.versions, v)
+}
+
+// flowNotes explains a flow row: the publisher backlog left when the window
+// closed (a backlog means the consumer could not keep up, so latency is
+// queueing time), and for fanout, deliveries per message.
+func flowNotes(f amqpFlow) func(metric, figures, figures) string {
+	return func(m metric, w, p figures) string {
+		var notes []string
+		if m.key == "rate" && f.queues > 1 {
+			notes = append(notes, fmt.Sprintf("messages published/s; each is delivered %d times", f.queues))
+		}
+		if m.key == "rate" && !f.confirms {
+			notes = append(notes, "publisher unthrottled by confirms")
+		}
+		if m.key == "p99" {
+			notes = append(notes, fmt.Sprintf("backlog at window end: %s (Wharf), %s (peer) msgs",
+				formatCount(figureOr(w, "backlog")), formatCount(figureOr(p, "backlog"))))
+		}
+		return joinNotes(notes...)
+	}
+}
+
+// phases prints the many-queues phase times.
+func phases(f figures) string {
+	return fmt.Sprintf("%s / %s / %s", formatNumber(figureOr(f, "declare")),
+		formatNumber(figureOr(f, "publish")), formatNumber(figureOr(f, "get")))
+}

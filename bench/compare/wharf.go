@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// wharfServer is a `wharf serve` subprocess with its Kafka and AMQP
+// listeners on free loopback ports.
+type wharfServer struct {
+	*child
+	dataDir   string
+	kafkaAddr string
+	amqpAddr  string
+}
+
+// buildWharf compiles ./cmd/wharf from the module at root into dir and
+// returns the binary's path.
+func buildWharf(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "wharf")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wharf")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/wharf: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startWharf runs `wharf serve` on dataDir with the binary's default
+// durability (acks=all and confirms wait for a group-committed fdatasync)
+// and waits until both listeners accept.
+func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, error) {
+	kport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	aport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &wharfServer{dataDir: dataDir, kafkaAddr: loopback(kport), amqpAddr: loopback(aport)}
+	cmd, err := s.wharfCommand(dataDir, w.kafkaAddr, w.amqpAddr)
+	if err != nil {
+		return nil, err
+	}
+	w.child, err = s.procs.start("wharf", cmd, filepath.Join(s.work, "wharf.log"))
+	if err != nil {
+		return nil, err
+	}
+	for _, addr := range []string{w.kafkaAddr, w.amqpAddr} {
+		if err := waitForTCP(ctx, w.child, addr, 2*time.Minute); err != nil {
+			w.terminate(10 * time.Second)
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (w *wharfServer) amqpURL() string { return "amqp://guest:guest@" + w.amqpAddr + "/" }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/node"
+)
+
+// With -wharf-cpuprofile, Wharf does not run as the `wharf serve` binary
+// (which has no profiling flag) but as this program re-executed with
+// -wharf-serve: the same node.Start that `wharf serve` calls, with the
+// settings the suite gives `wharf serve` (acks-all fsync policy, listeners
+// on 127.0.0.1), wrapped in a CPU profile that covers the broker process
+// only, not the benchmark's clients.
+
+// wharfCommand is the command that runs Wharf on the given data directory
+// and listeners: the built binary, or the profiled re-execution.
+func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, error) {
+	if s.opts.wharfProfile == "" {
+		return exec.Command(s.wharfBin, "serve",
+			"--data-dir", dataDir,
+			"--kafka-addr", kafkaAddr,
+			"--amqp-addr", amqpAddr,
+			"--http-addr", "",
+			"--log-level", "warn"), nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	s.profileSeq++
+	profile := s.opts.wharfProfile
+	if s.profileSeq > 1 {
+		profile = fmt.Sprintf("%s.%d", profile, s.profileSeq)
+	}
+	abs, err := filepath.Abs(profile)
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(self, "-wharf-serve", "-wharf-serve-profile", abs,
+		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr), nil
+}
+
+// serveProfiledWharf is the body of the -wharf-serve child.
+func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
+	f, err := os.Create(profile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	n, err := node.Start(node.Config{
+		DataDir:   dataDir,
+		KafkaAddr: kafkaAddr,
+		AMQPAddr:  amqpAddr,
+		Fsync:     broker.FsyncOnAcksAll,
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case <-stop:
+	case <-n.Done():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.Close(ctx)
+}
