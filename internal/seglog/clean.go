@@ -113,10 +113,11 @@ type recordFilter struct {
 
 // filter returns the batches holding what is kept of batch: batch itself
 // when every record stays, nothing when none does, else one re-encoded
-// batch per run of consecutive kept offsets. Control batches are kept;
-// empty batches (an earlier pass's placeholder) are dropped.
+// batch per run of consecutive kept offsets. Control batches and
+// transactional batches (whose outcome the log does not know) are kept
+// whole; empty batches (an earlier pass's placeholder) are dropped.
 func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
-	if h.Control() {
+	if h.Control() || h.Transactional() && h.RecordCount > 0 {
 		f.stats.records += int64(h.RecordCount)
 		return [][]byte{batch}, nil
 	}

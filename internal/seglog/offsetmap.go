@@ -30,7 +30,13 @@ func buildOffsetMap(ctx context.Context, dirty []cleanSource) (map[string]int64,
 			return latest, i, nil
 		}
 		err := src.view.forEachBatch(ctx, func(batch []byte, h record.Header) error {
-			if h.Control() {
+			// A transactional record may belong to a transaction that was
+			// aborted or is still open; letting it shadow an older value
+			// could delete committed data (a committed offset in
+			// __consumer_offsets, say). The log knows nothing of
+			// transaction outcomes, so such records never supersede
+			// anything; they are kept as they are (see recordFilter).
+			if h.Control() || h.Transactional() {
 				return nil
 			}
 			recs, err := record.Records(batch)
