@@ -42,7 +42,7 @@ func idempotentProduce(topic string, id int64, epoch int16, seq int32, values ..
 }
 
 func TestInitProducerIDAndRetriedProduce(t *testing.T) {
-	ts := startServer(t)
+	ts := startServer(t, withTransactions(t))
 	ts.createTopic(t, "idem", 1, nil)
 	c := ts.dial(t)
 

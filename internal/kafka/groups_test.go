@@ -33,7 +33,7 @@ func versioned[T interface{ SetVersion(int16) }](v int16, req T) T {
 }
 
 func TestFindCoordinatorVersions(t *testing.T) {
-	ts := startServer(t, withGroups(t))
+	ts := startServer(t, withGroups(t), withTransactions(t))
 	c := ts.dial(t)
 	old := versioned(0, kmsg.NewPtrFindCoordinatorRequest())
 	old.CoordinatorKey = "g"

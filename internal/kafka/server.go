@@ -36,8 +36,9 @@ type Config struct {
 	// Groups is the group coordinator the group APIs go to; nil makes
 	// them answer COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
-	// Transactions is the transaction coordinator; nil makes the server
-	// open its own on the broker (transactions.go).
+	// Transactions is the transaction coordinator the transaction APIs go
+	// to; nil makes them answer COORDINATOR_NOT_AVAILABLE. Its owner (the
+	// node) opens it and closes it after Shutdown.
 	Transactions *txn.Coordinator
 }
 
@@ -64,16 +65,11 @@ type Server struct {
 	// groups is the group coordinator (nil: none). groupWait ends when
 	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
 	// wait for a rebalance.
-	groups    *group.Coordinator
-	groupWait context.Context
-	// txns is the transaction coordinator (transactions.go); txnMu guards
-	// it, ownsTxns says Shutdown closes it, txnClosed refuses to open one
-	// after Shutdown.
-	txnMu           sync.Mutex
-	txns            *txn.Coordinator
-	ownsTxns        bool
-	txnClosed       bool
+	groups          *group.Coordinator
+	groupWait       context.Context
 	cancelGroupWait context.CancelFunc
+	// txns is the transaction coordinator (nil: none).
+	txns *txn.Coordinator
 
 	mu        sync.Mutex
 	closing   bool
@@ -105,7 +101,6 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
 	s.txns = cfg.Transactions
-	s.openTransactionsIfUsed()
 	return s
 }
 
@@ -207,8 +202,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-
-	s.closeTransactions()
 
 	// The waiter outlives a timed-out Shutdown until the last connection
 	// goroutine ends (a handler may be inside an fsync).

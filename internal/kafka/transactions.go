@@ -9,52 +9,15 @@ import (
 	"github.com/wharf-mq/wharf/internal/txn"
 )
 
-// The transaction coordinator (internal/txn) behind the transaction APIs.
-// A server given none in its Config opens its own on the broker: at once
-// when __transaction_state already exists (so that a restart finishes or
-// times out the transactions left open), otherwise on the first request
-// that needs it, so a broker whose clients never use transactions has no
-// such topic.
-
-// transactions returns the transaction coordinator, opening it if needed.
+// transactions returns the transaction coordinator (internal/txn) the
+// transaction APIs go to, or COORDINATOR_NOT_AVAILABLE when the server has
+// none. The node opens it, after the broker and the group coordinator, and
+// closes it after Shutdown.
 func (s *Server) transactions() (*txn.Coordinator, error) {
-	s.txnMu.Lock()
-	defer s.txnMu.Unlock()
-	if s.txns != nil {
-		return s.txns, nil
+	if s.txns == nil {
+		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "no transaction coordinator")
 	}
-	if s.txnClosed {
-		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "the server is shutting down")
-	}
-	cfg := txn.Config{Broker: s.broker, Logger: s.log}
-	if s.groups != nil {
-		cfg.Groups = s.groups
-	}
-	c, err := txn.Open(cfg)
-	if err != nil {
-		s.log.Error("cannot start the transaction coordinator", "err", err)
-		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "transaction coordinator: %v", err)
-	}
-	s.txns, s.ownsTxns = c, true
-	return c, nil
-}
-
-// openTransactionsIfUsed starts the coordinator at server start when the
-// broker has transaction state to recover.
-func (s *Server) openTransactionsIfUsed() {
-	if _, err := s.broker.Topic(txn.StateTopic); err == nil {
-		_, _ = s.transactions()
-	}
-}
-
-// closeTransactions stops a coordinator the server opened itself.
-func (s *Server) closeTransactions() {
-	s.txnMu.Lock()
-	defer s.txnMu.Unlock()
-	s.txnClosed = true
-	if s.txns != nil && s.ownsTxns {
-		s.txns.Close()
-	}
+	return s.txns, nil
 }
 
 // txnErrors maps the transaction coordinator's errors to Kafka's.

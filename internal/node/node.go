@@ -18,6 +18,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/txn"
 )
 
 // Config describes one Wharf process. The zero value of a broker knob means
@@ -56,6 +57,9 @@ type Config struct {
 	// Groups tunes the group coordinator (timeouts, offset retention);
 	// the node sets its Broker and Logger.
 	Groups group.Config
+	// Transactions tunes the transaction coordinator (timeouts, id
+	// expiration); the node sets its Broker, Groups and Logger.
+	Transactions txn.Config
 }
 
 // Node is a running Wharf process. It owns the broker and the goroutines
@@ -68,6 +72,7 @@ type Node struct {
 	kafkaListener   net.Listener
 	kafkaServer     *kafka.Server
 	groups          *group.Coordinator
+	txns            *txn.Coordinator
 	advertisedKafka string
 
 	amqpListener net.Listener // nil when Config.AMQPAddr is empty
@@ -145,6 +150,23 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	// The transaction coordinator rebuilds every transactional id from
+	// __transaction_state and finishes the transactions a stop left
+	// committing or aborting, before the first request can reach it.
+	txnCfg := cfg.Transactions
+	txnCfg.Broker, txnCfg.Groups, txnCfg.Logger = b, groups, logger
+	txns, err := txn.Open(txnCfg)
+	if err != nil {
+		ln.Close()
+		if amqpLn != nil {
+			amqpLn.Close()
+		}
+		groups.Close()
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed transaction coordinator start", "err", cerr)
+		}
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
 
@@ -153,6 +175,7 @@ func Start(cfg Config) (*Node, error) {
 		logger:          logger,
 		broker:          b,
 		groups:          groups,
+		txns:            txns,
 		kafkaListener:   ln,
 		amqpListener:    amqpLn,
 		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
@@ -165,6 +188,7 @@ func Start(cfg Config) (*Node, error) {
 		MaxRequestBytes: cfg.MaxRequestBytes,
 		Logger:          logger, // the server tags its lines component=kafka
 		Groups:          groups,
+		Transactions:    txns,
 	})
 	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.kafkaListener) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
@@ -274,8 +298,10 @@ func (n *Node) Close(ctx context.Context) error {
 		// wait for them so no goroutine of ours outlives Close.
 		n.serving.Wait()
 		n.markDone()
-		// No request reaches the coordinator any more: stop its timers
-		// before the log it writes to closes.
+		// No request reaches the coordinators any more: stop their timers
+		// before the logs they write to close. Transactions first: they
+		// complete transactional offsets in the group coordinator.
+		n.txns.Close()
 		n.groups.Close()
 		if err := n.broker.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: close broker: %w", err))

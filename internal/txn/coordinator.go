@@ -29,9 +29,10 @@ import (
 
 // Kafka's defaults.
 const (
-	DefaultMaxTimeout    = 15 * time.Minute // transaction.max.timeout.ms
-	DefaultCheckInterval = time.Second      // how often timed-out transactions are looked for
-	defaultPartitions    = 1                // of __transaction_state
+	DefaultMaxTimeout    = 15 * time.Minute   // transaction.max.timeout.ms
+	DefaultCheckInterval = time.Second        // how often timed-out transactions are looked for
+	DefaultIDExpiration  = 7 * 24 * time.Hour // transactional.id.expiration.ms
+	defaultPartitions    = 1                  // of __transaction_state
 	offsetsTopic         = "__consumer_offsets"
 	coordinatorEpoch     = 0 // one node: the coordinator never moves
 )
@@ -57,17 +58,30 @@ type Config struct {
 	// MaxTimeout is transaction.max.timeout.ms; 0 means 15 minutes.
 	MaxTimeout time.Duration
 	// CheckInterval is how often open transactions are checked against
-	// their timeout; 0 means a second.
+	// their timeout (and idle ids against IDExpiration); 0 means a second.
 	CheckInterval time.Duration
+	// IDExpiration is transactional.id.expiration.ms: an id with no
+	// transaction open and no state change for this long is forgotten (a
+	// tombstone in __transaction_state), as Kafka does; its next
+	// InitProducerId gets a new producer id. 0 means 7 days.
+	IDExpiration time.Duration
+	// Now is the clock; nil means time.Now. Tests substitute a fake one.
+	Now func() time.Time
 }
 
 // Coordinator is the transaction coordinator of one Wharf node. Open
 // starts it; Close stops its timeout goroutine.
 type Coordinator struct {
-	cfg   Config
-	b     *broker.Broker
-	log   *slog.Logger
-	store *stateStore
+	cfg Config
+	b   *broker.Broker
+	log *slog.Logger
+	now func() time.Time
+
+	// store is __transaction_state; nil until the first InitProducerId
+	// with a transactional id creates it, so that a broker whose clients
+	// never use transactions has no such topic (as in Kafka).
+	storeMu sync.Mutex
+	store   *stateStore
 
 	mu   sync.Mutex
 	txns map[string]*txn
@@ -77,8 +91,8 @@ type Coordinator struct {
 	once sync.Once
 }
 
-// Open creates __transaction_state if needed, rebuilds every transactional
-// id from it, finishes transactions that were committing or aborting when
+// Open rebuilds every transactional id from __transaction_state (when it
+// exists; it is created on first use), finishes transactions that were committing or aborting when
 // the broker stopped, and starts the timeout goroutine. Transactions that
 // were open stay open: their producer may go on, or the timeout aborts
 // them.
@@ -98,16 +112,24 @@ func Open(cfg Config) (*Coordinator, error) {
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
 	}
-	store, err := openStore(cfg.Broker, cfg.Partitions)
-	if err != nil {
-		return nil, err
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = DefaultIDExpiration
 	}
-	txns, err := store.load()
-	if err != nil {
-		return nil, err
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	txns := map[string]*txn{}
+	var store *stateStore
+	if _, err := cfg.Broker.Topic(StateTopic); err == nil {
+		if store, err = openStore(cfg.Broker, cfg.Partitions); err != nil {
+			return nil, err
+		}
+		if txns, err = store.load(); err != nil {
+			return nil, err
+		}
 	}
 	c := &Coordinator{
-		cfg: cfg, b: cfg.Broker, log: cfg.Logger.With("component", "txn"), store: store,
+		cfg: cfg, b: cfg.Broker, log: cfg.Logger.With("component", "txn"), now: cfg.Now, store: store,
 		txns: txns, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, t := range txns {
@@ -126,6 +148,29 @@ func (c *Coordinator) Close() error {
 	c.once.Do(func() { close(c.stop) })
 	<-c.done
 	return nil
+}
+
+// stateStore returns __transaction_state, creating it on first use.
+func (c *Coordinator) stateStore() (*stateStore, error) {
+	c.storeMu.Lock()
+	defer c.storeMu.Unlock()
+	if c.store == nil {
+		s, err := openStore(c.b, c.cfg.Partitions)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
+		}
+		c.store = s
+	}
+	return c.store, nil
+}
+
+// write records the id's current state durably.
+func (c *Coordinator) write(t *txn) error {
+	s, err := c.stateStore()
+	if err != nil {
+		return err
+	}
+	return s.write(t, c.now())
 }
 
 // lookup returns the id's record, or nil.
@@ -153,6 +198,9 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return InitResult{}, fmt.Errorf("%w: %v, the maximum is %v", ErrInvalidTransactionTimeout, timeout, c.cfg.MaxTimeout)
 	}
+	if _, err := c.stateStore(); err != nil {
+		return InitResult{}, err
+	}
 	c.mu.Lock()
 	t := c.txns[id]
 	fresh := t == nil
@@ -170,7 +218,7 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 			return InitResult{}, fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
 		}
 		t.producerID, t.epoch, t.timeout, t.state = pid, 0, timeout, kmsg.TransactionStateEmpty
-		if err := c.store.write(t, time.Now()); err != nil {
+		if err := c.write(t); err != nil {
 			t.producerID = -1
 			return InitResult{}, err
 		}
@@ -197,7 +245,7 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 	}
 	t.timeout, t.state = timeout, kmsg.TransactionStateEmpty
 	t.partitions, t.started = nil, time.Time{}
-	if err := c.store.write(t, time.Now()); err != nil {
+	if err := c.write(t); err != nil {
 		return InitResult{}, err
 	}
 	return InitResult{t.producerID, t.epoch}, nil
@@ -280,6 +328,11 @@ func (c *Coordinator) lockCurrent(id string, producerID int64, epoch int16) (*tx
 		return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
 	}
 	t.mu.Lock()
+	if t.removed {
+		// Expired between the lookup and the lock.
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
+	}
 	if err := t.checkProducer(producerID, epoch); err != nil {
 		t.mu.Unlock()
 		return nil, err
@@ -296,7 +349,7 @@ func (c *Coordinator) add(t *txn, parts []TopicPartition) error {
 	}
 	changed := t.state != kmsg.TransactionStateOngoing
 	if changed {
-		t.state, t.partitions, t.started = kmsg.TransactionStateOngoing, nil, time.Now()
+		t.state, t.partitions, t.started = kmsg.TransactionStateOngoing, nil, c.now()
 	}
 	for _, tp := range parts {
 		if t.addPartition(tp.Topic, tp.Partition) {
@@ -306,7 +359,7 @@ func (c *Coordinator) add(t *txn, parts []TopicPartition) error {
 	if !changed {
 		return nil
 	}
-	return c.store.write(t, time.Now())
+	return c.write(t)
 }
 
 // EndTxn commits or aborts the producer's transaction: the decision is
@@ -355,7 +408,7 @@ func (c *Coordinator) end(t *txn, commit bool) error {
 	if commit {
 		t.state = kmsg.TransactionStatePrepareCommit
 	}
-	if err := c.store.write(t, time.Now()); err != nil {
+	if err := c.write(t); err != nil {
 		t.state = kmsg.TransactionStateOngoing
 		return err
 	}
@@ -410,7 +463,7 @@ func (c *Coordinator) finishPrepared(t *txn) bool {
 		t.state = kmsg.TransactionStateCompleteCommit
 	}
 	t.partitions, t.started = nil, time.Time{}
-	if err := c.store.write(t, time.Now()); err != nil {
+	if err := c.write(t); err != nil {
 		// The markers are written; a restart finishing again is harmless.
 		c.log.Error("cannot record a completed transaction", "transactional_id", t.id, "err", err)
 	}
@@ -427,13 +480,16 @@ func (c *Coordinator) run() {
 		select {
 		case <-c.stop:
 			return
-		case now := <-tick.C:
-			c.sweep(now)
+		case <-tick.C:
+			c.sweep(c.now())
 		}
 	}
 }
 
+// sweep finishes transactions whose markers are unwritten, aborts those
+// open past their timeout and forgets ids idle past IDExpiration.
 func (c *Coordinator) sweep(now time.Time) {
+	c.expireIDs(now)
 	c.mu.Lock()
 	all := slices.Collect(maps.Values(c.txns))
 	c.mu.Unlock()
@@ -507,4 +563,38 @@ func (c *Coordinator) List() []Description {
 		return 0
 	})
 	return out
+}
+
+// expireIDs forgets the transactional ids that have had no transaction
+// open and no state change for IDExpiration (Kafka's
+// transactional.id.expiration.ms): each gets a tombstone in
+// __transaction_state, so a restart does not find it either. c.mu is held
+// throughout so that InitProducerID (which locks an id while holding c.mu)
+// cannot pick up an id being removed; the other operations see removed.
+func (c *Coordinator) expireIDs(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, t := range c.txns {
+		if !t.mu.TryLock() {
+			continue // busy, so not idle
+		}
+		if t.expired(now, c.cfg.IDExpiration) {
+			if err := c.writeTombstone(id); err != nil {
+				c.log.Error("cannot expire a transactional id", "transactional_id", id, "err", err)
+			} else {
+				t.removed = true
+				delete(c.txns, id)
+				c.log.Info("transactional id expired", "transactional_id", id, "producer_id", t.producerID, "idle", now.Sub(t.updated))
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (c *Coordinator) writeTombstone(id string) error {
+	s, err := c.stateStore()
+	if err != nil {
+		return err
+	}
+	return s.writeTombstone(id, c.now())
 }

@@ -86,6 +86,18 @@ func (s *stateStore) write(t *txn, now time.Time) error {
 	return nil
 }
 
+// writeTombstone appends the id's tombstone (a null value), which removes
+// it at load and, once the topic is compacted, from the log.
+func (s *stateStore) writeTombstone(id string, now time.Time) error {
+	key := kmsg.NewTxnMetadataKey()
+	key.TransactionalID = id
+	batch := record.NewBatch(now.UnixMilli(), []record.Record{{Key: key.AppendTo(nil)}})
+	if _, _, err := s.partitionFor(id).Produce(batch, -1); err != nil {
+		return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+	}
+	return nil
+}
+
 // load reads every partition and returns the latest state of each id.
 func (s *stateStore) load() (map[string]*txn, error) {
 	out := map[string]*txn{}

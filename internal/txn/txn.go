@@ -24,7 +24,18 @@ type txn struct {
 	state      kmsg.TransactionState
 	partitions map[string]map[int32]bool // in the current transaction
 	started    time.Time                 // when the current transaction began (zero when none)
-	updated    time.Time
+	updated    time.Time                 // the last state change written
+	removed    bool                      // expired and gone from the coordinator's map
+}
+
+// expired reports whether the id has been idle past expiration: no
+// transaction open or completing, and no state change since.
+func (t *txn) expired(now time.Time, expiration time.Duration) bool {
+	switch t.state {
+	case kmsg.TransactionStateOngoing, kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		return false
+	}
+	return now.Sub(t.updated) > expiration
 }
 
 func (t *txn) addPartition(topic string, p int32) bool {
