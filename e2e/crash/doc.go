@@ -37,6 +37,16 @@
 //     TestCrashKeepsAckedRecords and the AMQP load above against the same
 //     broker in every cycle, and applies both tests' checks.
 //
+// Kafka transactions (franz-go GroupTransactSession):
+//
+//   - TestCrashTransactionsExactlyOnce runs two consume-transform-produce
+//     transformers (one group, one transactional id each) from an input topic
+//     to an output topic with offsets committed in the transactions, kills
+//     the broker while transactions are open, restarts it on the same
+//     address, and requires that the output, read with read_committed,
+//     holds every input record exactly once (missing = duplicated =
+//     unexpected = 0).
+//
 // What "no acked message comes back" means. basic.ack has no reply, so the
 // test knows the broker processed an ack only once a synchronous method on
 // the same channel completed after it (consumers send basic.qos every 64
