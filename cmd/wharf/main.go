@@ -5,6 +5,7 @@
 //	wharf produce TOPIC              write stdin lines as records
 //	wharf consume TOPIC              print records
 //	wharf groups list|describe|...   inspect and manage consumer groups
+//	wharf policies set|list|clear    manage policies through the HTTP API
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 package main
@@ -41,6 +42,7 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
+		{"policies", "set, list and clear RabbitMQ-style policies (through the HTTP API)", runPolicies},
 	}
 }
 

@@ -21,7 +21,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	dataDir := fs.String("data-dir", "./wharf-data", "directory for the metadata log and all partitions")
 	kafkaAddr := fs.String("kafka-addr", ":9092", "Kafka listener address")
 	amqpAddr := fs.String("amqp-addr", ":5672", "AMQP 0-9-1 listener address (empty: no AMQP listener)")
-	httpAddr := fs.String("http-addr", ":15672", "HTTP listener address (not implemented yet: nothing is bound)")
+	httpAddr := fs.String("http-addr", ":15672", "HTTP management API address (RabbitMQ API subset; empty: none)")
 	advertisedHost := fs.String("advertised-host", "", "host advertised to Kafka clients (default: the listener's host, or localhost for a wildcard listener)")
 	fsync := fs.String("fsync", "acks-all", "when appends are fsynced: acks-all (before acks=all replies, group-committed), always (every append), interval (only every --flush-interval)")
 	flushInterval := fs.Duration("flush-interval", time.Second, "period of the background fsync of everything written")
@@ -73,8 +73,8 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if n.AMQPAddr() != "" {
 		fmt.Fprintf(std.out, "AMQP listening on %s\n", n.AMQPAddr())
 	}
-	if *httpAddr != "" {
-		fmt.Fprintf(std.out, "HTTP not implemented yet (%s not bound)\n", *httpAddr)
+	if n.HTTPAddr() != "" {
+		fmt.Fprintf(std.out, "HTTP management API listening on %s\n", n.HTTPAddr())
 	}
 	fmt.Fprintf(std.out, "Data directory %s\n", *dataDir)
 

@@ -41,6 +41,16 @@ type deadLetter struct {
 	msg    *Message
 	reason deathReason
 	at     int64 // ms
+	// target is where the queue's options sent it when it died: a policy
+	// may change them before the letter is published.
+	target deadLetterTarget
+}
+
+// deadLetterTarget is a queue's dead-letter exchange and routing key.
+type deadLetterTarget struct {
+	dlx     string
+	dlrk    string
+	hasDLRK bool
 }
 
 // deadLetterLocked queues m for dead-lettering when the lock is released,
@@ -49,7 +59,8 @@ func (q *queue) deadLetterLocked(m *Message, reason deathReason, now int64) {
 	if !q.opts.hasDLX {
 		return
 	}
-	q.outbox = append(q.outbox, deadLetter{msg: m, reason: reason, at: now})
+	t := deadLetterTarget{dlx: q.opts.dlx, dlrk: q.opts.dlrk, hasDLRK: q.opts.hasDLRK}
+	q.outbox = append(q.outbox, deadLetter{msg: m, reason: reason, at: now, target: t})
 }
 
 // publishDeadLetters republishes src's dead letters through its
@@ -57,11 +68,11 @@ func (q *queue) deadLetterLocked(m *Message, reason deathReason, now int64) {
 // does not exist drops them, as in RabbitMQ.
 func (v *VHost) publishDeadLetters(src *queue, dls []deadLetter) {
 	for _, dl := range dls {
-		m, deaths := deadLetterMessage(src.name, &src.opts, dl)
+		m, deaths := deadLetterMessage(src.name, dl)
 		keys, _ := routingKeys(m)
 		var buf [8]*queue
 		v.mu.RLock()
-		x := v.exchanges[src.opts.dlx]
+		x := v.exchanges[dl.target.dlx]
 		if x == nil || v.deleted {
 			v.mu.RUnlock()
 			continue
@@ -82,7 +93,8 @@ func (v *VHost) publishDeadLetters(src *queue, dls []deadLetter) {
 
 // deadLetterMessage builds the copy of dl's message that goes to the
 // dead-letter exchange, and returns it with its new x-death list.
-func deadLetterMessage(queue string, o *queueOptions, dl deadLetter) (*Message, []any) {
+func deadLetterMessage(queue string, dl deadLetter) (*Message, []any) {
+	o := &dl.target
 	old := dl.msg
 	m := &Message{Exchange: o.dlx, RoutingKey: old.RoutingKey, Properties: old.Properties, Body: old.Body}
 	h := maps.Clone(old.Properties.Headers)

@@ -22,6 +22,7 @@ const (
 	exchangeKeyPrefix = keyPrefix + "exchange/"
 	queueKeyPrefix    = keyPrefix + "queue/"
 	bindingKeyPrefix  = keyPrefix + "binding/"
+	policyKeyPrefix   = keyPrefix + "policy/"
 )
 
 func esc(s string) string { return url.PathEscape(s) }
@@ -113,6 +114,7 @@ type loadedDefinitions struct {
 	exchanges []exchangeRecord
 	queues    []queueRecord
 	bindings  []bindingRecord
+	policies  []policyRecord
 }
 
 func loadDefinitions(store DefinitionStore) (*loadedDefinitions, error) {
@@ -136,6 +138,11 @@ func loadDefinitions(store DefinitionStore) (*loadedDefinitions, error) {
 			var r queueRecord
 			if err = json.Unmarshal(value, &r); err == nil {
 				d.queues = append(d.queues, r)
+			}
+		case strings.HasPrefix(key, policyKeyPrefix):
+			var r policyRecord
+			if err = json.Unmarshal(value, &r); err == nil {
+				d.policies = append(d.policies, r)
 			}
 		case strings.HasPrefix(key, bindingKeyPrefix):
 			var r bindingRecord
@@ -168,6 +175,7 @@ func (r *Registry) load() error {
 	for _, vr := range d.vhosts {
 		r.vhosts[vr.Name] = newVHost(r, vr.Name)
 	}
+	r.loadPolicies(d.policies)
 	for _, xr := range d.exchanges {
 		v := r.vhosts[xr.VHost]
 		kind, ok := routing.ParseKind(xr.Type)
@@ -181,6 +189,11 @@ func (r *Registry) load() error {
 		}
 		def := ExchangeDef{Name: xr.Name, Type: xr.Type, Durable: true, AutoDelete: xr.AutoDelete, Internal: xr.Internal, Args: args}
 		v.exchanges[xr.Name] = newExchange(def, kind)
+	}
+	for _, v := range r.vhosts {
+		for _, x := range v.exchanges {
+			v.applyExchangePolicyLocked(x) // no other goroutine sees v yet
+		}
 	}
 	live := make(map[string]bool)
 	for _, qr := range d.queues {

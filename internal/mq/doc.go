@@ -37,8 +37,9 @@
 //
 // # Queue features
 //
-// Queue arguments take effect as in RabbitMQ 4.x (policies are not
-// implemented): dead-lettering with x-death (deadletter.go), message TTL
+// Queue arguments take effect as in RabbitMQ 4.x, and so do policies
+// (policy.go: VHost.SetPolicy; stored with the definitions, applied at
+// once to existing queues and exchanges): dead-lettering with x-death (deadletter.go), message TTL
 // and x-expires, length limits with the three x-overflow modes, message
 // priorities (x-max-priority), consumer priorities (x-priority),
 // single active consumer, quorum queues on one node (durable only,

@@ -100,6 +100,7 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 	}
 	x = newExchange(d, kind)
 	v.mu.Lock()
+	v.applyExchangePolicyLocked(x)
 	v.exchanges[d.Name] = x
 	v.mu.Unlock()
 	return nil

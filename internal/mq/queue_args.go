@@ -13,8 +13,8 @@ import (
 
 // Queue arguments, checked and interpreted as RabbitMQ 4.1 does
 // (rabbit_amqqueue:check_declare_arguments and the queue types'
-// capabilities). Policies are not implemented: arguments are the only
-// source of these settings.
+// capabilities). A policy may add to them or lower limits (policy.go:
+// effectiveArgs); what is checked here are the arguments themselves.
 
 // queueType is the x-queue-type of a queue.
 type queueType uint8

@@ -175,7 +175,8 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 // recovers its unsettled messages, bodies left on disk until needed.
 // Then it arms the queue's timers (x-expires counts from now).
 func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
-	opts := parseQueueOptions(d.Args)
+	args, _ := v.effectiveQueueArgs(d)
+	opts := parseQueueOptions(args)
 	q := &queue{
 		r: v.r, vh: v, name: d.Name, def: d, opts: opts, id: id,
 		sources: make(map[*exchange]int),

@@ -278,7 +278,8 @@ func (v *VHost) createStreamQueue(d QueueDef) (*queue, error) {
 	if owner, ok := v.r.claimStream(topic, res); !ok {
 		return nil, errPrecondition("cannot declare %s: its topic '%s' belongs to %s", res, topic, owner)
 	}
-	st, err := v.r.cfg.Streams.CreateStream(topic, streamConfigOf(d.Args))
+	effective, _ := v.effectiveQueueArgs(d)
+	st, err := v.r.cfg.Streams.CreateStream(topic, streamConfigOf(effective))
 	if err != nil {
 		v.r.releaseStream(topic)
 		if errors.Is(err, ErrNotAStream) {

@@ -37,7 +37,7 @@ type ExchangeDef struct {
 // reject-publish, reject-publish-dlx), x-dead-letter-exchange,
 // x-dead-letter-routing-key, x-max-priority (classic), x-single-active-
 // consumer, x-delivery-limit (quorum, default 20) and x-consumer-timeout
-// (ms). Policies are not implemented.
+// (ms). A policy (VHost.SetPolicy) may supply or lower these settings.
 type QueueDef struct {
 	Name                           string
 	Durable, Exclusive, AutoDelete bool

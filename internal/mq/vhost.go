@@ -26,6 +26,11 @@ type VHost struct {
 	deleted   bool
 
 	unroutable atomic.Uint64
+
+	// policies by name; written with defMu held, polMu guards reads (a
+	// leaf lock: nothing is taken while holding it).
+	polMu    sync.RWMutex
+	policies map[string]*policy
 }
 
 // predeclared are the exchanges every vhost has.
@@ -39,7 +44,8 @@ var predeclared = []ExchangeDef{
 }
 
 func newVHost(r *Registry, name string) *VHost {
-	v := &VHost{r: r, name: name, exchanges: make(map[string]*exchange), queues: make(map[string]*queue)}
+	v := &VHost{r: r, name: name, exchanges: make(map[string]*exchange), queues: make(map[string]*queue),
+		policies: make(map[string]*policy)}
 	for _, d := range predeclared {
 		kind, _ := routing.ParseKind(d.Type)
 		x := newExchange(d, kind)
@@ -190,6 +196,9 @@ func (v *VHost) destroy() error {
 	v.mu.Lock()
 	v.deleted = true
 	v.mu.Unlock()
+	if err := v.deletePoliciesLocked(); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	if err := v.r.defs.Delete(vhostKey(v.name)); err != nil && firstErr == nil {
 		firstErr = errInternal("delete vhost", err)
 	}

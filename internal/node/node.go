@@ -17,6 +17,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
+	"github.com/wharf-mq/wharf/internal/httpapi"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/txn"
 )
@@ -36,8 +37,10 @@ type Config struct {
 	// (watched by the disk alarm) defaults to DataDir and its Logger to
 	// Logger.
 	AMQP amqp.Config
-	// HTTPAddr is accepted for forward compatibility; the HTTP listener is
-	// not implemented yet and nothing is bound.
+	// HTTPAddr is the management API's address (RabbitMQ's HTTP API
+	// subset, internal/httpapi), e.g. ":15672"; empty binds nothing. Port
+	// 0 picks a free port; Node.HTTPAddr reports it. Its users are the
+	// AMQP listener's (AMQP.Users, AMQP.LoopbackUsers).
 	HTTPAddr string
 
 	// AdvertisedHost is the host clients are told to connect to in Metadata
@@ -77,6 +80,9 @@ type Node struct {
 
 	amqpListener net.Listener // nil when Config.AMQPAddr is empty
 	amqpServer   *amqp.Server
+
+	httpListener net.Listener // nil when Config.HTTPAddr is empty
+	httpServer   *httpapi.Server
 
 	serving   sync.WaitGroup // one per listener's Serve goroutine
 	doneOnce  sync.Once
@@ -134,6 +140,19 @@ func Start(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: listen for AMQP on %q: %w", cfg.AMQPAddr, err)
 		}
 	}
+	var httpLn net.Listener
+	if cfg.HTTPAddr != "" {
+		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			ln.Close()
+			if amqpLn != nil {
+				amqpLn.Close()
+			}
+			if cerr := b.Close(); cerr != nil {
+				logger.Error("closing broker after failed listen", "err", cerr)
+			}
+			return nil, fmt.Errorf("node: listen for HTTP on %q: %w", cfg.HTTPAddr, err)
+		}
+	}
 	// The group coordinator rebuilds every group from __consumer_offsets
 	// before the first request can reach it.
 	groupCfg := cfg.Groups
@@ -144,6 +163,9 @@ func Start(cfg Config) (*Node, error) {
 		ln.Close()
 		if amqpLn != nil {
 			amqpLn.Close()
+		}
+		if httpLn != nil {
+			httpLn.Close()
 		}
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed group coordinator start", "err", cerr)
@@ -160,6 +182,9 @@ func Start(cfg Config) (*Node, error) {
 		ln.Close()
 		if amqpLn != nil {
 			amqpLn.Close()
+		}
+		if httpLn != nil {
+			httpLn.Close()
 		}
 		groups.Close()
 		if cerr := b.Close(); cerr != nil {
@@ -178,6 +203,7 @@ func Start(cfg Config) (*Node, error) {
 		txns:            txns,
 		kafkaListener:   ln,
 		amqpListener:    amqpLn,
+		httpListener:    httpLn,
 		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
@@ -205,7 +231,15 @@ func Start(cfg Config) (*Node, error) {
 		n.serve("amqp", func() error { return n.amqpServer.Serve(amqpLn) })
 		logger.Info("amqp listener started", "addr", n.AMQPAddr())
 	}
-	n.logNotImplemented("http", cfg.HTTPAddr)
+	if httpLn != nil {
+		n.httpServer = httpapi.New(b.Messaging(), httpapi.Config{
+			Users:         cfg.AMQP.Users,
+			LoopbackUsers: cfg.AMQP.LoopbackUsers,
+			Logger:        logger.With("component", "http"),
+		})
+		n.serve("http", func() error { return n.httpServer.Serve(httpLn) })
+		logger.Info("http listener started", "addr", n.HTTPAddr())
+	}
 	return n, nil
 }
 
@@ -237,11 +271,13 @@ func (n *Node) serve(name string, run func() error) {
 
 func (n *Node) markDone() { n.doneOnce.Do(func() { close(n.serveDone) }) }
 
-func (n *Node) logNotImplemented(listener, addr string) {
-	if addr == "" {
-		return
+// HTTPAddr is the address the management API is bound to, or "" when the
+// node was started without one.
+func (n *Node) HTTPAddr() string {
+	if n.httpListener == nil {
+		return ""
 	}
-	n.logger.Warn(listener+" listener is not implemented yet; nothing is bound", "addr", addr)
+	return n.httpListener.Addr().String()
 }
 
 // KafkaAddr is the address the Kafka listener is bound to, e.g.
@@ -275,7 +311,8 @@ func (n *Node) Err() error {
 	return n.serveErr
 }
 
-// Close shuts the node down. The AMQP server goes first: it closes its
+// Close shuts the node down. The HTTP management API stops first (it
+// finishes requests in flight until ctx expires). Then the AMQP server: it closes its
 // connections (connection.close 320 CONNECTION_FORCED) and returns their
 // unacknowledged deliveries to the queues while the broker is still open.
 // Then the Kafka server stops accepting and finishes in-flight requests
@@ -286,6 +323,13 @@ func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
 		var errs []error
+		// The management API first: no policy change may reach the
+		// registry while the rest shuts down.
+		if n.httpServer != nil {
+			if err := n.httpServer.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("node: shut down http server: %w", err))
+			}
+		}
 		if n.amqpServer != nil {
 			if err := n.amqpServer.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("node: shut down amqp server: %w", err))

@@ -1,5 +1,5 @@
 // Package nodetest starts a real Wharf node for end-to-end tests: a fresh
-// data directory under t.TempDir(), the Kafka and AMQP listeners on
+// data directory under t.TempDir(), the Kafka, AMQP and HTTP listeners on
 // 127.0.0.1:0, and a clean shutdown registered with t.Cleanup.
 package nodetest
 
@@ -35,6 +35,7 @@ func Start(t testing.TB, opts ...Option) *node.Node {
 		DataDir:   t.TempDir(),
 		KafkaAddr: "127.0.0.1:0",
 		AMQPAddr:  "127.0.0.1:0",
+		HTTPAddr:  "127.0.0.1:0",
 		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	for _, opt := range opts {
@@ -60,6 +61,10 @@ func Start(t testing.TB, opts ...Option) *node.Node {
 // AMQPURL is the URL an AMQP client dials to reach n as the default user
 // guest, in the default vhost.
 func AMQPURL(n *node.Node) string { return "amqp://guest:guest@" + n.AMQPAddr() + "/" }
+
+// HTTPURL is the base URL of n's management API, e.g.
+// "http://127.0.0.1:41234" (user guest, password guest).
+func HTTPURL(n *node.Node) string { return "http://" + n.HTTPAddr() }
 
 // testLogWriter forwards log lines to t.Log until stop is called.
 type testLogWriter struct {

@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+type memDefs struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *memDefs) Put(k string, v []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = v
+	return nil
+}
+
+func (s *memDefs) Delete(k string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
+	return nil
+}
+
+func (s *memDefs) Load(fn func(string, []byte) error) error {
+	s.mu.Lock()
+	m := maps.Clone(s.m)
+	s.mu.Unlock()
+	for k, v := range m {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newAPI(t *testing.T) (*httptest.Server, *mq.VHost) {
+	t.Helper()
+	reg, err := mq.Open(mq.Config{DataDir: t.TempDir(), Definitions: &memDefs{m: map[string][]byte{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	srv := httptest.NewServer(New(reg, Config{Version: "test"}))
+	t.Cleanup(srv.Close)
+	v, _ := reg.VHost("/")
+	return srv, v
+}
+
+// call does one request as guest and returns the status and body.
+func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func decode[T any](t *testing.T, body string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+	return v
+}
+
+func TestAuth(t *testing.T) {
+	srv, _ := newAPI(t)
+	resp, err := srv.Client().Get(srv.URL + "/api/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("no credentials: %d %v", resp.StatusCode, resp.Header)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/overview", nil)
+	req.SetBasicAuth("guest", "wrong")
+	resp, err = srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.Contains(string(b), `"not_authorized"`) {
+		t.Fatalf("wrong password: %d %s", resp.StatusCode, b)
+	}
+	if fromLoopback("10.0.0.1:5555") || !fromLoopback("127.0.0.1:5555") || !fromLoopback("[::1]:1") {
+		t.Fatal("fromLoopback misjudges addresses")
+	}
+	code, body := call(t, srv, "GET", "/api/overview", "")
+	ov := decode[map[string]any](t, body)
+	if code != 200 || ov["product_name"] != "Wharf" || ov["cluster_name"] != "wharf" {
+		t.Fatalf("overview: %d %s", code, body)
+	}
+}
+
+func TestNotFoundAsRabbitMQ(t *testing.T) {
+	srv, _ := newAPI(t)
+	for _, path := range []string{"/api/queues/%2F/missing", "/api/queues/nosuchvhost", "/api/policies/%2F/missing", "/api/nothing"} {
+		code, body := call(t, srv, "GET", path, "")
+		if code != 404 || strings.TrimSpace(body) != `{"error":"Object Not Found","reason":"Not Found"}` {
+			t.Errorf("GET %s = %d %s", path, code, body)
+		}
+	}
+	if code, body := call(t, srv, "DELETE", "/api/policies/%2F/missing", ""); code != 404 {
+		t.Errorf("DELETE missing policy = %d %s", code, body)
+	}
+}
+
+func TestQueuesExchangesBindings(t *testing.T) {
+	srv, v := newAPI(t)
+	if _, err := v.DeclareQueue(mq.QueueDef{Name: "q1", Durable: true, Args: wire.Table{"x-max-length": int32(7)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.DeclareExchange(mq.ExchangeDef{Name: "x1", Type: "topic", Durable: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.BindQueue("q1", "x1", "a.#", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Publish(&mq.Message{Exchange: "", RoutingKey: "q1", Body: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := call(t, srv, "GET", "/api/queues/%2F/q1", "")
+	q := decode[map[string]any](t, body)
+	if code != 200 || q["name"] != "q1" || q["vhost"] != "/" || q["durable"] != true || q["type"] != "classic" ||
+		q["messages"] != 1.0 || q["policy"] != nil || q["arguments"].(map[string]any)["x-max-length"] != 7.0 {
+		t.Fatalf("queue: %d %s", code, body)
+	}
+	_, body = call(t, srv, "GET", "/api/queues", "")
+	if qs := decode[[]map[string]any](t, body); len(qs) != 1 {
+		t.Fatalf("queues: %s", body)
+	}
+	_, body = call(t, srv, "GET", "/api/exchanges/%2F", "")
+	xs := decode[[]map[string]any](t, body)
+	found := false
+	for _, x := range xs {
+		found = found || (x["name"] == "x1" && x["type"] == "topic")
+	}
+	if !found {
+		t.Fatalf("exchanges: %s", body)
+	}
+	_, body = call(t, srv, "GET", "/api/bindings/%2F", "")
+	bs := decode[[]map[string]any](t, body)
+	if len(bs) != 2 || bs[0]["source"] != "" || bs[1]["source"] != "x1" || bs[1]["routing_key"] != "a.#" || bs[1]["destination_type"] != "queue" {
+		t.Fatalf("bindings: %s", body)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	srv, v := newAPI(t)
+	if _, err := v.DeclareQueue(mq.QueueDef{Name: "orders.1"}, false); err != nil {
+		t.Fatal(err)
+	}
+	put := `{"pattern":"^orders\\.","definition":{"max-length":10,"dead-letter-exchange":"dlx"},"priority":3,"apply-to":"queues"}`
+	if code, body := call(t, srv, "PUT", "/api/policies/%2F/lim", put); code != 201 {
+		t.Fatalf("PUT new policy = %d %s", code, body)
+	}
+	if code, body := call(t, srv, "PUT", "/api/policies/%2F/lim", put); code != 204 {
+		t.Fatalf("PUT existing policy = %d %s", code, body)
+	}
+	code, body := call(t, srv, "GET", "/api/policies/%2F/lim", "")
+	p := decode[map[string]any](t, body)
+	if code != 200 || p["vhost"] != "/" || p["name"] != "lim" || p["pattern"] != `^orders\.` || p["apply-to"] != "queues" ||
+		p["priority"] != 3.0 || p["definition"].(map[string]any)["max-length"] != 10.0 {
+		t.Fatalf("GET policy = %d %s", code, body)
+	}
+	_, body = call(t, srv, "GET", "/api/policies", "")
+	if ps := decode[[]map[string]any](t, body); len(ps) != 1 {
+		t.Fatalf("list: %s", body)
+	}
+	_, body = call(t, srv, "GET", "/api/queues/%2F/orders.1", "")
+	q := decode[map[string]any](t, body)
+	if q["policy"] != "lim" || q["effective_policy_definition"].(map[string]any)["dead-letter-exchange"] != "dlx" {
+		t.Fatalf("queue under policy: %s", body)
+	}
+
+	bad := `{"pattern":".*","definition":{"max-priority":5}}`
+	code, body = call(t, srv, "PUT", "/api/policies/%2F/bad", bad)
+	e := decode[map[string]string](t, body)
+	if code != 400 || e["error"] != "bad_request" || !strings.Contains(e["reason"], "not recognised policy settings") {
+		t.Fatalf("invalid policy = %d %s", code, body)
+	}
+	if code, body := call(t, srv, "PUT", "/api/policies/%2F/bad", `{"definition":{}}`); code != 400 || !strings.Contains(body, "key_missing,pattern") {
+		t.Fatalf("missing pattern = %d %s", code, body)
+	}
+	if code, _ := call(t, srv, "DELETE", "/api/policies/%2F/lim", ""); code != 204 {
+		t.Fatalf("DELETE = %d", code)
+	}
+	_, body = call(t, srv, "GET", "/api/queues/%2F/orders.1", "")
+	if q := decode[map[string]any](t, body); q["policy"] != nil {
+		t.Fatalf("policy still shown after delete: %s", body)
+	}
+}

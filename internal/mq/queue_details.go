@@ -1,0 +1,79 @@
+package mq
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+)
+
+// QueueDetail is what the management API shows of a queue.
+type QueueDetail struct {
+	Name                           string
+	Durable, Exclusive, AutoDelete bool
+	// Type is classic, quorum or stream.
+	Type string
+	Args wire.Table // as declared (a copy)
+	// Messages counts ready and unacknowledged messages; MessagesReady
+	// and MessagesUnacknowledged split it.
+	Messages, MessagesReady, MessagesUnacknowledged int
+	Consumers                                       int
+	// Policy is the name of the policy that applies, "" if none, and
+	// PolicyDefinition its definition.
+	Policy           string
+	PolicyDefinition map[string]any
+}
+
+// typeName is the x-queue-type name.
+func (t queueType) typeName() string {
+	switch t {
+	case quorumQueue:
+		return "quorum"
+	case streamQueue:
+		return "stream"
+	}
+	return "classic"
+}
+
+// QueueDetails returns the details of every queue, sorted by name.
+func (v *VHost) QueueDetails() []QueueDetail {
+	v.mu.RLock()
+	qs := make([]*queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	v.mu.RUnlock()
+	out := make([]QueueDetail, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, q.detail())
+	}
+	slices.SortFunc(out, func(a, b QueueDetail) int { return compareStrings(a.Name, b.Name) })
+	return out
+}
+
+// QueueDetail returns one queue's details, or a 404 *Error.
+func (v *VHost) QueueDetail(name string) (QueueDetail, error) {
+	q, err := v.lookupQueue(name)
+	if err != nil {
+		return QueueDetail{}, err
+	}
+	return q.detail(), nil
+}
+
+func (q *queue) detail() QueueDetail {
+	d := QueueDetail{
+		Name: q.name, Durable: q.def.Durable, Exclusive: q.def.Exclusive, AutoDelete: q.def.AutoDelete,
+		Type: q.opts.kind.typeName(), Args: maps.Clone(q.def.Args),
+	}
+	q.mu.Lock()
+	d.MessagesReady, d.MessagesUnacknowledged, d.Consumers = q.ready.Len(), len(q.unacked), len(q.consumers)
+	q.mu.Unlock()
+	if q.stream != nil {
+		d.MessagesReady = q.streamLength()
+	}
+	d.Messages = d.MessagesReady + d.MessagesUnacknowledged
+	if p := q.vh.policyFor(false, q.opts.kind, q.name); p != nil {
+		d.Policy, d.PolicyDefinition = p.Name, maps.Clone(p.Definition)
+	}
+	return d
+}
