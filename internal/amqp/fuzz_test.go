@@ -24,7 +24,7 @@ func FuzzConn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, server := net.Pipe()
 		defer client.Close()
-		finished := b.srv.startConn(server)
+		finished := b.srv.netsrv.ServeConn(server)
 		if finished == nil {
 			t.Fatal("server refused the connection")
 		}

@@ -128,7 +128,7 @@ func (b *testBroker) stop() {
 // still be unwinding, hence the short grace period.
 func checkNoServerGoroutines(t testing.TB) {
 	t.Helper()
-	owned := []string{"amqp.(*conn).", "amqp.(*confirmer).", "amqp.(*alarms).run", "amqp.(*Server).startConn"}
+	owned := []string{"amqp.(*conn).", "amqp.(*confirmer).", "amqp.(*alarms).run", "netserve.(*Server[...]).ServeConn"}
 	var leaked string
 	deadline := time.Now().Add(time.Second)
 	for {

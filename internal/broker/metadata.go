@@ -72,41 +72,27 @@ func (m *metadataLog) writeRaw(key string, v []byte) error {
 	return nil
 }
 
-// replay calls fn for every record in the log, oldest first.
+// replay calls fn for every record in the log, oldest first. The metadata
+// log is never compacted, so running out of batches below its end is an
+// error.
 func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
-	for offset := m.log.StartOffset(); offset < m.log.EndOffset(); {
-		slice, err := m.log.Read(offset, 1<<20)
-		if err != nil {
-			return err
-		}
-		data, err := slice.Bytes()
-		slice.Release()
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
-			return fmt.Errorf("metadata log: no data at offset %d below end %d", offset, m.log.EndOffset())
-		}
-		for len(data) > 0 {
-			h, err := record.ParseHeader(data)
-			if err != nil {
-				return fmt.Errorf("metadata log at offset %d: %w", offset, err)
+	end := m.log.EndOffset()
+	var fnErr error // returned as is; the log's own errors get a prefix
+	next, err := readRecords(m.log.Read, m.log.StartOffset(), end, func(_ record.Header, recs []record.Record) error {
+		for _, r := range recs {
+			if fnErr = fn(string(r.Key), r.Value); fnErr != nil {
+				return fnErr
 			}
-			recs, err := record.Records(data[:h.Size()])
-			if err != nil {
-				return fmt.Errorf("metadata log at offset %d: %w", h.BaseOffset, err)
-			}
-			for i, r := range recs {
-				if h.BaseOffset+int64(i) < offset {
-					continue
-				}
-				if err := fn(string(r.Key), r.Value); err != nil {
-					return err
-				}
-			}
-			offset = h.LastOffset() + 1
-			data = data[h.Size():]
 		}
+		return nil
+	})
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case err != nil:
+		return fmt.Errorf("metadata log: %w", err)
+	case next < end:
+		return fmt.Errorf("metadata log: no data at offset %d below end %d", next, end)
 	}
 	return nil
 }

@@ -68,36 +68,78 @@ type FetchedOffset struct {
 // CommitOffsets stores offsets durably. The result has one error (or nil)
 // per offset, in order.
 func (c *Coordinator) CommitOffsets(req CommitRequest) []error {
-	results := make([]error, len(req.Offsets))
-	failRest := func(err error) {
-		for i := range results {
-			if results[i] == nil {
-				results[i] = err
-			}
-		}
-	}
-	if err := validGroupID(req.Group, true); err != nil {
-		failRest(err)
+	return c.commitOffsets(offsetCommit{
+		group:      req.Group,
+		emptyGroup: true,
+		// Only a commit from outside the group may create it (Kafka's
+		// "simple" groups of admin tools and self-assigning consumers).
+		create:  req.Generation < 0 && req.MemberID == "",
+		member:  &req,
+		offsets: req.Offsets,
+		write:   func(g *group, recs []record.Record) error { return g.write(recs, true) },
+		apply: func(g *group, tp TopicPartition, o committedOffset) {
+			g.setOffset(tp.Topic, tp.Partition, o)
+		},
+	})
+}
+
+// offsetCommit is one OffsetCommit or TxnOffsetCommit, as far as the path
+// they share needs to know.
+type offsetCommit struct {
+	group      string
+	emptyGroup bool // "" is a valid group id (OffsetCommit, for old clients)
+	create     bool // the group is created if it does not exist
+	// member is checked with validateCommit; nil skips the check.
+	member  *CommitRequest
+	offsets []OffsetCommit
+	// write appends the records of the accepted offsets to the group's
+	// partition; apply then records each of them in the group.
+	write func(g *group, recs []record.Record) error
+	apply func(g *group, tp TopicPartition, o committedOffset)
+}
+
+// commitOffsets checks the group id, every offset's partition and
+// metadata, and the committing member, then writes the offsets that passed
+// as one batch and applies them. The result has one error (or nil) per
+// offset, in order.
+func (c *Coordinator) commitOffsets(oc offsetCommit) []error {
+	results := make([]error, len(oc.offsets))
+	if err := validGroupID(oc.group, oc.emptyGroup); err != nil {
+		failRemaining(results, err)
 		return results
 	}
-	for i, o := range req.Offsets {
-		if err := c.checkPartition(o.Topic, o.Partition); err != nil {
-			results[i] = err
-		} else if len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes {
-			results[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), c.cfg.OffsetMetadataMaxBytes)
-		}
+	for i, o := range oc.offsets {
+		results[i] = c.checkOffset(o)
 	}
-	// Only a commit from outside the group may create it (Kafka's
-	// "simple" groups of admin tools and self-assigning consumers).
-	create := req.Generation < 0 && req.MemberID == ""
-	err := c.withGroup(req.Group, create, func(g *group) { g.commit(req, results) })
+	err := c.withGroup(oc.group, oc.create, func(g *group) { g.commitOffsets(oc, results) })
 	if errors.Is(err, ErrGroupIDNotFound) {
-		err = fmt.Errorf("%w: group %q does not exist", ErrIllegalGeneration, req.Group)
+		err = fmt.Errorf("%w: group %q does not exist", ErrIllegalGeneration, oc.group)
 	}
 	if err != nil {
-		failRest(err)
+		failRemaining(results, err)
 	}
 	return results
+}
+
+// failRemaining gives err to every offset that has not failed yet.
+func failRemaining(results []error, err error) {
+	for i := range results {
+		if results[i] == nil {
+			results[i] = err
+		}
+	}
+}
+
+// checkOffset checks what an offset to commit says on its own: its
+// partition exists and its metadata is not too large.
+func (c *Coordinator) checkOffset(o OffsetCommit) error {
+	if err := c.checkPartition(o.Topic, o.Partition); err != nil {
+		return err
+	}
+	if len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), c.cfg.OffsetMetadataMaxBytes)
+	}
+	return nil
 }
 
 // checkPartition reports whether a partition exists.
@@ -112,20 +154,21 @@ func (c *Coordinator) checkPartition(topic string, partition int32) error {
 	return nil
 }
 
-func (g *group) commit(req CommitRequest, results []error) {
+// commitOffsets is the part of a commit done holding the group: the
+// member check, then the write of every offset still without an error.
+func (g *group) commitOffsets(oc offsetCommit, results []error) {
 	now := g.now()
-	partitionCheck, err := g.validateCommit(req, now)
-	if err != nil {
-		for i := range results {
-			if results[i] == nil {
-				results[i] = err
-			}
+	var partitionCheck func(topic string, partition int32) error
+	if oc.member != nil {
+		var err error
+		if partitionCheck, err = g.validateCommit(*oc.member, now); err != nil {
+			failRemaining(results, err)
+			return
 		}
-		return
 	}
 	var recs []record.Record
 	var accepted []int
-	for i, o := range req.Offsets {
+	for i, o := range oc.offsets {
 		if results[i] != nil {
 			continue
 		}
@@ -134,23 +177,27 @@ func (g *group) commit(req CommitRequest, results []error) {
 				continue
 			}
 		}
-		co := committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now}
-		recs = append(recs, record.Record{Key: offsetKey(g.name, o.Topic, o.Partition), Value: offsetValue(co)})
+		recs = append(recs, record.Record{Key: offsetKey(g.name, o.Topic, o.Partition), Value: offsetValue(committed(o, now))})
 		accepted = append(accepted, i)
 	}
 	if len(recs) == 0 {
 		return
 	}
-	if err := g.write(recs, true); err != nil {
+	if err := oc.write(g, recs); err != nil {
 		for _, i := range accepted {
 			results[i] = err
 		}
 		return
 	}
 	for _, i := range accepted {
-		o := req.Offsets[i]
-		g.setOffset(o.Topic, o.Partition, committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now})
+		o := oc.offsets[i]
+		oc.apply(g, TopicPartition{o.Topic, o.Partition}, committed(o, now))
 	}
+}
+
+// committed is o as stored, committed at now.
+func committed(o OffsetCommit, now time.Time) committedOffset {
+	return committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now}
 }
 
 // validateCommit checks that a commit comes from a current member (or an

@@ -158,57 +158,28 @@ func (s *offsetsStore) replay(h replayHandler) error {
 }
 
 func replayPartition(p *broker.Partition, rh replayHandler) error {
-	const readBytes = 1 << 20
-	for off, end := p.StartOffset(), p.EndOffset(); off < end; {
-		slice, err := p.Read(off, readBytes)
-		if err != nil {
-			return err
-		}
-		data, err := slice.Bytes()
-		slice.Release()
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
-			return nil
-		}
-		for len(data) > 0 {
-			h, err := record.ParseHeader(data)
-			if err != nil {
-				return err
-			}
-			if err := replayBatch(data[:h.Size()], h, p.Index(), off, rh); err != nil {
-				return err
-			}
-			off = h.LastOffset() + 1
-			data = data[h.Size():]
-		}
-	}
-	return nil
+	return p.ReadRecords(p.StartOffset(), func(h record.Header, recs []record.Record) error {
+		replayBatch(h, recs, p.Index(), rh)
+		return nil
+	})
 }
 
-// replayBatch hands the records of one batch at or after from to fn.
-func replayBatch(batch []byte, h record.Header, partition int32, from int64, rh replayHandler) error {
-	recs, err := record.Records(batch)
-	if err != nil {
-		return err
-	}
+// replayBatch hands the records of one batch to rh: a control batch as a
+// marker, any other record by record.
+func replayBatch(h record.Header, recs []record.Record, partition int32, rh replayHandler) {
 	if h.Control() {
 		// Kafka's control record key: version int16, type int16 (0 ABORT,
 		// 1 COMMIT).
-		if len(recs) > 0 && len(recs[0].Key) >= 4 && h.BaseOffset >= from {
+		if len(recs) > 0 && len(recs[0].Key) >= 4 {
 			rh.marker(partition, h.ProducerID, binary.BigEndian.Uint16(recs[0].Key[2:4]) == 1)
 		}
-		return nil
+		return
 	}
 	producerID := int64(-1)
 	if h.Transactional() {
 		producerID = h.ProducerID
 	}
 	for _, r := range recs {
-		if h.BaseOffset+int64(r.OffsetDelta) < from {
-			continue
-		}
 		ts := h.BaseTimestamp + r.TimestampDelta
 		if h.LogAppendTime() {
 			ts = h.MaxTimestamp
@@ -222,5 +193,4 @@ func replayBatch(batch []byte, h record.Header, partition int32, from int64, rh 
 			rh.record(replayed{rec: d, ts: time.UnixMilli(ts), partition: partition, producerID: producerID})
 		}
 	}
-	return nil
 }

@@ -36,88 +36,37 @@ type TxnCommitRequest struct {
 // TxnCommitOffsets writes offsets pending in the producer's transaction.
 // The result has one error (or nil) per offset, in order.
 func (c *Coordinator) TxnCommitOffsets(req TxnCommitRequest) []error {
-	results := make([]error, len(req.Offsets))
-	failRest := func(err error) {
-		for i := range results {
-			if results[i] == nil {
-				results[i] = err
-			}
+	oc := offsetCommit{
+		group:   req.Group,
+		offsets: req.Offsets,
+		write: func(g *group, recs []record.Record) error {
+			return g.writeTxnOffsets(req.ProducerID, req.ProducerEpoch, recs)
+		},
+		apply: func(g *group, tp TopicPartition, o committedOffset) {
+			g.addPending(req.ProducerID, tp, o)
+		},
+	}
+	if req.MemberID == "" && req.Generation < 0 {
+		oc.create = true // unchecked (v0-v2): may create the group
+	} else {
+		oc.member = &CommitRequest{
+			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 		}
 	}
-	if err := validGroupID(req.Group, false); err != nil {
-		failRest(err)
-		return results
-	}
-	for i, o := range req.Offsets {
-		if err := c.checkPartition(o.Topic, o.Partition); err != nil {
-			results[i] = err
-		} else if len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes {
-			results[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), c.cfg.OffsetMetadataMaxBytes)
-		}
-	}
-	unchecked := req.MemberID == "" && req.Generation < 0
-	err := c.withGroup(req.Group, unchecked, func(g *group) { g.txnCommit(req, unchecked, results) })
-	if errors.Is(err, ErrGroupIDNotFound) {
-		err = fmt.Errorf("%w: group %q does not exist", ErrIllegalGeneration, req.Group)
-	}
-	if err != nil {
-		failRest(err)
-	}
-	return results
+	return c.commitOffsets(oc)
 }
 
-func (g *group) txnCommit(req TxnCommitRequest, unchecked bool, results []error) {
-	now := g.now()
-	var partitionCheck func(string, int32) error
-	if !unchecked {
-		var err error
-		partitionCheck, err = g.validateCommit(CommitRequest{
-			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
-		}, now)
-		if err != nil {
-			for i := range results {
-				if results[i] == nil {
-					results[i] = err
-				}
-			}
-			return
-		}
-	}
-	var recs []record.Record
-	var accepted []int
-	for i, o := range req.Offsets {
-		if results[i] != nil {
-			continue
-		}
-		if partitionCheck != nil {
-			if results[i] = partitionCheck(o.Topic, o.Partition); results[i] != nil {
-				continue
-			}
-		}
-		co := committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now}
-		recs = append(recs, record.Record{Key: offsetKey(g.name, o.Topic, o.Partition), Value: offsetValue(co)})
-		accepted = append(accepted, i)
-	}
-	if len(recs) == 0 {
-		return
-	}
-	if err := g.c.store.parts[g.partition].AppendTxnRecords(req.ProducerID, req.ProducerEpoch, recs); err != nil {
+// writeTxnOffsets appends offset records as a transactional batch of the
+// producer.
+func (g *group) writeTxnOffsets(producerID int64, producerEpoch int16, recs []record.Record) error {
+	if err := g.c.store.parts[g.partition].AppendTxnRecords(producerID, producerEpoch, recs); err != nil {
 		if errors.Is(err, broker.ErrInvalidProducerEpoch) {
-			err = fmt.Errorf("%w: %v", ErrProducerFenced, err)
-		} else {
-			err = storeError(err)
+			return fmt.Errorf("%w: %v", ErrProducerFenced, err)
 		}
-		for _, i := range accepted {
-			results[i] = err
-		}
-		return
+		return storeError(err)
 	}
 	g.written = true
-	for _, i := range accepted {
-		o := req.Offsets[i]
-		g.addPending(req.ProducerID, TopicPartition{o.Topic, o.Partition},
-			committedOffset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, committedAt: now})
-	}
+	return nil
 }
 
 func (g *group) addPending(producerID int64, tp TopicPartition, o committedOffset) {

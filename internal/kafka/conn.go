@@ -121,8 +121,8 @@ type exchange struct {
 }
 
 // stopReading interrupts a read that is waiting for the next request; a
-// request being handled still completes and gets its response. Called by
-// Shutdown with s.mu held.
+// request being handled still completes and gets its response. Called
+// once for every connection when Shutdown starts.
 func (c *conn) stopReading() {
 	c.nc.SetReadDeadline(time.Now())
 }

@@ -7,15 +7,13 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
+	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/txn"
 )
 
@@ -59,9 +57,11 @@ type Server struct {
 	// for data, so tests can act while a long poll is certainly parked.
 	testHookFetchWaiting func()
 
+	// netsrv accepts, tracks and shuts down the connections.
+	netsrv *netserve.Server[*conn]
 	// done is closed when Shutdown starts: it wakes fetch long polls so
 	// that in-flight requests finish promptly.
-	done chan struct{}
+	done <-chan struct{}
 	// groups is the group coordinator (nil: none). groupWait ends when
 	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
 	// wait for a rebalance.
@@ -70,12 +70,6 @@ type Server struct {
 	cancelGroupWait context.CancelFunc
 	// txns is the transaction coordinator (nil: none).
 	txns *txn.Coordinator
-
-	mu        sync.Mutex
-	closing   bool
-	listeners map[net.Listener]struct{}
-	conns     map[*conn]struct{}
-	wg        sync.WaitGroup // one per Serve loop and per connection goroutine
 }
 
 // NewServer returns a Server answering for b.
@@ -88,15 +82,19 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		logger = slog.Default()
 	}
 	s := &Server{
-		broker:    b,
-		cfg:       cfg,
-		log:       logger.With("component", "kafka"),
-		sessions:  newFetchSessions(defaultFetchSessionSlots, defaultFetchSessionIdle),
-		markers:   newMarkerSource(),
-		done:      make(chan struct{}),
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*conn]struct{}),
+		broker:   b,
+		cfg:      cfg,
+		log:      logger.With("component", "kafka"),
+		sessions: newFetchSessions(defaultFetchSessionSlots, defaultFetchSessionIdle),
+		markers:  newMarkerSource(),
 	}
+	s.netsrv = netserve.New(s.log, netserve.Hooks[*conn]{
+		NewConn: func(nc net.Conn) *conn { return newConn(s, nc) },
+		Serve:   (*conn).serve,
+		Stop:    (*conn).stopReading,
+		Kill:    func(c *conn) { c.nc.Close() },
+	})
+	s.done = s.netsrv.Done()
 	s.groups = cfg.Groups
 	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
@@ -107,118 +105,17 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 // Serve accepts connections on ln until Shutdown, serving each on its own
 // goroutine. It returns nil after Shutdown and the accept error otherwise.
 // Serve takes ownership of ln and closes it.
-func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.listeners[ln] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
-		ln.Close()
-	}()
+func (s *Server) Serve(ln net.Listener) error { return s.netsrv.Serve(ln) }
 
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.isClosing() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait a little
-				// rather than spin, as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
-				select {
-				case <-time.After(backoff):
-				case <-s.done:
-					return nil
-				}
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		s.startConn(nc)
-	}
-}
-
-// startConn registers nc and starts its serving goroutine, unless the
-// server is already shutting down.
-func (s *Server) startConn(nc net.Conn) {
-	c := newConn(s, nc)
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		nc.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer s.forgetConn(c)
-		c.serve()
-	}()
-}
-
-func (s *Server) forgetConn(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-}
-
-func (s *Server) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
+// isClosing reports whether Shutdown has started.
+func (s *Server) isClosing() bool { return s.netsrv.Closing() }
 
 // Shutdown stops accepting connections, wakes waiting fetches, lets every
 // request already being handled finish and write its response, then closes
 // the connections. If ctx ends first, the remaining connections are closed
-// at once and ctx's error is returned.
+// at once and ctx's error is returned; a connection goroutine may still be
+// finishing a handler (inside an fsync, say) then.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.closing {
-		s.closing = true
-		close(s.done)
-		s.cancelGroupWait()
-		for ln := range s.listeners {
-			ln.Close()
-		}
-		for c := range s.conns {
-			c.stopReading()
-		}
-	}
-	s.mu.Unlock()
-
-	// The waiter outlives a timed-out Shutdown until the last connection
-	// goroutine ends (a handler may be inside an fsync).
-	finished := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(finished)
-	}()
-	select {
-	case <-finished:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
-		return ctx.Err()
-	}
+	s.cancelGroupWait()
+	return s.netsrv.Shutdown(ctx)
 }

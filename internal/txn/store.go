@@ -110,38 +110,15 @@ func (s *stateStore) load() (map[string]*txn, error) {
 }
 
 func loadPartition(p *broker.Partition, out map[string]*txn) error {
-	for off, end := p.StartOffset(), p.EndOffset(); off < end; {
-		slice, err := p.Read(off, 1<<20)
-		if err != nil {
-			return err
-		}
-		data, err := slice.Bytes()
-		slice.Release()
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
+	return p.ReadRecords(p.StartOffset(), func(h record.Header, recs []record.Record) error {
+		if h.Control() {
 			return nil
 		}
-		for len(data) > 0 {
-			h, err := record.ParseHeader(data)
-			if err != nil {
-				return err
-			}
-			if !h.Control() {
-				recs, err := record.Records(data[:h.Size()])
-				if err != nil {
-					return err
-				}
-				for _, r := range recs {
-					applyRecord(out, r)
-				}
-			}
-			off = h.LastOffset() + 1
-			data = data[h.Size():]
+		for _, r := range recs {
+			applyRecord(out, r)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // applyRecord applies one record of __transaction_state; records of other
