@@ -112,15 +112,9 @@ func TestTransactionsAbortAndCommit(t *testing.T) {
 		t.Fatalf("end offset %d, want 22 (20 records, 2 markers)", end)
 	}
 
-	// Tools see the transactional id.
-	described, err := adm.DescribeTransactions(testContext(t), "classic")
-	if err != nil {
-		t.Fatalf("DescribeTransactions: %v", err)
-	}
-	d, ok := described["classic"]
-	if !ok || d.Err != nil || d.State != "CompleteCommit" {
-		t.Fatalf("DescribeTransactions(classic) = %+v, want CompleteCommit", d)
-	}
+	// Tools see the transactional id. EndTxn answers once the decision
+	// is durable; CompleteCommit follows the markers.
+	waitTxnState(t, adm, "classic", "CompleteCommit")
 	listed, err := adm.ListTransactions(testContext(t), nil, nil)
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("ListTransactions = %v, %v; want the one id", listed, err)

@@ -147,59 +147,87 @@ func controlIsCommit(batch []byte) (bool, error) {
 // WriteTxnMarker appends a COMMIT or ABORT marker for a producer's
 // transaction and returns once it is durable. A marker older than the
 // producer's epoch here is refused (ErrInvalidProducerEpoch); a newer one
-// becomes the producer's epoch, fencing batches of the old one.
+// becomes the producer's epoch, fencing batches of the old one. The
+// marker takes effect (the transaction ends here, read_committed readers
+// move past it) as soon as it is appended; the fsync is waited for after
+// produceMu is released, so the partition's producers append meanwhile
+// and share it.
 func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
 	log, err := p.online()
 	if err != nil {
 		return err
 	}
+	upTo, err := p.appendTxnMarker(log, producerID, epoch, commit, coordinatorEpoch)
+	if err != nil {
+		return err
+	}
+	if err := log.WaitDurable(upTo); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
+}
+
+// appendTxnMarker is WriteTxnMarker's append; it returns the end offset
+// the marker's durability waits for.
+func (p *Partition) appendTxnMarker(log *seglog.Log, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
-		return fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
+		return 0, fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
 			ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
 	}
 	now := time.Now().UnixMilli()
-	res, err := log.Append(controlBatch(producerID, epoch, commit, coordinatorEpoch, now), seglog.AppendOptions{Durable: true})
+	res, err := log.Append(controlBatch(producerID, epoch, commit, coordinatorEpoch, now), seglog.AppendOptions{})
 	if err != nil {
-		return p.storageError("append a transaction marker to", err)
+		return 0, p.storageError("append a transaction marker to", err)
 	}
 	p.producers.noteEpoch(producerID, epoch, now)
 	p.txnMu.Lock()
 	p.txns.end(producerID, res.BaseOffset, commit)
 	p.txnMu.Unlock()
 	p.wakeWaiters()
-	return nil
+	return res.LastOffset + 1, nil
 }
 
 // AppendTxnRecords appends records as one transactional batch of a
 // producer, without sequence numbers: the broker's own writes inside a
 // transaction (offsets of TxnOffsetCommit in __consumer_offsets). It
-// returns once the batch is durable.
+// returns once the batch is durable (waiting after produceMu is released).
 func (p *Partition) AppendTxnRecords(producerID int64, epoch int16, recs []record.Record) error {
 	log, err := p.online()
 	if err != nil {
 		return err
 	}
+	upTo, err := p.appendTxnRecords(log, producerID, epoch, recs)
+	if err != nil {
+		return err
+	}
+	if err := log.WaitDurable(upTo); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
+}
+
+func (p *Partition) appendTxnRecords(log *seglog.Log, producerID int64, epoch int16, recs []record.Record) (int64, error) {
 	now := time.Now().UnixMilli()
 	batch := record.NewBatch(now, recs)
 	stampProducer(batch, producerID, epoch, attrTransactional)
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
-		return fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
+		return 0, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
 	}
 	fresh := p.beginTxnAt(producerID, log.EndOffset())
-	res, err := log.Append(batch, seglog.AppendOptions{Durable: true})
+	res, err := log.Append(batch, seglog.AppendOptions{})
 	if err != nil {
-		return p.storageError("append to", err)
+		return 0, p.storageError("append to", err)
 	}
 	p.producers.noteEpoch(producerID, epoch, now)
 	if fresh {
 		p.fixTxnStart(producerID, res.BaseOffset)
 	}
 	p.wakeWaiters()
-	return nil
+	return res.LastOffset + 1, nil
 }
 
 // beginTxnAt registers the producer's transaction before its first batch

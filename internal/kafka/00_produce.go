@@ -20,9 +20,10 @@ import (
 // acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). With acks=0 nothing
 // is written back; if any partition failed the connection is closed, as
 // Kafka does, so the producer refreshes its metadata. v13 addresses topics
-// by ID (unknown: UNKNOWN_TOPIC_ID). Transactions and idempotence are not
-// implemented (InitProducerId is not advertised, so clients produce without
-// a producer ID). Internal topics accept writes only from the client ID
+// by ID (unknown: UNKNOWN_TOPIC_ID). Batches of idempotent producers are
+// deduplicated by the partition; a transactional batch is first verified
+// with the transaction coordinator (KIP-890 part 1, verifyTxnProduce): its
+// partition must be in the producer's open transaction. Internal topics accept writes only from the client ID
 // "__admin_client", as in Kafka. A failed partition answers BaseOffset -1.
 // TimeoutMillis is not needed: nothing waits on replicas.
 //
@@ -76,8 +77,12 @@ func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan 
 				sp.ErrorCode = topicErr
 			default:
 				p, err := t.Partition(rp.Partition)
+				if err == nil {
+					err = s.verifyTxnProduce(req.TransactionID, t.Name(), rp.Partition, rp.Records)
+				}
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
+					sp.ErrorMessage = errorMessage(err)
 					continue
 				}
 				plan.appends = append(plan.appends, produceAppend{

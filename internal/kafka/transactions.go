@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/wharf-mq/wharf/internal/group"
+	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/txn"
 )
 
@@ -57,4 +59,31 @@ func txnErrorCode(err error, version, fencedSince int16) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	}
 	return code
+}
+
+// verifyTxnProduce refuses a transactional batch for a partition that is
+// not in its producer's open transaction, as Kafka 3.6+ does (KIP-890
+// part 1): INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH /
+// INVALID_PRODUCER_ID_MAPPING for a producer that is not the transactional
+// id's current one. A transactional batch without a transactional id in
+// the request is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka
+// refuses it. Other batches, and every batch on a server without a
+// transaction coordinator, pass; a payload too short to parse is left to
+// the partition's validation. The check is a map lookup
+// (txn.Coordinator.Verify).
+func (s *Server) verifyTxnProduce(transactionalID *string, topic string, partition int32, records []byte) error {
+	if s.txns == nil {
+		return nil
+	}
+	h, err := record.ParseHeader(records)
+	if err != nil || !h.Transactional() || h.Control() {
+		return nil
+	}
+	if transactionalID == nil {
+		return kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
+	}
+	if err := s.txns.Verify(*transactionalID, h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
+		return fmt.Errorf("produce to %s-%d: %w", topic, partition, err)
+	}
+	return nil
 }

@@ -86,6 +86,16 @@ type Coordinator struct {
 	mu   sync.Mutex
 	txns map[string]*txn
 
+	// views is what produce verification reads: transactional id →
+	// *txnView (verify.go).
+	views sync.Map
+
+	// completions runs the asynchronous second half of EndTxn (markers,
+	// then Complete*); closing refuses new ones so Close can wait for all.
+	completionsMu sync.Mutex
+	completions   sync.WaitGroup
+	closing       bool
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -135,6 +145,7 @@ func Open(cfg Config) (*Coordinator, error) {
 	for _, t := range txns {
 		t.mu.Lock()
 		c.finishPrepared(t)
+		c.publish(t)
 		t.mu.Unlock()
 	}
 	c.log.Info("transactional ids loaded", "ids", len(txns))
@@ -142,11 +153,17 @@ func Open(cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Close stops the timeout goroutine. Nothing is written: the state on disk
-// is what a restart should find.
+// Close stops the timeout goroutine and waits for the transactions being
+// completed. Nothing else is written: the state on disk is what a restart
+// should find (a transaction whose completion could not start is still
+// PrepareCommit or PrepareAbort there, and Open finishes it).
 func (c *Coordinator) Close() error {
 	c.once.Do(func() { close(c.stop) })
 	<-c.done
+	c.completionsMu.Lock()
+	c.closing = true
+	c.completionsMu.Unlock()
+	c.completions.Wait()
 	return nil
 }
 
@@ -166,11 +183,23 @@ func (c *Coordinator) stateStore() (*stateStore, error) {
 
 // write records the id's current state durably.
 func (c *Coordinator) write(t *txn) error {
-	s, err := c.stateStore()
+	wait, err := c.appendState(t)
 	if err != nil {
 		return err
 	}
-	return s.write(t, c.now())
+	return wait()
+}
+
+// appendState appends the id's current state and returns what waits for it
+// to be durable. Records of one id go to one partition in the order they
+// are appended, so a later record that is durable implies the earlier ones
+// are: a caller that holds t.mu while appending may wait after releasing it.
+func (c *Coordinator) appendState(t *txn) (wait func() error, err error) {
+	s, err := c.stateStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.append(t, c.now())
 }
 
 // lookup returns the id's record, or nil.
@@ -201,16 +230,30 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 	if _, err := c.stateStore(); err != nil {
 		return InitResult{}, err
 	}
-	c.mu.Lock()
-	t := c.txns[id]
-	fresh := t == nil
-	if fresh {
-		t = &txn{id: id, producerID: -1}
-		c.txns[id] = t
+	deadline := time.Now().Add(completionWait)
+	var (
+		t     *txn
+		fresh bool
+	)
+	for {
+		c.mu.Lock()
+		t = c.txns[id]
+		fresh = t == nil
+		if fresh {
+			t = &txn{id: id, producerID: -1}
+			c.txns[id] = t
+		}
+		t.mu.Lock()
+		c.mu.Unlock()
+		if t.completing == nil {
+			break
+		}
+		if !t.awaitCompletion(deadline) {
+			return InitResult{}, fmt.Errorf("%w: the previous transaction of %q is still completing", ErrConcurrentTransactions, id)
+		}
 	}
-	t.mu.Lock()
-	c.mu.Unlock()
 	defer t.mu.Unlock()
+	defer c.publish(t) // whatever changed, before the lock is released
 
 	if fresh || t.producerID < 0 {
 		pid, err := c.b.AllocateProducerID()
@@ -236,7 +279,7 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 		if err := c.bumpEpoch(t); err != nil {
 			return InitResult{}, err
 		}
-		if err := c.end(t, false); err != nil {
+		if err := c.end(t, false, false); err != nil {
 			return InitResult{}, err
 		}
 		c.log.Info("aborted the open transaction of a fenced producer", "transactional_id", id, "producer_id", t.producerID, "epoch", t.epoch)
@@ -322,25 +365,45 @@ func (c *Coordinator) checkPartition(tp TopicPartition) error {
 }
 
 // lockCurrent finds the id, locks it and checks the producer is current.
+// If the id's previous transaction is still being completed (EndTxn
+// answered, markers still being written) it waits for that first, up to
+// completionWait, and then answers CONCURRENT_TRANSACTIONS as Kafka does:
+// the next transaction must not start before the last one's markers are
+// in every partition.
 func (c *Coordinator) lockCurrent(id string, producerID int64, epoch int16) (*txn, error) {
-	t := c.lookup(id)
-	if t == nil {
-		return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
+	deadline := time.Now().Add(completionWait)
+	for {
+		t := c.lookup(id)
+		if t == nil {
+			return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
+		}
+		t.mu.Lock()
+		if t.removed {
+			// Expired between the lookup and the lock.
+			t.mu.Unlock()
+			return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
+		}
+		if err := t.checkProducer(producerID, epoch); err != nil {
+			t.mu.Unlock()
+			return nil, err
+		}
+		if t.completing == nil {
+			return t, nil
+		}
+		if !t.awaitCompletion(deadline) {
+			return nil, fmt.Errorf("%w: transactional id %q is completing its transaction", ErrConcurrentTransactions, id)
+		}
+		// Locked and checked again at the top: the id may have changed.
 	}
-	t.mu.Lock()
-	if t.removed {
-		// Expired between the lookup and the lock.
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
-	}
-	if err := t.checkProducer(producerID, epoch); err != nil {
-		t.mu.Unlock()
-		return nil, err
-	}
-	return t, nil
 }
 
+// completionWait bounds how long a request waits for the previous
+// transaction of its id to be completed before it is answered
+// CONCURRENT_TRANSACTIONS (which clients retry).
+const completionWait = 5 * time.Second
+
 func (c *Coordinator) add(t *txn, parts []TopicPartition) error {
+	defer c.publish(t)
 	switch t.state {
 	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
 		if !c.finishPrepared(t) {
@@ -362,10 +425,16 @@ func (c *Coordinator) add(t *txn, parts []TopicPartition) error {
 	return c.write(t)
 }
 
-// EndTxn commits or aborts the producer's transaction: the decision is
-// written to __transaction_state, markers to every partition of the
-// transaction, and then the transaction is complete. A retried EndTxn of
-// a completed transaction with the same outcome succeeds again.
+// EndTxn commits or aborts the producer's transaction. As in Kafka it
+// answers once the decision (PrepareCommit or PrepareAbort) is durable in
+// __transaction_state: from then on the outcome is fixed, and a restart
+// finishes it. The markers, written to every partition of the transaction
+// at once, and the final Complete* record follow in the background; until
+// they are done read_committed readers do not see the transaction's data
+// (the partitions' last stable offset stays below it), and the id's next
+// request that starts or ends a transaction waits for them (lockCurrent).
+// A retried EndTxn of a completed transaction with the same outcome
+// succeeds again.
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bool) error {
 	t, err := c.lockCurrent(id, producerID, epoch)
 	if err != nil {
@@ -374,7 +443,7 @@ func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit bo
 	defer t.mu.Unlock()
 	switch t.state {
 	case kmsg.TransactionStateOngoing:
-		return c.end(t, commit)
+		return c.end(t, commit, true)
 	case kmsg.TransactionStateCompleteCommit:
 		if commit {
 			return nil
@@ -401,16 +470,23 @@ func outcome(commit bool) string {
 	return "abort"
 }
 
-// end takes an open transaction through Prepare* to Complete*. t.mu must
-// be held.
-func (c *Coordinator) end(t *txn, commit bool) error {
+// end takes an open transaction through Prepare* to Complete*. With async
+// it returns once Prepare* is durable and completes the transaction in
+// the background (completeAsync); otherwise it returns when the
+// transaction is complete. t.mu must be held.
+func (c *Coordinator) end(t *txn, commit, async bool) error {
 	t.state = kmsg.TransactionStatePrepareAbort
 	if commit {
 		t.state = kmsg.TransactionStatePrepareCommit
 	}
+	c.publish(t) // no more batches from here on
 	if err := c.write(t); err != nil {
 		t.state = kmsg.TransactionStateOngoing
+		c.publish(t)
 		return err
+	}
+	if async && c.completeAsync(t) {
+		return nil
 	}
 	if !c.finishPrepared(t) {
 		// The decision is durable; the timeout loop retries the markers.
@@ -419,9 +495,45 @@ func (c *Coordinator) end(t *txn, commit bool) error {
 	return nil
 }
 
+// completeAsync starts the completion of a transaction in Prepare* state
+// on a goroutine of its own, which the coordinator's Close waits for. It
+// reports false, starting nothing, once the coordinator is closing. t.mu
+// must be held; the goroutine takes it only to record the outcome, so
+// requests of the id wait on t.completing meanwhile, not on the lock.
+func (c *Coordinator) completeAsync(t *txn) bool {
+	c.completionsMu.Lock()
+	defer c.completionsMu.Unlock()
+	if c.closing {
+		return false
+	}
+	commit := t.state == kmsg.TransactionStatePrepareCommit
+	producerID, epoch, parts := t.producerID, t.epoch, t.partitionList()
+	done := make(chan struct{})
+	t.completing = done
+	c.completions.Add(1)
+	go func() {
+		defer c.completions.Done()
+		written := c.writeMarkers(t.id, producerID, epoch, commit, parts)
+		t.mu.Lock()
+		// Complete* is appended, not waited for: nothing depends on it
+		// being durable. The id's next state change (appended after it,
+		// to the same partition, and waited for) or the broker's flush
+		// covers it; a crash before either leaves Prepare*, and the
+		// restart writes the (durable) markers again, which is harmless.
+		// Waiting here would start an fsync that the next transaction's
+		// AddPartitionsToTxn, appended a moment later, could not share.
+		_ = c.recordMarkers(t, written, commit)
+		t.completing = nil
+		t.mu.Unlock()
+		close(done)
+	}()
+	return true
+}
+
 // finishPrepared writes the markers of a transaction that is committing or
 // aborting and completes it. It reports whether the transaction is no
-// longer in a Prepare state. t.mu must be held.
+// longer in a Prepare state. t.mu must be held, and no completion of t may
+// be running (t.completing nil).
 func (c *Coordinator) finishPrepared(t *txn) bool {
 	var commit bool
 	switch t.state {
@@ -431,43 +543,93 @@ func (c *Coordinator) finishPrepared(t *txn) bool {
 	default:
 		return true
 	}
-	for _, topic := range slices.Sorted(maps.Keys(t.partitions)) {
-		tp, err := c.b.Topic(topic)
-		if err != nil {
-			continue // deleted: nothing to mark
+	written := c.writeMarkers(t.id, t.producerID, t.epoch, commit, t.partitionList())
+	wait := c.recordMarkers(t, written, commit)
+	if wait == nil {
+		return false
+	}
+	if err := wait(); err != nil {
+		// The markers are written; a restart finishing again is harmless.
+		c.log.Error("cannot record a completed transaction", "transactional_id", t.id, "err", err)
+	}
+	return true
+}
+
+// writeMarkers writes the COMMIT or ABORT marker of a producer to every
+// partition at once, each durable before it counts: the fsyncs of
+// different partitions overlap, and each group-commits with the appends
+// of its own partition. It returns, in the order of parts, which were
+// written (a deleted partition counts as written: nothing to mark).
+func (c *Coordinator) writeMarkers(id string, producerID int64, epoch int16, commit bool, parts []TopicPartition) []bool {
+	written := make([]bool, len(parts))
+	mark := func(i int) { written[i] = c.writeMarker(id, producerID, epoch, commit, parts[i]) }
+	if len(parts) == 1 {
+		mark(0)
+		return written
+	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { mark(i) })
+	}
+	wg.Wait()
+	return written
+}
+
+// writeMarker writes one marker and, for __consumer_offsets, tells the
+// group coordinator the outcome. It reports whether the partition is done.
+func (c *Coordinator) writeMarker(id string, producerID int64, epoch int16, commit bool, tp TopicPartition) bool {
+	topic, err := c.b.Topic(tp.Topic)
+	if err != nil {
+		return true // deleted: nothing to mark
+	}
+	p, err := topic.Partition(tp.Partition)
+	if err != nil {
+		return true
+	}
+	err = p.WriteTxnMarker(producerID, epoch, commit, coordinatorEpoch)
+	if errors.Is(err, broker.ErrInvalidProducerEpoch) {
+		// A newer epoch already wrote here: nothing of ours to end.
+		c.log.Warn("transaction marker refused", "transactional_id", id, "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		err = nil
+	}
+	if err != nil {
+		c.log.Error("cannot write transaction marker", "transactional_id", id, "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		return false
+	}
+	if tp.Topic == offsetsTopic && c.cfg.Groups != nil {
+		c.cfg.Groups.CompleteTxn(tp.Partition, producerID, commit)
+	}
+	return true
+}
+
+// recordMarkers drops the partitions whose marker is written from the
+// transaction; when none is left it moves the transaction to Complete*,
+// appends that state and returns what waits for it to be durable. It
+// returns nil while some marker is missing (the timeout loop retries
+// them). t.mu must be held.
+func (c *Coordinator) recordMarkers(t *txn, written []bool, commit bool) (wait func() error) {
+	parts := t.partitionList()
+	missing := false
+	for i, ok := range written {
+		if ok {
+			t.removePartition(parts[i].Topic, parts[i].Partition)
+		} else {
+			missing = true
 		}
-		for _, idx := range slices.Sorted(maps.Keys(t.partitions[topic])) {
-			p, err := tp.Partition(idx)
-			if err != nil {
-				continue
-			}
-			err = p.WriteTxnMarker(t.producerID, t.epoch, commit, coordinatorEpoch)
-			if errors.Is(err, broker.ErrInvalidProducerEpoch) {
-				// A newer epoch already wrote here: nothing of ours to end.
-				c.log.Warn("transaction marker refused", "transactional_id", t.id, "topic", topic, "partition", idx, "err", err)
-				err = nil
-			}
-			if err != nil {
-				c.log.Error("cannot write transaction marker", "transactional_id", t.id, "topic", topic, "partition", idx, "err", err)
-				return false
-			}
-			if topic == offsetsTopic && c.cfg.Groups != nil {
-				c.cfg.Groups.CompleteTxn(idx, t.producerID, commit)
-			}
-			delete(t.partitions[topic], idx)
-		}
-		delete(t.partitions, topic)
+	}
+	if missing {
+		return nil
 	}
 	t.state = kmsg.TransactionStateCompleteAbort
 	if commit {
 		t.state = kmsg.TransactionStateCompleteCommit
 	}
 	t.partitions, t.started = nil, time.Time{}
-	if err := c.write(t); err != nil {
-		// The markers are written; a restart finishing again is harmless.
-		c.log.Error("cannot record a completed transaction", "transactional_id", t.id, "err", err)
+	wait, err := c.appendState(t)
+	if err != nil {
+		return func() error { return err }
 	}
-	return true
+	return wait
 }
 
 // run aborts transactions open past their timeout and retries unfinished
@@ -497,6 +659,10 @@ func (c *Coordinator) sweep(now time.Time) {
 		if !t.mu.TryLock() {
 			continue // busy: an operation is running on it
 		}
+		if t.completing != nil {
+			t.mu.Unlock()
+			continue // being completed
+		}
 		c.finishPrepared(t)
 		if t.state == kmsg.TransactionStateOngoing && now.Sub(t.started) > t.timeout {
 			c.abortTimedOut(t)
@@ -517,7 +683,7 @@ func (c *Coordinator) abortTimedOut(t *txn) {
 		// Epoch exhausted: the markers must still carry the old id.
 		t.producerID, t.epoch = oldPID, oldEpoch
 	}
-	if err := c.end(t, false); err != nil {
+	if err := c.end(t, false, false); err != nil {
 		c.log.Error("cannot abort a timed-out transaction", "transactional_id", t.id, "err", err)
 		return
 	}
@@ -584,6 +750,7 @@ func (c *Coordinator) expireIDs(now time.Time) {
 			} else {
 				t.removed = true
 				delete(c.txns, id)
+				c.unpublish(id)
 				c.log.Info("transactional id expired", "transactional_id", id, "producer_id", t.producerID, "idle", now.Sub(t.updated))
 			}
 		}

@@ -176,9 +176,25 @@ func (e *env) add(id string, r InitResult, parts ...int32) {
 	}
 }
 
+// describe describes the id once the completion of its last transaction
+// (which EndTxn leaves running) is over.
 func (e *env) describe(id string) *Description {
 	e.t.Helper()
+	e.settle(id)
 	return e.c.Describe([]string{id})[0]
+}
+
+// settle waits for the completion of the id's last transaction, if one
+// is running.
+func (e *env) settle(id string) {
+	if t := e.c.lookup(id); t != nil {
+		t.mu.Lock()
+		done := t.completing
+		t.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+	}
 }
 
 func (e *env) wantState(id, state string) *Description {

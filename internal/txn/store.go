@@ -58,9 +58,9 @@ func (s *stateStore) partitionFor(id string) *broker.Partition {
 	return s.parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(s.parts))]
 }
 
-// write appends the transaction's current state and waits until it is
-// durable.
-func (s *stateStore) write(t *txn, now time.Time) error {
+// append appends the transaction's current state and returns what waits
+// until it is durable (acks=all: group-committed with concurrent writes).
+func (s *stateStore) append(t *txn, now time.Time) (wait func() error, err error) {
 	key := kmsg.NewTxnMetadataKey()
 	key.TransactionalID = t.id
 	val := kmsg.NewTxnMetadataValue()
@@ -79,11 +79,17 @@ func (s *stateStore) write(t *txn, now time.Time) error {
 		val.StartTimestamp = t.started.UnixMilli()
 	}
 	batch := record.NewBatch(now.UnixMilli(), []record.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
-	if _, _, err := s.partitionFor(t.id).Produce(batch, -1); err != nil {
-		return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+	_, _, durable, err := s.partitionFor(t.id).ProduceAsync(batch, -1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
 	}
 	t.updated = now
-	return nil
+	return func() error {
+		if err := durable(); err != nil {
+			return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+		}
+		return nil
+	}, nil
 }
 
 // writeTombstone appends the id's tombstone (a null value), which removes

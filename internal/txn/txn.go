@@ -26,6 +26,47 @@ type txn struct {
 	started    time.Time                 // when the current transaction began (zero when none)
 	updated    time.Time                 // the last state change written
 	removed    bool                      // expired and gone from the coordinator's map
+
+	// completing is non-nil while the markers of a decided transaction are
+	// written in the background (Coordinator.completeAsync); it is closed
+	// when that is over, whether or not every marker was written.
+	completing chan struct{}
+}
+
+// awaitCompletion waits for the running completion of t, at most until
+// deadline. t.mu must be held and t.completing set; awaitCompletion
+// releases the lock (the completion needs it) and returns without it. It
+// reports whether the completion finished in time.
+func (t *txn) awaitCompletion(deadline time.Time) bool {
+	done := t.completing
+	t.mu.Unlock()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// partitionList is the transaction's partitions, sorted.
+func (t *txn) partitionList() []TopicPartition {
+	var out []TopicPartition
+	for _, topic := range slices.Sorted(maps.Keys(t.partitions)) {
+		for _, p := range slices.Sorted(maps.Keys(t.partitions[topic])) {
+			out = append(out, TopicPartition{topic, p})
+		}
+	}
+	return out
+}
+
+func (t *txn) removePartition(topic string, p int32) {
+	ps := t.partitions[topic]
+	delete(ps, p)
+	if len(ps) == 0 {
+		delete(t.partitions, topic)
+	}
 }
 
 // expired reports whether the id has been idle past expiration: no
