@@ -130,15 +130,16 @@ func splitBatches(records []byte) ([]appendBatch, error) {
 // write is cut off again so the file never holds a partial batch; if even
 // that fails the log is failed.
 func (l *Log) writeLocked(seg *segment, payload []byte) error {
-	n, err := seg.log.WriteAt(payload, seg.size)
+	_, err := seg.log.WriteAt(payload, seg.size)
 	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("seglog: write %s: %w", seg.logPath, err)
-	if n > 0 {
-		if terr := seg.log.Truncate(seg.size); terr != nil {
-			l.failLocked(fmt.Errorf("%w; removing the partial write failed: %v", err, terr))
-		}
+	// Truncate whatever the byte count says: os.File.WriteAt reports 0
+	// when a short pwrite is followed by ENOSPC, though bytes did reach
+	// the file.
+	if terr := seg.log.Truncate(seg.size); terr != nil {
+		l.failLocked(fmt.Errorf("%w; removing the partial write failed: %v", err, terr))
 	}
 	return err
 }

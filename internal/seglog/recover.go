@@ -75,10 +75,11 @@ func (l *Log) load() error {
 	if !clean {
 		firstToVerify = l.segmentIndexLocked(recoveryPoint)
 	}
+	// Only a log that is or was compacted may skip offsets, and only in
+	// a closed segment: anywhere else a gap is data that went missing.
+	compacted := l.cfg.Compact || l.cleanerOffset > 0
 	for i, s := range l.segments {
-		// Only a closed segment can have been compacted, so only a closed
-		// segment may skip offsets.
-		gaps := i < len(l.segments)-1
+		gaps := compacted && i < len(l.segments)-1
 		if i < firstToVerify {
 			err = l.loadTrusted(s, gaps)
 		} else {
@@ -91,7 +92,7 @@ func (l *Log) load() error {
 	if err := l.dropStrayEmptyTail(); err != nil {
 		return err
 	}
-	if err := l.checkContiguous(); err != nil {
+	if err := l.checkContiguous(compacted); err != nil {
 		return err
 	}
 
@@ -193,13 +194,18 @@ func (l *Log) dropStrayEmptyTail() error {
 	return discardSegments([]*segment{s})
 }
 
-// checkContiguous refuses segments whose offsets overlap.
-func (l *Log) checkContiguous() error {
+// checkContiguous refuses segments whose offsets overlap, and, in a log
+// that was never compacted, segments with offsets missing between them.
+func (l *Log) checkContiguous(compacted bool) error {
 	for i := 1; i < len(l.segments); i++ {
 		prev, s := l.segments[i-1], l.segments[i]
 		if prev.next > s.base {
 			return &CorruptionError{File: s.logPath, Pos: 0,
 				Err: fmt.Errorf("segment starts at offset %d but the previous one runs to %d", s.base, prev.next)}
+		}
+		if prev.next < s.base && !compacted {
+			return &CorruptionError{File: prev.logPath, Pos: prev.size,
+				Err: fmt.Errorf("segment ends at offset %d but the next one starts at %d: records are missing from a log that was never compacted", prev.next, s.base)}
 		}
 	}
 	return nil
