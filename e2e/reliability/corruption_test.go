@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,9 +21,6 @@ import (
 	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
-
-var strictFlag = flag.Bool("reliability.strict", false,
-	"TestCorruptionOutsideRecoveryScan: fail, rather than log a finding, when damage the recovery scan does not look at is served")
 
 // Shape of the corruption tests' data.
 const (
@@ -250,14 +246,17 @@ func checkOfflineOverKafka(t *testing.T, cl *kgo.Client, tp *broker.Topic, parti
 	}
 }
 
-// TestCorruptionOutsideRecoveryScan measures what the recovery scan does
+// TestCorruptionOutsideRecoveryScan damages data the recovery scan does
 // not look at, by design (seglog/doc.go): a log closed cleanly is trusted
 // at Open, and after a crash only the segments from the recovery point on
-// are verified. Each case damages data there and reports what a client
-// then sees. The checks that hold either way (the broker runs, other data
-// is served, franz-go never hands the application a damaged record) fail
-// the test; whether the damaged partition is taken offline is logged as a
-// finding, and required with -reliability.strict.
+// are verified. A lost or torn last batch of a closed segment is still
+// found at Open (the segments no longer line up, or a header is cut); a
+// flipped byte is found by the broker's scrubber, which verifies right
+// after start-up what recovery trusted. Every damaged partition must go
+// offline, within a deadline, naming the damaged file (and, for a flipped
+// byte, in the broker log and to Kafka clients as for damage found at
+// Open). If one stays online, what a franz-go consumer then gets is
+// reported; franz-go must never hand the application a damaged record.
 func TestCorruptionOutsideRecoveryScan(t *testing.T) {
 	const topic = "limits"
 	cases := []struct {
@@ -280,6 +279,8 @@ func TestCorruptionOutsideRecoveryScan(t *testing.T) {
 	closeNode(t, n)
 
 	damagedFrom := map[int32]int64{} // partition -> first offset whose batch was damaged
+	damagedFile := map[int32]string{}
+	flippedAt := map[int32]int64{} // partition -> position of the batch with a flipped byte
 	for i, tc := range cases {
 		dir := filepath.Join(dataDir, topic+"-"+strconv.Itoa(i))
 		if tc.crash {
@@ -290,9 +291,11 @@ func TestCorruptionOutsideRecoveryScan(t *testing.T) {
 			file = lastSegment(t, dir)
 		}
 		pos := batchPositions(t, file)
+		damagedFile[int32(i)] = file
 		switch {
 		case tc.flip:
 			at := pos[len(pos)/2]
+			flippedAt[int32(i)] = at
 			damagedFrom[int32(i)] = batchBase(t, file, at)
 			flipByte(t, file, at+record.HeaderSize+20)
 		case tc.torn:
@@ -306,20 +309,45 @@ func TestCorruptionOutsideRecoveryScan(t *testing.T) {
 		}
 	}
 
-	n = nodetest.Start(t, nodetest.WithDataDir(dataDir), newNodeLog(t, slog.LevelWarn).option())
+	logs := newNodeLog(t, slog.LevelWarn)
+	start := time.Now()
+	n = nodetest.Start(t, nodetest.WithDataDir(dataDir), logs.option())
 	tp := mustTopic(t, n, topic)
+	// The scrubber runs in the background after start-up: wait for it.
+	online := map[int32]bool{}
 	for i, tc := range cases {
 		p := int32(i)
-		outcome := describeDamagedPartition(t, n.KafkaAddr(), tp, p, acked, damagedFrom[p])
-		t.Logf("case %q: %s", tc.name, outcome)
-		if tp.Partitions()[p].Offline() == nil {
-			msg := fmt.Sprintf("FINDING: %s: partition %d stays online (%s)", tc.name, p, outcome)
-			if *strictFlag {
-				t.Error(msg)
-			} else {
-				t.Log(msg)
-			}
+		part := tp.Partitions()[p]
+		if !waitFor(20*time.Second, func() bool { return part.Offline() != nil }) {
+			online[p] = true
+			t.Errorf("%s: partition %d still online 20 s after start (%s)", tc.name, p,
+				describeDamagedPartition(t, n.KafkaAddr(), tp, p, acked, damagedFrom[p]))
+			continue
 		}
+		t.Logf("case %q: offline %v after start: %v", tc.name, time.Since(start).Round(time.Millisecond), part.Offline())
+	}
+	cl := newKafkaClient(t, n.KafkaAddr())
+	for i, tc := range cases {
+		p := int32(i)
+		part := tp.Partitions()[p]
+		if online[p] {
+			continue
+		}
+		var ce *seglog.CorruptionError
+		if !errors.As(part.Offline(), &ce) || ce.File != damagedFile[p] {
+			t.Errorf("%s: partition %d offline with %v, want a *seglog.CorruptionError naming %s", tc.name, p, part.Offline(), damagedFile[p])
+			continue
+		}
+		if !tc.flip {
+			continue // found at Open, as TestCorruptionThroughTheNode checks in full
+		}
+		if ce.Pos != flippedAt[p] {
+			t.Errorf("%s: corruption reported at %s:%d, want %s:%d", tc.name, ce.File, ce.Pos, ce.File, flippedAt[p])
+		}
+		if lines := logs.find("partition offline", fmt.Sprintf("%s:%d", ce.File, ce.Pos)); len(lines) == 0 {
+			t.Errorf("%s: no broker log line says the partition is offline and names %s:%d", tc.name, ce.File, ce.Pos)
+		}
+		checkOfflineOverKafka(t, cl, tp, p)
 	}
 }
 

@@ -87,7 +87,8 @@ func Open(cfg Config) (*Broker, error) {
 	b.bg.Add(2)
 	go b.flushLoop()
 	go b.retentionLoop()
-	b.startCleaner() // log compaction; joins b.bg and stops on b.stop
+	b.startCleaner()  // log compaction; joins b.bg and stops on b.stop
+	b.startScrubber() // CRC check of what recovery trusted; likewise
 	return b, nil
 }
 
@@ -283,7 +284,7 @@ func (b *Broker) retentionLoop() {
 func (b *Broker) forEachLog(fn func(*Partition) error, task string) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
-			if p.log == nil {
+			if p.Offline() != nil {
 				continue
 			}
 			if err := fn(p); err != nil && !errors.Is(err, seglog.ErrClosed) { // closed: deleted meanwhile

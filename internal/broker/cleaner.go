@@ -74,7 +74,7 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 			if ctx.Err() != nil {
 				return errors.Join(append(errs, ctx.Err())...)
 			}
-			if p.log == nil {
+			if p.Offline() != nil {
 				continue // offline
 			}
 			st, err := p.log.CompactContext(ctx, now)

@@ -56,13 +56,22 @@ type Config struct {
 	Fsync             FsyncPolicy   // default FsyncOnAcksAll
 	FlushInterval     time.Duration // background fsync period; default 1s
 	RetentionCheck    time.Duration // log.retention.check.interval.ms; default 5m
-	Logger            *slog.Logger
+	// ScrubInterval is how often every partition's log is read back and
+	// verified in full (scrubber.go). 0, the default, scrubs only once
+	// after start-up, and only what the log's recovery did not verify;
+	// negative never scrubs.
+	ScrubInterval time.Duration
+	// ScrubBytesPerSecond caps the scrubber's reads; default 200 MB/s,
+	// negative for no cap.
+	ScrubBytesPerSecond int64
+	Logger              *slog.Logger
 }
 
 const (
 	defaultMessageMaxBytes = 1048588
 	defaultFlushInterval   = time.Second
 	defaultRetentionCheck  = 5 * time.Minute
+	defaultScrubRate       = 200 << 20
 )
 
 func (c Config) withDefaults() Config {
@@ -81,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionCheck <= 0 {
 		c.RetentionCheck = defaultRetentionCheck
+	}
+	if c.ScrubBytesPerSecond == 0 {
+		c.ScrubBytesPerSecond = defaultScrubRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

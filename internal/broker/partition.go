@@ -18,8 +18,8 @@ type Partition struct {
 	dir   string
 	fsync FsyncPolicy
 
-	log     *seglog.Log // nil while offline
-	offline error       // why the log could not be opened
+	log     *seglog.Log // nil if the log could not be opened
+	offline error       // why the log could not be opened; see Offline for the rest
 
 	waitMu  sync.Mutex
 	waiters map[chan<- struct{}]struct{}
@@ -35,13 +35,19 @@ type Partition struct {
 // Index is the partition's number within its topic.
 func (p *Partition) Index() int32 { return p.index }
 
-// Offline returns the error that keeps the partition from serving, such as
-// a *seglog.CorruptionError found at start-up, or nil.
-func (p *Partition) Offline() error { return p.offline }
+// Offline returns the error that keeps the partition from serving, or nil:
+// a *seglog.CorruptionError found at start-up, or one the scrubber found
+// since (the partition then goes offline while the broker runs).
+func (p *Partition) Offline() error {
+	if p.offline != nil {
+		return p.offline
+	}
+	return p.log.Corruption()
+}
 
 func (p *Partition) online() (*seglog.Log, error) {
-	if p.log == nil {
-		return nil, fmt.Errorf("%w: %s-%d is offline: %v", ErrStorage, p.topic.name, p.index, p.offline)
+	if err := p.Offline(); err != nil {
+		return nil, fmt.Errorf("%w: %s-%d is offline: %v", ErrStorage, p.topic.name, p.index, err)
 	}
 	return p.log, nil
 }

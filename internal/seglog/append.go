@@ -71,6 +71,9 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 	if l.failed != nil {
 		return AppendResult{}, l.failed
 	}
+	if l.corrupt != nil {
+		return AppendResult{}, l.corrupt
+	}
 	if err := l.maybeRollLocked(int64(len(records)), count); err != nil {
 		return AppendResult{}, err
 	}

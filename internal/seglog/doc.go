@@ -45,6 +45,18 @@
 // is truncated: a flipped bit in the middle of a log must take the partition
 // offline, not silently drop the acknowledged data after it.
 //
+// # Scrubbing
+//
+// What Open trusts is checked afterwards by Scrub (scrub.go), which the
+// broker runs in the background right after start-up: it reads the segments
+// Open did not verify a chunk at a time, at a bounded rate, and verifies
+// every batch's CRC-32C and offsets. The first bad batch marks the log
+// corrupt: Read and Append return its *CorruptionError from then on, and
+// the broker takes the partition offline. Until the scrub reaches the
+// damage, a damaged batch can still be served (clients' own CRC checks
+// reject it); the window lasts about the time the scrub needs to read the
+// log up to it.
+//
 // # Reading
 //
 // Read returns a Slice of file ranges holding whole batches; Slice.WriteTo

@@ -30,10 +30,11 @@ type Log struct {
 	start      int64      // log start offset
 	end        int64      // log end offset: the next offset to assign
 	closed     bool
-	failed     error // sticky: a write or fsync failed and durability of later data is unknown
-	syncing    bool  // a group-commit leader is in fsync (see durability.go)
-	synced     int64 // every offset below this is on stable storage
-	syncRounds int64 // group-commit fsyncs run, for the benchmark
+	failed     error            // sticky: a write or fsync failed and durability of later data is unknown
+	corrupt    *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
+	syncing    bool             // a group-commit leader is in fsync (see durability.go)
+	synced     int64            // every offset below this is on stable storage
+	syncRounds int64            // group-commit fsyncs run, for the benchmark
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu

@@ -103,12 +103,21 @@ func copyChunk(w io.Writer, c Chunk) (int64, error) {
 // starts with the first batch after it.
 //
 // offset < StartOffset or > EndOffset is ErrOffsetOutOfRange; offset ==
-// EndOffset gives an empty Slice. The caller must Release the Slice.
+// EndOffset gives an empty Slice. Once Scrub has found a corrupt batch,
+// Read returns its *CorruptionError whatever the offset. The caller must
+// Release the Slice.
 func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
 		return nil, ErrClosed
+	}
+	if l.corrupt != nil {
+		// Scrub found damage: serve nothing more of this log, not even
+		// what lies before the damage, so that the partition is plainly
+		// offline rather than half there.
+		l.mu.RUnlock()
+		return nil, l.corrupt
 	}
 	if offset < l.start || offset > l.end {
 		l.mu.RUnlock()

@@ -352,6 +352,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 		s.truncated = true
 	}
 	s.next = next
+	s.verifiedAtOpen = true
 	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
 		return err
 	}

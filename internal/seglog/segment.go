@@ -38,7 +38,8 @@ type segment struct {
 	idx      segIndex  // sparse indexes
 	rollTime time.Time // when the segment started taking data, for segment.ms
 
-	truncated bool // Open cut off a torn tail of this segment (recover.go)
+	truncated      bool // Open cut off a torn tail of this segment (recover.go)
+	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
 }
 
 func segmentPath(dir string, base int64, suffix string) string {
