@@ -29,6 +29,11 @@ type amqpFlow struct {
 	queueType  string // x-queue-type: "" (classic), "quorum", "stream"
 	queues     int    // 1: publish to the default exchange; more: a fanout exchange bound to each
 	consume    bool   // false: publish only, throughput counted from confirms
+	// perSecond, when set, paces the publisher at a fixed offered load;
+	// each message is stamped with the moment it was due, so a publisher
+	// held back by the broker shows as latency rather than as fewer
+	// samples. Zero: flat out.
+	perSecond int
 }
 
 // run executes one run of f against the broker at url and returns:
@@ -267,7 +272,19 @@ func (s *suite) publishFlow(ctx context.Context, url, exchange, key string, f am
 	// hanging the suite.
 	watchdog := time.AfterFunc(time.Until(w.end)+time.Minute, func() { conn.Close() })
 	defer watchdog.Stop()
+	paceStart := time.Now()
+	var interval time.Duration
+	if f.perSecond > 0 {
+		interval = time.Second / time.Duration(f.perSecond)
+	}
 	for time.Now().Before(w.end) {
+		due := time.Now()
+		if interval > 0 {
+			due = paceStart.Add(time.Duration(res.publishedByWindowEnd) * interval)
+			if err := sleepUntil(ctx, due); err != nil {
+				return res, err
+			}
+		}
 		if slots != nil {
 			select {
 			case slots <- struct{}{}:
@@ -275,7 +292,11 @@ func (s *suite) publishFlow(ctx context.Context, url, exchange, key string, f am
 				return res, ctx.Err()
 			}
 		}
-		s.stamp(body)
+		if interval > 0 {
+			s.stampAt(body, due)
+		} else {
+			s.stamp(body)
+		}
 		if err := ch.PublishWithContext(ctx, exchange, key, false, false,
 			amqp.Publishing{DeliveryMode: mode, Body: body}); err != nil {
 			return res, fmt.Errorf("publish: %w", err)

@@ -16,6 +16,9 @@ type figures map[string]float64
 type contender struct {
 	name string // "Wharf", or the peer's name as shown in the table
 	run  func(ctx context.Context) (figures, error)
+	// pid, when set, names the server process whose CPU time each run
+	// records (figure "cpu": cores busy on average over the run).
+	pid func() (int, error)
 }
 
 // metric is one figure of a workload that becomes one table row.
@@ -67,9 +70,13 @@ func (s *suite) compare(ctx context.Context, c comparison) error {
 			// it does not slow this run's fsyncs.
 			syscall.Sync()
 			start := time.Now()
+			cpu0 := side.cpuSeconds()
 			f, err := side.run(ctx)
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if cpu1 := side.cpuSeconds(); err == nil && cpu0 >= 0 && cpu1 >= cpu0 {
+				f["cpu"] = (cpu1 - cpu0) / time.Since(start).Seconds()
 			}
 			if err != nil {
 				errs[i] = err
@@ -109,14 +116,18 @@ func (s *suite) addRows(c comparison, out []outcome) {
 		} else {
 			notes = append(notes, "peer skipped: "+c.skip)
 		}
+		first := m.key == c.metrics[0].key
 		if wharf.err != nil {
-			notes = append(notes, "Wharf failed: "+wharf.err.Error())
+			notes = append(notes, failureNote(first, "Wharf", wharf.err))
 		}
 		if peer.err != nil {
-			notes = append(notes, "peer failed: "+peer.err.Error())
+			notes = append(notes, failureNote(first, "peer", peer.err))
 		}
 		if c.notes != nil {
 			notes = append(notes, c.notes(m, wharf.medians, peer.medians))
+		}
+		if first {
+			notes = append(notes, cpuNote(wharf.medians, peer.medians))
 		}
 		r.Notes = joinNotes(notes...)
 		s.rows = append(s.rows, r)
@@ -180,4 +191,40 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// cpuSeconds is the server's CPU time so far, or -1 when unknown.
+func (c *contender) cpuSeconds() float64 {
+	if c.pid == nil {
+		return -1
+	}
+	pid, err := c.pid()
+	if err != nil {
+		return -1
+	}
+	secs, err := processCPUSeconds(pid)
+	if err != nil {
+		return -1
+	}
+	return secs
+}
+
+// cpuNote says how busy each server was during its runs: near the core
+// count means it was CPU-bound; far below means it waited (for the disk,
+// the network or its clients).
+func cpuNote(w, p figures) string {
+	wc, pc := figureOr(w, "cpu"), figureOr(p, "cpu")
+	if math.IsNaN(wc) && math.IsNaN(pc) {
+		return ""
+	}
+	return fmt.Sprintf("server CPU, cores busy: %s (Wharf), %s (peer)", formatNumber(wc), formatNumber(pc))
+}
+
+// failureNote gives a failed side's error on a comparison's first row and
+// points back to it on the others.
+func failureNote(first bool, side string, err error) string {
+	if first {
+		return side + " failed: " + err.Error()
+	}
+	return side + " failed (see above)"
 }

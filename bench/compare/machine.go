@@ -93,6 +93,25 @@ func describeDisk(dir string) string {
 	return fmt.Sprintf("%s on %s (mounted at %s%s)", fsType, source, best, size)
 }
 
+// openFileLimit is this process's (and so its children's) RLIMIT_NOFILE,
+// soft/hard, from /proc/self/limits: the scale rows need several file
+// descriptors per partition or queue.
+func openFileLimit() string {
+	b, err := os.ReadFile("/proc/self/limits")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 2 {
+				return f[0] + " / " + f[1]
+			}
+		}
+	}
+	return "unknown"
+}
+
 // loadAverage is the 1-, 5- and 15-minute load average from /proc/loadavg:
 // other work on the machine moves every figure.
 func loadAverage() string {

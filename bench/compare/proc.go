@@ -89,6 +89,9 @@ func (cs *children) forget(c *child) {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
+// processID is pid in the form contender.pid takes.
+func (c *child) processID() (int, error) { return c.pid(), nil }
+
 // exited reports whether the process has ended.
 func (c *child) exited() bool {
 	select {

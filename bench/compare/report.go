@@ -27,7 +27,7 @@ func (s *suite) report(m machine, took time.Duration) string {
 	b.WriteString("## Machine\n\n")
 	fmt.Fprintf(&b, "- CPU: %s, %d cores (GOMAXPROCS %d)\n", m.cpu, m.cores, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&b, "- Memory: %s\n", m.memory)
-	fmt.Fprintf(&b, "- Kernel: %s\n", m.kernel)
+	fmt.Fprintf(&b, "- Kernel: %s; open-file limit (soft / hard) of the servers: %s\n", m.kernel, openFileLimit())
 	fmt.Fprintf(&b, "- Data directory: %s\n", m.disk)
 	fmt.Fprintf(&b, "- Load average (1/5/15 min) at start: %s, at end: %s (other work on the machine moves the figures)\n", s.loadAtStart, loadAverage())
 	fmt.Fprintf(&b, "- Go: %s\n", m.goVersion)

@@ -29,6 +29,10 @@ var amqpWorkloads = []amqpWorkload{
 		flow: amqpFlow{bodySize: 16, queues: 1, consume: true}},
 	{name: "AMQP fanout to 10 durable queues, 1 KiB persistent, confirms",
 		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queues: 10, consume: true}},
+	// The same fanout at a fixed load both brokers sustain, so latency is
+	// compared without the queueing a flat-out run adds.
+	{name: "AMQP fanout to 10 durable queues, 1 KiB persistent, confirms, 2,000 msg/s offered",
+		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queues: 10, consume: true, perSecond: 2000}},
 }
 
 // manyQueues is the queue count of issue 6's "1000 queues with one message
@@ -60,10 +64,14 @@ func (s *suite) amqpSection(ctx context.Context) error {
 			continue
 		}
 		flow := wl.flow
+		metrics := flowMetrics
+		if flow.perSecond > 0 {
+			metrics = flowMetrics[1:] // the rate is the offered one; it goes in the notes
+		}
 		c := comparison{
 			workload: wl.name,
-			metrics:  flowMetrics,
-			wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) {
+			metrics:  metrics,
+			wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
 				return s.runAMQPFlow(ctx, s.wharf.amqpURL(), flow)
 			}},
 			skip:  skip,
@@ -74,7 +82,7 @@ func (s *suite) amqpSection(ctx context.Context) error {
 			if flow.queueType != "" {
 				queueKind = flow.queueType + " queue"
 			}
-			c.peer = &contender{name: "RabbitMQ (" + queueKind + ")", run: func(ctx context.Context) (figures, error) {
+			c.peer = &contender{name: "RabbitMQ (" + queueKind + ")", pid: rabbit.vmPid, run: func(ctx context.Context) (figures, error) {
 				return s.runAMQPFlow(ctx, rabbit.amqpURL(), flow)
 			}}
 		}
@@ -86,7 +94,7 @@ func (s *suite) amqpSection(ctx context.Context) error {
 	c := comparison{
 		workload: fmt.Sprintf("AMQP %d durable queues, one 1 KiB persistent message each (declare, publish with confirms, basic.get + ack)", manyQueues),
 		metrics:  []metric{{key: "total", label: "total time", unit: msTime}},
-		wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) {
+		wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
 			return s.runManyQueues(ctx, s.wharf.amqpURL(), manyQueues)
 		}},
 		skip: skip,
@@ -95,7 +103,7 @@ func (s *suite) amqpSection(ctx context.Context) error {
 		},
 	}
 	if rabbit != nil {
-		c.peer = &contender{name: "RabbitMQ (classic queues)", run: func(ctx context.Context) (figures, error) {
+		c.peer = &contender{name: "RabbitMQ (classic queues)", pid: rabbit.vmPid, run: func(ctx context.Context) (figures, error) {
 			return s.runManyQueues(ctx, rabbit.amqpURL(), manyQueues)
 		}}
 	}
@@ -143,6 +151,10 @@ func flowNotes(f amqpFlow) func(metric, figures, figures) string {
 		var notes []string
 		if m.key == "rate" && f.queues > 1 {
 			notes = append(notes, fmt.Sprintf("messages published/s; each is delivered %d times", f.queues))
+		}
+		if m.key == "p50" && f.perSecond > 0 {
+			notes = append(notes, fmt.Sprintf("paced: %s msg/s offered, latency from each message's due time; delivered %s (Wharf), %s (peer) msg/s",
+				formatNumber(float64(f.perSecond)), formatNumber(figureOr(w, "rate")), formatNumber(figureOr(p, "rate"))))
 		}
 		if m.key == "rate" && !f.confirms {
 			notes = append(notes, "publisher unthrottled by confirms")

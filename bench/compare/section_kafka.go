@@ -79,7 +79,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 		if k == nil {
 			return nil
 		}
-		return &contender{name: mode.name, run: func(ctx context.Context) (figures, error) { return run(ctx, k.addr) }}
+		return &contender{name: mode.name, pid: k.processID, run: func(ctx context.Context) (figures, error) { return run(ctx, k.addr) }}
 	}
 
 	for _, spec := range s.produceMatrix() {
@@ -88,7 +88,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 		err := s.compare(ctx, comparison{
 			workload: spec.String(),
 			metrics:  []metric{{key: "rate", label: "throughput", unit: msgsPerSec}},
-			wharf:    contender{name: "Wharf", run: func(ctx context.Context) (figures, error) { return run(ctx, s.wharf.kafkaAddr) }},
+			wharf:    contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return run(ctx, s.wharf.kafkaAddr) }},
 			peer:     peerFor(spec.acksAll, run),
 			skip:     skip,
 			notes: func(_ metric, w, p figures) string {
@@ -104,7 +104,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 	err := s.compare(ctx, comparison{
 		workload: "Kafka consume from the tail while one acks=1 producer writes, 1 KiB, 1 partition",
 		metrics:  []metric{{key: "rate", label: "consumed", unit: msgsPerSec}},
-		wharf:    contender{name: "Wharf", run: func(ctx context.Context) (figures, error) { return tail(ctx, s.wharf.kafkaAddr) }},
+		wharf:    contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return tail(ctx, s.wharf.kafkaAddr) }},
 		peer:     peerFor(false, tail),
 		skip:     skip,
 		notes: func(_ metric, w, p figures) string {
@@ -126,7 +126,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 				{key: "p99", label: "p99", unit: msLatency},
 				{key: "p999", label: "p99.9", unit: msLatency},
 			},
-			wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) { return lat(ctx, s.wharf.kafkaAddr) }},
+			wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return lat(ctx, s.wharf.kafkaAddr) }},
 			peer:  peerFor(true, lat),
 			skip:  skip,
 			notes: func(m metric, w, p figures) string {

@@ -57,7 +57,7 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 		}
 		s.rows = append(s.rows, row{
 			Workload: spec.String() + ": record bytes", Unit: mbPerSec,
-			Wharf: figureOr(w, "mbps"), Peer: limitName, PeerValue: figureOr(l, "mbps"), Notes: note,
+			Wharf: figureOr(w, "mbps"), Peer: limitName, PeerValue: figureOr(l, "mbps"), Notes: note, Limit: true,
 		})
 	}
 	add(acksAll, limitDiskMiB, "limit: disk, 1 MiB write + fdatasync",

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -66,40 +67,69 @@ var sizeMetrics = []metric{
 }
 
 // scalePartitions creates -scale-count partitions (topics of 100) with one
-// record each on a fresh Wharf and a fresh kfake.
+// record each on a fresh Wharf and a fresh kfake. If either fails (on a
+// machine whose open-file limit is lower than the files they need, for
+// instance), the failure is reported and both are measured again at a
+// quarter of the count.
 func (s *suite) scalePartitions(ctx context.Context) error {
-	n := s.opts.scaleCount
-	s.logf("== scale: %d partitions", n)
-	var w, p scaleResult
-	w.f, w.err = s.withFreshWharf(ctx, "scale-partitions", func(ws *wharfServer) (figures, error) {
-		return s.fillPartitions(ctx, ws.kafkaAddr, ws.pid(), n)
+	return s.atScale(func(n int) (bool, error) {
+		s.logf("== scale: %d partitions", n)
+		var w, p scaleResult
+		w.f, w.err = s.withFreshWharf(ctx, "scale-partitions", func(ws *wharfServer) (figures, error) {
+			return s.fillPartitions(ctx, ws.kafkaAddr, ws.pid(), n)
+		})
+		s.logf("   Wharf %v %v", w.f, w.err)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		p.f, p.err = s.withFreshKfake(ctx, "scale-partitions-kfake", func(k *kfakeServer) (figures, error) {
+			return s.fillPartitions(ctx, k.addr, k.pid(), n)
+		})
+		s.logf("   kfake %v %v", p.f, p.err)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		topics := (n + partitionsPerTopic - 1) / partitionsPerTopic
+		s.addScaleRows(fmt.Sprintf("Scale: %s partitions (%d topics), one 100 B record each", formatNumber(float64(n)), topics),
+			sizeMetrics, w, p, kfakeCached.name, "", idleNote(n, "partition"))
+		return w.err == nil && p.err == nil, nil
 	})
-	s.logf("   Wharf %v %v", w.f, w.err)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p.f, p.err = s.withFreshKfake(ctx, "scale-partitions-kfake", func(k *kfakeServer) (figures, error) {
-		return s.fillPartitions(ctx, k.addr, k.pid(), n)
-	})
-	s.logf("   kfake %v %v", p.f, p.err)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	topics := (n + partitionsPerTopic - 1) / partitionsPerTopic
-	s.addScaleRows(fmt.Sprintf("Scale: %s partitions (%d topics), one 100 B record each", formatNumber(float64(n)), topics),
-		sizeMetrics, w, p, kfakeCached.name, "", idleNote)
-	return nil
 }
 
-// idleNote gives the idle figure measured before the workload.
-func idleNote(m metric, w, p figures) string {
-	switch m.key {
-	case "rss":
-		return fmt.Sprintf("idle before: %s MiB (Wharf), %s MiB (peer)", formatNumber(figureOr(w, "rss0")), formatNumber(figureOr(p, "rss0")))
-	case "files":
-		return fmt.Sprintf("idle before: %s (Wharf), %s (peer)", formatCount(figureOr(w, "files0")), formatCount(figureOr(p, "files0")))
+// atScale runs measure at -scale-count and, if a side failed, once more at
+// a quarter of it.
+func (s *suite) atScale(measure func(n int) (ok bool, err error)) error {
+	n := s.opts.scaleCount
+	ok, err := measure(n)
+	if err != nil || ok || n < 4 {
+		return err
 	}
-	return "one run"
+	_, err = measure(n / 4)
+	return err
+}
+
+// idleNote gives the idle figures measured before the workload and, for
+// open files, the files added per partition or queue (n of them).
+func idleNote(n int, what string) func(metric, figures, figures) string {
+	return func(m metric, w, p figures) string {
+		switch m.key {
+		case "rss":
+			if len(w) == 0 && len(p) == 0 {
+				return ""
+			}
+			return fmt.Sprintf("idle before: %s MiB (Wharf), %s MiB (peer)", formatNumber(figureOr(w, "rss0")), formatNumber(figureOr(p, "rss0")))
+		case "files":
+			if len(w) == 0 && len(p) == 0 {
+				return "open-file limit (soft / hard): " + openFileLimit()
+			}
+			perUnit := func(f figures) string {
+				return formatNumber((figureOr(f, "files") - figureOr(f, "files0")) / float64(n))
+			}
+			return fmt.Sprintf("idle before: %s (Wharf), %s (peer); per %s: %s (Wharf), %s (peer)",
+				formatCount(figureOr(w, "files0")), formatCount(figureOr(p, "files0")), what, perUnit(w), perUnit(p))
+		}
+		return "one run"
+	}
 }
 
 // fillPartitions creates n partitions in topics of partitionsPerTopic on the
@@ -182,49 +212,50 @@ func sizeOf(pid int, suffix string) (figures, error) {
 }
 
 // scaleQueues declares -scale-count durable queues with one persistent
-// message each on a fresh Wharf and a fresh RabbitMQ.
+// message each on a fresh Wharf and a fresh RabbitMQ (again at a quarter of
+// the count if either fails).
 func (s *suite) scaleQueues(ctx context.Context) error {
-	n := s.opts.scaleCount
-	s.logf("== scale: %d queues", n)
-	var w, p scaleResult
-	w.f, w.err = s.withFreshWharf(ctx, "scale-queues", func(ws *wharfServer) (figures, error) {
-		return s.fillQueues(ctx, ws.amqpURL(), ws.pid(), n)
-	})
-	s.logf("   Wharf %v %v", w.f, w.err)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	peer, skip := "", ""
-	if !rabbitAvailable() {
-		skip = "rabbitmq-server not installed"
-	} else {
-		r, err := s.startRabbitMQ(ctx, filepath.Join(s.work, "rabbitmq-scale"))
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			skip = "RabbitMQ did not start: " + err.Error()
+	return s.atScale(func(n int) (bool, error) {
+		s.logf("== scale: %d queues", n)
+		var w, p scaleResult
+		w.f, w.err = s.withFreshWharf(ctx, "scale-queues", func(ws *wharfServer) (figures, error) {
+			return s.fillQueues(ctx, ws.amqpURL(), ws.pid(), n)
+		})
+		s.logf("   Wharf %v %v", w.f, w.err)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		peer, skip := "", ""
+		if !rabbitAvailable() {
+			skip = "rabbitmq-server not installed"
 		} else {
-			peer = "RabbitMQ (classic queues)"
-			pid, err := r.vmPid()
-			if err == nil {
-				p.f, p.err = s.fillQueues(ctx, r.amqpURL(), pid, n)
+			r, err := s.startRabbitMQ(ctx, filepath.Join(s.work, s.uniqueName("rabbitmq-scale")))
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				skip = "RabbitMQ did not start: " + err.Error()
 			} else {
-				p.err = err
-			}
-			s.logf("   RabbitMQ %v %v", p.f, p.err)
-			s.procs.forget(r.child)
-			if err := r.terminate(2 * time.Minute); err != nil {
-				s.logf("stopping RabbitMQ: %v", err)
+				peer = "RabbitMQ (classic queues)"
+				if pid, err := r.vmPid(); err == nil {
+					p.f, p.err = s.fillQueues(ctx, r.amqpURL(), pid, n)
+				} else {
+					p.err = err
+				}
+				s.logf("   RabbitMQ %v %v", p.f, p.err)
+				s.procs.forget(r.child)
+				if err := r.terminate(2 * time.Minute); err != nil {
+					s.logf("stopping RabbitMQ: %v", err)
+				}
 			}
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.addScaleRows(fmt.Sprintf("Scale: %s durable queues, one 1 KiB persistent message each (%d channels declaring)", formatNumber(float64(n)), scaleChannels),
-		sizeMetrics, w, p, peer, skip, idleNote)
-	return nil
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		s.addScaleRows(fmt.Sprintf("Scale: %s durable queues, one 1 KiB persistent message each (%d channels declaring)", formatNumber(float64(n)), scaleChannels),
+			sizeMetrics, w, p, peer, skip, idleNote(n, "queue"))
+		return w.err == nil && (peer == "" || p.err == nil), nil
+	})
 }
 
 // fillQueues declares n durable classic queues over scaleChannels channels
@@ -307,27 +338,36 @@ func declareAndPublish(ctx context.Context, conn *amqp.Connection, prefix string
 // withFreshWharf runs fn against a new `wharf serve` on its own data
 // directory and stops it afterwards.
 func (s *suite) withFreshWharf(ctx context.Context, name string, fn func(*wharfServer) (figures, error)) (figures, error) {
-	w, err := s.startWharf(ctx, filepath.Join(s.work, name))
+	dir := filepath.Join(s.work, s.uniqueName(name))
+	w, err := s.startWharf(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	logStart := s.wharfLogSize()
 	defer func() {
 		s.procs.forget(w.child)
 		w.terminate(time.Minute)
+		os.RemoveAll(dir)
 	}()
-	return fn(w)
+	f, err := fn(w)
+	if err != nil && s.wharfLogSince(logStart, "too many open files") {
+		err = fmt.Errorf("%w (Wharf's log: too many open files)", err)
+	}
+	return f, err
 }
 
 // withFreshKfake runs fn against a new kfake (page-cache mode) on its own
 // data directory and stops it afterwards.
 func (s *suite) withFreshKfake(ctx context.Context, name string, fn func(*kfakeServer) (figures, error)) (figures, error) {
-	k, err := s.startKfake(ctx, kfakeCached, filepath.Join(s.work, name))
+	dir := filepath.Join(s.work, s.uniqueName(name))
+	k, err := s.startKfake(ctx, kfakeCached, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		s.procs.forget(k.child)
 		k.terminate(time.Minute)
+		os.RemoveAll(dir)
 	}()
 	return fn(k)
 }
@@ -400,6 +440,7 @@ func (s *suite) scaleStartup(ctx context.Context) error {
 		return server{addr: ws.kafkaAddr, proc: ws.child, close: func() { ws.terminate(time.Minute) }}, nil
 	})
 	s.logf("   Wharf %v %v", w.f, w.err)
+	os.RemoveAll(wdir)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -412,6 +453,7 @@ func (s *suite) scaleStartup(ctx context.Context) error {
 		return server{addr: k.addr, proc: k.child, close: func() { k.terminate(time.Minute) }}, nil
 	})
 	s.logf("   kfake %v %v", p.f, p.err)
+	os.RemoveAll(kdir)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

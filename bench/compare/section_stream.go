@@ -42,7 +42,7 @@ func (s *suite) streamSection(ctx context.Context) error {
 	c := comparison{
 		workload: workload,
 		metrics:  []metric{{key: "rate", label: "Wharf AMQP stream queue (confirms)", unit: msgsPerSec}},
-		wharf: contender{name: "Wharf", run: func(ctx context.Context) (figures, error) {
+		wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
 			return s.runAMQPFlow(ctx, s.wharf.amqpURL(), amqpFlow{bodySize: 1024, persistent: true, confirms: true,
 				durable: true, queueType: "stream", queues: 1})
 		}},
@@ -50,7 +50,7 @@ func (s *suite) streamSection(ctx context.Context) error {
 		notes: func(metric, figures, figures) string { return natsNote },
 	}
 	if nats != nil {
-		c.peer = &contender{name: "NATS JetStream (file)", run: func(ctx context.Context) (figures, error) {
+		c.peer = &contender{name: "NATS JetStream (file)", pid: nats.processID, run: func(ctx context.Context) (figures, error) {
 			return s.runJetStream(ctx, nats.url(), 1024)
 		}}
 	}

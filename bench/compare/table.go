@@ -36,6 +36,9 @@ type row struct {
 	Peer      string
 	PeerValue float64
 	Notes     string
+	// Limit marks a row whose "peer" is a physical limit of the machine:
+	// it can be approached, not beaten, so the row gets no verdict.
+	Limit bool
 }
 
 // ratio is Wharf / peer, or NaN when either figure is missing or the peer's
@@ -50,7 +53,7 @@ func (r row) ratio() float64 {
 // wharfBehind reports whether the peer's figure is better than Wharf's.
 func (r row) wharfBehind() bool {
 	q := r.ratio()
-	if math.IsNaN(q) {
+	if math.IsNaN(q) || r.Limit {
 		return false
 	}
 	if r.Unit.lowerBetter {

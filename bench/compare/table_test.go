@@ -161,3 +161,13 @@ func TestStampRoundTrip(t *testing.T) {
 		t.Errorf("a body shorter than a stamp gave %v", got)
 	}
 }
+
+func TestLimitRowsGetNoVerdict(t *testing.T) {
+	r := row{Unit: mbPerSec, Wharf: 400, PeerValue: 900, Limit: true}
+	if r.wharfBehind() {
+		t.Error("a row against a physical limit must not be marked behind")
+	}
+	if r.ratio() != 400.0/900 {
+		t.Errorf("ratio = %v", r.ratio())
+	}
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -57,6 +59,25 @@ func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, e
 		}
 	}
 	return w, nil
+}
+
+// wharfLogSize is the current length of the Wharf processes' shared log.
+func (s *suite) wharfLogSize() int64 {
+	info, err := os.Stat(filepath.Join(s.work, "wharf.log"))
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// wharfLogSince reports whether the Wharf log mentions text after byte
+// offset from.
+func (s *suite) wharfLogSince(from int64, text string) bool {
+	b, err := os.ReadFile(filepath.Join(s.work, "wharf.log"))
+	if err != nil || int64(len(b)) < from {
+		return false
+	}
+	return bytes.Contains(b[from:], []byte(text))
 }
 
 func (w *wharfServer) amqpURL() string { return "amqp://guest:guest@" + w.amqpAddr + "/" }
