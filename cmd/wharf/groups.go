@@ -43,26 +43,16 @@ func groupsCommands() []groupsCommand {
 }
 
 func runGroups(ctx context.Context, args []string, std stdio) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		w := std.out
-		if len(args) == 0 {
-			w = std.err
-		}
-		fmt.Fprint(w, "Usage: wharf groups <command> [arguments]\n\nCommands:\n")
-		for _, c := range groupsCommands() {
-			fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
-		}
-		if len(args) == 0 {
-			return usagef("missing groups command")
-		}
-		return nil
+	cmds := groupsCommands()
+	help := make([]subcommandHelp, len(cmds))
+	for i, c := range cmds {
+		help[i] = subcommandHelp{c.name, c.summary}
 	}
-	for _, c := range groupsCommands() {
-		if c.name == args[0] {
-			return runGroupsCommand(ctx, c, args[1:], std)
-		}
+	i, err := selectSubcommand("groups", help, args, std)
+	if i < 0 {
+		return err
 	}
-	return usagef("unknown groups command %q", args[0])
+	return runGroupsCommand(ctx, cmds[i], args[1:], std)
 }
 
 func runGroupsCommand(ctx context.Context, c groupsCommand, args []string, std stdio) error {

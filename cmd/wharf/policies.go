@@ -30,26 +30,16 @@ func policiesCommands() []policiesCommand {
 }
 
 func runPolicies(ctx context.Context, args []string, std stdio) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		w := std.out
-		if len(args) == 0 {
-			w = std.err
-		}
-		fmt.Fprint(w, "Usage: wharf policies <command> [arguments]\n\nCommands:\n")
-		for _, c := range policiesCommands() {
-			fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
-		}
-		if len(args) == 0 {
-			return usagef("missing policies command")
-		}
-		return nil
+	cmds := policiesCommands()
+	help := make([]subcommandHelp, len(cmds))
+	for i, c := range cmds {
+		help[i] = subcommandHelp{c.name, c.summary}
 	}
-	for _, c := range policiesCommands() {
-		if c.name == args[0] {
-			return runPoliciesCommand(ctx, c, args[1:], std)
-		}
+	i, err := selectSubcommand("policies", help, args, std)
+	if i < 0 {
+		return err
 	}
-	return usagef("unknown policies command %q", args[0])
+	return runPoliciesCommand(ctx, cmds[i], args[1:], std)
 }
 
 func runPoliciesCommand(ctx context.Context, c policiesCommand, args []string, std stdio) error {

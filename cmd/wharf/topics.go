@@ -33,26 +33,16 @@ func topicsCommands() []topicsCommand {
 }
 
 func runTopics(ctx context.Context, args []string, std stdio) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		w := std.out
-		if len(args) == 0 {
-			w = std.err
-		}
-		fmt.Fprint(w, "Usage: wharf topics <command> [arguments]\n\nCommands:\n")
-		for _, c := range topicsCommands() {
-			fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-		}
-		if len(args) == 0 {
-			return usagef("missing topics command")
-		}
-		return nil
+	cmds := topicsCommands()
+	help := make([]subcommandHelp, len(cmds))
+	for i, c := range cmds {
+		help[i] = subcommandHelp{c.name, c.summary}
 	}
-	for _, c := range topicsCommands() {
-		if c.name == args[0] {
-			return runTopicsCommand(ctx, c, args[1:], std)
-		}
+	i, err := selectSubcommand("topics", help, args, std)
+	if i < 0 {
+		return err
 	}
-	return usagef("unknown topics command %q", args[0])
+	return runTopicsCommand(ctx, cmds[i], args[1:], std)
 }
 
 func runTopicsCommand(ctx context.Context, c topicsCommand, args []string, std stdio) error {
