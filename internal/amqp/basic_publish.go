@@ -56,6 +56,9 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 		// A queue full with x-overflow reject-publish refused it: nack.
 		ch.confirm.published(res.Durable, res.Rejected > 0)
 	}
+	if limit := c.srv.cfg.FlowBacklog; limit > 0 && res.Backlog > limit {
+		c.flowPause()
+	}
 	return nil
 }
 

@@ -12,20 +12,27 @@ import (
 // separate connections, 1 KiB transient messages through a classic queue;
 // b.N messages end to end.
 func BenchmarkPublishConsume(b *testing.B) {
-	benchFlow(b, false, amqp091.Transient, true)
+	benchFlow(b, false, amqp091.Transient, true, 1000, false)
+}
+
+// BenchmarkPublishConsumeManualAck: as BenchmarkPublishConsume, but the
+// consumer has prefetch 200 and acks every delivery on its own (the
+// bench/compare AMQP transient workload).
+func BenchmarkPublishConsumeManualAck(b *testing.B) {
+	benchFlow(b, false, amqp091.Transient, false, 200, true)
 }
 
 // BenchmarkPublishConfirmDurable: persistent messages to a durable queue
 // with publisher confirms (group-committed fsyncs) and manual acks.
 func BenchmarkPublishConfirmDurable(b *testing.B) {
-	benchFlow(b, true, amqp091.Persistent, false)
+	benchFlow(b, true, amqp091.Persistent, false, 1000, false)
 }
 
-func benchFlow(b *testing.B, confirm bool, mode uint8, autoAck bool) {
+func benchFlow(b *testing.B, confirm bool, mode uint8, autoAck bool, prefetch int, ackEach bool) {
 	br := startBroker(b, func(c *Config) { c.Logger = slog.New(slog.DiscardHandler) })
 	pub, sub := br.channel(), br.channel()
 	declareQueue(b, pub, "bench", mode == amqp091.Persistent)
-	if err := sub.Qos(1000, 0, false); err != nil {
+	if err := sub.Qos(prefetch, 0, false); err != nil {
 		b.Fatal(err)
 	}
 	deliveries := consume(b, sub, "bench", autoAck)
@@ -42,7 +49,11 @@ func benchFlow(b *testing.B, confirm bool, mode uint8, autoAck bool) {
 		defer close(done)
 		for i := 0; i < b.N; i++ {
 			d := <-deliveries
-			if !autoAck && (i%100 == 99 || i == b.N-1) {
+			switch {
+			case autoAck:
+			case ackEach:
+				d.Ack(false)
+			case i%100 == 99 || i == b.N-1:
 				d.Ack(true)
 			}
 		}

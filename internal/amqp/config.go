@@ -20,6 +20,9 @@ const (
 	// DefaultOutboundLimit bounds the delivery bytes a connection holds for
 	// a socket that is not keeping up; see Config.OutboundLimit.
 	DefaultOutboundLimit = 4 << 20
+	// DefaultFlowBacklog is the ready backlog above which a publisher is
+	// slowed; see Config.FlowBacklog.
+	DefaultFlowBacklog = 1000
 	// fallbackHighWatermark is the memory high-water mark when the machine's
 	// RAM cannot be read.
 	fallbackHighWatermark = 1 << 30
@@ -68,6 +71,16 @@ type Config struct {
 	// prefetch to do it). Default 4 MiB.
 	OutboundLimit int64
 
+	// FlowBacklog is publisher flow control, the silent back-pressure
+	// RabbitMQ's credit flow gives: after a publish leaves more than this
+	// many ready (undelivered) messages in a queue it went to, the
+	// publishing connection stops reading its socket for flowPause, so a
+	// fast publisher cannot outrun the consumers without bound and
+	// publish-to-deliver latency stays bounded. No connection.blocked is
+	// sent (that is for the memory and disk alarms). Default 1000;
+	// negative disables.
+	FlowBacklog int
+
 	// Version is announced as the server's version property.
 	Version string
 	// Logger receives connection events; nil means slog.Default().
@@ -108,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OutboundLimit <= 0 {
 		c.OutboundLimit = DefaultOutboundLimit
+	}
+	if c.FlowBacklog == 0 {
+		c.FlowBacklog = DefaultFlowBacklog
 	}
 	if c.Version == "" {
 		c.Version = "dev"

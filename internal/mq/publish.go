@@ -113,7 +113,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 			}
 			continue
 		}
-		out, wasLogged, err := q.publish(h, batch, now)
+		out, wasLogged, backlog, err := q.publish(h, batch, now)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {
@@ -121,6 +121,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 			}
 			continue
 		}
+		res.Backlog = max(res.Backlog, backlog)
 		switch out {
 		case taken:
 			res.Routed++

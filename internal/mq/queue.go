@@ -145,12 +145,12 @@ const (
 // message's TTL. now (ms) is the enqueue time, also the batch's
 // timestamp; 0 if the caller did not need the clock (nor does the queue
 // then, unless it has TTLs or limits). logged says whether the confirm must wait for this queue's
-// fsync.
-func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, logged bool, err error) {
+// fsync; backlog is the queue's ready length afterwards.
+func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, logged bool, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
-		return notTaken, false, nil
+		return notTaken, false, 0, nil
 	}
 	o := &q.opts
 	if now == 0 && (o.messageTTL >= 0 || o.limited() || h.msg.Properties.Expiration != "") {
@@ -160,7 +160,7 @@ func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, l
 		if o.overflow == rejectPublishDLX {
 			q.deadLetterLocked(h.msg, reasonMaxlen, now)
 		}
-		return refused, false, nil
+		return refused, false, q.ready.Len(), nil
 	}
 	e := &entry{
 		tag: q.r.newTag(), offset: -1, size: h.size,
@@ -169,7 +169,7 @@ func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, l
 	}
 	if batch != nil && q.logs(h.msg) {
 		if e.offset, err = q.store.append(batch); err != nil {
-			return notTaken, false, err
+			return notTaken, false, 0, err
 		}
 		logged = true
 	}
@@ -191,7 +191,7 @@ func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, l
 		q.expireHeadsLocked(now)
 		q.armHeadsLocked()
 	}
-	return taken, logged, nil
+	return taken, logged, q.ready.Len(), nil
 }
 
 // logs reports whether the queue keeps m in its messages log.

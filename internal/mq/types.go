@@ -84,6 +84,10 @@ type PublishResult struct {
 	// as RabbitMQ does; a refused message was routed, so mandatory does
 	// not return it.
 	Rejected int
+	// Backlog is the largest number of ready messages (not yet delivered)
+	// left in any of the queues the message went to, just after it was
+	// added: what the front end's publisher flow control looks at.
+	Backlog int
 }
 
 // Delivery is one message handed to a consumer or returned by Get.
