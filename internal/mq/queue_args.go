@@ -344,27 +344,7 @@ func checkConsumeArgs(queue, vhost string, args wire.Table) error {
 	return nil
 }
 
-func argInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
-}
+func argInt(v any) (int64, bool) { return routing.TableInt(v) }
 
 func argString(v any) (string, bool) {
 	switch s := v.(type) {

@@ -101,7 +101,7 @@ func hashableValue(v any) string {
 	if s, ok := asBinary(v); ok {
 		return s
 	}
-	if n, ok := asInt(v); ok {
+	if n, ok := TableInt(v); ok {
 		return strconv.FormatInt(n, 10)
 	}
 	if t, ok := v.(time.Time); ok {

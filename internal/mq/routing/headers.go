@@ -91,8 +91,8 @@ func headersMatch(mode MatchMode, args, headers wire.Table) bool {
 // arrays are both binaries, so they compare by bytes; nested tables and
 // arrays compare element by element.
 func ValuesEqual(a, b any) bool {
-	if ai, ok := asInt(a); ok {
-		bi, ok := asInt(b)
+	if ai, ok := TableInt(a); ok {
+		bi, ok := TableInt(b)
 		return ok && ai == bi
 	}
 	if af, ok := asFloat(a); ok {
@@ -156,10 +156,10 @@ func asTable(v any) (map[string]any, bool) {
 	return nil, false
 }
 
-// asInt returns integer values widened to int64 (uint64 values above
+// TableInt returns a field-table integer value widened to int64 (uint64 values above
 // MaxInt64 cannot come from a field table, whose widest unsigned type is 32
 // bits).
-func asInt(v any) (int64, bool) {
+func TableInt(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int8:
 		return int64(n), true
@@ -247,7 +247,7 @@ func TypeName(v any) string {
 // every integer type (and decimal) is "int", both float types are "float",
 // the rest are their own class.
 func TypeClass(v any) string {
-	if _, ok := asInt(v); ok {
+	if _, ok := TableInt(v); ok {
 		return "int"
 	}
 	switch v.(type) {
