@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
@@ -36,4 +37,27 @@ func newKafkaClient(bootstrap string, opts ...kgo.Opt) (*kgo.Client, error) {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	return cl, nil
+}
+
+// runKafkaSubcommand runs `wharf group name` for a command that talks to the
+// broker: define registers the command's own flags beside
+// --bootstrap-server, and run gets a connected client, the broker address,
+// the positional arguments and a context bounded by adminTimeout.
+func runKafkaSubcommand(ctx context.Context, group, name, usage, summary string, args []string, std stdio,
+	define func(fs *flag.FlagSet), run func(ctx context.Context, cl *kgo.Client, bootstrap string, positional []string) error) error {
+	fs := newFlagSet(group+" "+name, usage, strings.ToUpper(summary[:1])+summary[1:]+".", std.err)
+	bootstrap, env := addBootstrapFlag(fs)
+	define(fs)
+	positional, err := parseArgs(fs, args, env)
+	if err != nil {
+		return err
+	}
+	cl, err := newKafkaClient(*bootstrap)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	return run(ctx, cl, *bootstrap, positional)
 }

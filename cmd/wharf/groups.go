@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -56,27 +55,18 @@ func runGroups(ctx context.Context, args []string, std stdio) error {
 }
 
 func runGroupsCommand(ctx context.Context, c groupsCommand, args []string, std stdio) error {
-	fs := newFlagSet("groups "+c.name, c.usage, strings.ToUpper(c.summary[:1])+c.summary[1:]+".", std.err)
-	bootstrap, env := addBootstrapFlag(fs)
-	run := c.define(fs)
-	positional, err := parseArgs(fs, args, env)
-	if err != nil {
-		return err
-	}
-	cl, err := newKafkaClient(*bootstrap)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	return run(groupsEnv{
-		ctx:       ctx,
-		adm:       kadm.NewClient(cl),
-		out:       std.out,
-		newClient: func(opts ...kgo.Opt) (*kgo.Client, error) { return newKafkaClient(*bootstrap, opts...) },
-		now:       time.Now,
-	}, positional)
+	var run func(groupsEnv, []string) error
+	return runKafkaSubcommand(ctx, "groups", c.name, c.usage, c.summary, args, std,
+		func(fs *flag.FlagSet) { run = c.define(fs) },
+		func(ctx context.Context, cl *kgo.Client, bootstrap string, positional []string) error {
+			return run(groupsEnv{
+				ctx:       ctx,
+				adm:       kadm.NewClient(cl),
+				out:       std.out,
+				newClient: func(opts ...kgo.Opt) (*kgo.Client, error) { return newKafkaClient(bootstrap, opts...) },
+				now:       time.Now,
+			}, positional)
+		})
 }
 
 func defineGroupsList(fs *flag.FlagSet) func(groupsEnv, []string) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // topicsCommand is one `wharf topics NAME` subcommand.
@@ -46,21 +47,12 @@ func runTopics(ctx context.Context, args []string, std stdio) error {
 }
 
 func runTopicsCommand(ctx context.Context, c topicsCommand, args []string, std stdio) error {
-	fs := newFlagSet("topics "+c.name, c.usage, strings.ToUpper(c.summary[:1])+c.summary[1:]+".", std.err)
-	bootstrap, env := addBootstrapFlag(fs)
-	run := c.define(fs)
-	positional, err := parseArgs(fs, args, env)
-	if err != nil {
-		return err
-	}
-	cl, err := newKafkaClient(*bootstrap)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	return run(ctx, kadm.NewClient(cl), positional, std.out)
+	var run func(context.Context, *kadm.Client, []string, io.Writer) error
+	return runKafkaSubcommand(ctx, "topics", c.name, c.usage, c.summary, args, std,
+		func(fs *flag.FlagSet) { run = c.define(fs) },
+		func(ctx context.Context, cl *kgo.Client, _ string, positional []string) error {
+			return run(ctx, kadm.NewClient(cl), positional, std.out)
+		})
 }
 
 func defineTopicsCreate(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
