@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-
-	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
 // TopicSpec describes a topic to create. Partitions <= 0 means the broker's
@@ -189,33 +187,6 @@ func (b *Broker) newTopic(rec topicRecord) *Topic {
 			defaults:  map[string]string{"max.message.bytes": strconv.Itoa(int(b.cfg.MessageMaxBytes))},
 		},
 	}
-}
-
-// openPartitions opens (creating where needed) partitions up to count.
-func (b *Broker) openPartitions(t *Topic, count int32) error {
-	cfg := t.currentConfig().logConfig()
-	for i := int32(len(t.Partitions())); i < count; i++ {
-		p := &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync}
-		if err := claimPartitionDir(p.dir, t.id); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrStorage, p.dir, err)
-		}
-		p.log, p.offline = seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
-		if p.offline != nil {
-			var corrupt *seglog.CorruptionError
-			if !errors.As(p.offline, &corrupt) {
-				return fmt.Errorf("%w: open %s: %v", ErrStorage, p.dir, p.offline)
-			}
-			b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", p.offline)
-			p.log = nil
-		} else if err := p.loadProducers(); err != nil {
-			p.log.Close()
-			return fmt.Errorf("%w: rebuild producer state of %s: %v", ErrStorage, p.dir, err)
-		}
-		t.mu.Lock()
-		t.partitions = append(t.partitions, p)
-		t.mu.Unlock()
-	}
-	return nil
 }
 
 // partitionMetadataFile records which topic a partition directory belongs

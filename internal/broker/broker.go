@@ -33,6 +33,8 @@ type Broker struct {
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 
+	openSlots chan struct{} // bounds partitions being opened at once (partition_open.go)
+
 	producerIDMu       sync.Mutex
 	nextProducerID     int64 // guarded by producerIDMu
 	producerIDBlockEnd int64 // guarded by producerIDMu
@@ -68,7 +70,9 @@ func Open(cfg Config) (*Broker, error) {
 		meta:   meta,
 		topics: map[string]*Topic{},
 		byID:   map[[16]byte]*Topic{},
-		stop:   make(chan struct{}),
+
+		openSlots: make(chan struct{}, partitionOpeners),
+		stop:      make(chan struct{}),
 	}
 	if err := b.load(); err != nil {
 		b.closeLogs()
@@ -106,12 +110,22 @@ func (b *Broker) load() error {
 			return err
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.topics)) {
-		t := b.newTopic(st.topics[name])
-		if err := b.openPartitions(t, st.topics[name].Partitions); err != nil {
-			return err
-		}
-		b.topics[name] = t
+	// Every topic at once: openPartitions bounds the partitions in flight.
+	names := slices.Sorted(maps.Keys(st.topics))
+	topics := make([]*Topic, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		topics[i] = b.newTopic(st.topics[name])
+		wg.Go(func() { errs[i] = b.openPartitions(topics[i], st.topics[name].Partitions) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.closePartitions(topics)
+		return err
+	}
+	for _, t := range topics {
+		b.topics[t.name] = t
 		b.byID[t.id] = t
 	}
 	b.removeOrphanDirs()

@@ -133,7 +133,13 @@ func splitBatches(records []byte) ([]appendBatch, error) {
 // write is cut off again so the file never holds a partial batch; if even
 // that fails the log is failed.
 func (l *Log) writeLocked(seg *segment, payload []byte) error {
-	_, err := seg.log.WriteAt(payload, seg.size)
+	f, err := seg.file.pin()
+	if err != nil {
+		return err
+	}
+	defer seg.file.unpin()
+	_, err = f.WriteAt(payload, seg.size)
+	seg.file.wrote()
 	if err == nil {
 		return nil
 	}
@@ -141,7 +147,7 @@ func (l *Log) writeLocked(seg *segment, payload []byte) error {
 	// Truncate whatever the byte count says: os.File.WriteAt reports 0
 	// when a short pwrite is followed by ENOSPC, though bytes did reach
 	// the file.
-	if terr := seg.log.Truncate(seg.size); terr != nil {
+	if terr := f.Truncate(seg.size); terr != nil {
 		l.failLocked(fmt.Errorf("%w; removing the partial write failed: %v", err, terr))
 	}
 	return err
@@ -171,9 +177,6 @@ func (l *Log) maybeRollLocked(size, count int64) error {
 // This fsync runs under mu, stalling appends once per segment.
 func (l *Log) rollLocked() error {
 	old := l.activeLocked()
-	if err := old.idx.flush(old.idxFile, old.timFile); err != nil {
-		return fmt.Errorf("seglog: write index of %s: %w", old.logPath, err)
-	}
 	if err := old.syncAll(); err != nil {
 		l.failLocked(fmt.Errorf("seglog: fsync %s: %w", old.logPath, err))
 		return l.failed

@@ -187,7 +187,12 @@ func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
 		if l.cfg.MinCompactionLagMs > 0 && maxTs > lagHorizon {
 			break // this segment and everything after it are too young
 		}
-		p.srcs = append(p.srcs, cleanSource{view: s.viewLocked(), maxTs: maxTs})
+		v, err := s.viewLocked()
+		if err != nil {
+			p.release()
+			return nil, err
+		}
+		p.srcs = append(p.srcs, cleanSource{view: v, maxTs: maxTs})
 		if s.next <= l.cleanerOffset {
 			p.cleanBytes += s.size
 			continue
@@ -205,7 +210,7 @@ func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
 
 func (p *cleanPlan) release() {
 	for _, s := range p.srcs {
-		s.view.seg.release()
+		s.view.release()
 	}
 }
 
@@ -229,7 +234,7 @@ func (p *cleanPlan) worthCleaning(now time.Time) bool {
 	}
 	// Kafka's estimate of the oldest dirty record: the first dirty batch.
 	first := p.srcs[p.firstDirty].view
-	h, err := newHeadReader(first.seg.log, first.limit).at(0)
+	h, err := newHeadReader(first.f, first.limit).at(0)
 	return err == nil && h.maxTimestamp >= 0 && now.UnixMilli()-h.maxTimestamp > p.cfg.MaxCompactionLagMs
 }
 

@@ -748,16 +748,19 @@ func TestReadContinuesIntoMergedSegment(t *testing.T) {
 	m := newKeyedLog(t, l)
 	fillKeyed(m, testTs0)
 	m.append(afterWorkload, put(key(0), "x"))
-	v, _ := l.viewContinuing(nil, 0) // the first segment, as a Read holds it
-	defer v.seg.release()
+	v, _, err := l.viewContinuing(nil, 0) // the first segment, as a Read holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.release()
 	cfg.SegmentBytes = bigSegment
 	l.SetConfig(cfg)
 	mustCompact(t, l, withinRetained)
-	next, ok := l.viewContinuing(v.seg, v.next)
-	if !ok {
-		t.Fatal("no segment to continue in")
+	next, ok, err := l.viewContinuing(v.seg, v.next)
+	if !ok || err != nil {
+		t.Fatal("no segment to continue in", err)
 	}
-	defer next.seg.release()
+	defer next.release()
 	if next.seg.base != 0 || next.next != activeBase(l) {
 		t.Fatalf("continued in segment [%d, %d), want the merged [0, %d)", next.seg.base, next.next, activeBase(l))
 	}

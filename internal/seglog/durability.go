@@ -48,15 +48,22 @@ func (l *Log) leadSyncLocked() {
 	l.syncRounds++
 	target := l.end
 	active := l.activeLocked()
-	active.acquire()
 	// Index entries are written to their files here, in one small write each,
 	// rather than on every append; the files are only needed by Open and are
 	// rebuilt for the active segment after a crash anyway.
-	indexErr := active.idx.flush(active.idxFile, active.timFile)
+	indexErr := active.flushIndex()
+	f, err := active.file.pin()
+	generation := active.file.generation()
 	l.mu.Unlock()
 
-	err := datasync(active.log)
-	active.release()
+	if err == nil {
+		// Not active.file.datasync: the generation must be read under mu,
+		// where the writes it covers were counted.
+		if err = datasync(f); err == nil {
+			active.file.syncedUpTo(generation)
+		}
+		active.file.unpin()
+	}
 
 	l.mu.Lock()
 	l.syncing = false

@@ -162,3 +162,12 @@ func fileExists(path string) (bool, error) {
 	}
 	return false, err
 }
+
+// readFileIfExists is os.ReadFile with a missing file read as empty.
+func readFileIfExists(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}

@@ -176,6 +176,11 @@ func decodeTimeIndex(b []byte, offsets []offsetEntry) ([]timeEntry, error) {
 	return entries, nil
 }
 
+// pending reports whether entries wait to be written by flush.
+func (x *segIndex) pending() bool {
+	return len(x.offsets) > x.flushedOffsets || len(x.times) > x.flushedTimes
+}
+
 // flush appends the entries not yet in the index files.
 func (x *segIndex) flush(idxFile, timeFile *os.File) error {
 	if n := len(x.offsets) - x.flushedOffsets; n > 0 {

@@ -173,10 +173,7 @@ func (l *Log) shutdown(syncFirst bool) (segs []*segment, end int64, err error) {
 	if syncFirst {
 		err = l.failed
 		if err == nil {
-			active := l.activeLocked()
-			if err = active.idx.flush(active.idxFile, active.timFile); err == nil {
-				err = active.syncAll()
-			}
+			err = l.activeLocked().syncAll()
 		}
 		if err == nil {
 			l.synced = l.end

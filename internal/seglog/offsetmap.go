@@ -65,7 +65,7 @@ func buildOffsetMap(ctx context.Context, dirty []cleanSource) (map[string]int64,
 // checked with record.Verify; a batch that fails is a *CorruptionError. The
 // slice passed to fn is reused for the next batch.
 func (v segView) forEachBatch(ctx context.Context, fn func(batch []byte, h record.Header) error) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(v.seg.log, 0, v.limit), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.limit), 1<<20)
 	var buf []byte
 	for pos := int64(0); pos < v.limit; {
 		if err := ctx.Err(); err != nil {

@@ -39,7 +39,7 @@ func (s *Slice) Len() int64 {
 func (s *Slice) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		for _, seg := range s.segs {
-			seg.release()
+			seg.releaseView()
 		}
 	}
 }
@@ -127,8 +127,11 @@ func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 		l.mu.RUnlock()
 		return &Slice{}, nil
 	}
-	v := l.segments[l.segmentIndexLocked(offset)].viewLocked()
+	v, err := l.segments[l.segmentIndexLocked(offset)].viewLocked()
 	l.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
 
 	sl := &Slice{}
 	budget := maxBytes
@@ -152,7 +155,11 @@ func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 		// Nothing at or after from in this segment (only possible in a
 		// compacted log), or all of it fitted: go on with the next one.
 		from = max(from, v.next)
-		next, ok := l.viewContinuing(v.seg, from)
+		next, ok, err := l.viewContinuing(v.seg, from)
+		if err != nil {
+			sl.Release()
+			return nil, err
+		}
 		if !ok {
 			break
 		}
@@ -165,27 +172,28 @@ func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 // after prev: normally the segment after prev, but if compaction replaced
 // prev (and maybe its neighbours) by one segment meanwhile, that segment,
 // so that no offset is skipped.
-func (l *Log) viewContinuing(prev *segment, from int64) (segView, bool) {
+func (l *Log) viewContinuing(prev *segment, from int64) (segView, bool, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed || from >= l.end {
-		return segView{}, false
+		return segView{}, false, nil
 	}
 	i := l.segmentIndexLocked(from)
 	if l.segments[i] == prev {
 		// prev is still in the log and was read to its end.
 		if i++; i == len(l.segments) {
-			return segView{}, false
+			return segView{}, false, nil
 		}
 	}
-	return l.segments[i].viewLocked(), true
+	v, err := l.segments[i].viewLocked()
+	return v, err == nil, err
 }
 
 // readChunk finds the batch containing offset (or the first batch at or
 // after it) and extends the range over whole batches within budget; with
 // atLeastOne the first batch is taken even if it alone exceeds the budget.
 func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, error) {
-	r := newHeadReader(v.seg.log, v.limit)
+	r := newHeadReader(v.f, v.limit)
 	start := posForOffset(v.offsets, uint32(max(offset-v.seg.base, 0)))
 	start, first, err := r.batchContaining(start, offset)
 	if err == io.EOF {
@@ -198,7 +206,7 @@ func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, 
 		if !atLeastOne {
 			return Chunk{}, false, nil
 		}
-		return Chunk{File: v.seg.log, Pos: start, Len: first.size, FirstOffset: first.baseOffset}, true, nil
+		return Chunk{File: v.f, Pos: start, Len: first.size, FirstOffset: first.baseOffset}, true, nil
 	}
 	end := v.limit
 	if start+budget < v.limit {
@@ -209,5 +217,5 @@ func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, 
 			return Chunk{}, false, err
 		}
 	}
-	return Chunk{File: v.seg.log, Pos: start, Len: end - start, FirstOffset: first.baseOffset}, true, nil
+	return Chunk{File: v.f, Pos: start, Len: end - start, FirstOffset: first.baseOffset}, true, nil
 }

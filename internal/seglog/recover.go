@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -118,11 +119,11 @@ func (l *Log) load() error {
 		l.cleanerOffset = 0
 	}
 	l.synced = l.end
-	l.checkpointed = l.end
 	l.lastCheckpoint = time.Now()
 	active.rollTime = firstBatchTime(active)
 
 	if clean {
+		l.checkpointed = l.end
 		// Remove the marker durably before anything new is written: a marker
 		// that reappeared after a crash would make the next Open trust a
 		// torn tail.
@@ -131,8 +132,12 @@ func (l *Log) load() error {
 		}
 		return syncDir(l.dir)
 	}
-	// Every verified segment was fsynced by verifySegment.
-	return writeOffsetFile(l.dir, recoveryPointFile, l.end, false)
+	// Every verified segment was fsynced by verifySegment, so the recovery
+	// point may move to the end; the next Sync (the broker's flusher) writes
+	// it, keeping that fsync off the start-up path. A crash before then
+	// only verifies the same batches again.
+	l.checkpointed = recoveryPoint
+	return nil
 }
 
 // isTail reports whether segment i is where a torn write can be: the last
@@ -218,7 +223,12 @@ func firstBatchTime(s *segment) time.Time {
 	if s.size == 0 {
 		return time.Time{}
 	}
-	h, err := newHeadReader(s.log, s.size).at(0)
+	f, err := s.file.pin()
+	if err != nil {
+		return now
+	}
+	h, err := newHeadReader(f, s.size).at(0)
+	s.file.unpin()
 	if err != nil || h.maxTimestamp <= 0 || h.maxTimestamp > now.UnixMilli() {
 		return now
 	}
@@ -232,15 +242,20 @@ func firstBatchTime(s *segment) time.Time {
 // (a closed segment, which compaction may have thinned) a batch may start
 // beyond the offset after the previous one.
 func (l *Log) loadTrusted(s *segment, gaps bool) error {
+	f, err := s.file.pin()
+	if err != nil {
+		return err
+	}
+	defer s.file.unpin()
 	offsets, times, err := readIndexFiles(s)
 	if err == nil {
 		s.idx = newSegIndex()
 		s.idx.offsets, s.idx.times = offsets, times
 		s.idx.flushedOffsets, s.idx.flushedTimes = len(offsets), len(times)
 		s.idx.maxTs = s.idx.lastTimeTs()
-		err = l.walkTail(s, gaps)
+		err = l.walkTail(s, f, gaps)
 		if err == nil {
-			return s.idx.flush(s.idxFile, s.timFile)
+			return s.flushIndex()
 		}
 		if _, corrupt := err.(*CorruptionError); corrupt {
 			return err
@@ -248,10 +263,10 @@ func (l *Log) loadTrusted(s *segment, gaps bool) error {
 	}
 	l.logger.Info("rebuilding segment index", "file", s.logPath, "reason", err)
 	s.idx = newSegIndex()
-	if err := l.walkTail(s, gaps); err != nil {
+	if err := l.walkTail(s, f, gaps); err != nil {
 		return err
 	}
-	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
+	if err := s.rewriteIndex(); err != nil {
 		return err
 	}
 	return s.syncAll()
@@ -259,8 +274,8 @@ func (l *Log) loadTrusted(s *segment, gaps bool) error {
 
 // walkTail walks the batch headers from the last index entry (or the start)
 // to the end of the file, adding index entries as appends would have.
-func (l *Log) walkTail(s *segment, gaps bool) error {
-	r := newHeadReader(s.log, s.size)
+func (l *Log) walkTail(s *segment, f *os.File, gaps bool) error {
+	r := newHeadReader(f, s.size)
 	pos, next := int64(0), s.base
 	if n := len(s.idx.offsets); n > 0 {
 		pos, next = int64(s.idx.offsets[n-1].pos), s.base+int64(s.idx.offsets[n-1].rel)
@@ -292,8 +307,11 @@ func (l *Log) walkTail(s *segment, gaps bool) error {
 	return nil
 }
 
+// readIndexFiles reads and checks the segment's index files. A missing
+// file reads as empty: the entries are then rebuilt from the batches.
 func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
-	ib, err := io.ReadAll(io.NewSectionReader(s.idxFile, 0, 1<<40))
+	stem := strings.TrimSuffix(s.logPath, logSuffix)
+	ib, err := readFileIfExists(stem + indexSuffix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -301,7 +319,7 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tb, err := io.ReadAll(io.NewSectionReader(s.timFile, 0, 1<<40))
+	tb, err := readFileIfExists(stem + timeIndexSuffix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,7 +344,12 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // being mistaken for a torn tail and silently dropping everything after it.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
-	good, next, bad := l.scanVerified(s, gaps)
+	f, err := s.file.pin()
+	if err != nil {
+		return err
+	}
+	defer s.file.unpin()
+	good, next, bad := l.scanVerified(s, f, gaps)
 	if bad != nil {
 		switch {
 		case !tail:
@@ -335,7 +358,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (offset %d is below the recovery point %d)", bad, next, recoveryPoint)}
 		}
-		q, found, err := findValidBatchAfter(s.log, good, s.size, next)
+		q, found, err := findValidBatchAfter(f, good, s.size, next)
 		if err != nil {
 			return err
 		}
@@ -343,7 +366,9 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
 		}
-		if err := s.log.Truncate(good); err != nil {
+		err = f.Truncate(good)
+		s.file.wrote()
+		if err != nil {
 			return err
 		}
 		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
@@ -353,8 +378,13 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 	}
 	s.next = next
 	s.verifiedAtOpen = true
-	if err := s.idx.rewrite(s.idxFile, s.timFile); err != nil {
+	if err := s.rewriteIndex(); err != nil {
 		return err
+	}
+	if tail {
+		// The tail's index is rebuilt by every recovery, so only its data
+		// needs the fsync.
+		return s.file.datasync(f)
 	}
 	return s.syncAll()
 }
@@ -363,10 +393,10 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 // in-memory index. It returns the length of the valid prefix, the offset
 // after it, and why the batch at that position is bad (nil if none is).
 // With gaps, batch base offsets need only increase (a compacted segment).
-func (l *Log) scanVerified(s *segment, gaps bool) (good, next int64, bad error) {
+func (l *Log) scanVerified(s *segment, f *os.File, gaps bool) (good, next int64, bad error) {
 	s.idx = newSegIndex()
 	interval := int64(l.cfg.IndexIntervalBytes)
-	br := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, s.size), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, s.size), 1<<20)
 	var buf []byte
 	pos, next := int64(0), s.base
 	for pos < s.size {

@@ -91,7 +91,7 @@ func (l *Log) scrub(ctx context.Context, opt ScrubOptions, chunk int64) (ScrubSt
 		}
 		st.Segments++
 		err = scrubSegment(ctx, v, chunk, p, &st)
-		v.seg.release()
+		v.release()
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
 			if err := l.markCorrupt(v.seg, ce); err != nil {
@@ -120,7 +120,8 @@ func (l *Log) nextToScrub(after int64, full bool) (segView, bool, error) {
 	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > after })
 	for ; i < len(l.segments); i++ {
 		if s := l.segments[i]; (full || !s.verifiedAtOpen) && s.size > 0 {
-			return s.viewLocked(), true, nil
+			v, err := s.viewLocked()
+			return v, err == nil, err
 		}
 	}
 	return segView{}, false, nil
@@ -157,7 +158,7 @@ func scrubSegment(ctx context.Context, v segView, chunk int64, p *pacer, st *Scr
 			return err
 		}
 		n := min(int64(len(buf)), v.limit-pos)
-		if err := readFull(s, buf[:n], pos); err != nil {
+		if err := readFull(v, buf[:n], pos); err != nil {
 			return err
 		}
 		if err := p.wait(ctx, n); err != nil {
@@ -191,7 +192,7 @@ func scrubSegment(ctx context.Context, v segView, chunk int64, p *pacer, st *Scr
 				}
 			} else if at > 0 {
 				break
-			} else if err := verifyLarge(ctx, s, pos, h, buf, p); errors.Is(err, record.ErrCorrupt) {
+			} else if err := verifyLarge(ctx, v, pos, h, buf, p); errors.Is(err, record.ErrCorrupt) {
 				return bad(pos, err)
 			} else if err != nil {
 				return err
@@ -208,7 +209,7 @@ func scrubSegment(ctx context.Context, v segView, chunk int64, p *pacer, st *Scr
 
 // verifyLarge checks the CRC-32C of a batch too large for buf (buf holds
 // its first bytes), reading the rest a buffer at a time.
-func verifyLarge(ctx context.Context, s *segment, pos int64, h batchHead, buf []byte, p *pacer) error {
+func verifyLarge(ctx context.Context, v segView, pos int64, h batchHead, buf []byte, p *pacer) error {
 	head, err := record.ParseHeader(buf[:record.HeaderSize])
 	if err != nil && !errors.Is(err, record.ErrShort) {
 		return err
@@ -219,7 +220,7 @@ func verifyLarge(ctx context.Context, s *segment, pos int64, h batchHead, buf []
 			return err
 		}
 		n := min(int64(len(buf)), h.size-at)
-		if err := readFull(s, buf[:n], pos+at); err != nil {
+		if err := readFull(v, buf[:n], pos+at); err != nil {
 			return err
 		}
 		if err := p.wait(ctx, n); err != nil {
@@ -234,12 +235,12 @@ func verifyLarge(ctx context.Context, s *segment, pos int64, h batchHead, buf []
 	return nil
 }
 
-func readFull(s *segment, b []byte, pos int64) error {
-	if _, err := s.log.ReadAt(b, pos); err != nil {
+func readFull(v segView, b []byte, pos int64) error {
+	if _, err := v.f.ReadAt(b, pos); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("seglog: scrub %s: %w", s.logPath, err)
+		return fmt.Errorf("seglog: scrub %s: %w", v.seg.logPath, err)
 	}
 	return nil
 }

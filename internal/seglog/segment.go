@@ -20,16 +20,15 @@ const (
 // segment is one <base>.log file with its two index files.
 //
 // Lifetime: the Log holds one reference while the segment is part of it and
-// every Slice holds one per segment it reads. Deleting a segment unlinks its
-// files at once and drops the Log's reference; the descriptors are closed
-// when the last reference goes, so a reader in the middle of a sendfile keeps
-// reading the (unlinked) file.
+// every view (and so every Slice) holds one too, with the .log file pinned
+// open (handles.go). Deleting a segment unlinks its files at once and drops
+// the Log's reference; a reader in the middle of a sendfile keeps reading
+// the unlinked file through its pinned descriptor, which is closed when the
+// last reference goes.
 type segment struct {
 	base    int64
 	logPath string
-	log     *os.File // batches; read with pread, written with pwrite
-	idxFile *os.File
-	timFile *os.File
+	file    *fileHandle // the .log file: batches, read with pread, written with pwrite
 	refs    atomic.Int32
 
 	// Guarded by Log.mu. Bytes below size never change once written.
@@ -51,71 +50,88 @@ func segmentPath(dir string, base int64, suffix string) string {
 // truncating an existing file could destroy data.
 func createSegment(dir string, base int64) (*segment, error) {
 	s := &segment{base: base, next: base, logPath: segmentPath(dir, base, logSuffix), idx: newSegIndex()}
-	var err error
-	if s.log, err = os.OpenFile(s.logPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+	f, err := os.OpenFile(s.logPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
 		return nil, err
 	}
-	if err = s.openIndexFiles(dir, os.O_TRUNC); err != nil {
-		s.closeFiles()
+	if err := s.withIndexFiles(os.O_TRUNC, func(_, _ *os.File) error { return nil }); err != nil {
+		f.Close()
 		return nil, err
 	}
+	s.file = files.adopt(s.logPath, f)
 	s.refs.Store(1)
 	return s, nil
 }
 
-// openSegment opens the files of an existing segment (creating missing index
-// files). size is the .log file's length; the caller decides how much of it
+// openSegment describes an existing segment; its .log file is opened when
+// first used. size is the file's length; the caller decides how much of it
 // to trust.
 func openSegment(dir string, base int64) (*segment, error) {
 	s := &segment{base: base, next: base, logPath: segmentPath(dir, base, logSuffix), idx: newSegIndex()}
-	var err error
-	if s.log, err = os.OpenFile(s.logPath, os.O_RDWR, 0); err != nil {
-		return nil, err
-	}
-	fi, err := s.log.Stat()
+	fi, err := os.Stat(s.logPath)
 	if err != nil {
-		s.closeFiles()
 		return nil, err
 	}
 	s.size = fi.Size()
-	if err = s.openIndexFiles(dir, 0); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
+	s.file = files.handle(s.logPath)
 	s.refs.Store(1)
 	return s, nil
 }
 
-func (s *segment) openIndexFiles(dir string, extraFlag int) error {
-	var err error
+// withIndexFiles opens the two index files (creating missing ones), runs fn
+// on them and closes them again.
+func (s *segment) withIndexFiles(extraFlag int, fn func(idxFile, timFile *os.File) error) error {
+	stem := strings.TrimSuffix(s.logPath, logSuffix)
 	flags := os.O_RDWR | os.O_CREATE | extraFlag
-	if s.idxFile, err = os.OpenFile(segmentPath(dir, s.base, indexSuffix), flags, 0o644); err != nil {
+	idxFile, err := os.OpenFile(stem+indexSuffix, flags, 0o644)
+	if err != nil {
 		return err
 	}
-	s.timFile, err = os.OpenFile(segmentPath(dir, s.base, timeIndexSuffix), flags, 0o644)
-	return err
+	defer idxFile.Close()
+	timFile, err := os.OpenFile(stem+timeIndexSuffix, flags, 0o644)
+	if err != nil {
+		return err
+	}
+	defer timFile.Close()
+	// Written entries are fsynced (or not needed after a crash) before the
+	// close, so a close error has nothing left to report.
+	return fn(idxFile, timFile)
+}
+
+// flushIndex appends the pending index entries to the index files, opening
+// them only when there are some.
+func (s *segment) flushIndex() error {
+	if !s.idx.pending() {
+		return nil
+	}
+	return s.withIndexFiles(0, s.idx.flush)
+}
+
+// rewriteIndex replaces the index files' contents with the in-memory
+// entries (not fsynced: syncAll does that).
+func (s *segment) rewriteIndex() error {
+	return s.withIndexFiles(0, s.idx.rewrite)
+}
+
+func syncIndexFiles(idxFile, timFile *os.File) error {
+	if err := syncFile(idxFile); err != nil {
+		return err
+	}
+	return syncFile(timFile)
 }
 
 func (s *segment) acquire() { s.refs.Add(1) }
 
-// release drops one reference; the last one closes the files.
+// release drops one reference; the last one closes the file for good.
 func (s *segment) release() {
 	if s.refs.Add(-1) == 0 {
-		s.closeFiles()
+		s.file.retire()
 	}
 }
 
-func (s *segment) closeFiles() {
-	for _, f := range []*os.File{s.log, s.idxFile, s.timFile} {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
-// removeFiles unlinks the segment's three files (open descriptors keep
-// working until released). The names come from logPath, not from the
-// descriptors: a compacted segment's files were opened under temporary names.
+// removeFiles unlinks the segment's three files (pinned descriptors keep
+// working until released). The names come from logPath: a compacted
+// segment's files were created under temporary names and renamed.
 func (s *segment) removeFiles() error {
 	var errs []error
 	stem := strings.TrimSuffix(s.logPath, logSuffix)
@@ -127,15 +143,24 @@ func (s *segment) removeFiles() error {
 	return errors.Join(errs...)
 }
 
-// syncAll makes the segment's data and index files durable.
+// syncAll writes the pending index entries and makes the segment's data and
+// index files durable.
 func (s *segment) syncAll() error {
-	if err := datasync(s.log); err != nil {
+	f, err := s.file.pin()
+	if err != nil {
 		return err
 	}
-	if err := syncFile(s.idxFile); err != nil {
+	err = s.file.datasync(f)
+	s.file.unpin()
+	if err != nil {
 		return err
 	}
-	return syncFile(s.timFile)
+	return s.withIndexFiles(0, func(idxFile, timFile *os.File) error {
+		if err := s.idx.flush(idxFile, timFile); err != nil {
+			return err
+		}
+		return syncIndexFiles(idxFile, timFile)
+	})
 }
 
 // largestTimestamp is what retention.ms compares with: the largest batch
@@ -144,7 +169,7 @@ func (s *segment) largestTimestamp() int64 {
 	if s.idx.maxTs >= 0 {
 		return s.idx.maxTs
 	}
-	if fi, err := s.log.Stat(); err == nil {
+	if fi, err := os.Stat(s.logPath); err == nil {
 		return fi.ModTime().UnixMilli()
 	}
 	return -1
@@ -154,16 +179,31 @@ func (s *segment) largestTimestamp() int64 {
 // the lock: the committed size and the index entries known at that moment.
 type segView struct {
 	seg     *segment
+	f       *os.File // the segment's .log file, pinned open until release
 	limit   int64
 	next    int64 // the offset after the segment's last batch below limit
 	offsets []offsetEntry
 	times   []timeEntry
 }
 
-// viewLocked takes a reference and a consistent snapshot. Caller holds Log.mu.
-func (s *segment) viewLocked() segView {
+// viewLocked takes a reference, pins the file open and takes a consistent
+// snapshot. Caller holds Log.mu. The view must be released.
+func (s *segment) viewLocked() (segView, error) {
+	f, err := s.file.pin()
+	if err != nil {
+		return segView{}, err
+	}
 	s.acquire()
-	return segView{seg: s, limit: s.size, next: s.next, offsets: s.idx.offsets, times: s.idx.times}
+	return segView{seg: s, f: f, limit: s.size, next: s.next, offsets: s.idx.offsets, times: s.idx.times}, nil
+}
+
+// release ends the view.
+func (v segView) release() { v.seg.releaseView() }
+
+// releaseView unpins the file and drops the view's reference.
+func (s *segment) releaseView() {
+	s.file.unpin()
+	s.release()
 }
 
 // discardSegments unlinks the files of segments already taken out of the

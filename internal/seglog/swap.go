@@ -148,12 +148,14 @@ func (c *cleanedSegment) install() (*segment, error) {
 	if err := c.rename(""); err != nil {
 		return nil, err
 	}
+	// The index files were fsynced by finish and are not needed open.
+	c.idxFile.Close()
+	c.timFile.Close()
+	logPath := segmentPath(c.dir, c.base, logSuffix)
 	s := &segment{
 		base:    c.base,
-		logPath: segmentPath(c.dir, c.base, logSuffix),
-		log:     c.log,
-		idxFile: c.idxFile,
-		timFile: c.timFile,
+		logPath: logPath,
+		file:    files.adopt(logPath, c.log),
 		size:    c.size,
 		next:    c.next,
 		idx:     c.idx,

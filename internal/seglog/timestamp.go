@@ -21,11 +21,11 @@ func (l *Log) OffsetForTime(ts int64) (offset, timestamp int64, found bool, err 
 		return 0, 0, false, ErrClosed
 	}
 	start := l.start
-	v, ok := l.timeCandidateLocked(ts, 0)
+	v, ok, err := l.timeCandidateLocked(ts, 0)
 	l.mu.RUnlock()
-	for ok {
+	for ok && err == nil {
 		offset, timestamp, found, err = v.offsetForTime(ts, start)
-		v.seg.release()
+		v.release()
 		if err != nil || found {
 			return offset, timestamp, found, err
 		}
@@ -33,24 +33,28 @@ func (l *Log) OffsetForTime(ts int64) (offset, timestamp int64, found bool, err 
 		// (By offset, not by base: compaction may have merged the segment
 		// with the ones after it meanwhile.)
 		l.mu.RLock()
-		v, ok = l.timeCandidateLocked(ts, v.next)
+		v, ok, err = l.timeCandidateLocked(ts, v.next)
 		l.mu.RUnlock()
+	}
+	if err != nil {
+		return 0, 0, false, err
 	}
 	return -1, -1, false, nil
 }
 
 // timeCandidateLocked returns a view of the first segment holding offsets
 // at or after from whose largest timestamp is >= ts.
-func (l *Log) timeCandidateLocked(ts, from int64) (segView, bool) {
+func (l *Log) timeCandidateLocked(ts, from int64) (segView, bool, error) {
 	if l.closed {
-		return segView{}, false
+		return segView{}, false, nil
 	}
 	for _, s := range l.segments {
 		if s.next > from && s.idx.maxTs >= ts {
-			return s.viewLocked(), true
+			v, err := s.viewLocked()
+			return v, err == nil, err
 		}
 	}
-	return segView{}, false
+	return segView{}, false, nil
 }
 
 func (v segView) offsetForTime(ts, start int64) (int64, int64, bool, error) {
@@ -58,7 +62,7 @@ func (v segView) offsetForTime(ts, start int64) (int64, int64, bool, error) {
 	if rel, ok := relBeforeTime(v.times, ts); ok {
 		pos = posForOffset(v.offsets, rel)
 	}
-	r := newHeadReader(v.seg.log, v.limit)
+	r := newHeadReader(v.f, v.limit)
 	for pos < v.limit {
 		h, err := r.at(pos)
 		if err != nil {
@@ -78,7 +82,7 @@ func (v segView) offsetForTime(ts, start int64) (int64, int64, bool, error) {
 // firstRecordAtOrAfter decodes the batch at pos and returns the first record
 // (offset, timestamp) that match accepts.
 func (v segView) firstRecordAtOrAfter(pos int64, h batchHead, match func(off, t int64) bool) (int64, int64, bool, error) {
-	batch, err := readBatch(v.seg.log, pos, h)
+	batch, err := readBatch(v.f, pos, h)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -123,10 +127,14 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 		l.mu.RUnlock()
 		return -1, -1
 	}
-	v := best.viewLocked()
+	v, err := best.viewLocked()
 	maxTs, batchBase := best.idx.maxTs, best.idx.maxTsBase
 	l.mu.RUnlock()
-	defer v.seg.release()
+	if err != nil {
+		l.logger.Warn("max timestamp lookup failed", "file", best.logPath, "err", err)
+		return -1, -1
+	}
+	defer v.release()
 
 	off, foundBase, found, err := v.maxTimestampOffset(maxTs, batchBase)
 	if err != nil || !found {
@@ -148,7 +156,7 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 // offset of its batch, starting from the batch based at batchBase if known,
 // else from the segment start.
 func (v segView) maxTimestampOffset(maxTs, batchBase int64) (off, base int64, found bool, err error) {
-	r := newHeadReader(v.seg.log, v.limit)
+	r := newHeadReader(v.f, v.limit)
 	pos := int64(0)
 	if batchBase >= 0 {
 		pos = posForOffset(v.offsets, uint32(batchBase-v.seg.base))

@@ -1,0 +1,225 @@
+package seglog
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Open file descriptors.
+//
+// A broker with 10,000 partitions or durable queues has tens of thousands
+// of segment files. Holding every one open would pass the process's
+// open-file limit (Kafka asks operators for ulimit -n of 100,000 and more;
+// RabbitMQ and LavinMQ keep a file-handle cache instead). So a segment's
+// .log file is opened on demand through one process-wide fileCache, which
+// keeps at most a fixed number of them open and closes the least recently
+// used idle one when it needs the slot. The index files are only appended to
+// at group commits and rolls and read at Open, so they are opened for each
+// use and closed straight after (segment.withIndexFiles).
+//
+// A descriptor is closed by the cache only when it is idle: nobody has it
+// pinned (a reader's Slice pins the files it covers until Release, so a
+// sendfile in progress or a segment deleted under a reader keeps working),
+// and no write through it is still waiting for an fsync. The second rule
+// keeps a write-back error from being reported to a descriptor other than
+// the one the group commit will fsync.
+
+// defaultMaxOpenFiles is used when the open-file limit cannot be read.
+const defaultMaxOpenFiles = 4096
+
+var files = newFileCache(maxOpenFilesFromLimit())
+
+// maxOpenFilesFromLimit gives segment files half of the process's open-file
+// limit (Go raises the soft limit to the hard one at start-up), leaving the
+// rest to connections, index files opened for a moment and everything else.
+func maxOpenFilesFromLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return defaultMaxOpenFiles
+	}
+	return int(min(rl.Cur/2, 1<<20))
+}
+
+// SetMaxOpenFiles sets how many segment .log files the process keeps open
+// at most (n < 1 means 1) and returns the previous value. Files a reader or
+// an unsynced write holds are not closed, so the count can pass the limit
+// while they are busy. The default is half of the open-file limit.
+func SetMaxOpenFiles(n int) (previous int) {
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	previous, files.limit = files.limit, max(n, 1)
+	files.evictLocked()
+	return previous
+}
+
+// OpenFiles returns how many segment .log files are open now.
+func OpenFiles() int {
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	return files.lru.Len()
+}
+
+// fileCache bounds the open descriptors of the handles it manages.
+type fileCache struct {
+	mu    sync.Mutex
+	limit int
+	lru   list.List // of *fileHandle that are open; most recently pinned at the front
+}
+
+func newFileCache(limit int) *fileCache {
+	return &fileCache{limit: max(limit, 1)}
+}
+
+// fileHandle is a file that is open only while the cache lets it be.
+type fileHandle struct {
+	cache *fileCache
+	path  string // the name to reopen it under
+
+	// Guarded by cache.mu.
+	f       *os.File // nil while closed
+	pins    int
+	retired bool // the segment is gone: never reopen
+	elem    *list.Element
+
+	// Write generations: written counts writes (under the owning Log's
+	// lock), synced is the value of written that the last successful
+	// fsync covered. They differ while a write awaits its fsync.
+	written atomic.Int64
+	synced  atomic.Int64
+}
+
+// errRetired is returned by pin after the segment was closed.
+var errRetired = errors.New("seglog: segment file already closed")
+
+// handle returns a handle for path, closed until it is first pinned.
+func (c *fileCache) handle(path string) *fileHandle {
+	return &fileHandle{cache: c, path: path}
+}
+
+// adopt returns a handle for f, already open under path.
+func (c *fileCache) adopt(path string, f *os.File) *fileHandle {
+	h := &fileHandle{cache: c, path: path, f: f}
+	c.mu.Lock()
+	h.elem = c.lru.PushFront(h)
+	c.evictLocked()
+	c.mu.Unlock()
+	return h
+}
+
+// pin opens the file if needed and keeps it open until unpin. Opening a
+// file under the cache lock serializes opens, but an open is a few
+// microseconds and happens only for files that were idle.
+func (h *fileHandle) pin() (*os.File, error) {
+	c := h.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.retired {
+		return nil, errRetired
+	}
+	if h.f == nil {
+		f, err := os.OpenFile(h.path, os.O_RDWR, 0)
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			// Other descriptors (connections, other packages) took the
+			// room: make some and try once more.
+			c.shedLocked(c.lru.Len() / 2)
+			f, err = os.OpenFile(h.path, os.O_RDWR, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("seglog: open %s: %w", h.path, err)
+		}
+		h.f = f
+		h.elem = c.lru.PushFront(h)
+		h.pins++
+		c.evictLocked()
+		return f, nil
+	}
+	h.pins++
+	c.lru.MoveToFront(h.elem)
+	return h.f, nil
+}
+
+// unpin ends a pin; the file may be closed from then on, and files that
+// became idle while the cache was over its limit are closed now.
+func (h *fileHandle) unpin() {
+	c := h.cache
+	c.mu.Lock()
+	h.pins--
+	c.evictLocked()
+	c.mu.Unlock()
+}
+
+// wrote records a write through the pinned file; until an fsync covers
+// it, the cache keeps the file open.
+func (h *fileHandle) wrote() { h.written.Add(1) }
+
+// generation is the write count an fsync started now would cover.
+func (h *fileHandle) generation() int64 { return h.written.Load() }
+
+// syncedUpTo records that a successful fsync covered every write counted
+// up to generation g.
+func (h *fileHandle) syncedUpTo(g int64) {
+	for {
+		cur := h.synced.Load()
+		if g <= cur || h.synced.CompareAndSwap(cur, g) {
+			return
+		}
+	}
+}
+
+// datasync fsyncs the pinned file f and marks the writes before it synced.
+func (h *fileHandle) datasync(f *os.File) error {
+	g := h.generation()
+	if err := datasync(f); err != nil {
+		return err
+	}
+	h.syncedUpTo(g)
+	return nil
+}
+
+// idleLocked reports whether the cache may close the file now.
+func (h *fileHandle) idleLocked() bool {
+	return h.pins == 0 && h.written.Load() == h.synced.Load()
+}
+
+// retire closes the file for good. The caller holds the last reference to
+// the segment, so nobody has it pinned.
+func (h *fileHandle) retire() {
+	c := h.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.retired = true
+	c.closeLocked(h)
+}
+
+func (c *fileCache) closeLocked(h *fileHandle) {
+	if h.f == nil {
+		return
+	}
+	h.f.Close() // read-only use since the last fsync, or retired: nothing to report
+	h.f = nil
+	c.lru.Remove(h.elem)
+	h.elem = nil
+}
+
+// evictLocked closes idle files, least recently used first, until at most
+// limit are open or none is idle.
+func (c *fileCache) evictLocked() {
+	c.shedLocked(c.lru.Len() - c.limit)
+}
+
+// shedLocked closes up to n idle files, least recently used first.
+func (c *fileCache) shedLocked(n int) {
+	for e := c.lru.Back(); e != nil && n > 0; {
+		prev := e.Prev()
+		if h := e.Value.(*fileHandle); h.idleLocked() {
+			c.closeLocked(h)
+			n--
+		}
+		e = prev
+	}
+}
