@@ -47,8 +47,8 @@ func producerOpts(addr, topic string, acksAll bool) []kgo.Opt {
 }
 
 // withTopic creates a topic of partitions on the broker at addr, runs fn
-// with its name and deletes it (so kfake, which keeps every record in
-// memory, does not grow across runs).
+// with its name and deletes it (so neither broker's data grows across
+// runs).
 func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn func(topic string) (figures, error)) (figures, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -70,6 +70,43 @@ func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn
 		_, _ = adm.DeleteTopics(dctx, topic)
 	}()
 	return fn(topic)
+}
+
+// fillTopic creates topic with partitions partitions on the broker at addr
+// and produces total bytes of recordSize records to it with acks=1 (franz-go
+// defaults otherwise, compression off), returning the record count.
+func fillTopic(ctx context.Context, addr, topic string, partitions int32, recordSize int, total int64) (int64, error) {
+	cl, err := kgo.NewClient(producerOpts(addr, topic, false)...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("create topic: %w", err)
+	}
+	value := make([]byte, recordSize)
+	rand.Read(value)
+	n := total / int64(recordSize)
+	var firstErr errOnce
+	for i := int64(0); i < n && ctx.Err() == nil; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				firstErr.set(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, err
+	}
+	if err := firstErr.get(); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // runKafkaProduce produces as fast as the producers go until the window

@@ -15,10 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// kfakeMode says how the kfake peer keeps data. kfake always holds every
-// batch in memory; with a data directory it also appends each batch to
-// segment files, and with SyncWrites it fsyncs them (segment and index file)
-// after every batch, before answering the produce request.
+// kfakeMode says how the kfake peer keeps data. With a data directory (as
+// here) kfake appends each batch to a segment file, keeps only a per-batch
+// index in memory, and answers fetches by reading the batches back from the
+// segment files; with SyncWrites it fsyncs segment and index file after
+// every batch, before answering the produce request.
 type kfakeMode struct {
 	name string // shown in the table
 	sync bool
@@ -35,6 +36,7 @@ var (
 type kfakeServer struct {
 	*child
 	addr string
+	dir  string // its data directory
 	mode kfakeMode
 }
 
@@ -53,7 +55,7 @@ func (s *suite) startKfake(ctx context.Context, mode kfakeMode, dir string) (*kf
 	if mode.sync {
 		args = append(args, "-kfake-sync")
 	}
-	k := &kfakeServer{addr: loopback(port), mode: mode}
+	k := &kfakeServer{addr: loopback(port), dir: dir, mode: mode}
 	k.child, err = s.procs.start("kfake", exec.Command(self, args...), filepath.Join(s.work, "kfake.log"))
 	if err != nil {
 		return nil, err

@@ -107,6 +107,55 @@ func (s *suite) runLoopbackTCP(ctx context.Context) (figures, error) {
 	return figures{"mbps": float64(r.bytes) / w.seconds() / 1e6}, nil
 }
 
+// runColdRead writes a file of size bytes (1 MiB writes, fdatasync at the
+// end), drops the page cache, then reads the file back with sequential 1 MiB
+// reads and reports MB/s ("mbps"): what one reader gets from this disk when
+// nothing is cached. It also returns how the cache was dropped.
+func (s *suite) runColdRead(ctx context.Context, size int64) (figures, string, error) {
+	f, err := os.CreateTemp(s.work, "cold-read-limit-*")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	rand.Read(buf)
+	for written := int64(0); written < size; written += int64(len(buf)) {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-written)]); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := datasync(f); err != nil {
+		return nil, "", err
+	}
+	how, err := dropPageCache(f.Name())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, "", err
+	}
+	start := time.Now()
+	var read int64
+	for ctx.Err() == nil {
+		n, err := f.Read(buf)
+		read += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	return figures{"mbps": float64(read) / time.Since(start).Seconds() / 1e6}, how, nil
+}
+
 // dirSize is the total size of the regular files under dir.
 func dirSize(dir string) int64 {
 	var n int64

@@ -30,6 +30,8 @@ type options struct {
 	scale            bool
 	scaleGiB         float64
 	scaleCount       int
+	idleConns        int
+	catchupGiB       float64
 	dir              string
 	out              string
 	only             string
@@ -43,12 +45,14 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs per figure; the table shows the median")
 	flag.BoolVar(&o.quick, "quick", false, "about a minute: -duration 1s -warmup 500ms -runs 1 (figures are rough)")
 	flag.BoolVar(&o.full, "full", false, "the full Kafka matrix (acks x record size x partitions x producers), latency at 50k msg/s too, 16 B AMQP both ways")
-	flag.BoolVar(&o.scale, "scale", false, "also measure the cost of scale: memory and open files with many partitions and queues, start-up time with data on disk")
-	flag.Float64Var(&o.scaleGiB, "scale-gib", 1, "GiB of data on disk for the start-up-time measurement of -scale")
+	flag.BoolVar(&o.scale, "scale", false, "also run the cost-of-scale sections: idle connections, catch-up from a cold cache, many partitions and queues, start-up time with data on disk")
+	flag.Float64Var(&o.scaleGiB, "scale-gib", 10, "GiB of data on disk for the start-up-time measurement of -scale")
+	flag.IntVar(&o.idleConns, "idle-conns", 5000, "connections held open by the idle section, per protocol and server")
+	flag.Float64Var(&o.catchupGiB, "catchup-gib", 2, "GiB of 1 KiB records the catch-up section writes, then reads back after dropping the page cache")
 	flag.IntVar(&o.scaleCount, "scale-count", 10000, "partitions and queues created by -scale")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory on the disk to measure; every server's data goes in a temporary directory under it")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file to write, relative to the module root (empty: print only)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream (default: all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, idle, catchup, scale (default: the first four; -scale adds the last three)")
 	flag.StringVar(&o.wharfProfile, "wharf-cpuprofile", "", "run Wharf as a profiled re-execution of this program (same node.Start as `wharf serve`) and write its CPU profile here")
 
 	// Child modes: this program re-executed as a server process.
@@ -75,8 +79,8 @@ func main() {
 	if o.quick {
 		o.duration, o.warmup, o.runs = time.Second, 500*time.Millisecond, 1
 	}
-	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.scaleGiB <= 0 || o.scaleCount < 1 {
-		fmt.Fprintln(os.Stderr, "compare: -runs, -duration, -scale-gib and -scale-count must be positive")
+	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.scaleGiB <= 0 || o.scaleCount < 1 || o.idleConns < 1 || o.catchupGiB <= 0 {
+		fmt.Fprintln(os.Stderr, "compare: -runs, -duration, -scale-gib, -scale-count, -idle-conns and -catchup-gib must be positive")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

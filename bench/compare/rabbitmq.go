@@ -170,3 +170,32 @@ func killEpmd(port int) {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 }
+
+// withFreshRabbitMQ starts a RabbitMQ node of its own in a new directory
+// under the suite's, runs fn with it and the Erlang VM's pid, and stops it.
+// It returns the node's version, or why there is no node (not installed,
+// did not start); only a canceled context is an error.
+func (s *suite) withFreshRabbitMQ(ctx context.Context, name string, fn func(r *rabbitServer, pid int)) (version, skip string, err error) {
+	if !rabbitAvailable() {
+		return "", "rabbitmq-server not installed", nil
+	}
+	r, err := s.startRabbitMQ(ctx, filepath.Join(s.work, s.uniqueName(name)))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "", "RabbitMQ did not start: " + err.Error(), nil
+	}
+	defer func() {
+		s.procs.forget(r.child)
+		if err := r.terminate(2 * time.Minute); err != nil {
+			s.logf("stopping RabbitMQ: %v", err)
+		}
+	}()
+	pid, err := r.vmPid()
+	if err != nil {
+		return "", "RabbitMQ's pid file: " + err.Error(), nil
+	}
+	fn(r, pid)
+	return r.version, "", ctx.Err()
+}

@@ -90,15 +90,25 @@ func (s *suite) flagsUsed() []string {
 	}
 	if o.scale {
 		f = append(f, "-scale")
-		if o.scaleGiB != 1 {
+	}
+	if o.only != "" {
+		f = append(f, "-only "+o.only)
+	}
+	// The settings of the cost-of-scale sections that ran, when not the
+	// defaults.
+	if s.selected("idle", true) && o.idleConns != 5000 {
+		f = append(f, fmt.Sprintf("-idle-conns %d", o.idleConns))
+	}
+	if s.selected("catchup", true) && o.catchupGiB != 2 {
+		f = append(f, fmt.Sprintf("-catchup-gib %g", o.catchupGiB))
+	}
+	if s.selected("scale", true) {
+		if o.scaleGiB != 10 {
 			f = append(f, fmt.Sprintf("-scale-gib %g", o.scaleGiB))
 		}
 		if o.scaleCount != 10000 {
 			f = append(f, fmt.Sprintf("-scale-count %d", o.scaleCount))
 		}
-	}
-	if o.only != "" {
-		f = append(f, "-only "+o.only)
 	}
 	return f
 }

@@ -128,9 +128,14 @@ func (s *suite) rabbitPeer(ctx context.Context) (*rabbitServer, string, error) {
 		s.skipped = append(s.skipped, "RabbitMQ: "+skip)
 		return nil, skip, nil
 	}
-	s.addVersion(fmt.Sprintf("RabbitMQ %s (Debian package %s, Erlang/OTP from erlang-base %s), default configuration, plugins off",
-		r.version, debianVersion("rabbitmq-server"), debianVersion("erlang-base")))
+	s.addVersion(rabbitVersionLine(r.version))
 	return r, "", nil
+}
+
+// rabbitVersionLine describes the RabbitMQ peer for the machine section.
+func rabbitVersionLine(version string) string {
+	return fmt.Sprintf("RabbitMQ %s (Debian package %s, Erlang/OTP from erlang-base %s), default configuration, plugins off",
+		version, debianVersion("rabbitmq-server"), debianVersion("erlang-base"))
 }
 
 // addVersion records a peer's version once.

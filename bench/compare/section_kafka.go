@@ -67,7 +67,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 	}
 	if skip == "" {
 		s.addVersion("kfake (github.com/twmb/franz-go/pkg/kfake) " + moduleVersion("github.com/twmb/franz-go/pkg/kfake") +
-			", one broker in its own process; keeps every batch in memory and appends it to segment files in its data directory")
+			", one broker in its own process; appends every batch to segment files in its data directory and reads fetched batches back from them, keeping a per-batch index in memory")
 	}
 	s.addVersion("Kafka client: franz-go " + moduleVersion("github.com/twmb/franz-go"))
 	peerFor := func(acksAll bool, run func(ctx context.Context, addr string) (figures, error)) *contender {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,8 +20,6 @@ import (
 const (
 	partitionsPerTopic = 100
 	scaleChannels      = 4 // AMQP channels declaring queues in parallel
-	startupPartitions  = 4
-	startupRecordSize  = 16 << 10
 )
 
 // scaleSection measures memory and open files with many partitions and
@@ -225,29 +222,17 @@ func (s *suite) scaleQueues(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		peer, skip := "", ""
-		if !rabbitAvailable() {
-			skip = "rabbitmq-server not installed"
-		} else {
-			r, err := s.startRabbitMQ(ctx, filepath.Join(s.work, s.uniqueName("rabbitmq-scale")))
-			if err != nil {
-				if ctx.Err() != nil {
-					return false, ctx.Err()
-				}
-				skip = "RabbitMQ did not start: " + err.Error()
-			} else {
-				peer = "RabbitMQ (classic queues)"
-				if pid, err := r.vmPid(); err == nil {
-					p.f, p.err = s.fillQueues(ctx, r.amqpURL(), pid, n)
-				} else {
-					p.err = err
-				}
-				s.logf("   RabbitMQ %v %v", p.f, p.err)
-				s.procs.forget(r.child)
-				if err := r.terminate(2 * time.Minute); err != nil {
-					s.logf("stopping RabbitMQ: %v", err)
-				}
-			}
+		peer := ""
+		version, skip, err := s.withFreshRabbitMQ(ctx, "rabbitmq-scale", func(r *rabbitServer, pid int) {
+			p.f, p.err = s.fillQueues(ctx, r.amqpURL(), pid, n)
+			s.logf("   RabbitMQ %v %v", p.f, p.err)
+		})
+		if err != nil {
+			return false, err
+		}
+		if skip == "" {
+			peer = "RabbitMQ (classic queues)"
+			s.addVersion(rabbitVersionLine(version))
 		}
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -370,174 +355,4 @@ func (s *suite) withFreshKfake(ctx context.Context, name string, fn func(*kfakeS
 		os.RemoveAll(dir)
 	}()
 	return fn(k)
-}
-
-// scaleStartup fills a topic with -scale-gib GiB, then times two restarts
-// of the same data: after a clean stop (SIGTERM) and after kill -9. The
-// clock runs from starting the process until the broker answers ListOffsets
-// with every record there.
-func (s *suite) scaleStartup(ctx context.Context) error {
-	bytes := int64(s.opts.scaleGiB * (1 << 30))
-	s.logf("== scale: start-up with %g GiB on disk", s.opts.scaleGiB)
-	type server struct {
-		addr  string
-		proc  *child
-		close func()
-	}
-	measure := func(start func() (server, error)) (figures, error) {
-		srv, err := start()
-		if err != nil {
-			return nil, err
-		}
-		topic := s.uniqueName("startup")
-		records, err := fillBytes(ctx, srv.addr, topic, bytes)
-		if err != nil {
-			srv.close()
-			return nil, err
-		}
-		s.procs.forget(srv.proc)
-		if err := srv.proc.terminate(5 * time.Minute); err != nil {
-			return nil, err
-		}
-		// First a start after the clean stop above; that process is then
-		// killed with SIGKILL, and the second start recovers from it.
-		out := figures{}
-		for _, crash := range []bool{false, true} {
-			t0 := time.Now()
-			srv, err = start()
-			if err != nil {
-				return nil, err
-			}
-			if err := awaitRecords(ctx, srv.addr, topic, records, 10*time.Minute); err != nil {
-				srv.close()
-				return nil, err
-			}
-			key := "clean"
-			if crash {
-				key = "crash"
-			}
-			out[key] = time.Since(t0).Seconds()
-			if rss, err := residentMiB(srv.proc.pid()); err == nil {
-				out["rss-"+key] = rss
-			}
-			s.procs.forget(srv.proc)
-			if !crash {
-				srv.proc.kill()
-			} else {
-				srv.close()
-			}
-		}
-		return out, nil
-	}
-
-	var w, p scaleResult
-	wdir := filepath.Join(s.work, "scale-startup")
-	w.f, w.err = measure(func() (server, error) {
-		ws, err := s.startWharf(ctx, wdir)
-		if err != nil {
-			return server{}, err
-		}
-		return server{addr: ws.kafkaAddr, proc: ws.child, close: func() { ws.terminate(time.Minute) }}, nil
-	})
-	s.logf("   Wharf %v %v", w.f, w.err)
-	os.RemoveAll(wdir)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	kdir := filepath.Join(s.work, "scale-startup-kfake")
-	p.f, p.err = measure(func() (server, error) {
-		k, err := s.startKfake(ctx, kfakeCached, kdir)
-		if err != nil {
-			return server{}, err
-		}
-		return server{addr: k.addr, proc: k.child, close: func() { k.terminate(time.Minute) }}, nil
-	})
-	s.logf("   kfake %v %v", p.f, p.err)
-	os.RemoveAll(kdir)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.addScaleRows(fmt.Sprintf("Scale: start-up with %g GiB on disk (%d partitions, 16 KiB records)", s.opts.scaleGiB, startupPartitions),
-		[]metric{
-			{key: "clean", label: "after a clean stop, until ListOffsets sees every record", unit: seconds},
-			{key: "crash", label: "after kill -9", unit: seconds},
-			{key: "rss-clean", label: "resident memory after start-up", unit: mebibytes},
-		}, w, p, kfakeCached.name, "", func(m metric, _, _ figures) string {
-			if m.key == "rss-clean" {
-				return "kfake loads every record into memory"
-			}
-			return "one run"
-		})
-	return nil
-}
-
-// fillBytes creates topic with startupPartitions partitions and produces
-// about total bytes of 16 KiB records with acks=1, returning the count.
-func fillBytes(ctx context.Context, addr, topic string, total int64) (int64, error) {
-	cl, err := kgo.NewClient(producerOpts(addr, topic, false)...)
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, startupPartitions, 1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return 0, fmt.Errorf("create topic: %w", err)
-	}
-	value := make([]byte, startupRecordSize)
-	rand.Read(value)
-	n := total / startupRecordSize
-	var firstErr errOnce
-	for i := int64(0); i < n && ctx.Err() == nil; i++ {
-		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				firstErr.set(err)
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return 0, err
-	}
-	if err := firstErr.get(); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
-// awaitRecords polls ListOffsets until the end offsets of topic add up to
-// records.
-func awaitRecords(ctx context.Context, addr, topic string, records int64, timeout time.Duration) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		reqCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		offsets, err := adm.ListEndOffsets(reqCtx, topic)
-		cancel()
-		if err == nil {
-			err = offsets.Error()
-		}
-		if err == nil {
-			var sum int64
-			offsets.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-			if sum == records {
-				return nil
-			}
-			err = fmt.Errorf("%d of %d records", sum, records)
-		}
-		last = err
-		time.Sleep(10 * time.Millisecond)
-	}
-	return errors.Join(fmt.Errorf("records not all there after %v", timeout), last)
 }

@@ -63,25 +63,24 @@ func run(ctx context.Context, o options) error {
 	}
 
 	sections := []struct {
-		name string
-		run  func(context.Context) error
+		name  string
+		scale bool // a cost-of-scale section: run with -scale or when named in -only
+		run   func(context.Context) error
 	}{
-		{"limits", s.limitsSection},
-		{"amqp", s.amqpSection},
-		{"kafka", s.kafkaSection},
-		{"stream", s.streamSection},
+		{"limits", false, s.limitsSection},
+		{"amqp", false, s.amqpSection},
+		{"kafka", false, s.kafkaSection},
+		{"stream", false, s.streamSection},
+		{"idle", true, s.idleSection},
+		{"catchup", true, s.catchupSection},
+		{"scale", true, s.scaleSection},
 	}
 	for _, sec := range sections {
-		if !s.selected(sec.name) {
+		if !s.selected(sec.name, sec.scale) {
 			continue
 		}
 		if err := sec.run(ctx); err != nil {
 			return fmt.Errorf("%s: %w", sec.name, err)
-		}
-	}
-	if o.scale {
-		if err := s.scaleSection(ctx); err != nil {
-			return fmt.Errorf("scale: %w", err)
 		}
 	}
 	if err := s.wharf.terminate(time.Minute); err != nil {
@@ -107,10 +106,15 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// selected reports whether -only lets section run.
-func (s *suite) selected(section string) bool {
-	if s.opts.only == "" {
+// selected reports whether section runs: the sections named in -only, or
+// without -only every section that is not a cost-of-scale one; -scale adds
+// the cost-of-scale sections in either case.
+func (s *suite) selected(section string, scale bool) bool {
+	if scale && s.opts.scale {
 		return true
+	}
+	if s.opts.only == "" {
+		return !scale
 	}
 	for _, name := range strings.Split(s.opts.only, ",") {
 		if strings.TrimSpace(name) == section {

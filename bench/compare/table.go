@@ -23,6 +23,8 @@ var (
 	msTime     = unit{suffix: "ms", lowerBetter: true}
 	seconds    = unit{suffix: "s", lowerBetter: true}
 	mebibytes  = unit{suffix: "MiB", lowerBetter: true}
+	kibibytes  = unit{suffix: "KiB", lowerBetter: true}
+	coresBusy  = unit{suffix: "cores", lowerBetter: true}
 	fileCount  = unit{suffix: "fds", lowerBetter: true, integer: true}
 )
 
