@@ -33,7 +33,7 @@ type Broker struct {
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 
-	openSlots chan struct{} // bounds partitions being opened at once (partition_open.go)
+	openSlots chan struct{} // bounds partitions being opened or closed at once (partition_open.go)
 
 	producerIDMu       sync.Mutex
 	nextProducerID     int64 // guarded by producerIDMu
@@ -178,14 +178,28 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) closeLogs() error {
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	// Several at once, as at start-up: each close waits for fsyncs.
 	for _, t := range b.topics {
 		for _, p := range t.Partitions() {
-			if p.log != nil {
-				errs = append(errs, p.maintainProducers(time.Now()), p.log.Close())
+			if p.log == nil {
+				continue
 			}
+			b.openSlots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-b.openSlots }()
+				err := errors.Join(p.maintainProducers(time.Now()), p.log.Close())
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			})
 		}
 	}
+	wg.Wait()
 	errs = append(errs, b.meta.close())
 	return errors.Join(errs...)
 }
