@@ -87,13 +87,15 @@ type server struct {
 	waitErr error         // valid after exited is closed
 }
 
-// startServer runs `wharf serve` on 127.0.0.1:0 and waits for it to print
-// its Kafka address. The data directory comes through WHARF_DATA_DIR, and a
-// bogus WHARF_KAFKA_ADDR shows the --kafka-addr flag wins over it.
-func startServer(t *testing.T, bin string) *server {
+// startServer runs `wharf serve` on 127.0.0.1:0, with extra flags, and
+// waits for it to print its Kafka address. The data directory comes through
+// WHARF_DATA_DIR, and a bogus WHARF_KAFKA_ADDR shows the --kafka-addr flag
+// wins over it.
+func startServer(t *testing.T, bin string, extra ...string) *server {
 	t.Helper()
 	s := &server{dataDir: t.TempDir(), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "debug")
+	args := []string{"serve", "--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "debug"}
+	s.cmd = exec.Command(bin, append(args, extra...)...)
 	s.cmd.Env = cleanEnv("WHARF_DATA_DIR="+s.dataDir, "WHARF_KAFKA_ADDR=256.0.0.1:1")
 	s.cmd.Stderr = s.stderr
 	stdout, err := s.cmd.StdoutPipe()

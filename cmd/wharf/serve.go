@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/node"
 )
 
@@ -28,8 +30,18 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	autoCreate := fs.Bool("auto-create-topics", true, "create unknown topics on first produce or metadata request")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created with the broker default")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	maxIdle := fs.Duration("kafka-connections-max-idle", kafka.DefaultConnectionsMaxIdle,
+		"close a Kafka connection that completes no request and is written no response for this long (connections.max.idle.ms); 0: never")
+	maxRequest := fs.Int("kafka-max-request-bytes", kafka.DefaultMaxRequestBytes,
+		"largest Kafka request accepted (socket.request.max.bytes); a larger one closes its connection")
+	maxNonProduce := fs.Int("kafka-max-non-produce-request-bytes", kafka.DefaultMaxNonProduceRequestBytes,
+		"largest Kafka request other than Produce accepted (capped by --kafka-max-request-bytes)")
+	queuedMax := fs.Int64("kafka-queued-max-request-bytes", kafka.DefaultQueuedMaxRequestBytes,
+		"bytes of Kafka requests read and not yet answered, across all connections, plus what decoding them may allocate while they decode (like queued.max.request.bytes); a connection waits for room before its next request; 0: no bound")
 	env := bindEnv(fs, "data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
-		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level")
+		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
+		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
+		"kafka-queued-max-request-bytes")
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -52,6 +64,10 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if *numPartitions < 1 || *numPartitions > 1<<20 {
 		return usagef("--num-partitions must be between 1 and %d, got %d", 1<<20, *numPartitions)
 	}
+	limits, err := kafkaLimits(*maxIdle, *maxRequest, *maxNonProduce, *queuedMax)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
 	n, err := node.Start(node.Config{
@@ -65,6 +81,11 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		AutoCreateTopics:  autoCreate,
 		DefaultPartitions: int32(*numPartitions),
 		Logger:            logger,
+
+		MaxRequestBytes:                limits.MaxRequestBytes,
+		KafkaMaxNonProduceRequestBytes: limits.MaxNonProduceRequestBytes,
+		KafkaQueuedMaxRequestBytes:     limits.QueuedMaxRequestBytes,
+		KafkaConnectionsMaxIdle:        limits.ConnectionsMaxIdle,
 	})
 	if err != nil {
 		return err
@@ -91,4 +112,34 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return serveErr
+}
+
+// kafkaLimits checks the Kafka connection limit flags and turns them into
+// the front end's settings, where a flag's 0 ("never", "no bound") is a
+// negative value.
+func kafkaLimits(maxIdle time.Duration, maxRequest, maxNonProduce int, queuedMax int64) (kafka.Config, error) {
+	var cfg kafka.Config
+	if maxIdle < 0 {
+		return cfg, usagef("--kafka-connections-max-idle must not be negative, got %v", maxIdle)
+	}
+	if maxRequest < 1 || maxRequest > math.MaxInt32 {
+		return cfg, usagef("--kafka-max-request-bytes must be between 1 and %d, got %d", math.MaxInt32, maxRequest)
+	}
+	if maxNonProduce < 1 || maxNonProduce > math.MaxInt32 {
+		return cfg, usagef("--kafka-max-non-produce-request-bytes must be between 1 and %d, got %d", math.MaxInt32, maxNonProduce)
+	}
+	if queuedMax < 0 {
+		return cfg, usagef("--kafka-queued-max-request-bytes must not be negative, got %d", queuedMax)
+	}
+	cfg.ConnectionsMaxIdle = maxIdle
+	if maxIdle == 0 {
+		cfg.ConnectionsMaxIdle = -1
+	}
+	cfg.MaxRequestBytes = int32(maxRequest)
+	cfg.MaxNonProduceRequestBytes = int32(maxNonProduce)
+	cfg.QueuedMaxRequestBytes = queuedMax
+	if queuedMax == 0 {
+		cfg.QueuedMaxRequestBytes = -1
+	}
+	return cfg, nil
 }

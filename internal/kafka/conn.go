@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,14 +42,17 @@ import (
 // what follows) never runs ahead.
 //
 // Requests read but not yet answered are bounded by maxInFlight and
-// maxInFlightBytes (at least one is always admitted, however large).
+// maxInFlightBytes (at least one is always admitted, however large), and
+// across connections by the server's request budget (request_budget.go).
+// A connection idle for Config.ConnectionsMaxIdle is closed (conn_idle.go).
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	r      *bufio.Reader
-	remote string
-	log    *slog.Logger
-	wbuf   []byte // reused response encoding buffer; the writer's only
+	s        *Server
+	nc       net.Conn
+	r        *bufio.Reader
+	remote   string
+	log      *slog.Logger
+	wbuf     []byte // reused response encoding buffer; the writer's only
+	clientID string // of the last request read, for log lines; the reader's only
 
 	inflight inflight
 	order    produceOrder // the reader's only
@@ -56,6 +60,15 @@ type conn struct {
 	// ended is set when the writer gave up on the connection (a failed
 	// write, or a request that closes it): the reader stops, quietly.
 	ended atomic.Bool
+
+	// Idle expiry and stopping (conn_idle.go). stop is closed, under
+	// stopMu with stopped set, when the reader must stop: Shutdown, or
+	// the writer giving up.
+	maxIdle    time.Duration // <= 0: never
+	lastActive atomic.Int64  // monoNow when the reader last started waiting, or a response was written
+	stopMu     sync.Mutex
+	stopped    bool
+	stop       chan struct{}
 }
 
 const (
@@ -65,18 +78,27 @@ const (
 	maxInFlight = 8
 	// maxInFlightBytes bounds the request frames those hold.
 	maxInFlightBytes = 64 << 20
+	// readBufferSize is the connection's read buffer: enough for the
+	// size prefix and header of a request, and for whole small requests
+	// read several at a time. Larger frames are read straight into their
+	// own buffers (bufio reads past its buffer when it is empty), so a
+	// bigger buffer would only cost memory on every idle connection.
+	readBufferSize = 4 << 10
 )
 
 func newConn(s *Server, nc net.Conn) *conn {
 	remote := nc.RemoteAddr().String()
 	c := &conn{
-		s:      s,
-		nc:     nc,
-		r:      bufio.NewReaderSize(nc, 64<<10),
-		remote: remote,
-		log:    s.log.With("remote", remote),
+		s:       s,
+		nc:      nc,
+		r:       bufio.NewReaderSize(nc, readBufferSize),
+		remote:  remote,
+		log:     s.log.With("remote", remote),
+		maxIdle: s.cfg.ConnectionsMaxIdle,
+		stop:    make(chan struct{}),
 	}
 	c.inflight.init(maxInFlight, maxInFlightBytes)
+	c.markActive() // idle from the moment it is accepted
 	return c
 }
 
@@ -105,7 +127,8 @@ type response struct {
 // exchange is one request on its way from the reader to the writer.
 type exchange struct {
 	correlationID int32
-	frameSize     int64 // charged to the in-flight budget
+	frameSize     int64 // charged to the connection's in-flight bounds
+	budgeted      int64 // charged to the server's request budget
 
 	// frame is returned to the frame pool once the response is written;
 	// nil when the request's decoded form may still point into it.
@@ -124,58 +147,108 @@ type exchange struct {
 // request being handled still completes and gets its response. Called
 // once for every connection when Shutdown starts.
 func (c *conn) stopReading() {
-	c.nc.SetReadDeadline(time.Now())
+	c.halt()
 }
 
 // serve runs the connection until the client goes away, a request cannot
-// be served, or the server shuts down. Every request it read is answered
-// (or, on a broken connection, at least finished) before it returns.
+// be served, the connection is idle too long, or the server shuts down.
+// Every request it read is answered (or, on a broken connection, at least
+// finished) before it returns.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	c.armIdleDeadline()
 	queue := make(chan *exchange, maxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		c.writeLoop(queue)
 	}()
-	c.readLoop(queue)
+	if err := c.readLoop(queue); errors.Is(err, errIdle) {
+		// No response was written for ConnectionsMaxIdle either: one
+		// still being written waits on a client that does not read.
+		c.nc.SetWriteDeadline(time.Now())
+	}
 	close(queue)
 	<-writerDone
 }
 
-// readLoop reads and dispatches requests until the connection must stop.
-func (c *conn) readLoop(queue chan<- *exchange) {
+// readLoop reads and dispatches requests until the connection must stop,
+// and returns the read error that stopped it, if one did.
+func (c *conn) readLoop(queue chan<- *exchange) error {
 	for !c.s.isClosing() && !c.ended.Load() {
-		size, err := c.readSize()
-		if err != nil {
-			c.logReadError(err)
-			return
+		// Idle from now, when the connection waits for its next
+		// request: a request handled here, however long, is not.
+		c.markActive()
+		frame, err := c.readRequest()
+		if frame == nil {
+			return err
 		}
-		if !c.inflight.acquire(size, &c.ended) {
-			return
-		}
-		frame, err := c.readFrame(int(size))
-		if err != nil {
+		size := int64(len(frame))
+		decodeCharge, ok := c.admit(frame)
+		if !ok {
 			c.inflight.release(size)
-			c.logReadError(err)
-			return
+			putFrameBuf(frame)
+			return nil
 		}
-		ex := c.dispatch(frame)
-		ex.frameSize = size
+		ex := c.dispatch(frame, decodeCharge)
+		ex.frameSize, ex.budgeted = size, size
 		queue <- ex
 		if ex.closeAfter {
-			return // known at once: nothing more is read
+			return nil // known at once: nothing more is read
 		}
 	}
+	return nil
+}
+
+// readRequest reads the next request frame, charged to the connection's
+// in-flight bounds. It returns nil when the connection must stop, with the
+// read error (logged) if one is the reason.
+func (c *conn) readRequest() ([]byte, error) {
+	size, err := c.readSize()
+	if err == nil {
+		err = c.checkSize(size)
+	}
+	if err != nil {
+		c.logReadError(err)
+		return nil, err
+	}
+	if !c.inflight.acquire(size, &c.ended) {
+		return nil, nil
+	}
+	frame, err := c.readFrame(int(size))
+	if err != nil {
+		c.inflight.release(size)
+		c.logReadError(err)
+		return nil, err
+	}
+	return frame, nil
+}
+
+// admit charges frame, and what decoding it may allocate, to the server's
+// request budget, waiting for room. It returns false, charging nothing,
+// when the request is refused (logged) or the connection stops meanwhile.
+func (c *conn) admit(frame []byte) (decodeCharge int64, ok bool) {
+	decodeCharge, err := decodeCost(frame)
+	if err != nil {
+		hdr, _ := peekRequestHeader(frame)
+		c.log.Info("closing connection: request refused before decoding", "err", err,
+			"api_key", hdr.key, "version", hdr.version, "client_id", hdr.clientID)
+		return 0, false
+	}
+	return decodeCharge, c.s.budget.acquire(int64(len(frame))+decodeCharge, c.stop)
 }
 
 // dispatch decodes frame and starts handling it: a pipelined produce on a
 // goroutine of its own, anything else right here once the connection is
 // otherwise idle. The returned exchange is done except for a pipelined
-// produce, and its closeAfter is final if set.
-func (c *conn) dispatch(frame []byte) *exchange {
+// produce, and its closeAfter is final if set. decodeCharge, which the
+// caller charged to the request budget for decoding, is returned as soon
+// as kmsg is done.
+func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 	received := time.Now()
 	hdr, msg, err := decodeRequest(frame)
+	c.s.budget.release(decodeCharge)
+	c.clientID = hdr.clientID
 	ex := &exchange{correlationID: hdr.correlationID, done: make(chan struct{})}
 	switch {
 	case errors.Is(err, errUnsupportedApiVersions):
@@ -261,7 +334,7 @@ func (c *conn) recoverPanic(ex *exchange, hdr requestHeader, fn func()) (ok bool
 // connection must close.
 func (c *conn) serveFrame(frame []byte) (keepOpen bool) {
 	c.inflight.acquire(int64(len(frame)), &c.ended)
-	ex := c.dispatch(frame)
+	ex := c.dispatch(frame, 0)
 	ex.frameSize = int64(len(frame))
 	ex.frame = nil // the caller's buffer, not the pool's
 	<-ex.done
@@ -286,6 +359,7 @@ func (c *conn) writeLoop(queue <-chan *exchange) {
 // finish writes ex's answer if write is set, releases what ex holds, and
 // reports whether the connection stays usable.
 func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
+	defer c.s.budget.release(ex.budgeted)
 	defer c.inflight.release(ex.frameSize)
 	defer putFrameBuf(ex.frame)
 	resp := ex.resp
@@ -301,6 +375,7 @@ func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
 				c.logWriteError(err)
 				return false
 			}
+			c.markActive()
 		} else if resp.fetch != nil {
 			resp.fetch.release()
 		}
@@ -312,33 +387,71 @@ func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
 func (c *conn) end() {
 	c.ended.Store(true)
 	c.inflight.wake()
-	c.nc.SetReadDeadline(time.Now())
+	c.halt()
 }
 
-// readSize reads a request's size prefix. A size over MaxRequestBytes (or
-// negative) is an error: Kafka closes such connections.
+// readSize reads a request's size prefix.
 func (c *conn) readSize() (int64, error) {
 	var prefix [4]byte
-	if _, err := io.ReadFull(c.r, prefix[:]); err != nil {
+	if _, err := c.readFull(prefix[:]); err != nil {
 		return 0, err
 	}
-	size := int32(binary.BigEndian.Uint32(prefix[:]))
-	if size < 0 || size > c.s.cfg.MaxRequestBytes {
-		return 0, fmt.Errorf("request size %d exceeds socket.request.max.bytes %d", size, c.s.cfg.MaxRequestBytes)
+	return int64(int32(binary.BigEndian.Uint32(prefix[:]))), nil
+}
+
+// errRequestTooLarge is a size prefix over the request's limit, or
+// negative: Kafka closes such connections.
+var errRequestTooLarge = errors.New("request too large")
+
+// checkSize applies the request size limits before the frame is read:
+// MaxRequestBytes (socket.request.max.bytes) to every request, and
+// MaxNonProduceRequestBytes to all but Produce, whose API key it waits for
+// when the size needs it. The error names what the client sent of the
+// request header, for the log line.
+func (c *conn) checkSize(size int64) error {
+	limit := int64(c.s.cfg.MaxRequestBytes)
+	if size > int64(c.s.cfg.MaxNonProduceRequestBytes) && size <= limit {
+		// Only a produce request may be this large.
+		key, err := c.peek(2)
+		if err != nil {
+			return unexpectedEOF(err)
+		}
+		limit = int64(c.s.requestLimit(int16(binary.BigEndian.Uint16(key))))
 	}
-	return int64(size), nil
+	if size >= 0 && size <= limit {
+		return nil
+	}
+	// Name the request and client from what was already sent, without
+	// waiting for more.
+	seen, _ := c.r.Peek(min(c.r.Buffered(), int(max(size, 0))))
+	if len(seen) < 4 {
+		return fmt.Errorf("%w: size %d, limit %d", errRequestTooLarge, size, limit)
+	}
+	hdr, complete := peekRequestHeader(seen)
+	client := "an unknown client_id"
+	if complete {
+		client = fmt.Sprintf("client_id %q", hdr.clientID)
+	}
+	return fmt.Errorf("%w: size %d, limit %d for api key %d (%s) v%d from %s",
+		errRequestTooLarge, size, limit, hdr.key, kmsg.NameForKey(hdr.key), hdr.version, client)
 }
 
 // readFrame reads the size bytes of a request after its prefix into a
-// buffer from the frame pool (frame_pool.go). Up to frameUpFront bytes the
-// buffer is taken whole at once; a larger frame grows by doubling as its
-// bytes arrive, so a client announcing a huge request and sending nothing
-// does not make the server allocate it.
+// buffer from the frame pool (frame_pool.go). The buffer grows by doubling
+// as the bytes arrive, from frameStart, so a client announcing a large
+// request and sending little of it pins little; while the server's
+// up-front allowance has room, up to frameUpFront bytes are taken whole at
+// once instead, which saves the copies.
 func (c *conn) readFrame(size int) ([]byte, error) {
-	buf := getFrameBuf(min(size, frameUpFront))
+	start := min(size, frameStart)
+	if upFront := min(size, frameUpFront); upFront > start && c.s.upFront.tryAcquire(int64(upFront)) {
+		defer c.s.upFront.release(int64(upFront))
+		start = upFront
+	}
+	buf := getFrameBuf(start)
 	have := 0
 	for {
-		n, err := io.ReadFull(c.r, buf[have:])
+		n, err := c.readFull(buf[have:])
 		have += n
 		if err != nil {
 			putFrameBuf(buf)
@@ -408,8 +521,16 @@ func (c *conn) logReadError(err error) {
 		return // the client hung up between requests
 	case errors.Is(err, os.ErrDeadlineExceeded) && (c.s.isClosing() || c.ended.Load()):
 		return // Shutdown, or the writer ending the connection, interrupted the read
+	case errors.Is(err, errIdle):
+		// Routine (Kafka logs it at debug too): clients reconnect.
+		c.log.Debug("closing idle connection", "err", err, "last_client_id", c.clientID)
+		return
 	}
-	c.log.Info("closing connection", "err", err)
+	if c.clientID == "" {
+		c.log.Info("closing connection", "err", err)
+		return
+	}
+	c.log.Info("closing connection", "err", err, "last_client_id", c.clientID)
 }
 
 func (c *conn) logWriteError(err error) {

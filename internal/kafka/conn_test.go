@@ -313,28 +313,32 @@ func TestBadRequestAfterPipelinedProduces(t *testing.T) {
 }
 
 // readFrame reassembles frames larger than what it takes up front, and
-// reads small and pooled ones exactly.
+// reads small and pooled ones exactly, whether the up-front allowance has
+// room (the buffer starts at up to frameUpFront) or not (it starts at
+// frameStart).
 func TestReadFrameSizes(t *testing.T) {
-	sizes := []int{0, 1, 100, 64<<10 - 1, 64 << 10, 1<<20 + 3, frameUpFront, frameUpFront + 1, 2*frameUpFront + 12345}
-	for _, size := range sizes {
-		want := make([]byte, size)
-		for i := range want {
-			want[i] = byte(i * 7)
+	sizes := []int{0, 1, 100, frameStart + 1, 64<<10 - 1, 64 << 10, 1<<20 + 3, frameUpFront, frameUpFront + 1, 2*frameUpFront + 12345}
+	for _, allowance := range []*requestBudget{nil, newRequestBudget(1)} {
+		for _, size := range sizes {
+			want := make([]byte, size)
+			for i := range want {
+				want[i] = byte(i * 7)
+			}
+			// Garbage in a recycled buffer must not leak into a frame.
+			putFrameBuf(bytes.Repeat([]byte{0xee}, 1<<20))
+			c := &conn{s: &Server{upFront: allowance}, r: bufio.NewReaderSize(bytes.NewReader(append(want, 0xaa)), 64<<10)}
+			got, err := c.readFrame(size)
+			if err != nil {
+				t.Fatalf("size %d: %v", size, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("size %d: frame differs", size)
+			}
+			putFrameBuf(got)
 		}
-		// Garbage in a recycled buffer must not leak into a frame.
-		putFrameBuf(bytes.Repeat([]byte{0xee}, 1<<20))
-		c := &conn{r: bufio.NewReaderSize(bytes.NewReader(append(want, 0xaa)), 64<<10)}
-		got, err := c.readFrame(size)
-		if err != nil {
-			t.Fatalf("size %d: %v", size, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("size %d: frame differs", size)
-		}
-		putFrameBuf(got)
 	}
 	// A frame cut short is an unexpected EOF.
-	c := &conn{r: bufio.NewReader(bytes.NewReader(make([]byte, frameUpFront+10)))}
+	c := &conn{s: &Server{}, r: bufio.NewReader(bytes.NewReader(make([]byte, frameUpFront+10)))}
 	if _, err := c.readFrame(frameUpFront + 11); err == nil {
 		t.Fatal("short frame read without error")
 	}

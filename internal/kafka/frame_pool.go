@@ -15,8 +15,12 @@ const (
 	minPooledFrameShift = 16 // 64 KiB
 	maxPooledFrameShift = 27 // 128 MiB, above the largest MaxRequestBytes we expect
 	// frameUpFront is the largest frame buffer taken before its bytes
-	// have arrived; franz-go's 8-partition requests of 1 MiB batches fit.
+	// have arrived, while the server's up-front allowance has room;
+	// franz-go's 8-partition requests of 1 MiB batches fit.
 	frameUpFront = 8 << 20
+	// frameStart is the buffer a frame starts in otherwise: what a client
+	// that announces a request and stalls pins.
+	frameStart = 4 << 10
 )
 
 var framePools [maxPooledFrameShift - minPooledFrameShift + 1]sync.Pool

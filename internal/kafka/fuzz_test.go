@@ -38,12 +38,15 @@ func seedFrames(tb testing.TB) [][]byte {
 	return frames
 }
 
-// FuzzDecodeRequest: no frame makes request decoding panic, and whatever
-// decodes re-encodes.
+// FuzzDecodeRequest: no frame makes request decoding panic, whatever
+// decodes re-encodes, and the produce skeleton walk (request_cost.go)
+// agrees with kmsg on every produce request that decodes.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, frame := range seedFrames(f) {
 		f.Add(frame)
 	}
+	f.Add(hostileProduce(512))
+	f.Add(sparseProduce(512))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		hdr, msg, err := decodeRequest(frame)
 		if err != nil {
@@ -53,6 +56,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("decoded key %d v%d from header key %d v%d", msg.Key(), msg.GetVersion(), hdr.key, hdr.version)
 		}
 		msg.AppendTo(nil)
+		if produce, ok := msg.(*kmsg.ProduceRequest); ok {
+			checkProduceDecodeSize(t, frame, produce)
+		}
 	})
 }
 

@@ -30,18 +30,9 @@ var (
 // is returned as far as it was read, for logging and for the ApiVersions
 // fallback.
 func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
-	var hdr requestHeader
 	rd := kbin.Reader{Src: frame}
-	hdr.key = rd.Int16()
-	hdr.version = rd.Int16()
-	hdr.correlationID = rd.Int32()
-	if !rd.Ok() {
-		return hdr, nil, errShortHeader
-	}
-	if id := rd.NullableString(); id != nil {
-		hdr.clientID = *id
-	}
-	if !rd.Ok() {
+	hdr, ok := readRequestHeader(&rd)
+	if !ok {
 		return hdr, nil, errShortHeader
 	}
 
@@ -69,4 +60,29 @@ func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
 		return hdr, nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(hdr.key), hdr.version, err)
 	}
 	return hdr, msg, nil
+}
+
+// readRequestHeader reads the request header up to the client ID (the
+// tagged fields of header v2 follow for flexible versions). It reports
+// whether the header was complete; the fields read so far are returned
+// either way.
+func readRequestHeader(rd *kbin.Reader) (requestHeader, bool) {
+	var hdr requestHeader
+	hdr.key = rd.Int16()
+	hdr.version = rd.Int16()
+	hdr.correlationID = rd.Int32()
+	if !rd.Ok() {
+		return hdr, false
+	}
+	if id := rd.NullableString(); id != nil {
+		hdr.clientID = *id
+	}
+	return hdr, rd.Ok()
+}
+
+// peekRequestHeader reads what it can of a request header from the first
+// bytes of a frame, for logging a request that is refused unread, and
+// reports whether it got as far as the client ID.
+func peekRequestHeader(prefix []byte) (requestHeader, bool) {
+	return readRequestHeader(&kbin.Reader{Src: prefix})
 }

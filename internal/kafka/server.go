@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
@@ -17,8 +18,25 @@ import (
 	"github.com/wharf-mq/wharf/internal/txn"
 )
 
-// DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
-const DefaultMaxRequestBytes = 100 << 20
+// Defaults of the connection limits in Config.
+const (
+	// DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
+	DefaultMaxRequestBytes = 100 << 20
+	// DefaultMaxNonProduceRequestBytes bounds every request but Produce.
+	// Only Produce carries records; the largest other requests list
+	// partitions (a Fetch, ListOffsets or OffsetCommit names each in
+	// 20 to 35 bytes), so 1 MiB is about 30,000 partitions in one
+	// request, several times what one Kafka broker is advised to lead.
+	// Decoding may allocate up to maxDecodeAmplification times a
+	// request's size (request_cost.go), so the limit also bounds that.
+	DefaultMaxNonProduceRequestBytes = 1 << 20
+	// DefaultQueuedMaxRequestBytes bounds the memory of requests read
+	// and not yet answered, across all connections.
+	DefaultQueuedMaxRequestBytes = 512 << 20
+	// DefaultConnectionsMaxIdle is Kafka's connections.max.idle.ms
+	// default.
+	DefaultConnectionsMaxIdle = 10 * time.Minute
+)
 
 // Config configures a Server.
 type Config struct {
@@ -26,9 +44,28 @@ type Config struct {
 	// DescribeCluster tell clients to connect to.
 	AdvertisedHost string
 	AdvertisedPort int32
-	// MaxRequestBytes (socket.request.max.bytes) bounds one request; a
-	// larger size prefix closes the connection. 0 means the default.
+	// MaxRequestBytes (socket.request.max.bytes) bounds one Produce
+	// request, and every other request too when smaller than
+	// MaxNonProduceRequestBytes; a larger size prefix closes the
+	// connection, as in Kafka. 0 means DefaultMaxRequestBytes.
 	MaxRequestBytes int32
+	// MaxNonProduceRequestBytes bounds every request but Produce (Kafka
+	// has no such split: see DefaultMaxNonProduceRequestBytes for why
+	// Wharf does). 0 means the default.
+	MaxNonProduceRequestBytes int32
+	// QueuedMaxRequestBytes bounds, across all connections, the memory
+	// held by requests read and not yet answered: each is charged its
+	// frame plus what decoding it may allocate (request_cost.go). A
+	// connection whose next request does not fit stops reading until
+	// it does, like Kafka with queued.max.request.bytes set; a request
+	// larger than the whole budget runs once nothing else holds any. 0
+	// means DefaultQueuedMaxRequestBytes, negative means no bound.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle (connections.max.idle.ms) closes a connection
+	// that has neither completed a request nor been written a response
+	// for that long; a request still arriving does not count. 0 means
+	// DefaultConnectionsMaxIdle, negative means never.
+	ConnectionsMaxIdle time.Duration
 	// Logger receives connection-level events; nil means slog.Default().
 	Logger *slog.Logger
 	// Groups is the group coordinator the group APIs go to; nil makes
@@ -57,6 +94,15 @@ type Server struct {
 	// for data, so tests can act while a long poll is certainly parked.
 	testHookFetchWaiting func()
 
+	// budget bounds the memory of requests in flight across all
+	// connections (Config.QueuedMaxRequestBytes); nil: unbounded.
+	// upFront, a quarter of it, bounds the frame buffers taken before
+	// their bytes arrive (conn.readFrame); it is never waited for, so
+	// connections that announce large requests and stall can only make
+	// other large frames start small, never hold up a request.
+	budget  *requestBudget
+	upFront *requestBudget
+
 	// netsrv accepts, tracks and shuts down the connections.
 	netsrv *netserve.Server[*conn]
 	// done is closed when Shutdown starts: it wakes fetch long polls so
@@ -77,6 +123,16 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	if cfg.MaxNonProduceRequestBytes <= 0 {
+		cfg.MaxNonProduceRequestBytes = DefaultMaxNonProduceRequestBytes
+	}
+	cfg.MaxNonProduceRequestBytes = min(cfg.MaxNonProduceRequestBytes, cfg.MaxRequestBytes)
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -87,6 +143,8 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		log:      logger.With("component", "kafka"),
 		sessions: newFetchSessions(defaultFetchSessionSlots, defaultFetchSessionIdle),
 		markers:  newMarkerSource(),
+		budget:   newRequestBudget(cfg.QueuedMaxRequestBytes),
+		upFront:  newRequestBudget(cfg.QueuedMaxRequestBytes / 4),
 	}
 	s.netsrv = netserve.New(s.log, netserve.Hooks[*conn]{
 		NewConn: func(nc net.Conn) *conn { return newConn(s, nc) },

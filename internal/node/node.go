@@ -55,6 +55,12 @@ type Config struct {
 	DefaultPartitions int32              // partitions of auto-created topics (0: broker default)
 	MaxRequestBytes   int32              // largest Kafka request accepted (0: front-end default)
 
+	// Kafka connection limits (see kafka.Config for each; 0 means the
+	// Kafka front end's default).
+	KafkaMaxNonProduceRequestBytes int32         // largest Kafka request but Produce
+	KafkaQueuedMaxRequestBytes     int64         // memory of Kafka requests in flight (negative: unbounded)
+	KafkaConnectionsMaxIdle        time.Duration // close idle Kafka connections after (negative: never)
+
 	Logger *slog.Logger // nil: discard
 
 	// Groups tunes the group coordinator (timeouts, offset retention);
@@ -209,12 +215,15 @@ func Start(cfg Config) (*Node, error) {
 		closing:         make(chan struct{}),
 	}
 	n.kafkaServer = kafka.NewServer(b, kafka.Config{
-		AdvertisedHost:  host,
-		AdvertisedPort:  int32(port),
-		MaxRequestBytes: cfg.MaxRequestBytes,
-		Logger:          logger, // the server tags its lines component=kafka
-		Groups:          groups,
-		Transactions:    txns,
+		AdvertisedHost:            host,
+		AdvertisedPort:            int32(port),
+		MaxRequestBytes:           cfg.MaxRequestBytes,
+		MaxNonProduceRequestBytes: cfg.KafkaMaxNonProduceRequestBytes,
+		QueuedMaxRequestBytes:     cfg.KafkaQueuedMaxRequestBytes,
+		ConnectionsMaxIdle:        cfg.KafkaConnectionsMaxIdle,
+		Logger:                    logger, // the server tags its lines component=kafka
+		Groups:                    groups,
+		Transactions:              txns,
 	})
 	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.kafkaListener) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)

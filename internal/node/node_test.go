@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"net"
 	"os"
@@ -174,5 +175,45 @@ func requireCleanShutdown(t *testing.T, root string, min int) {
 		if _, err := os.Stat(filepath.Join(dir, "clean-shutdown")); err != nil {
 			t.Errorf("%s: no clean-shutdown marker: %v", dir, err)
 		}
+	}
+}
+
+// The Kafka connection limits reach the Kafka front end: an idle
+// connection is closed after KafkaConnectionsMaxIdle, and a request other
+// than Produce over KafkaMaxNonProduceRequestBytes at once.
+func TestKafkaConnectionLimitsReachTheServer(t *testing.T) {
+	n := nodetest.Start(t, nodetest.WithConfig(func(c *node.Config) {
+		c.KafkaConnectionsMaxIdle = 200 * time.Millisecond
+		c.KafkaMaxNonProduceRequestBytes = 1024
+	}))
+	closedWithin := func(nc net.Conn, d time.Duration) bool {
+		nc.SetReadDeadline(time.Now().Add(d))
+		_, err := nc.Read(make([]byte, 1))
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", n.KafkaAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+
+	idle := dial()
+	start := time.Now()
+	if !closedWithin(idle, 10*time.Second) {
+		t.Fatal("idle connection still open after 10s")
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("idle connection closed after %v, before KafkaConnectionsMaxIdle", took)
+	}
+
+	big := dial()
+	// A 2048-byte Metadata v12 request announced: over the 1024 limit.
+	big.Write([]byte{0, 0, 8, 0, 0, 3, 0, 12})
+	if !closedWithin(big, 100*time.Millisecond) {
+		t.Error("an oversized Metadata request did not close its connection at once")
 	}
 }
