@@ -15,7 +15,6 @@ import (
 )
 
 const (
-	readBufferSize = 64 << 10
 	// closeTimeout is how long a connection waits for the peer's
 	// connection.close-ok after sending connection.close.
 	closeTimeout = 3 * time.Second
@@ -48,9 +47,15 @@ type conn struct {
 	id  mq.ConnID
 	log *slog.Logger
 
-	br  *bufio.Reader
-	fr  *wire.FrameReader
-	w   *wire.Writer // the handshake's, then only the writer goroutine's
+	// Reader only: the read buffer, borrowed while the client sends (see
+	// buffers.go), and the frame reader over it; input waits for the
+	// client without a buffer (nil: the connection keeps one).
+	br    *bufio.Reader
+	fr    *wire.FrameReader
+	input *inputWaiter
+	// lw is the borrowed write buffer: the handshake's, then only the
+	// writer goroutine's (see writer()).
+	lw  *lentWriter
 	out *outbound
 
 	// Writer goroutine only.
@@ -88,22 +93,24 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	id := mq.ConnID(connIDs.Add(1))
-	return &conn{
+	c := &conn{
 		srv:      s,
 		nc:       nc,
 		id:       id,
 		log:      s.log.With("conn", uint64(id), "remote", nc.RemoteAddr().String()),
-		br:       bufio.NewReaderSize(nc, readBufferSize),
-		w:        wire.NewWriter(nc, wire.DefaultWriterBuffer),
 		out:      newOutbound(s.cfg.OutboundLimit),
 		channels: make(map[uint16]*channel),
 		abort:    make(chan struct{}),
 		stopping: make(chan struct{}),
 	}
+	c.input = newInputWaiter(c)
+	c.acquireReadBuffer()
+	return c
 }
 
 // serve runs the connection to its end: handshake, frame loop, teardown.
 func (c *conn) serve() {
+	defer c.releaseBuffers()
 	defer c.nc.Close()
 	defer c.kill()
 	if err := c.handshake(); err != nil {
@@ -171,7 +178,7 @@ func (c *conn) readLoop() error {
 		if c.stopRequested.Load() && !c.closing {
 			c.enterClosing()
 		}
-		f, err := c.fr.ReadFrame()
+		f, err := c.nextFrame()
 		if err != nil {
 			var we *wire.Error
 			switch {

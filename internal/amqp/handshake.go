@@ -106,6 +106,7 @@ func (c *conn) handshake() error {
 	c.vhost, c.vhostName = vh, open.VirtualHost
 
 	c.nc.SetReadDeadline(time.Time{})
+	c.releaseWriter() // everything written was flushed; the writer goroutine borrows its own
 	c.startWriter()
 	c.out.method(0, &wire.ConnectionOpenOK{})
 	// From here Shutdown sends connection.close rather than dropping the
@@ -137,7 +138,7 @@ func (c *conn) applyTuneOK(t *wire.ConnectionTuneOK) *wire.Error {
 	c.channelMax, c.frameMax = channelMax, frameMax
 	c.heartbeat = time.Duration(t.Heartbeat) * time.Second
 	c.fr.SetFrameMax(frameMax)
-	c.w.SetFrameMax(frameMax)
+	c.writer().SetFrameMax(frameMax)
 	return nil
 }
 
@@ -208,10 +209,11 @@ func (c *conn) failHandshake(e *wire.Error) error {
 // writeNow writes and flushes a method on channel 0 from the reader; only
 // used before the writer goroutine starts.
 func (c *conn) writeNow(m wire.Method) error {
-	if err := c.w.WriteMethod(0, m); err != nil {
+	w := c.writer()
+	if err := w.WriteMethod(0, m); err != nil {
 		return fmt.Errorf("write %s: %w", m.Name(), err)
 	}
-	return c.w.Flush()
+	return w.Flush()
 }
 
 // capabilitiesOf reads the client's capabilities table.

@@ -61,8 +61,11 @@ type testBroker struct {
 	t    testing.TB
 	dir  string
 	defs *memDefs
-	cfg  Config
-	logs *testLogWriter
+	// logDefs, when set, replaces defs: definitions fsynced to a log, as
+	// the broker keeps them.
+	logDefs mq.DefinitionStore
+	cfg     Config
+	logs    *testLogWriter
 
 	reg  *mq.Registry
 	srv  *Server
@@ -88,7 +91,11 @@ func startBroker(t testing.TB, tweaks ...func(*Config)) *testBroker {
 
 func (b *testBroker) start() {
 	b.t.Helper()
-	reg, err := mq.Open(mq.Config{DataDir: b.dir, Definitions: b.defs, Logger: b.cfg.Logger})
+	var defs mq.DefinitionStore = b.defs
+	if b.logDefs != nil {
+		defs = b.logDefs
+	}
+	reg, err := mq.Open(mq.Config{DataDir: b.dir, Definitions: defs, Logger: b.cfg.Logger})
 	if err != nil {
 		b.t.Fatalf("open registry: %v", err)
 	}

@@ -197,6 +197,7 @@ func (c *conn) writeLoop() {
 			starved := c.out.release(written)
 			if stop {
 				c.flush()
+				c.releaseWriter()
 				return
 			}
 			if len(starved) > 0 {
@@ -207,6 +208,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		c.flush()
+		c.releaseWriter() // nothing left to write: the buffer goes back until the next wake
 		hb.wrote = true
 	}
 }
@@ -220,7 +222,7 @@ func (c *conn) writeItem(it *outItem) {
 	var err error
 	switch it.kind {
 	case outMethod:
-		err = c.w.WriteMethod(it.channel, it.method)
+		err = c.writer().WriteMethod(it.channel, it.method)
 	case outDeliver:
 		d := &c.deliverScratch
 		d.ConsumerTag, d.DeliveryTag, d.Redelivered = it.consumerTag, it.tag, it.redelivered
@@ -230,9 +232,9 @@ func (c *conn) writeItem(it *outItem) {
 		err = c.writeContent(it.channel, it.method, it.msg)
 	case outAck:
 		c.ackScratch = wire.BasicAck{DeliveryTag: it.tag, Multiple: true}
-		err = c.w.WriteMethod(it.channel, &c.ackScratch)
+		err = c.writer().WriteMethod(it.channel, &c.ackScratch)
 	case outNack:
-		err = c.w.WriteMethod(it.channel, &wire.BasicNack{DeliveryTag: it.tag})
+		err = c.writer().WriteMethod(it.channel, &wire.BasicNack{DeliveryTag: it.tag})
 	}
 	if err != nil {
 		c.writeFailed(err)
@@ -243,16 +245,16 @@ func (c *conn) writeItem(it *outItem) {
 // properties as received when mq kept them.
 func (c *conn) writeContent(channel uint16, m wire.Method, msg *mq.Message) error {
 	if len(msg.RawProperties) > 0 || msg.Properties.Flags() == 0 {
-		return c.w.WriteContentRaw(channel, m, msg.RawProperties, msg.Body)
+		return c.writer().WriteContentRaw(channel, m, msg.RawProperties, msg.Body)
 	}
-	return c.w.WriteContent(channel, m, &msg.Properties, msg.Body)
+	return c.writer().WriteContent(channel, m, &msg.Properties, msg.Body)
 }
 
 func (c *conn) flush() {
-	if c.writeErr != nil || c.w.Buffered() == 0 {
+	if c.writeErr != nil || c.lw == nil || c.lw.w.Buffered() == 0 {
 		return
 	}
-	if err := c.w.Flush(); err != nil {
+	if err := c.lw.w.Flush(); err != nil {
 		c.writeFailed(err)
 	}
 }
@@ -284,10 +286,11 @@ type heartbeatMonitor struct {
 // alarm) silence is the server's doing and is not counted.
 func (c *conn) heartbeatTick(hb *heartbeatMonitor) {
 	if !hb.wrote && c.writeErr == nil {
-		if err := c.w.WriteHeartbeat(); err != nil {
+		if err := c.writer().WriteHeartbeat(); err != nil {
 			c.writeFailed(err)
 		}
 		c.flush()
+		c.releaseWriter()
 	}
 	hb.wrote = false
 

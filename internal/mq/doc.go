@@ -23,7 +23,9 @@
 // logs in DataDir/queues/<id>/: "messages", one record per persistent
 // message (value = body; headers carry exchange, routing key and encoded
 // properties), and "settled", records naming settled message offsets.
-// Transient messages, and every message of a non-durable queue, live in
+// Both are created on first use (the first persistent message, the first
+// settlement), so declaring a durable queue writes its definition and no
+// file, and an unused queue has none. Transient messages, and every message of a non-durable queue, live in
 // memory only. After a restart a durable queue holds exactly its logged
 // messages that were not settled, in order. A housekeeper goroutine writes
 // settlements in batches (every Config.HousekeepingInterval, or sooner when

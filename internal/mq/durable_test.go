@@ -164,7 +164,7 @@ func TestConfirmAfterFsync(t *testing.T) {
 		if res.Routed != 3 {
 			t.Fatalf("routed %d", res.Routed)
 		}
-		end1, end2 := q1.store.messages.EndOffset(), q2.store.messages.EndOffset()
+		end1, end2 := q1.store.messages.Load().EndOffset(), q2.store.messages.Load().EndOffset()
 		waitDurable(t, res)
 		// The syncer's fsync covered the message in both durable queues.
 		if q1.store.syncedEnd.Load() < end1 || q2.store.syncedEnd.Load() < end2 {
@@ -224,7 +224,7 @@ func TestSegmentReclaim(t *testing.T) {
 	if mid >= before || mid <= 1 {
 		t.Errorf("after acking half: %d segments (was %d)", mid, before)
 	}
-	if start := q.store.messages.StartOffset(); start != 50 {
+	if start := q.store.messages.Load().StartOffset(); start != 50 {
 		t.Errorf("messages log start %d, want 50", start)
 	}
 	tags = tags[:0]
@@ -274,7 +274,7 @@ func TestSettlementLogCompaction(t *testing.T) {
 	if size := q.store.settled.Size(); size > 4*compactMinBytes {
 		t.Errorf("settlement log %d bytes after %d settlements", size, n)
 	}
-	if q.store.messages.StartOffset() != 0 {
+	if q.store.messages.Load().StartOffset() != 0 {
 		t.Error("messages log moved past an unsettled message")
 	}
 	e.restart()
@@ -466,7 +466,7 @@ func TestCompactionKeepsSettledPrefix(t *testing.T) {
 			}
 		}
 	}
-	if q.store.messages.StartOffset() != 0 {
+	if q.store.messages.Load().StartOffset() != 0 {
 		t.Fatal("messages log start moved; the test needs it not to")
 	}
 	if q.store.settled.StartOffset() == 0 {

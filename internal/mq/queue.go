@@ -168,7 +168,7 @@ func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, l
 		expiresAt: q.expiryOf(h.msg, now),
 	}
 	if batch != nil && q.logs(h.msg) {
-		if e.offset, err = q.store.append(batch); err != nil {
+		if e.offset, err = q.store.appendLocked(batch); err != nil {
 			return notTaken, false, 0, err
 		}
 		logged = true

@@ -138,9 +138,10 @@ func newStoreID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// createQueue makes a new queue: for a durable one its logs first, then its
-// definition (a crash in between leaves an orphan directory that Open
-// removes). Caller holds defMu.
+// createQueue makes a new queue. A durable one's definition is stored
+// first (durable when this returns); its logs are created with its first
+// logged message (see queueStore), so declaring touches no queue file.
+// Caller holds defMu.
 func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	if v.r.closed.Load() {
 		return nil, ErrClosed
@@ -148,51 +149,59 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	var id string
 	if d.Durable {
 		id = newStoreID()
-	}
-	q, err := v.openQueue(d, id)
-	if err != nil {
-		return nil, errInternal("create queue storage", err)
-	}
-	if d.Durable {
 		args, err := encodeArgs(d.Args)
 		if err == nil {
 			rec := queueRecord{VHost: v.name, Name: d.Name, ID: id, AutoDelete: d.AutoDelete, Args: args}
 			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
 		}
 		if err != nil {
-			v.r.removeStore(q.store)
-			q.store.delete()
 			return nil, errInternal("store queue", err)
 		}
 	}
+	q := v.newQueue(d, id)
+	if d.Durable {
+		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger)
+		q.store.qmu = &q.mu
+		v.r.addStore(q.store)
+	}
+	q.arm()
 	v.mu.Lock()
 	v.queues[d.Name] = q
 	v.mu.Unlock()
 	return q, nil
 }
 
-// openQueue builds a queue; a durable one opens (or creates) its store and
-// recovers its unsettled messages, bodies left on disk until needed.
-// Then it arms the queue's timers (x-expires counts from now).
+// openQueue builds a queue defined before this start; a durable one opens
+// its store and recovers its unsettled messages, bodies left on disk until
+// needed. Then it arms the queue's timers (x-expires counts from now).
 func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
-	args, _ := v.effectiveQueueArgs(d)
-	opts := parseQueueOptions(args)
-	q := &queue{
-		r: v.r, vh: v, name: d.Name, def: d, opts: opts, id: id,
-		sources: make(map[*exchange]int),
-		unacked: make(map[QueueTag]*entry),
-		ready:   newReadyQueue(opts.levels),
-	}
+	q := v.newQueue(d, id)
 	if d.Durable {
 		if err := q.recover(id); err != nil {
 			return nil, err
 		}
 	}
+	q.arm()
+	return q, nil
+}
+
+func (v *VHost) newQueue(d QueueDef, id string) *queue {
+	args, _ := v.effectiveQueueArgs(d)
+	opts := parseQueueOptions(args)
+	return &queue{
+		r: v.r, vh: v, name: d.Name, def: d, opts: opts, id: id,
+		sources: make(map[*exchange]int),
+		unacked: make(map[QueueTag]*entry),
+		ready:   newReadyQueue(opts.levels),
+	}
+}
+
+// arm starts the queue's x-expires clock and its message timers.
+func (q *queue) arm() {
 	q.mu.Lock()
 	q.touchLocked()
 	q.armHeadsLocked()
 	q.mu.Unlock()
-	return q, nil
 }
 
 // recover opens a durable queue's store and puts its unsettled messages on
@@ -202,7 +211,7 @@ func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
 // stay on disk until needed, and a message's own expiration is learnt
 // when it is read.
 func (q *queue) recover(id string) error {
-	s, rec, err := openQueueStore(queueStoreDir(q.r.cfg.DataDir, id), q.r.cfg.segConfig(), q.r.logger)
+	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger)
 	if err != nil {
 		return err
 	}

@@ -105,8 +105,9 @@ type Registry struct {
 	vhosts map[string]*VHost
 	closed atomic.Bool
 
-	storesMu sync.Mutex
-	stores   map[*queueStore]struct{} // open durable queue stores, for housekeeping
+	storesMu  sync.Mutex
+	stores    map[*queueStore]struct{} // open durable queue stores, for housekeeping
+	queuesDir *dirSync                 // DataDir/queues
 
 	mem        atomic.Int64  // bytes of message bodies held in memory
 	nextTag    atomic.Uint64 // last QueueTag handed out
@@ -149,6 +150,11 @@ func Open(cfg Config) (*Registry, error) {
 		streamOwners: make(map[string]string),
 		streamStop:   make(chan struct{}),
 	}
+	queuesDir, err := openDirSync(filepath.Join(cfg.DataDir, queuesDirName))
+	if err != nil {
+		return nil, fmt.Errorf("mq: %w", err)
+	}
+	r.queuesDir = queuesDir
 	r.timers = newTimers(r) // queues arm timers while they load
 	if err := r.load(); err != nil {
 		r.closeStores()
@@ -299,10 +305,10 @@ func (r *Registry) openStores() []*queueStore {
 }
 
 // removeOrphanStores deletes queue directories that belong to no durable
-// queue: left behind by a crash between creating a queue's logs and storing
-// its definition, or between deleting the definition and the files.
+// queue: left behind by a crash between deleting a queue's definition and
+// its files (or by a version that created the files before the definition).
 func (r *Registry) removeOrphanStores(live map[string]bool) {
-	root := filepath.Join(r.cfg.DataDir, "queues")
+	root := r.queuesDir.path
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return

@@ -15,6 +15,7 @@ import (
 
 // A durable queue's directory, DataDir/queues/<id>/, holds:
 const (
+	queuesDirName  = "queues"         // in DataDir: one directory per durable queue
 	messagesLogDir = "messages"       // seglog: one record per persistent message
 	settledLogDir  = "settled"        // seglog: records naming settled message offsets
 	cleanFile      = "clean-shutdown" // written by Close: the delivered watermark
@@ -23,19 +24,38 @@ const (
 // queueStore is a durable queue's storage: the messages log, the settlement
 // log and the in-memory settlement state.
 //
+// The logs are created on first use, not when the queue is declared: the
+// queue's existence is durable through its definition alone, and an empty
+// queue needs no files. The messages log (and the queue's directory) is
+// created by the first append, the settlement log by the first settlement
+// record. So a declare costs one definition write and no file at all,
+// whatever the number of queues; a queue whose directory is missing at
+// Open is simply empty.
+//
 // Appends to the messages log happen under the queue's lock (so log order is
 // queue order). Everything written to the settlement log is written by the
 // registry's housekeeper goroutine (housekeep) or by close, under mu; so a
 // compaction snapshot can never overtake a settlement record written
 // concurrently.
 type queueStore struct {
-	dir      string
-	messages *seglog.Log
-	settled  *seglog.Log
-	logger   *slog.Logger
-	qmu      *sync.Mutex // the owning queue's lock
+	dir    string
+	cfg    seglog.Config // of both logs, for creating them on first use
+	logger *slog.Logger
+	qmu    *sync.Mutex // the owning queue's lock
+
+	// messages is nil until the first message is logged. It is set under
+	// qmu and read without a lock (the syncer).
+	messages atomic.Pointer[seglog.Log]
+	// queuesDir is DataDir/queues; newDir says that this queue's directory
+	// was created by this process and the entries naming it and its
+	// messages log are not known fsynced yet (set before messages, see
+	// syncNewDir), dirChange the queuesDir change that created it.
+	queuesDir *dirSync
+	newDir    atomic.Bool
+	dirChange uint64
 
 	// Guarded by qmu.
+	ended     bool         // closed or deleted: no log may be created any more
 	win       settleWindow // settled offsets of the messages log
 	pending   []int64      // settled offsets not yet written to the settlement log
 	delivered int64        // highest offset ever handed to a consumer, -1 if none
@@ -50,12 +70,11 @@ type queueStore struct {
 
 	// Guarded by mu (taken before the queue's mu).
 	mu          sync.Mutex
+	settled     *seglog.Log // nil until the first settlement record
 	closed      bool
 	compactedAt int64 // settlement log size right after the last compaction
 	checkedLow  int64 // the settled prefix last looked at for reclaiming
 }
-
-func queueStoreDir(dataDir, id string) string { return filepath.Join(dataDir, "queues", id) }
 
 // recovered says what a durable queue's store held when it was opened.
 type recovered struct {
@@ -70,12 +89,28 @@ type recovered struct {
 // redelivered: it was, or may have been, delivered before the restart.
 func (r recovered) redelivered(off int64) bool { return !r.clean || off <= r.delivered }
 
-// openQueueStore opens (creating) a durable queue's logs and rebuilds the
+// newQueueStore returns the store of a new durable queue. It touches no
+// file: the logs are created when first needed.
+func newQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger) *queueStore {
+	s := &queueStore{dir: filepath.Join(queuesDir.path, id), queuesDir: queuesDir, cfg: cfg, logger: logger,
+		delivered: -1, counts: make(map[int64]uint32)}
+	s.win = newSettleWindow(0)
+	return s
+}
+
+// openQueueStore opens an existing durable queue's logs and rebuilds the
 // settlement state; forEachUnsettled then lists the messages to recover.
-func openQueueStore(dir string, cfg seglog.Config, logger *slog.Logger) (*queueStore, recovered, error) {
-	var rec recovered
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, rec, err
+// A queue that never logged a message has no messages log: it is empty,
+// and whatever an interrupted creation left in its directory is removed.
+func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger) (*queueStore, recovered, error) {
+	s := newQueueStore(queuesDir, id, cfg, logger)
+	dir := s.dir
+	rec := recovered{clean: true, delivered: -1}
+	if ok, err := dirExists(filepath.Join(dir, messagesLogDir)); err != nil || !ok {
+		if err == nil {
+			err = os.RemoveAll(dir)
+		}
+		return s, rec, err
 	}
 	var err error
 	rec.delivered, rec.clean, err = takeCleanMarker(dir)
@@ -86,14 +121,21 @@ func openQueueStore(dir string, cfg seglog.Config, logger *slog.Logger) (*queueS
 	if err != nil {
 		return nil, rec, err
 	}
+	s.messages.Store(messages)
+	s.win = newSettleWindow(messages.StartOffset())
+	if ok, err := dirExists(filepath.Join(dir, settledLogDir)); err != nil || !ok {
+		if err != nil {
+			messages.Close()
+			return nil, rec, err
+		}
+		return s, rec, nil // nothing ever settled
+	}
 	settled, err := seglog.Open(filepath.Join(dir, settledLogDir), cfg, logger)
 	if err != nil {
 		messages.Close()
 		return nil, rec, err
 	}
-	s := &queueStore{dir: dir, messages: messages, settled: settled, logger: logger, delivered: -1,
-		counts: make(map[int64]uint32)}
-	s.win = newSettleWindow(messages.StartOffset())
+	s.settled = settled
 	end := messages.EndOffset()
 	err = readLog(settled, func(r record.Record) error {
 		if string(r.Key) == string(countRecordKey) {
@@ -121,21 +163,79 @@ func openQueueStore(dir string, cfg seglog.Config, logger *slog.Logger) (*queueS
 	return s, rec, nil
 }
 
+func dirExists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// messagesLogLocked returns the messages log, creating the queue's
+// directory and the log on first use. Caller holds the queue's lock.
+//
+// No fsync of the new directories runs here, on the publish path: the
+// first sync (the syncer's, for a publisher confirm) does it, sharing the
+// fsync of DataDir/queues with the other queues created meanwhile.
+func (s *queueStore) messagesLogLocked() (*seglog.Log, error) {
+	if l := s.messages.Load(); l != nil {
+		return l, nil
+	}
+	if s.ended {
+		return nil, seglog.ErrClosed
+	}
+	if err := os.Mkdir(s.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	l, err := seglog.Open(filepath.Join(s.dir, messagesLogDir), s.cfg, s.logger)
+	if err != nil {
+		return nil, err
+	}
+	s.dirChange = s.queuesDir.changed()
+	s.newDir.Store(true)
+	s.messages.Store(l)
+	return l, nil
+}
+
+// settledLog returns the settlement log, creating it on first use (the
+// queue's directory exists: something was logged before anything can be
+// settled). Caller holds mu.
+func (s *queueStore) settledLog() (*seglog.Log, error) {
+	if s.settled != nil {
+		return s.settled, nil
+	}
+	l, err := seglog.Open(filepath.Join(s.dir, settledLogDir), s.cfg, s.logger)
+	if err != nil {
+		return nil, err
+	}
+	s.settled = l
+	return l, nil
+}
+
 // forEachUnsettled calls fn for every logged offset not settled, in order.
 func (s *queueStore) forEachUnsettled(fn func(off int64)) {
-	for off, end := s.win.base, s.messages.EndOffset(); off < end; off++ {
+	l := s.messages.Load()
+	if l == nil {
+		return
+	}
+	for off, end := s.win.base, l.EndOffset(); off < end; off++ {
 		if !s.win.isSettled(off) {
 			fn(off)
 		}
 	}
 }
 
-// append logs one message batch (built by encodeMessage) and returns its
-// offset. It does not wait for fsync; the syncer does that for confirms.
-// The batch's base offset is rewritten in place, so a batch may be appended
-// to several logs one after the other but not concurrently.
-func (s *queueStore) append(batch []byte) (int64, error) {
-	res, err := s.messages.Append(batch, seglog.AppendOptions{})
+// appendLocked logs one message batch (built by encodeMessage) and returns
+// its offset; the first append creates the messages log. It does not wait
+// for fsync; the syncer does that for confirms. The batch's base offset is
+// rewritten in place, so a batch may be appended to several logs one after
+// the other but not concurrently. Caller holds the queue's lock.
+func (s *queueStore) appendLocked(batch []byte) (int64, error) {
+	l, err := s.messagesLogLocked()
+	if err != nil {
+		return 0, err
+	}
+	res, err := l.Append(batch, seglog.AppendOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +246,11 @@ func (s *queueStore) append(batch []byte) (int64, error) {
 // enqueue time (ms), as far as maxBytes of batches reach (at least one
 // message), until fn returns false.
 func (s *queueStore) read(offset, maxBytes int64, fn func(off, ts int64, m *Message) bool) error {
-	sl, err := s.messages.Read(offset, maxBytes)
+	l := s.messages.Load()
+	if l == nil {
+		return fmt.Errorf("no message at offset %d: nothing logged", offset)
+	}
+	sl, err := l.Read(offset, maxBytes)
 	if err != nil {
 		return err
 	}
@@ -187,7 +291,11 @@ const scanBytes = 1 << 20
 
 // scan calls fn for every message from offset to the end of the log.
 func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) error {
-	for offset < s.messages.EndOffset() {
+	l := s.messages.Load()
+	if l == nil {
+		return nil
+	}
+	for offset < l.EndOffset() {
 		next := offset
 		err := s.read(offset, scanBytes, func(off, ts int64, m *Message) bool {
 			fn(off, ts, m)
@@ -198,60 +306,94 @@ func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) erro
 			return err
 		}
 		if next == offset {
-			return fmt.Errorf("no message at offset %d below end %d", offset, s.messages.EndOffset())
+			return fmt.Errorf("no message at offset %d below end %d", offset, l.EndOffset())
 		}
 		offset = next
 	}
 	return nil
 }
 
+// endLocked marks the store closed (or deleted) for good: no log is
+// created after it. Caller holds mu.
+func (s *queueStore) endLocked() {
+	s.closed = true
+	if s.qmu != nil {
+		s.qmu.Lock()
+		defer s.qmu.Unlock()
+	}
+	s.ended = true
+}
+
+// logs returns the logs that exist; the settlement log may be nil.
+// Caller holds mu, after endLocked (or before anything is shared).
+func (s *queueStore) logs() (messages, settled *seglog.Log) {
+	return s.messages.Load(), s.settled
+}
+
 // closeWithoutMarker closes the logs of a store that was not recovered.
 func (s *queueStore) closeWithoutMarker() {
 	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.messages.Close()
-	s.settled.Close()
+	defer s.mu.Unlock()
+	s.endLocked()
+	messages, settled := s.logs()
+	if messages != nil {
+		messages.Close()
+	}
+	if settled != nil {
+		settled.Close()
+	}
 }
 
-// sync fsyncs the messages log. A store closed meanwhile (queue deleted, or
+// sync fsyncs the messages log (after, the first time, the directories
+// made when it was created). A store closed meanwhile (queue deleted, or
 // registry closed, which fsyncs) counts as synced: RabbitMQ confirms a
 // message whose queue was deleted.
 func (s *queueStore) sync() error {
-	end := s.messages.EndOffset()
-	err := s.messages.Sync()
+	l := s.messages.Load()
+	if l == nil {
+		return nil // nothing logged, nothing to make durable
+	}
+	end := l.EndOffset()
+	err := s.syncNewDir()
+	if err == nil {
+		err = l.Sync()
+	}
 	if err == nil {
 		s.advanceSynced(end)
+		return nil
 	}
-	if errors.Is(err, seglog.ErrClosed) {
-		s.mu.Lock()
-		closed := s.closed
-		s.mu.Unlock()
-		if closed {
-			return nil
-		}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil
 	}
 	return err
 }
 
 // close writes pending settlements and the clean-shutdown marker and closes
-// both logs (which fsyncs them).
+// both logs (which fsyncs them). A store that never logged a message has
+// no files and leaves none.
 func (s *queueStore) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
-	s.closed = true
+	s.endLocked()
 	var pending []int64
 	var counts map[int64]uint32
-	delivered := s.delivered
 	if s.qmu != nil {
 		s.qmu.Lock()
-		pending, s.pending = s.pending, nil
-		counts, s.pendingCounts = s.pendingCounts, nil
-		delivered = s.delivered
+	}
+	pending, s.pending = s.pending, nil
+	counts, s.pendingCounts = s.pendingCounts, nil
+	delivered := s.delivered
+	if s.qmu != nil {
 		s.qmu.Unlock()
+	}
+	if s.messages.Load() == nil {
+		return nil
 	}
 	var errs []error
 	if len(pending) > 0 {
@@ -260,7 +402,14 @@ func (s *queueStore) close() error {
 	if len(counts) > 0 {
 		errs = append(errs, s.writeCounts(counts))
 	}
-	errs = append(errs, s.messages.Close(), s.settled.Close())
+	messages, settled := s.logs()
+	errs = append(errs, messages.Close())
+	if settled != nil {
+		errs = append(errs, settled.Close())
+	}
+	// A queue created by this process and never confirmed to has its
+	// directory entries made durable here, as a confirm would.
+	errs = append(errs, s.syncNewDir())
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -274,9 +423,16 @@ func (s *queueStore) delete() error {
 	if s.closed {
 		return nil
 	}
-	s.closed = true
-	err := errors.Join(s.messages.Delete(), s.settled.Delete())
-	return errors.Join(err, os.RemoveAll(s.dir))
+	s.endLocked()
+	var errs []error
+	messages, settled := s.logs()
+	if messages != nil {
+		errs = append(errs, messages.Delete())
+	}
+	if settled != nil {
+		errs = append(errs, settled.Delete())
+	}
+	return errors.Join(append(errs, os.RemoveAll(s.dir))...)
 }
 
 func (s *queueStore) advanceSynced(end int64) {

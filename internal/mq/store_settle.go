@@ -56,8 +56,9 @@ func (s *queueStore) housekeep() error {
 	lock := s.qmu
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil
+	messages := s.messages.Load()
+	if s.closed || messages == nil {
+		return nil // nothing logged, so nothing settled
 	}
 	lock.Lock()
 	pending := s.pending
@@ -84,35 +85,39 @@ func (s *queueStore) housekeep() error {
 			return err
 		}
 	}
-	if low > s.messages.StartOffset() && low != s.checkedLow {
+	if low > messages.StartOffset() && low != s.checkedLow {
 		// Moving the start costs a directory fsync; do it only when a
 		// whole segment can go.
 		s.checkedLow = low
-		reclaimable, err := s.segmentBelow(low)
+		reclaimable, err := segmentBelow(messages, low)
 		if err != nil {
 			return err
 		}
 		if reclaimable {
-			if _, err := s.messages.DeleteBefore(low); err != nil {
+			if _, err := messages.DeleteBefore(low); err != nil {
 				return err
 			}
 		}
+	}
+	if s.settled == nil {
+		return nil
 	}
 	size := s.settled.Size()
 	if size < compactMinBytes || size < 2*s.compactedAt {
 		return nil
 	}
-	return s.compactLocked(lock)
+	return s.compactLocked(messages, lock)
 }
 
 // compactLocked writes one record naming every settled offset still above
 // the messages log start, makes it durable, and drops everything before it.
-func (s *queueStore) compactLocked(lock *sync.Mutex) error {
+// Caller holds mu; the settlement log exists.
+func (s *queueStore) compactLocked(messages *seglog.Log, lock *sync.Mutex) error {
 	lock.Lock()
 	// Everything from the messages log start up to base is settled too;
 	// the records that said so are about to go.
 	var snapshot [][2]int64
-	if start := s.messages.StartOffset(); start < s.win.base {
+	if start := messages.StartOffset(); start < s.win.base {
 		snapshot = append(snapshot, [2]int64{start, s.win.base})
 	}
 	s.win.ranges(func(from, to int64) { snapshot = append(snapshot, [2]int64{from, to}) })
@@ -158,28 +163,36 @@ func (s *queueStore) restoreCountsLocked(counts map[int64]uint32) {
 	}
 }
 
+// writeCounts and writeSettled append to the settlement log, creating it
+// on first use. Caller holds mu.
 func (s *queueStore) writeCounts(counts map[int64]uint32) error {
-	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: countRecordKey, Value: encodeCounts(counts)}})
-	_, err := s.settled.Append(batch, seglog.AppendOptions{})
-	return err
+	return s.writeSettlementRecord(countRecordKey, encodeCounts(counts))
 }
 
 func (s *queueStore) writeSettled(ranges [][2]int64) error {
-	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: settleRecordKey, Value: encodeRanges(ranges)}})
-	_, err := s.settled.Append(batch, seglog.AppendOptions{})
+	return s.writeSettlementRecord(settleRecordKey, encodeRanges(ranges))
+}
+
+func (s *queueStore) writeSettlementRecord(key, value []byte) error {
+	l, err := s.settledLog()
+	if err != nil {
+		return err
+	}
+	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: key, Value: value}})
+	_, err = l.Append(batch, seglog.AppendOptions{})
 	return err
 }
 
-// segmentBelow reports whether the messages log has a segment other than
-// the first whose base offset is at or below low, i.e. whether moving the
-// start to low deletes at least one segment file. Segment files are named
+// segmentBelow reports whether messages, a queue's messages log, has a
+// segment other than the first whose base offset is at or below low, i.e.
+// whether moving the start to low deletes at least one segment file. Segment files are named
 // by their 20-digit base offset (seglog's documented layout).
-func (s *queueStore) segmentBelow(low int64) (bool, error) {
-	entries, err := os.ReadDir(s.messages.Dir())
+func segmentBelow(messages *seglog.Log, low int64) (bool, error) {
+	entries, err := os.ReadDir(messages.Dir())
 	if err != nil {
 		return false, err
 	}
-	start := s.messages.StartOffset()
+	start := messages.StartOffset()
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".log")
 		if !ok || len(name) != 20 {

@@ -101,6 +101,19 @@ func NewFrameReader(r *bufio.Reader, frameMax uint32) *FrameReader {
 // 0 means no limit.
 func (fr *FrameReader) SetFrameMax(frameMax uint32) { fr.frameMax = frameMax }
 
+// Buffered returns how many bytes were read from the connection and not
+// yet returned in a frame: at 0 the next ReadFrame reads from it.
+func (fr *FrameReader) Buffered() int { return fr.r.Buffered() - fr.pending }
+
+// Reset makes fr read from r from now on; whatever the old reader held is
+// dropped, so call it when Buffered is 0 (the last payload is then no
+// longer valid). The frame-max is kept. A connection uses it to hold a
+// read buffer only while the peer is sending.
+func (fr *FrameReader) Reset(r *bufio.Reader) {
+	fr.r = r
+	fr.pending = 0
+}
+
 // ReadFrame reads the next frame; errors are as for the ReadFrame function.
 // The payload aliases internal buffers and is valid until the next call.
 func (fr *FrameReader) ReadFrame() (Frame, error) {

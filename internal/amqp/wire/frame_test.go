@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -234,5 +235,34 @@ func TestFrameReaderSetFrameMax(t *testing.T) {
 func TestFrameTypeString(t *testing.T) {
 	if FrameHeartbeat.String() != "heartbeat" || FrameType(9).String() != "frame type 9" {
 		t.Fatal(FrameHeartbeat.String(), FrameType(9).String())
+	}
+}
+
+// Buffered counts what was read and not yet returned, whether the last
+// frame was returned in place or not; after Reset onto another reader the
+// frames continue from it, nothing of the old one discarded from the new.
+func TestFrameReaderBufferedAndReset(t *testing.T) {
+	small := frameBytes(3, 1, []byte("abc"), FrameEnd)
+	big := frameBytes(3, 2, make([]byte, 100), FrameEnd)
+	for _, bufSize := range []int{16, 4096} {
+		stream := append(append(slices.Clone(small), big...), small...)
+		fr := NewFrameReader(reader(stream, bufSize), 0)
+		if n := fr.Buffered(); n != 0 {
+			t.Fatalf("buf %d: %d buffered before reading", bufSize, n)
+		}
+		// A 16-byte buffer holds only part of what is left.
+		for i, left := range []int{len(big) + len(small), len(small), 0} {
+			if _, err := fr.ReadFrame(); err != nil {
+				t.Fatal(err)
+			}
+			if n := fr.Buffered(); n > left || (bufSize == 4096 && n != left) {
+				t.Fatalf("buf %d after frame %d: %d buffered, want %d", bufSize, i, n, left)
+			}
+		}
+		fr.Reset(reader(small, bufSize))
+		f, err := fr.ReadFrame()
+		if err != nil || f.Channel != 1 || string(f.Payload) != "abc" {
+			t.Fatalf("buf %d after Reset: %v %v", bufSize, f, err)
+		}
 	}
 }
