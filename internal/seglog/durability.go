@@ -54,6 +54,7 @@ func (l *Log) leadSyncLocked() {
 	indexErr := active.flushIndex()
 	f, err := active.file.pin()
 	generation := active.file.generation()
+	syncDirToo := l.dirUnsynced
 	l.mu.Unlock()
 
 	if err == nil {
@@ -64,9 +65,15 @@ func (l *Log) leadSyncLocked() {
 		}
 		active.file.unpin()
 	}
+	if err == nil && syncDirToo {
+		err = syncDir(l.dir)
+	}
 
 	l.mu.Lock()
 	l.syncing = false
+	if err == nil && syncDirToo {
+		l.dirUnsynced = false
+	}
 	switch {
 	case err != nil:
 		// After a failed fsync the kernel may have dropped the dirty pages;

@@ -25,16 +25,20 @@ type Log struct {
 	syncDone *sync.Cond // on &mu: broadcast whenever synced, syncing or failed change
 
 	// Guarded by mu.
-	cfg        Config
-	segments   []*segment // ordered by base offset; the last is the active segment; never empty while open
-	start      int64      // log start offset
-	end        int64      // log end offset: the next offset to assign
-	closed     bool
-	failed     error            // sticky: a write or fsync failed and durability of later data is unknown
-	corrupt    *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
-	syncing    bool             // a group-commit leader is in fsync (see durability.go)
-	synced     int64            // every offset below this is on stable storage
-	syncRounds int64            // group-commit fsyncs run, for the benchmark
+	cfg      Config
+	segments []*segment // ordered by base offset; the last is the active segment; never empty while open
+	start    int64      // log start offset
+	end      int64      // log end offset: the next offset to assign
+	closed   bool
+	failed   error            // sticky: a write or fsync failed and durability of later data is unknown
+	corrupt  *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
+	syncing  bool             // a group-commit leader is in fsync (see durability.go)
+	// dirUnsynced: Open created the first segment and did not fsync the
+	// directory; the first group commit does, before anything written to
+	// that segment counts as durable (Close's marker fsyncs it too).
+	dirUnsynced bool
+	synced      int64 // every offset below this is on stable storage
+	syncRounds  int64 // group-commit fsyncs run, for the benchmark
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu

@@ -55,9 +55,9 @@ func (l *Log) load() error {
 			return err
 		}
 		l.segments = append(l.segments, s)
-		if err := syncDir(l.dir); err != nil {
-			return err
-		}
+		// An empty log needs its directory entries durable only once it
+		// holds durable data: the first group commit fsyncs the directory.
+		l.dirUnsynced = true
 	}
 	if err := l.dropEmptySegments(); err != nil {
 		return err
@@ -344,6 +344,12 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // being mistaken for a torn tail and silently dropping everything after it.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
+	if s.size == 0 {
+		// Nothing to verify or fsync; stale index entries must go.
+		s.next = s.base
+		s.verifiedAtOpen = true
+		return s.rewriteIndex()
+	}
 	f, err := s.file.pin()
 	if err != nil {
 		return err
