@@ -124,6 +124,14 @@ type broker struct {
 // it still runs.
 func startBroker(t *testing.T, bin, dataDir, logPath string, withAMQP bool) *broker {
 	t.Helper()
+	return startBrokerWithFileLimit(t, bin, dataDir, logPath, withAMQP, 0)
+}
+
+// startBrokerWithFileLimit is startBroker with the process's open-file
+// limit (soft and hard) set to nofile first, through sh's ulimit; 0 keeps
+// this process's limit.
+func startBrokerWithFileLimit(t *testing.T, bin, dataDir, logPath string, withAMQP bool, nofile int) *broker {
+	t.Helper()
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("open broker log: %v", err)
@@ -135,13 +143,18 @@ func startBroker(t *testing.T, bin, dataDir, logPath string, withAMQP bool) *bro
 	if withAMQP {
 		amqpAddr = freeLoopbackAddr(t)
 	}
-	cmd := exec.Command(bin, "serve",
+	args := []string{bin, "serve",
 		"--data-dir", dataDir,
 		"--kafka-addr", addr,
-		"--amqp-addr="+amqpAddr, // empty: no AMQP listener
-		"--http-addr=",          // bind nothing else, so parallel runs cannot collide
+		"--amqp-addr=" + amqpAddr, // empty: no AMQP listener
+		"--http-addr=",            // bind nothing else, so parallel runs cannot collide
 		"--log-level", "info",
-	)
+	}
+	if nofile > 0 {
+		// exec keeps the pid, so kill and wait still reach the broker.
+		args = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = environWithoutWharf()
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

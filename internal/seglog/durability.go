@@ -37,13 +37,17 @@ func (l *Log) waitDurableLocked(upTo int64) error {
 		case l.syncing:
 			l.syncDone.Wait()
 		default:
-			l.leadSyncLocked()
+			if err := l.leadSyncLocked(); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// leadSyncLocked runs one group-commit round. Caller holds mu.
-func (l *Log) leadSyncLocked() {
+// leadSyncLocked runs one group-commit round. Caller holds mu. An fsync
+// that fails fails the log; a file or directory that cannot be opened (out
+// of descriptors, say) only fails this round, whose error it returns.
+func (l *Log) leadSyncLocked() (transient error) {
 	l.syncing = true
 	l.syncRounds++
 	target := l.end
@@ -52,29 +56,31 @@ func (l *Log) leadSyncLocked() {
 	// rather than on every append; the files are only needed by Open and are
 	// rebuilt for the active segment after a crash anyway.
 	indexErr := active.flushIndex()
-	f, err := active.file.pin()
+	f, transient := active.file.pin()
 	generation := active.file.generation()
 	syncDirToo := l.dirUnsynced
 	l.mu.Unlock()
 
-	if err == nil {
+	var err error // from fsync itself
+	if transient == nil {
 		// Not active.file.datasync: the generation must be read under mu,
 		// where the writes it covers were counted.
-		if err = datasync(f); err == nil {
-			active.file.syncedUpTo(generation)
-		}
+		err = active.file.datasyncUpTo(f, generation)
 		active.file.unpin()
 	}
-	if err == nil && syncDirToo {
-		err = syncDir(l.dir)
+	if err == nil && transient == nil && syncDirToo {
+		// The directory is fsynced again next round if this fails.
+		transient = syncDir(l.dir)
 	}
 
 	l.mu.Lock()
 	l.syncing = false
-	if err == nil && syncDirToo {
+	if err == nil && transient == nil && syncDirToo {
 		l.dirUnsynced = false
 	}
 	switch {
+	case transient != nil:
+		transient = fmt.Errorf("seglog: sync %s: %w", active.logPath, transient)
 	case err != nil:
 		// After a failed fsync the kernel may have dropped the dirty pages;
 		// retrying could report success for lost data. Fail the log.
@@ -88,6 +94,7 @@ func (l *Log) leadSyncLocked() {
 		l.logger.Warn("writing index entries failed", "file", active.logPath, "err", indexErr)
 	}
 	l.syncDone.Broadcast()
+	return transient
 }
 
 // markSyncedLocked records that every offset below upTo is durable.

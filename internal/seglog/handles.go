@@ -22,12 +22,12 @@ import (
 // at group commits and rolls and read at Open, so they are opened for each
 // use and closed straight after (segment.withIndexFiles).
 //
-// A descriptor is closed by the cache only when it is idle: nobody has it
-// pinned (a reader's Slice pins the files it covers until Release, so a
-// sendfile in progress or a segment deleted under a reader keeps working),
-// and no write through it is still waiting for an fsync. The second rule
-// keeps a write-back error from being reported to a descriptor other than
-// the one the group commit will fsync.
+// A descriptor is closed by the cache only when nobody has it pinned (a
+// reader's Slice pins the files it covers until Release, so a sendfile in
+// progress or a segment deleted under a reader keeps working), and, if a
+// write through it still awaits an fsync, only after the cache fsynced it:
+// a write-back error must be reported to the descriptor the data went
+// through. Idle files with no unsynced writes go first.
 
 // defaultMaxOpenFiles is used when the open-file limit cannot be read.
 const defaultMaxOpenFiles = 4096
@@ -51,9 +51,9 @@ func maxOpenFilesFromLimit() int {
 // while they are busy. The default is half of the open-file limit.
 func SetMaxOpenFiles(n int) (previous int) {
 	files.mu.Lock()
-	defer files.mu.Unlock()
 	previous, files.limit = files.limit, max(n, 1)
-	files.evictLocked()
+	files.mu.Unlock()
+	files.makeRoom()
 	return previous
 }
 
@@ -91,6 +91,8 @@ type fileHandle struct {
 	// fsync covered. They differ while a write awaits its fsync.
 	written atomic.Int64
 	synced  atomic.Int64
+
+	cacheSyncErr atomic.Pointer[error] // sticky: an fsync by syncAndClose failed
 }
 
 // errRetired is returned by pin after the segment was closed.
@@ -106,8 +108,8 @@ func (c *fileCache) adopt(path string, f *os.File) *fileHandle {
 	h := &fileHandle{cache: c, path: path, f: f}
 	c.mu.Lock()
 	h.elem = c.lru.PushFront(h)
-	c.evictLocked()
 	c.mu.Unlock()
+	c.makeRoom()
 	return h
 }
 
@@ -116,41 +118,113 @@ func (c *fileCache) adopt(path string, f *os.File) *fileHandle {
 // microseconds and happens only for files that were idle.
 func (h *fileHandle) pin() (*os.File, error) {
 	c := h.cache
+	f, opened, err := h.pinOpening()
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// Other descriptors (connections, files with unsynced writes)
+		// took the room: make some and try once more.
+		c.syncAndClose(max(c.openCount()/4, 1))
+		f, opened, err = h.pinOpening()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opened {
+		c.makeRoom()
+	}
+	return f, nil
+}
+
+// pinOpening is one attempt of pin; opened says it opened the file.
+func (h *fileHandle) pinOpening() (f *os.File, opened bool, err error) {
+	c := h.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h.retired {
-		return nil, errRetired
+		return nil, false, errRetired
 	}
-	if h.f == nil {
-		f, err := os.OpenFile(h.path, os.O_RDWR, 0)
-		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-			// Other descriptors (connections, other packages) took the
-			// room: make some and try once more.
-			c.shedLocked(c.lru.Len() / 2)
-			f, err = os.OpenFile(h.path, os.O_RDWR, 0)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("seglog: open %s: %w", h.path, err)
-		}
-		h.f = f
-		h.elem = c.lru.PushFront(h)
+	if h.f != nil {
 		h.pins++
-		c.evictLocked()
-		return f, nil
+		c.lru.MoveToFront(h.elem)
+		return h.f, false, nil
 	}
+	if f, err = os.OpenFile(h.path, os.O_RDWR, 0); err != nil {
+		return nil, false, fmt.Errorf("seglog: open %s: %w", h.path, err)
+	}
+	h.f = f
+	h.elem = c.lru.PushFront(h)
 	h.pins++
-	c.lru.MoveToFront(h.elem)
-	return h.f, nil
+	return f, true, nil
 }
 
-// unpin ends a pin; the file may be closed from then on, and files that
-// became idle while the cache was over its limit are closed now.
+// unpin ends a pin; the file may be closed from then on.
 func (h *fileHandle) unpin() {
 	c := h.cache
 	c.mu.Lock()
 	h.pins--
-	c.evictLocked()
+	c.closeIfRetiredLocked(h)
+	over := c.lru.Len() > c.limit
 	c.mu.Unlock()
+	if over {
+		c.makeRoom()
+	}
+}
+
+func (c *fileCache) openCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
+
+// makeRoom brings the open files down to the limit: idle files first,
+// then, if that is not enough, files whose only reason to stay open is a
+// write awaiting its fsync, which it fsyncs and closes. So a burst of
+// writes to more files than the limit (one produce request to 3,000
+// partitions) costs fsyncs on the writers' path instead of running the
+// process out of descriptors.
+func (c *fileCache) makeRoom() {
+	c.mu.Lock()
+	c.evictLocked()
+	excess := c.lru.Len() - c.limit
+	c.mu.Unlock()
+	if excess > 0 {
+		c.syncAndClose(excess)
+	}
+}
+
+// syncAndClose closes up to n files nobody has pinned, least recently
+// used first, fsyncing those with unsynced writes outside the lock.
+func (c *fileCache) syncAndClose(n int) {
+	type job struct {
+		h   *fileHandle
+		gen int64
+	}
+	var jobs []job
+	c.mu.Lock()
+	for e := c.lru.Back(); e != nil && len(jobs) < n; e = e.Prev() {
+		if h := e.Value.(*fileHandle); h.pins == 0 {
+			h.pins++ // ours until closed: nobody else closes it meanwhile
+			jobs = append(jobs, job{h, h.generation()})
+		}
+	}
+	c.mu.Unlock()
+	for _, j := range jobs {
+		if j.h.written.Load() != j.h.synced.Load() {
+			if err := datasync(j.h.f); err == nil {
+				j.h.syncedUpTo(j.gen)
+			} else {
+				// The file stays dirty and open; the owning log's next
+				// fsync reports the error (datasyncUpTo) and fails it.
+				j.h.cacheSyncErr.Store(&err)
+			}
+		}
+		c.mu.Lock()
+		j.h.pins--
+		if j.h.idleLocked() {
+			c.closeLocked(j.h)
+		}
+		c.closeIfRetiredLocked(j.h)
+		c.mu.Unlock()
+	}
 }
 
 // wrote records a write through the pinned file; until an fsync covers
@@ -173,9 +247,19 @@ func (h *fileHandle) syncedUpTo(g int64) {
 
 // datasync fsyncs the pinned file f and marks the writes before it synced.
 func (h *fileHandle) datasync(f *os.File) error {
-	g := h.generation()
+	return h.datasyncUpTo(f, h.generation())
+}
+
+// datasyncUpTo fsyncs the pinned file f, which covers the writes counted up
+// to generation g. It also reports a failure of an fsync the cache ran on
+// the file to close it (syncAndClose): the kernel reports a write-back
+// error to one fsync per descriptor, and the log must hear of it.
+func (h *fileHandle) datasyncUpTo(f *os.File, g int64) error {
 	if err := datasync(f); err != nil {
 		return err
+	}
+	if err := h.cacheSyncErr.Load(); err != nil {
+		return *err
 	}
 	h.syncedUpTo(g)
 	return nil
@@ -187,13 +271,20 @@ func (h *fileHandle) idleLocked() bool {
 }
 
 // retire closes the file for good. The caller holds the last reference to
-// the segment, so nobody has it pinned.
+// the segment, so only the cache itself may have it pinned (syncAndClose);
+// then the file is closed when that pin ends.
 func (h *fileHandle) retire() {
 	c := h.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.retired = true
-	c.closeLocked(h)
+	c.closeIfRetiredLocked(h)
+}
+
+func (c *fileCache) closeIfRetiredLocked(h *fileHandle) {
+	if h.retired && h.pins == 0 {
+		c.closeLocked(h)
+	}
 }
 
 func (c *fileCache) closeLocked(h *fileHandle) {

@@ -105,10 +105,10 @@ func TestReopeningLogsStaysWithinTheFileLimit(t *testing.T) {
 	}
 }
 
-// TestUnsyncedSegmentStaysOpen: a segment with writes no fsync has covered
-// is not closed to make room, so the fsync that acknowledges them runs on
-// the descriptor they were written through.
-func TestUnsyncedSegmentStaysOpen(t *testing.T) {
+// TestUnsyncedSegmentIsSyncedBeforeClosing: to make room for another
+// file, the cache closes a segment with writes no fsync has covered only
+// after fsyncing it through the descriptor the writes went through.
+func TestUnsyncedSegmentIsSyncedBeforeClosing(t *testing.T) {
 	withMaxOpenFiles(t, 1)
 	root := t.TempDir()
 	a := mustOpen(t, filepath.Join(root, "a"), DefaultConfig())
@@ -116,22 +116,51 @@ func TestUnsyncedSegmentStaysOpen(t *testing.T) {
 	b := mustOpen(t, filepath.Join(root, "b"), DefaultConfig())
 	defer b.Close()
 	appendBatches(t, a, 1, 1, 0) // not durable: a's file is dirty
-	appendBatches(t, b, 1, 1, 0) // needs a's slot, which is not idle
-	if got := OpenFiles(); got != 2 {
-		t.Fatalf("%d files open, want 2 (both dirty)", got)
+	aLog := segmentPath(a.Dir(), 0, logSuffix)
+	var synced []string
+	restore := SetSyncHook(func(f SyncedFile) { synced = append(synced, f.Path) })
+	appendBatches(t, b, 1, 1, 0) // needs a's slot
+	restore()
+	if len(synced) != 1 || synced[0] != aLog {
+		t.Fatalf("fsyncs while b took a's slot: %q, want just %s", synced, aLog)
+	}
+	if got := OpenFiles(); got != 1 {
+		t.Fatalf("%d files open, want 1", got)
 	}
 	if err := a.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	appendBatches(t, b, 1, 1, 0) // pins b's file again: a's, now clean, goes
-	if got := OpenFiles(); got != 1 {
-		t.Fatalf("%d files open after the fsyncs, want 1", got)
-	}
 	if got := len(readAll(t, a, 1<<20)); got != 1 {
 		t.Fatalf("read %d records from a, want 1", got)
+	}
+}
+
+// TestBurstOfWritesToManyLogsStaysWithinTheLimit: unsynced writes to more
+// logs than the limit, as one produce request to thousands of partitions
+// makes, cost fsyncs but no more descriptors than the limit.
+func TestBurstOfWritesToManyLogsStaysWithinTheLimit(t *testing.T) {
+	const logs, limit = 100, 8
+	withMaxOpenFiles(t, limit)
+	root := t.TempDir()
+	var all []*Log
+	for i := range logs {
+		l := mustOpen(t, filepath.Join(root, fmt.Sprint(i)), DefaultConfig())
+		defer l.Close()
+		all = append(all, l)
+	}
+	for _, l := range all {
+		appendBatches(t, l, 1, 1, 0)
+		if got := openDescriptors(t, root); got > limit {
+			t.Fatalf("%d descriptors open during the burst, limit %d", got, limit)
+		}
+	}
+	for _, l := range all {
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(readAll(t, l, 1<<20)); got != 1 {
+			t.Fatalf("read %d records, want 1", got)
+		}
 	}
 }
 
