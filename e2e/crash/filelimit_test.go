@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -106,4 +107,65 @@ func checkDescriptorsBelow(t *testing.T, b *broker, limit int) {
 	if len(fds) >= limit {
 		t.Fatalf("broker holds %d descriptors, at its limit of %d", len(fds), limit)
 	}
+}
+
+// TestManyQueuesUnderALowFileLimit is the AMQP side: 2,000 durable queues,
+// each holding one confirmed persistent message, under ulimit -n 1024,
+// across a kill -9. Each queue's message must come back, once.
+func TestManyQueuesUnderALowFileLimit(t *testing.T) {
+	const (
+		nofile = 1024
+		queues = 2000
+	)
+	h := newHarness(t)
+	b := startBrokerWithFileLimit(t, h.bin, h.dataDir, filepath.Join(h.workDir, "broker-1.log"), true, nofile)
+	conn, ch, err := dialAMQP(b.amqpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	name := func(i int) string { return fmt.Sprintf("many-q-%04d", i) }
+	var confirms []*amqp.DeferredConfirmation
+	for i := range queues {
+		if _, err := ch.QueueDeclare(name(i), true, false, false, false, nil); err != nil {
+			t.Fatalf("declare %s: %v\n%s", name(i), err, b.logTail())
+		}
+		dc, err := ch.PublishWithDeferredConfirm("", name(i), false, false,
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(name(i))})
+		if err != nil {
+			t.Fatalf("publish to %s: %v\n%s", name(i), err, b.logTail())
+		}
+		confirms = append(confirms, dc)
+	}
+	for i, dc := range confirms {
+		if !dc.Wait() {
+			t.Fatalf("publish to %s nacked\n%s", name(i), b.logTail())
+		}
+	}
+	conn.Close()
+	checkDescriptorsBelow(t, b, nofile)
+	b.kill()
+
+	b = startBrokerWithFileLimit(t, h.bin, h.dataDir, filepath.Join(h.workDir, "broker-2.log"), true, nofile)
+	conn, ch, err = dialAMQP(b.amqpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for i := range queues {
+		d, ok, err := ch.Get(name(i), false)
+		if err != nil || !ok || string(d.Body) != name(i) {
+			t.Fatalf("basic.get from %s after the restart: ok %v, body %q, err %v\n%s", name(i), ok, d.Body, err, b.logTail())
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := ch.Get(name(i), false); ok || err != nil {
+			t.Fatalf("%s holds a second message (err %v)", name(i), err)
+		}
+	}
+	checkDescriptorsBelow(t, b, nofile)
+	b.stop()
 }
