@@ -44,6 +44,10 @@ type Broker struct {
 	byID   map[[16]byte]*Topic
 	closed bool
 
+	// flushSoon carries partitions that want an early background flush
+	// (flush.go) to flushAheadLoop.
+	flushSoon chan *Partition
+
 	stop chan struct{}
 	bg   sync.WaitGroup
 }
@@ -72,6 +76,7 @@ func Open(cfg Config) (*Broker, error) {
 		byID:   map[[16]byte]*Topic{},
 
 		openSlots: make(chan struct{}, partitionOpeners),
+		flushSoon: make(chan *Partition, flushSoonQueue),
 		stop:      make(chan struct{}),
 	}
 	if err := b.load(); err != nil {
@@ -88,8 +93,9 @@ func Open(cfg Config) (*Broker, error) {
 		b.closeLogs()
 		return nil, fmt.Errorf("open message queues: %w", err)
 	}
-	b.bg.Add(2)
+	b.bg.Add(3)
 	go b.flushLoop()
+	go b.flushAheadLoop()
 	go b.retentionLoop()
 	b.startCleaner()  // log compaction; joins b.bg and stops on b.stop
 	b.startScrubber() // CRC check of what recovery trusted; likewise
@@ -274,20 +280,6 @@ func newClusterID() string {
 	var id [16]byte
 	rand.Read(id[:])
 	return hex.EncodeToString(id[:])
-}
-
-func (b *Broker) flushLoop() {
-	defer b.bg.Done()
-	tick := time.NewTicker(b.cfg.FlushInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
-			b.forEachLog(func(p *Partition) error { return p.log.Sync() }, "flush")
-		}
-	}
 }
 
 func (b *Broker) retentionLoop() {

@@ -8,7 +8,8 @@ import (
 
 // FsyncPolicy says which appends wait for an fsync before they are
 // acknowledged. Whatever the policy, a background flusher fsyncs everything
-// written every Config.FlushInterval.
+// written every Config.FlushInterval, and a partition's unsynced appends
+// early once they reach 16 MiB (flush.go).
 type FsyncPolicy int
 
 const (

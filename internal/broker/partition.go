@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -27,6 +28,13 @@ type Partition struct {
 	produceMu        sync.Mutex      // orders idempotent appends with their producer checks
 	producers        *producerStates // guarded by produceMu
 	producerSnapshot int64           // log end offset of the last snapshot; guarded by produceMu
+
+	// Early background flushes (flush.go): bytes appended since the last
+	// flush began without an fsync on their acknowledgement path, and
+	// whether this partition is queued on flushSoon.
+	flushSoon   chan<- *Partition
+	unflushed   atomic.Int64
+	flushQueued atomic.Bool
 
 	txnMu sync.Mutex // guards txns; writers hold produceMu too
 	txns  txnTable   // open and aborted transactions (txn_state.go)
@@ -110,21 +118,26 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 	if cfg.logAppendTime() {
 		logAppendTime = res.LogAppendTime
 	}
-	return res.BaseOffset, logAppendTime, p.durableWait(log, acks, res.LastOffset+1), nil
+	wait, durable := p.durableWait(log, acks, res.LastOffset+1)
+	if !durable {
+		p.noteUnflushed(int64(len(records)))
+	}
+	return res.BaseOffset, logAppendTime, wait, nil
 }
 
 // durableWait returns what ProduceAsync's caller waits on for data below
-// upTo, per the fsync policy and acks.
-func (p *Partition) durableWait(log *seglog.Log, acks int16, upTo int64) func() error {
+// upTo, per the fsync policy and acks, and whether that wait is for an
+// fsync.
+func (p *Partition) durableWait(log *seglog.Log, acks int16, upTo int64) (wait func() error, durable bool) {
 	if p.fsync != FsyncAlways && (p.fsync != FsyncOnAcksAll || acks != -1) {
-		return func() error { return nil }
+		return func() error { return nil }, false
 	}
 	return func() error {
 		if err := log.WaitDurable(upTo); err != nil {
 			return p.storageError("sync", err)
 		}
 		return nil
-	}
+	}, true
 }
 
 // appendIdempotent appends the batches of one idempotent producer, or

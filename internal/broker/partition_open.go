@@ -55,7 +55,7 @@ func (b *Broker) openPartitions(t *Topic, count int32) error {
 // openPartition opens partition i of t. A corrupt log leaves the partition
 // offline rather than failing the broker.
 func (b *Broker) openPartition(t *Topic, i int32, cfg seglog.Config) (*Partition, error) {
-	p := &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync}
+	p := &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync, flushSoon: b.flushSoon}
 	if err := claimPartitionDir(p.dir, t.id); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrStorage, p.dir, err)
 	}
