@@ -208,7 +208,7 @@ func (c *fileCache) syncAndClose(n int) {
 	}
 	c.mu.Unlock()
 	for _, j := range jobs {
-		if j.h.written.Load() != j.h.synced.Load() {
+		if j.h.dirty() {
 			if err := datasync(j.h.f); err == nil {
 				j.h.syncedUpTo(j.gen)
 			} else {
@@ -265,9 +265,12 @@ func (h *fileHandle) datasyncUpTo(f *os.File, g int64) error {
 	return nil
 }
 
+// dirty reports whether a write through the file awaits an fsync.
+func (h *fileHandle) dirty() bool { return h.written.Load() != h.synced.Load() }
+
 // idleLocked reports whether the cache may close the file now.
 func (h *fileHandle) idleLocked() bool {
-	return h.pins == 0 && h.written.Load() == h.synced.Load()
+	return h.pins == 0 && !h.dirty()
 }
 
 // retire closes the file for good. The caller holds the last reference to

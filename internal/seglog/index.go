@@ -54,8 +54,9 @@ type segIndex struct {
 	maxTs           int64 // largest batch MaxTimestamp in the segment, -1 if none
 	maxTsBase       int64 // base offset of the first batch carrying maxTs, -1 if not known yet
 
-	flushedOffsets int // entries already written to the .index file
-	flushedTimes   int // entries already written to the .timeindex file
+	flushedOffsets int  // entries already written to the .index file
+	flushedTimes   int  // entries already written to the .timeindex file
+	unsynced       bool // the index files were written since their last fsync
 }
 
 func newSegIndex() segIndex {
@@ -189,6 +190,7 @@ func (x *segIndex) flush(idxFile, timeFile *os.File) error {
 			b = binary.BigEndian.AppendUint32(b, e.rel)
 			b = binary.BigEndian.AppendUint32(b, e.pos)
 		}
+		x.unsynced = true
 		if _, err := idxFile.WriteAt(b, int64(x.flushedOffsets)*offsetEntrySize); err != nil {
 			return err
 		}
@@ -200,6 +202,7 @@ func (x *segIndex) flush(idxFile, timeFile *os.File) error {
 			b = binary.BigEndian.AppendUint64(b, uint64(e.ts))
 			b = binary.BigEndian.AppendUint32(b, e.rel)
 		}
+		x.unsynced = true
 		if _, err := timeFile.WriteAt(b, int64(x.flushedTimes)*timeEntrySize); err != nil {
 			return err
 		}
@@ -217,5 +220,6 @@ func (x *segIndex) rewrite(idxFile, timeFile *os.File) error {
 		return err
 	}
 	x.flushedOffsets, x.flushedTimes = 0, 0
+	x.unsynced = true
 	return x.flush(idxFile, timeFile)
 }

@@ -136,7 +136,9 @@ func (l *Log) Close() error {
 	}
 	if err == nil {
 		l.checkpointMu.Lock()
-		err = writeOffsetFile(l.dir, recoveryPointFile, end, false)
+		if l.checkpointed != end {
+			err = writeOffsetFile(l.dir, recoveryPointFile, end, false)
+		}
 		if err == nil {
 			err = writeMarker(l.dir)
 		}

@@ -145,21 +145,32 @@ func (s *segment) removeFiles() error {
 
 // syncAll writes the pending index entries and makes the segment's data and
 // index files durable.
+// Files with nothing unsynced are skipped, so closing an idle log costs
+// no fsync here.
 func (s *segment) syncAll() error {
-	f, err := s.file.pin()
-	if err != nil {
-		return err
+	if s.file.dirty() {
+		f, err := s.file.pin()
+		if err != nil {
+			return err
+		}
+		err = s.file.datasync(f)
+		s.file.unpin()
+		if err != nil {
+			return err
+		}
 	}
-	err = s.file.datasync(f)
-	s.file.unpin()
-	if err != nil {
-		return err
+	if !s.idx.pending() && !s.idx.unsynced {
+		return nil
 	}
 	return s.withIndexFiles(0, func(idxFile, timFile *os.File) error {
 		if err := s.idx.flush(idxFile, timFile); err != nil {
 			return err
 		}
-		return syncIndexFiles(idxFile, timFile)
+		if err := syncIndexFiles(idxFile, timFile); err != nil {
+			return err
+		}
+		s.idx.unsynced = false
+		return nil
 	})
 }
 
