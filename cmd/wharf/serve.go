@@ -30,6 +30,9 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	autoCreate := fs.Bool("auto-create-topics", true, "create unknown topics on first produce or metadata request")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created with the broker default")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	scrubInterval := fs.Duration("scrub-interval", 0,
+		"how often every log is read back and its CRCs checked in full, taking a corrupt partition offline; 0: once after start-up, only what recovery did not verify; negative: never")
+	scrubRate := fs.Int64("scrub-bytes-per-second", 200<<20, "at most how fast the scrubber reads; 0: no cap")
 	maxIdle := fs.Duration("kafka-connections-max-idle", kafka.DefaultConnectionsMaxIdle,
 		"close a Kafka connection that completes no request and is written no response for this long (connections.max.idle.ms); 0: never")
 	maxRequest := fs.Int("kafka-max-request-bytes", kafka.DefaultMaxRequestBytes,
@@ -41,7 +44,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	env := bindEnv(fs, "data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
-		"kafka-queued-max-request-bytes")
+		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second")
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -64,6 +67,10 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if *numPartitions < 1 || *numPartitions > 1<<20 {
 		return usagef("--num-partitions must be between 1 and %d, got %d", 1<<20, *numPartitions)
 	}
+	scrubRateCap, err := scrubBytesPerSecond(*scrubRate)
+	if err != nil {
+		return err
+	}
 	limits, err := kafkaLimits(*maxIdle, *maxRequest, *maxNonProduce, *queuedMax)
 	if err != nil {
 		return err
@@ -81,6 +88,9 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		AutoCreateTopics:  autoCreate,
 		DefaultPartitions: int32(*numPartitions),
 		Logger:            logger,
+
+		ScrubInterval:       *scrubInterval,
+		ScrubBytesPerSecond: scrubRateCap,
 
 		MaxRequestBytes:                limits.MaxRequestBytes,
 		KafkaMaxNonProduceRequestBytes: limits.MaxNonProduceRequestBytes,
@@ -142,4 +152,16 @@ func kafkaLimits(maxIdle time.Duration, maxRequest, maxNonProduce int, queuedMax
 		cfg.QueuedMaxRequestBytes = -1
 	}
 	return cfg, nil
+}
+
+// scrubBytesPerSecond checks --scrub-bytes-per-second and turns its 0 ("no
+// cap") into the broker's negative value (where 0 is its default).
+func scrubBytesPerSecond(flag int64) (int64, error) {
+	switch {
+	case flag < 0:
+		return 0, usagef("--scrub-bytes-per-second must not be negative, got %d", flag)
+	case flag == 0:
+		return -1, nil
+	}
+	return flag, nil
 }

@@ -46,6 +46,18 @@ func TestKafkaLimits(t *testing.T) {
 	}
 }
 
+func TestScrubBytesPerSecond(t *testing.T) {
+	for flag, want := range map[int64]int64{0: -1, 1 << 20: 1 << 20} {
+		if got, err := scrubBytesPerSecond(flag); got != want || err != nil {
+			t.Errorf("scrubBytesPerSecond(%d) = %d, %v; want %d", flag, got, err, want)
+		}
+	}
+	var ue usageError
+	if _, err := scrubBytesPerSecond(-1); !errors.As(err, &ue) {
+		t.Errorf("scrubBytesPerSecond(-1) = %v, want a usage error", err)
+	}
+}
+
 // `wharf serve --kafka-connections-max-idle` closes a Kafka connection
 // that sends nothing.
 func TestServeClosesIdleKafkaConnections(t *testing.T) {

@@ -48,12 +48,18 @@ type Config struct {
 	// binds every interface. The advertised port is always the bound port.
 	AdvertisedHost string
 
-	Fsync             broker.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
-	FlushInterval     time.Duration      // background fsync period (0: broker default)
-	RetentionCheck    time.Duration      // retention sweep period (0: broker default)
-	AutoCreateTopics  *bool              // create unknown topics on first use (nil: true)
-	DefaultPartitions int32              // partitions of auto-created topics (0: broker default)
-	MaxRequestBytes   int32              // largest Kafka request accepted (0: front-end default)
+	Fsync          broker.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
+	FlushInterval  time.Duration      // background fsync period (0: broker default)
+	RetentionCheck time.Duration      // retention sweep period (0: broker default)
+	// ScrubInterval and ScrubBytesPerSecond are broker.Config's: how often
+	// every log is read back and CRC-checked in full (0: only once after
+	// start-up, what recovery did not verify; negative: never), and at
+	// most how fast (0: broker default; negative: no cap).
+	ScrubInterval       time.Duration
+	ScrubBytesPerSecond int64
+	AutoCreateTopics    *bool // create unknown topics on first use (nil: true)
+	DefaultPartitions   int32 // partitions of auto-created topics (0: broker default)
+	MaxRequestBytes     int32 // largest Kafka request accepted (0: front-end default)
 
 	// Kafka connection limits (see kafka.Config for each; 0 means the
 	// Kafka front end's default).
@@ -115,13 +121,15 @@ func Start(cfg Config) (*Node, error) {
 	}
 
 	b, err := broker.Open(broker.Config{
-		DataDir:           cfg.DataDir,
-		AutoCreateTopics:  cfg.AutoCreateTopics,
-		DefaultPartitions: cfg.DefaultPartitions,
-		Fsync:             cfg.Fsync,
-		FlushInterval:     cfg.FlushInterval,
-		RetentionCheck:    cfg.RetentionCheck,
-		Logger:            logger.With("component", "broker"),
+		DataDir:             cfg.DataDir,
+		AutoCreateTopics:    cfg.AutoCreateTopics,
+		DefaultPartitions:   cfg.DefaultPartitions,
+		Fsync:               cfg.Fsync,
+		FlushInterval:       cfg.FlushInterval,
+		RetentionCheck:      cfg.RetentionCheck,
+		ScrubInterval:       cfg.ScrubInterval,
+		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
+		Logger:              logger.With("component", "broker"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
