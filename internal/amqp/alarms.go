@@ -188,6 +188,7 @@ func (c *conn) waitWhileBlocked() error {
 		if released == nil {
 			return nil
 		}
+		c.flushPublishes()
 		c.readPaused.Store(true)
 		select {
 		case <-released:

@@ -34,7 +34,7 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 	if ch.tx != nil {
 		return ch.tx.publish(ch, msg, m)
 	}
-	res, err := c.vhost.Publish(msg)
+	res, err := c.publisher().Publish(msg)
 	c.srv.alarms.checkMemory()
 	if err != nil {
 		var we *wire.Error
@@ -45,7 +45,7 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 		// without them the message is lost as in RabbitMQ.
 		c.log.Warn("publish failed", "exchange", m.Exchange, "routing_key", m.RoutingKey, "err", err)
 		if ch.confirm != nil {
-			ch.confirm.published(nil, true)
+			ch.confirm.published(res.Durable, true)
 		}
 		return nil
 	}
@@ -60,6 +60,26 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 		c.flowPause()
 	}
 	return nil
+}
+
+// publisher returns the connection's mq.Publisher, made by the first
+// publish. Reader only.
+func (c *conn) publisher() *mq.Publisher {
+	if c.pub == nil {
+		c.pub = c.vhost.NewPublisher()
+	}
+	return c.pub
+}
+
+// flushPublishes appends the stream records the connection's publisher
+// holds back and starts the fsync their confirms wait for. The reader
+// calls it wherever it would otherwise wait, or do something other than
+// publish, so that no confirm, stream reader or later command waits on a
+// batch that nothing will end. Reader only.
+func (c *conn) flushPublishes() {
+	if c.pub != nil && c.pub.Pending() {
+		c.pub.Flush()
+	}
 }
 
 // returnMessage sends an unroutable mandatory message back.

@@ -100,8 +100,13 @@ func (c *conn) awaitInput() error {
 }
 
 // nextFrame is the read loop's ReadFrame: when everything read so far has
-// been handled, it waits for more input without holding a buffer.
+// been handled, it waits for more input without holding a buffer. Before
+// it may wait (no whole frame buffered) it flushes the publishes held
+// back: a batch ends where the client's burst ends.
 func (c *conn) nextFrame() (wire.Frame, error) {
+	if !c.fr.HasFrame() {
+		c.flushPublishes()
+	}
 	if c.input != nil && c.fr.Buffered() == 0 {
 		if err := c.awaitInput(); err != nil {
 			return wire.Frame{}, err

@@ -70,11 +70,15 @@ func (c *conn) openChannel(f wire.Frame) error {
 	return nil
 }
 
-// handle runs one complete command on the channel.
+// handle runs one complete command on the channel. Any command but a
+// publish first flushes the publishes held back, so it acts after them
+// (a queue.delete, a tx.commit, a consumer reading the stream, a close).
 func (ch *channel) handle(cmd wire.Command) error {
-	switch m := cmd.Method.(type) {
-	case *wire.BasicPublish:
+	if m, ok := cmd.Method.(*wire.BasicPublish); ok {
 		return ch.basicPublish(m, cmd.Content)
+	}
+	ch.c.flushPublishes()
+	switch m := cmd.Method.(type) {
 	case *wire.BasicAck:
 		return ch.basicAck(m)
 	case *wire.BasicNack:
@@ -150,6 +154,7 @@ func (ch *channel) handle(cmd wire.Command) error {
 // channel with channel.close, a hard one is returned to close the
 // connection.
 func (ch *channel) fail(err error) error {
+	ch.c.flushPublishes() // the channel's publishes before the error stand
 	var we *wire.Error
 	if !errors.As(err, &we) {
 		return err

@@ -1,9 +1,11 @@
 package amqp
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // confirmSelect puts the channel in confirm mode. RabbitMQ refuses it on a
@@ -26,41 +28,57 @@ func (ch *channel) confirmSelect(m *wire.ConfirmSelect) error {
 // only non-durable queues) is confirmed inline when nothing is waiting
 // ahead of it; otherwise the channel's confirm goroutine waits for the
 // fsyncs in order.
+//
+// Publishes are kept as runs rather than one by one: the messages a
+// connection's mq.Publisher flushes together share one commit, so a run
+// of them costs one wait and one ack however long it is.
 type confirmer struct {
 	ch *channel
 
 	mu      sync.Mutex
-	seq     uint64           // last sequence number assigned
-	waiting []pendingConfirm // publishes not yet confirmed, in order
-	busy    bool             // the goroutine holds one popped from waiting
-	running bool             // the goroutine has been started
+	seq     uint64       // last sequence number assigned
+	waiting []confirmRun // publishes not yet confirmed, in order
+	busy    bool         // the goroutine holds one popped from waiting
+	running bool         // the goroutine has been started
 	stopped bool
 
 	wake chan struct{}
 	done chan struct{} // closed by stop
 }
 
-type pendingConfirm struct {
-	seq     uint64
-	durable <-chan error // nil: nothing to wait for
-	failed  bool         // nack regardless
+// confirmRun is a run of consecutive publishes confirmed together: all
+// waiting for nothing, or their Durabilities one commit's consecutive
+// messages (mq.Durability.Follows).
+type confirmRun struct {
+	first, last uint64        // sequence numbers
+	from, to    mq.Durability // of first and last
+	failed      bool          // nack them regardless
 }
 
 func newConfirmer(ch *channel) *confirmer {
 	return &confirmer{ch: ch, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// published records the next publish. durable, if non-nil, yields the
-// result of the fsync the confirm must wait for; failed means nack.
-func (cf *confirmer) published(durable <-chan error, failed bool) {
+// published records the next publish. durable says what fsync its
+// confirm waits for; failed means nack.
+func (cf *confirmer) published(durable mq.Durability, failed bool) {
 	cf.mu.Lock()
 	cf.seq++
-	if durable == nil && len(cf.waiting) == 0 && !cf.busy {
-		cf.emitLocked(cf.seq, !failed)
+	pending := durable.Pending()
+	if !pending && len(cf.waiting) == 0 && !cf.busy {
+		cf.emitLocked(confirmRun{first: cf.seq, last: cf.seq, failed: failed})
 		cf.mu.Unlock()
 		return
 	}
-	cf.waiting = append(cf.waiting, pendingConfirm{seq: cf.seq, durable: durable, failed: failed})
+	if n := len(cf.waiting); n > 0 {
+		r := &cf.waiting[n-1]
+		if r.failed == failed && (pending && durable.Follows(r.to) || !pending && !r.to.Pending()) {
+			r.last, r.to = cf.seq, durable
+			cf.mu.Unlock()
+			return // the goroutine has not taken r yet: it will see the whole run
+		}
+	}
+	cf.waiting = append(cf.waiting, confirmRun{first: cf.seq, last: cf.seq, from: durable, to: durable, failed: failed})
 	start := !cf.running && !cf.stopped
 	cf.running = cf.running || start
 	cf.mu.Unlock()
@@ -78,19 +96,41 @@ func (cf *confirmer) published(durable <-chan error, failed bool) {
 	}
 }
 
-// emitLocked queues the confirm of seq. cf.mu must be held, which keeps
-// the inline path and the goroutine in order.
-func (cf *confirmer) emitLocked(seq uint64, ok bool) {
+// emitLocked queues the confirms of run r, whose fsync (if any) is done.
+// cf.mu must be held, which keeps the inline path and the goroutine in
+// order.
+func (cf *confirmer) emitLocked(r confirmRun) {
 	out := cf.ch.c.out
-	if ok {
-		out.ack(cf.ch.id, seq)
-	} else {
+	if r.failed {
+		for seq := r.first; seq <= r.last; seq++ {
+			out.push(outItem{kind: outNack, channel: cf.ch.id, tag: seq})
+		}
+		return
+	}
+	next := r.first // the first not yet confirmed
+	var storageErr error
+	r.from.RunErrs(r.to, func(pos int, err error) {
+		seq := r.first + uint64(pos)
+		if seq > next {
+			out.ack(cf.ch.id, seq-1)
+		}
+		// A message a stream refused was logged by mq when refused.
+		if !errors.Is(err, mq.ErrStreamRefused) && storageErr == nil {
+			storageErr = err
+		}
 		out.push(outItem{kind: outNack, channel: cf.ch.id, tag: seq})
+		next = seq + 1
+	})
+	if next <= r.last {
+		out.ack(cf.ch.id, r.last)
+	}
+	if storageErr != nil {
+		cf.ch.c.log.Warn("persisting confirmed publishes failed; sending nacks", "first", r.first, "last", r.last, "err", storageErr)
 	}
 }
 
-// run is the confirm goroutine: it takes waiting publishes in order, waits
-// for each one's fsync and emits its confirm. It ends when the channel
+// run is the confirm goroutine: it takes waiting runs in order, waits for
+// each one's fsync and emits its confirms. It ends when the channel
 // closes.
 func (cf *confirmer) run() {
 	for {
@@ -104,26 +144,21 @@ func (cf *confirmer) run() {
 				return
 			}
 		}
-		p := cf.waiting[0]
-		cf.waiting[0] = pendingConfirm{}
+		r := cf.waiting[0]
+		cf.waiting[0] = confirmRun{}
 		cf.waiting = cf.waiting[1:]
 		cf.busy = true
 		cf.mu.Unlock()
 
-		ok := !p.failed
-		if p.durable != nil {
+		if r.from.Pending() {
 			select {
-			case err := <-p.durable:
-				ok = ok && err == nil
-				if err != nil {
-					cf.ch.c.log.Warn("persisting a confirmed publish failed; sending nack", "seq", p.seq, "err", err)
-				}
+			case <-r.from.Done():
 			case <-cf.done:
 				return
 			}
 		}
 		cf.mu.Lock()
-		cf.emitLocked(p.seq, ok)
+		cf.emitLocked(r)
 		cf.busy = false
 		cf.mu.Unlock()
 	}

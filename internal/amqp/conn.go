@@ -74,7 +74,8 @@ type conn struct {
 
 	// Reader only.
 	channels map[uint16]*channel
-	closing  bool // connection.close sent; waiting for close-ok
+	closing  bool          // connection.close sent; waiting for close-ok
+	pub      *mq.Publisher // the connection's publishes, batched; nil until the first
 
 	// Shared.
 	opened        atomic.Bool   // connection.open-ok queued; the writer goroutine runs
@@ -306,6 +307,8 @@ func (c *conn) closeChannels() {
 // teardown releases everything the connection holds once its reader is
 // done: channels, exclusive queues, the writer and confirm goroutines.
 func (c *conn) teardown() {
+	// Publishes the client made before it went are kept, confirmed or not.
+	c.flushPublishes()
 	c.closeChannels()
 	if c.vhost != nil {
 		c.vhost.ConnectionClosed(c.id)

@@ -7,6 +7,7 @@ import (
 // handleConnectionFrame handles a frame on channel 0 of an open connection:
 // only connection-class methods belong there.
 func (c *conn) handleConnectionFrame(f wire.Frame) error {
+	c.flushPublishes() // connection.close and the like come after the publishes before them
 	if f.Type != wire.FrameMethod {
 		return wire.Errorf(wire.CodeUnexpectedFrame, "%s frame on channel 0", f.Type)
 	}

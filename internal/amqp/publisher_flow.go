@@ -13,6 +13,7 @@ const flowPauseDuration = time.Millisecond
 // reading the socket, so TCP pushes back on the client. It ends early when
 // the connection is killed or the server shuts down. Reader only.
 func (c *conn) flowPause() {
+	c.flushPublishes()
 	t := time.NewTimer(flowPauseDuration)
 	defer t.Stop()
 	select {

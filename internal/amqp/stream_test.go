@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // End-to-end tests of stream queues: amqp091-go and franz-go clients over
@@ -297,4 +300,202 @@ func TestStreamQueueProtocolRules(t *testing.T) {
 	if _, err := s.b.Topic("retained"); !errors.Is(err, broker.ErrUnknownTopic) {
 		t.Fatalf("topic after queue.delete: %v", err)
 	}
+}
+
+// A burst of confirmed publishes to a stream (which the connection appends
+// in batches) is confirmed in order, each message exactly once; a message
+// over the topic's max.message.bytes is nacked on its own. Stream and Kafka
+// consumers see every accepted message once, in order, with its headers.
+func TestStreamQueueConfirmedBurst(t *testing.T) {
+	s := startStreamStack(t)
+	ch := s.channel()
+	declareStream(t, ch, "burst", nil)
+	limit := "4000"
+	if err := s.b.AlterTopicConfigs("burst", map[string]*string{"max.message.bytes": &limit}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pch := s.channel()
+	if err := pch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	const oversized = 317
+	var confirms []*amqp091.DeferredConfirmation
+	for i := range n {
+		b := body(i)
+		if i == oversized {
+			b = bytes.Repeat([]byte("x"), 5000)
+		}
+		dc, err := pch.PublishWithDeferredConfirmWithContext(ctx, "", "burst", false, false, amqp091.Publishing{
+			Body: b, DeliveryMode: amqp091.Persistent, MessageId: fmt.Sprint("m", i), Headers: amqp091.Table{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		confirms = append(confirms, dc)
+	}
+	for i, dc := range confirms {
+		ok, err := dc.WaitContext(ctx)
+		if err != nil {
+			t.Fatalf("confirm %d: %v", i, err)
+		}
+		if ok != (i != oversized) {
+			t.Fatalf("message %d: ack %v", i, ok)
+		}
+	}
+
+	// Every accepted message once, in publish order, with its headers.
+	want := func(k int) int { // the publish index of the k-th stored message
+		if k >= oversized {
+			return k + 1
+		}
+		return k
+	}
+	deliveries := consumeStream(t, ch, "burst", 50, "first")
+	for k := range n - 1 {
+		d := next(t, deliveries)
+		i := want(k)
+		if string(d.Body) != string(body(i)) || d.MessageId != fmt.Sprint("m", i) || d.Headers["seq"] != int64(i) ||
+			d.Headers["x-stream-offset"] != int64(k) {
+			t.Fatalf("delivery %d: %q id %q headers %v", k, d.Body, d.MessageId, d.Headers)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer := s.kafkaClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"burst": {0: kgo.NewOffset().AtStart()}}))
+	for k := 0; k < n-1; {
+		fetches := consumer.PollFetches(ctx)
+		if err := fetches.Err(); err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		for _, r := range fetches.Records() {
+			i := want(k)
+			var seq, id string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case "seq":
+					seq = string(h.Value)
+				case "amqp.message-id":
+					id = string(h.Value)
+				}
+			}
+			if r.Offset != int64(k) || string(r.Value) != string(body(i)) || seq != fmt.Sprint(i) || id != fmt.Sprint("m", i) {
+				t.Fatalf("Kafka record %d: offset %d value %q seq %q id %q", k, r.Offset, r.Value, seq, id)
+			}
+			k++
+		}
+	}
+	if q, err := ch.QueueDeclarePassive("burst", true, false, false, false, nil); err != nil || q.Messages != n-1 {
+		t.Fatalf("queue: %+v, %v", q, err)
+	}
+}
+
+// Publishes that arrive in one burst are appended as record batches of
+// several messages; their confirms still come in publish order, each tag
+// once, and a message over the topic's max.message.bytes is nacked alone.
+func TestStreamQueueBatchedPublishConfirms(t *testing.T) {
+	s := startStreamStack(t)
+	declareStream(t, s.channel(), "raw", nil)
+	limit := "4000"
+	if err := s.b.AlterTopicConfigs("raw", map[string]*string{"max.message.bytes": &limit}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, s.amqpAddr, 0)
+	c.openChannel(1)
+	c.send(1, &wire.ConfirmSelect{})
+	c.expect(1, wire.ConfirmSelectOKID)
+	const n, oversized = 40, 21 // tag 21: the 21st publish
+	for tag := 1; tag <= n; tag++ {
+		b := body(tag)
+		if tag == oversized {
+			b = bytes.Repeat([]byte("x"), 5000)
+		}
+		props := &wire.Properties{DeliveryMode: 2, Headers: wire.Table{"tag": int64(tag)}}
+		props.Present = wire.FlagDeliveryMode | wire.FlagHeaders
+		if err := c.w.WriteContent(1, &wire.BasicPublish{RoutingKey: "raw"}, props, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.flush() // one burst
+	confirmed := 0
+	for confirmed < n {
+		switch m := mustMethod(t, c, 1).(type) {
+		case *wire.BasicAck:
+			if m.DeliveryTag <= uint64(confirmed) || (!m.Multiple && m.DeliveryTag != uint64(confirmed+1)) {
+				t.Fatalf("ack %d (multiple %v) after %d confirmed", m.DeliveryTag, m.Multiple, confirmed)
+			}
+			if confirmed < oversized && m.DeliveryTag >= oversized {
+				t.Fatalf("ack up to %d covers the oversized message %d", m.DeliveryTag, oversized)
+			}
+			confirmed = int(m.DeliveryTag)
+		case *wire.BasicNack:
+			if m.DeliveryTag != oversized || confirmed != oversized-1 {
+				t.Fatalf("nack %d (multiple %v) after %d confirmed", m.DeliveryTag, m.Multiple, confirmed)
+			}
+			confirmed++
+		default:
+			t.Fatalf("got %T", m)
+		}
+	}
+
+	part := streamPartition(t, s, "raw")
+	if end := part.EndOffset(); end != n-1 {
+		t.Fatalf("stream holds %d records, want %d", end, n-1)
+	}
+	batches := 0
+	for off := int64(0); off < n-1; batches++ {
+		sl, err := part.Read(off, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := sl.Bytes()
+		sl.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := record.ParseHeader(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = h.LastOffset() + 1
+	}
+	if batches >= n-1 {
+		t.Errorf("%d records in %d batches: the burst was not batched", n-1, batches)
+	}
+	deliveries := consumeStream(t, s.channel(), "raw", 100, "first")
+	for k := range n - 1 {
+		tag := k + 1
+		if tag >= oversized {
+			tag++
+		}
+		d := next(t, deliveries)
+		if string(d.Body) != string(body(tag)) || d.Headers["tag"] != int64(tag) || d.Headers["x-stream-offset"] != int64(k) {
+			t.Fatalf("delivery %d: %q headers %v", k, d.Body, d.Headers)
+		}
+	}
+}
+
+// mustMethod reads the next method, which must be on channel.
+func mustMethod(t *testing.T, c *rawClient, channel uint16) wire.Method {
+	t.Helper()
+	ch, m := c.readMethod()
+	if ch != channel {
+		t.Fatalf("%T on channel %d, want %d", m, ch, channel)
+	}
+	return m
+}
+
+func streamPartition(t *testing.T, s *streamStack, topic string) *broker.Partition {
+	t.Helper()
+	top, err := s.b.Topic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := top.Partition(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

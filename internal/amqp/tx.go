@@ -1,6 +1,8 @@
 package amqp
 
 import (
+	"errors"
+
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -72,25 +74,32 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 	publishes, settles := tx.publishes, tx.settles
 	tx.publishes, tx.settles = nil, nil
 
-	var durable []<-chan error
+	// The messages go through the connection's publisher, so their stream
+	// records are appended as one batch and their fsyncs waited for once.
+	var durable []mq.Durability
+	pub := c.publisher()
 	for i, p := range publishes {
-		res, err := c.vhost.Publish(p.msg)
+		res, err := pub.Publish(p.msg)
 		publishes[i] = txPublish{}
 		if err != nil {
+			pub.Flush()
 			return mqError(err, m.ID())
 		}
 		if res.Routed == 0 && p.mandatory {
 			ch.returnMessage(p.msg)
 		}
-		if res.Durable != nil {
+		if res.Durable.Pending() {
 			durable = append(durable, res.Durable)
 		}
 	}
+	pub.Flush()
 	c.srv.alarms.checkMemory()
 	for _, d := range durable {
 		select {
-		case err := <-d:
-			if err != nil {
+		case <-d.Done():
+			// A message its stream refused is dropped, not a failed
+			// commit, as a full queue's refusal is.
+			if err := d.Err(); err != nil && !errors.Is(err, mq.ErrStreamRefused) {
 				return wire.Errorf(wire.CodeInternalError, "commit failed: %v", err).In(m.ID())
 			}
 		case <-c.abort:

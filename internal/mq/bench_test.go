@@ -45,10 +45,10 @@ func benchmarkConfirms(b *testing.B, publishers, window, size int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pending := make(chan (<-chan error), window)
+			pending := make(chan Durability, window)
 			for range n {
 				if len(pending) == window {
-					if err := <-<-pending; err != nil {
+					if err := (<-pending).wait(); err != nil {
 						errs <- err
 						return
 					}
@@ -63,7 +63,7 @@ func benchmarkConfirms(b *testing.B, publishers, window, size int) {
 				pending <- res.Durable
 			}
 			for len(pending) > 0 {
-				if err := <-<-pending; err != nil {
+				if err := (<-pending).wait(); err != nil {
 					errs <- err
 					return
 				}

@@ -92,8 +92,8 @@ func TestConcurrentPublishConsumeSettle(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if res.Durable != nil {
-					if err := <-res.Durable; err != nil {
+				if res.Durable.Pending() {
+					if err := res.Durable.wait(); err != nil {
 						t.Error(err)
 						return
 					}

@@ -85,7 +85,7 @@ func (v *VHost) publishDeadLetters(src *queue, dls []deadLetter) {
 		if len(qs) == 0 {
 			continue
 		}
-		if _, err := v.enqueue(m, qs); err != nil {
+		if _, err := v.enqueue(m, qs, nil); err != nil {
 			v.r.logger.Error("mq: dead-letter message", "queue", src.name, "vhost", v.name, "err", err)
 		}
 	}

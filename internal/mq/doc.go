@@ -67,8 +67,9 @@
 // partition that the broker owns, reached through Config.Streams: the
 // queue "orders" of vhost "/" is the topic "orders" (StreamTopicName).
 // Publishing appends one record per message (stream_codec.go: properties
-// and headers become Kafka record headers and back), so Kafka clients
-// read and write the same log. Consumers (stream_consume.go) need a
+// and headers become Kafka record headers and back), consecutive messages
+// of a Publisher in one record batch, so Kafka clients read and write the
+// same log. Consumers (stream_consume.go) need a
 // consumer prefetch, start where x-stream-offset says (first, last, next,
 // an offset, a timestamp or an interval) and are fed by a reader goroutine
 // each; acks only return credit; basic.get and queue.purge are 540, as in
@@ -82,6 +83,13 @@
 // per Registry collects waiting confirms, fsyncs each dirty log once per
 // round (group commit across publishers and queues) and then completes
 // every confirm the round covered.
+//
+// A front end publishes through a Publisher (publisher.go), one per
+// connection, which batches: stream records are held back and appended as
+// one record batch per stream at Flush, and the confirms of all messages
+// of a flush share one commit (commit.go), registered once with the
+// syncer, so they cost one wait and can be answered with one multiple ack.
+// The front end flushes whenever its reader would otherwise wait.
 //
 // # Contract with the front end
 //

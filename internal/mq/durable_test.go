@@ -26,7 +26,7 @@ func TestRestartKeepsPersistentMessagesOnly(t *testing.T) {
 			last = e.publish(m)
 			want = append(want, body)
 		} else {
-			if res := e.publish(msg("", "dq", body)); res.Durable != nil {
+			if res := e.publish(msg("", "dq", body)); res.Durable.Pending() {
 				t.Fatal("transient message got a durable confirm")
 			}
 		}
@@ -173,7 +173,7 @@ func TestConfirmAfterFsync(t *testing.T) {
 		}
 	}
 	// Transient to durable queues: no confirm channel.
-	if res := e.publish(msg("amq.fanout", "", "t")); res.Durable != nil {
+	if res := e.publish(msg("amq.fanout", "", "t")); res.Durable.Pending() {
 		t.Error("transient message has a durable confirm")
 	}
 	// And after a crash right after the confirm, the message is there.

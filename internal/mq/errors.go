@@ -19,6 +19,12 @@ type Error = wire.Error
 // ErrClosed is returned by operations on a closed Registry.
 var ErrClosed = errors.New("mq: registry is closed")
 
+// ErrStreamRefused is the Durability error of a message its stream
+// refused (the usual cause: a record above the topic's max.message.bytes);
+// the refusal was logged. A front end in confirm mode nacks the message,
+// as it does one a full queue rejected.
+var ErrStreamRefused = errors.New("mq: the stream refused the message")
+
 // resource formats a named entity as RabbitMQ's rabbit_misc:rs does.
 func resource(kind, name, vhost string) string {
 	return fmt.Sprintf("%s '%s' in vhost '%s'", kind, name, vhost)

@@ -276,15 +276,22 @@ func bodies(prefix string, n int) []string {
 // waitDurable waits for a publish's confirm.
 func waitDurable(t *testing.T, res PublishResult) {
 	t.Helper()
-	if res.Durable == nil {
+	if !res.Durable.Pending() {
 		t.Fatal("PublishResult.Durable is nil for a persistent message in a durable queue")
 	}
 	select {
-	case err := <-res.Durable:
+	case <-res.Durable.Done():
+		err := res.Durable.Err()
 		if err != nil {
 			t.Fatalf("confirm: %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("confirm did not arrive")
 	}
+}
+
+// wait blocks until d is done and returns its error.
+func (d Durability) wait() error {
+	<-d.Done()
+	return d.Err()
 }

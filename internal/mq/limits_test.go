@@ -90,7 +90,7 @@ func TestRejectPublish(t *testing.T) {
 
 	// Persistent message refused by a durable queue: nothing to wait for.
 	e.declareQueueArgs("dq", true, wire.Table{"x-max-length-bytes": int32(3), "x-overflow": "reject-publish"})
-	if res := e.publish(persistent("", "dq", "toolong")); res.Rejected != 1 || res.Durable != nil {
+	if res := e.publish(persistent("", "dq", "toolong")); res.Rejected != 1 || res.Durable.Pending() {
 		t.Fatalf("durable reject: %+v", res)
 	}
 

@@ -28,9 +28,19 @@ import (
 //
 // A persistent message (delivery mode 2) is appended to the log of every
 // durable queue it reaches, any message to the log of a quorum queue;
-// PublishResult.Durable then reports when those appends are fsynced. A storage error fails the publish with 541 after the
-// other queues got the message.
+// PublishResult.Durable then reports when those appends are fsynced. A
+// stream queue gets the message as a record appended to its topic. A
+// storage error fails the publish with 541 after the other queues got the
+// message.
+//
+// A front end that publishes many messages in a row uses a Publisher
+// instead, which batches stream appends and fsync waits.
 func (v *VHost) Publish(m *Message) (PublishResult, error) {
+	return v.publish(m, nil)
+}
+
+// publish is Publish, batched through pub when it is not nil.
+func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	if v.r.closed.Load() {
 		return PublishResult{}, ErrClosed
 	}
@@ -59,7 +69,7 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 	if bcc {
 		m = withoutBCC(m)
 	}
-	res, err := v.enqueue(m, qs)
+	res, err := v.enqueue(m, qs, pub)
 	if err == nil && res.Routed == 0 {
 		v.unroutable.Add(1)
 	}
@@ -67,8 +77,9 @@ func (v *VHost) Publish(m *Message) (PublishResult, error) {
 }
 
 // enqueue publishes m on the queues qs (routed already): the core of
-// Publish, also used to dead-letter.
-func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
+// Publish, also used to dead-letter. With pub, stream records and the
+// fsync wait are left to pub's next flush.
+func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult, error) {
 	var now int64 // read only when needed: the clock is not free
 	var batch []byte
 	if needsLog(m, qs) {
@@ -84,19 +95,30 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 	var logged [8]syncTarget
 	stores := logged[:0]
 	var firstErr error
-	var streamBatch []byte // the message as a stream record, built once
+	streamed := false      // pub holds a record of m back
+	var streamBatch []byte // without pub: the message as a stream record, built once
 	for _, q := range qs {
 		if q.stream != nil {
+			if now == 0 {
+				now = v.r.nowMs()
+			}
 			var appended bool
 			var err error
-			if streamBatch == nil {
-				if now == 0 {
-					now = v.r.nowMs()
+			switch {
+			case pub != nil && q.isDeleted():
+			case pub != nil:
+				if err = pub.addStream(q, m, now); err == nil {
+					appended, streamed = true, true
 				}
-				streamBatch, err = encodeStreamRecord(m, now)
-			}
-			if err == nil {
-				appended, err = q.appendStream(streamBatch)
+			default:
+				if streamBatch == nil {
+					streamBatch, err = encodeStreamRecord(m, now)
+				}
+				if err == nil {
+					if appended, err = q.appendStream(streamBatch); appended {
+						stores = append(stores, q.stream)
+					}
+				}
 			}
 			switch {
 			case err != nil:
@@ -109,7 +131,6 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 				res.Rejected++
 			case appended:
 				res.Routed++
-				stores = append(stores, q.stream)
 			}
 			continue
 		}
@@ -133,8 +154,14 @@ func (v *VHost) enqueue(m *Message, qs []*queue) (PublishResult, error) {
 			stores = append(stores, q.store)
 		}
 	}
-	if len(stores) > 0 {
-		res.Durable = v.r.syncer.await(stores)
+	switch {
+	case pub != nil && (streamed || len(stores) > 0):
+		res.Durable = pub.join(stores)
+	case len(stores) > 0:
+		c := newCommit()
+		c.n = 1
+		v.r.syncer.await(c, stores)
+		res.Durable = Durability{c: c}
 	}
 	if firstErr != nil {
 		return res, errInternal("store message", firstErr)

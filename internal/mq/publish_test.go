@@ -88,7 +88,7 @@ func TestPublishErrorsAndUnroutable(t *testing.T) {
 	wantCode(t, err, wire.CodeAccessRefused, "ACCESS_REFUSED - cannot publish to internal exchange 'int' in vhost '/'")
 
 	before := e.v.Unroutable()
-	if res := e.publish(msg("amq.direct", "nobody", "x")); res.Routed != 0 || res.Durable != nil {
+	if res := e.publish(msg("amq.direct", "nobody", "x")); res.Routed != 0 || res.Durable.Pending() {
 		t.Errorf("unroutable publish result %+v", res)
 	}
 	if res := e.publish(msg("", "no-such-queue", "x")); res.Routed != 0 {
@@ -98,7 +98,7 @@ func TestPublishErrorsAndUnroutable(t *testing.T) {
 		t.Errorf("unroutable counter +%d, want +2", got)
 	}
 	e.declareQueue("q", false)
-	if res := e.publish(msg("", "q", "x")); res.Routed != 1 || res.Durable != nil {
+	if res := e.publish(msg("", "q", "x")); res.Routed != 1 || res.Durable.Pending() {
 		t.Errorf("transient publish result %+v", res)
 	}
 }

@@ -3,7 +3,6 @@ package mq
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,14 +71,15 @@ const maxShortstr = 255
 type propertyHeader struct {
 	name string
 	flag wire.PropertyFlags
-	get  func(p *wire.Properties) string
-	set  func(p *wire.Properties, v string) bool // false: not a valid value
+	// appendValue appends the property's header value (text) to dst.
+	appendValue func(dst []byte, p *wire.Properties) []byte
+	set         func(p *wire.Properties, v string) bool // false: not a valid value
 }
 
 func stringProperty(name string, flag wire.PropertyFlags, field func(p *wire.Properties) *string) propertyHeader {
 	return propertyHeader{
 		name: name, flag: flag,
-		get: func(p *wire.Properties) string { return *field(p) },
+		appendValue: func(dst []byte, p *wire.Properties) []byte { return append(dst, *field(p)...) },
 		set: func(p *wire.Properties, v string) bool {
 			if len(v) > maxShortstr {
 				return false
@@ -93,7 +93,7 @@ func stringProperty(name string, flag wire.PropertyFlags, field func(p *wire.Pro
 func octetProperty(name string, flag wire.PropertyFlags, field func(p *wire.Properties) *uint8) propertyHeader {
 	return propertyHeader{
 		name: name, flag: flag,
-		get: func(p *wire.Properties) string { return strconv.Itoa(int(*field(p))) },
+		appendValue: func(dst []byte, p *wire.Properties) []byte { return strconv.AppendUint(dst, uint64(*field(p)), 10) },
 		set: func(p *wire.Properties, v string) bool {
 			n, err := strconv.ParseUint(v, 10, 8)
 			if err != nil {
@@ -105,7 +105,7 @@ func octetProperty(name string, flag wire.PropertyFlags, field func(p *wire.Prop
 	}
 }
 
-var propertyHeaders = []propertyHeader{
+var propertyHeaders = [...]propertyHeader{
 	stringProperty("amqp.content-type", wire.FlagContentType, func(p *wire.Properties) *string { return &p.ContentType }),
 	stringProperty("amqp.content-encoding", wire.FlagContentEncoding, func(p *wire.Properties) *string { return &p.ContentEncoding }),
 	octetProperty("amqp.delivery-mode", wire.FlagDeliveryMode, func(p *wire.Properties) *uint8 { return &p.DeliveryMode }),
@@ -116,7 +116,7 @@ var propertyHeaders = []propertyHeader{
 	stringProperty("amqp.message-id", wire.FlagMessageID, func(p *wire.Properties) *string { return &p.MessageID }),
 	{
 		name: "amqp.timestamp", flag: wire.FlagTimestamp,
-		get: func(p *wire.Properties) string { return strconv.FormatInt(p.Timestamp.Unix(), 10) },
+		appendValue: func(dst []byte, p *wire.Properties) []byte { return strconv.AppendInt(dst, p.Timestamp.Unix(), 10) },
 		set: func(p *wire.Properties, v string) bool {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -143,22 +143,86 @@ var propertyHeaderByName = func() map[string]*propertyHeader {
 // encodeStreamRecord builds the one-record batch a message is stored as in
 // a stream, timestamped now (unix ms).
 func encodeStreamRecord(m *Message, now int64) ([]byte, error) {
+	var b record.Builder
+	var e streamEncoder
+	if err := e.appendRecord(&b, m, 0); err != nil {
+		return nil, err
+	}
+	return b.Build(now), nil
+}
+
+// streamEncoder turns messages into stream records (the layout above),
+// reusing its buffers from one message to the next so that a message
+// without application headers costs no allocation. Not safe for
+// concurrent use.
+type streamEncoder struct {
+	headers []record.RecordHeader
+	values  []byte // header values and key; headers point into it
+	names   []string
+}
+
+// appendRecord encodes m as the next record of b, with timestamp
+// tsDelta (ms after the batch's base timestamp). On error b is unchanged.
+func (e *streamEncoder) appendRecord(b *record.Builder, m *Message, tsDelta int64) error {
 	p := &m.Properties
 	flags := p.Flags()
-	hs := make([]record.RecordHeader, 0, len(propertyHeaders)+2+len(p.Headers))
+	// Values are appended to e.values first and sliced afterwards, as the
+	// buffer may move while it grows.
+	hs, vals := e.headers[:0], e.values[:0]
+	var ends [len(propertyHeaders) + 2]int
+	nprops := 0
 	for i := range propertyHeaders {
 		ph := &propertyHeaders[i]
 		if flags&ph.flag != 0 {
-			hs = append(hs, record.RecordHeader{Key: ph.name, Value: []byte(ph.get(p))})
+			vals = ph.appendValue(vals, p)
+			ends[nprops] = len(vals)
+			hs = append(hs, record.RecordHeader{Key: ph.name})
+			nprops++
 		}
 	}
-	hs = append(hs,
-		record.RecordHeader{Key: kafkaHdrExchange, Value: []byte(m.Exchange)},
-		record.RecordHeader{Key: kafkaHdrRoutingKey, Value: []byte(m.RoutingKey)})
+	vals = append(vals, m.Exchange...)
+	ends[nprops] = len(vals)
+	vals = append(vals, m.RoutingKey...)
+	ends[nprops+1] = len(vals)
+	hs = append(hs, record.RecordHeader{Key: kafkaHdrExchange}, record.RecordHeader{Key: kafkaHdrRoutingKey})
+	start := 0
+	for i := range nprops + 2 {
+		hs[i].Value = vals[start:ends[i]:ends[i]]
+		start = ends[i]
+	}
 	var key []byte
-	var typed wire.Table
-	for _, name := range slices.Sorted(maps.Keys(p.Headers)) {
-		v := p.Headers[name]
+	if len(p.Headers) > 0 {
+		var typed wire.Table
+		hs, key, typed = e.appendHeaders(hs, p.Headers)
+		if len(typed) > 0 {
+			table, err := wire.AppendTable(nil, typed)
+			if err != nil {
+				return fmt.Errorf("encode message headers: %w", err)
+			}
+			hs = append(hs, record.RecordHeader{Key: kafkaHdrTypes, Value: table})
+		}
+	}
+	body := m.Body
+	if body == nil {
+		body = []byte{} // a null value would be a tombstone
+	}
+	b.Append(record.Record{TimestampDelta: tsDelta, Key: key, Value: body, Headers: hs})
+	clear(hs) // drop references to the message until the next one
+	e.headers, e.values = hs[:0], vals[:0]
+	return nil
+}
+
+// appendHeaders adds a header per AMQP application header, sorted by
+// name, and returns the Kafka key (x-kafka-key) and the headers whose
+// type must be kept in amqp.header-types.
+func (e *streamEncoder) appendHeaders(hs []record.RecordHeader, headers wire.Table) (_ []record.RecordHeader, key []byte, typed wire.Table) {
+	names := e.names[:0]
+	for name := range headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := headers[name]
 		if name == KafkaKeyHeader {
 			if s, ok := argString(v); ok {
 				key = append([]byte{}, s...) // non-nil: an empty key is not a null one
@@ -179,18 +243,9 @@ func encodeStreamRecord(m *Message, now int64) ([]byte, error) {
 			typed = setTyped(typed, name, v)
 		}
 	}
-	if len(typed) > 0 {
-		b, err := wire.AppendTable(nil, typed)
-		if err != nil {
-			return nil, fmt.Errorf("encode message headers: %w", err)
-		}
-		hs = append(hs, record.RecordHeader{Key: kafkaHdrTypes, Value: b})
-	}
-	body := m.Body
-	if body == nil {
-		body = []byte{} // a null value would be a tombstone
-	}
-	return record.NewBatch(now, []record.Record{{Key: key, Value: body, Headers: hs}}), nil
+	clear(names)
+	e.names = names[:0]
+	return hs, key, typed
 }
 
 func setTyped(t wire.Table, name string, v any) wire.Table {

@@ -3,6 +3,7 @@ package mq
 import (
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,29 @@ func TestParseMaxAge(t *testing.T) {
 		if _, ok := parseMaxAge(s); ok {
 			t.Errorf("parseMaxAge(%q) accepted", s)
 		}
+	}
+}
+
+// Encoding a message without application headers into a builder that has
+// room allocates nothing: the publish path batches many.
+func TestStreamEncoderDoesNotAllocate(t *testing.T) {
+	m := persistent("x", "rk", strings.Repeat("b", 1024))
+	m.Properties.MessageID = "id-1"
+	m.Properties.Priority = 4
+	var e streamEncoder
+	var b record.Builder
+	for range 8 { // grow the buffers
+		if err := e.appendRecord(&b, m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		b.Reset()
+		if err := e.appendRecord(&b, m, 3); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per message", allocs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,13 +91,24 @@ func (f *fakeStreams) config(name string) map[string]string {
 
 type fakeStream struct {
 	log *seglog.Log
+	// maxBatch, if set, is the largest batch Append takes, as a topic's
+	// max.message.bytes is; set it before publishing.
+	maxBatch int
+	appends  atomic.Int64 // Appends that succeeded
+	synced   atomic.Int64 // the end offset the last Sync covered
 
 	mu      sync.Mutex
 	waiters map[chan<- struct{}]struct{}
 }
 
 func (s *fakeStream) Append(batch []byte) (int64, error) {
+	if s.maxBatch > 0 && len(batch) > s.maxBatch {
+		return 0, fmt.Errorf("batch of %d bytes, limit %d", len(batch), s.maxBatch)
+	}
 	res, err := s.log.Append(batch, seglog.AppendOptions{})
+	if err == nil {
+		s.appends.Add(1)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -113,10 +125,16 @@ func (s *fakeStream) Append(batch []byte) (int64, error) {
 }
 
 func (s *fakeStream) Sync() error {
+	end := s.log.EndOffset()
 	if err := s.log.Sync(); err != nil && !errors.Is(err, seglog.ErrClosed) {
 		return err
 	}
-	return nil
+	for {
+		cur := s.synced.Load()
+		if cur >= end || s.synced.CompareAndSwap(cur, end) {
+			return nil
+		}
+	}
 }
 
 func (s *fakeStream) Read(offset, maxBytes int64) (*seglog.Slice, error) {

@@ -7,9 +7,10 @@ import (
 )
 
 // syncer completes publisher confirms by group commit: publishers append
-// without waiting and register a waiter naming the logs their message went
-// to; each round takes every waiter registered so far, fsyncs each log they
-// name once (in parallel when there are several), and completes them all.
+// without waiting and register a waiter (a commit: one message, or all of
+// a Publisher's flush) naming the logs its messages went to; each round
+// takes every waiter registered so far, fsyncs each log they name once (in
+// parallel when there are several), and completes them all.
 // While a round's fsyncs run, new waiters gather for the next round, so the
 // number of fsyncs follows the disk's pace rather than the message rate.
 type syncer struct {
@@ -27,7 +28,7 @@ type syncer struct {
 
 type syncWaiter struct {
 	stores []syncTarget
-	ch     chan error
+	c      *commit
 }
 
 // syncTarget is a log a publisher confirm waits for: a durable queue's
@@ -48,19 +49,18 @@ func newSyncer(r *Registry) *syncer {
 	}
 }
 
-// await registers a confirm waiting for stores' fsync and returns its
-// channel. stores is copied.
-func (s *syncer) await(stores []syncTarget) <-chan error {
-	ch := make(chan error, 1)
-	w := syncWaiter{stores: append([]syncTarget(nil), stores...), ch: ch}
+// await registers commit c, to be finished once stores are fsynced.
+// stores is copied.
+func (s *syncer) await(c *commit, stores []syncTarget) {
+	w := syncWaiter{stores: append([]syncTarget(nil), stores...), c: c}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		// Registry closing: the logs are closed with a final fsync, which
 		// queueStore.sync reports as success; or they are still open and
 		// this syncs them here.
-		ch <- errors.Join(syncStores(w.stores)...)
-		return ch
+		c.finish(errors.Join(syncStores(w.stores)...))
+		return
 	}
 	s.waiting = append(s.waiting, w)
 	s.mu.Unlock()
@@ -68,7 +68,6 @@ func (s *syncer) await(stores []syncTarget) <-chan error {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return ch
 }
 
 func (s *syncer) run() {
@@ -121,7 +120,7 @@ func (s *syncer) round() {
 				err = e
 			}
 		}
-		w.ch <- err
+		w.c.finish(err)
 	}
 }
 

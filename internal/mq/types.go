@@ -72,11 +72,13 @@ type PublishResult struct {
 	// Routed is the number of queues the message reached; 0 means
 	// unroutable (with mandatory the front end sends basic.return).
 	Routed int
-	// Durable is nil unless the message was logged: persistent and reached
-	// at least one durable queue, or reached a quorum queue. It then receives exactly one value once every such
-	// copy is covered by an fsync: nil, or the storage error. Fsyncs are
-	// shared by all publishers and queues (group commit).
-	Durable <-chan error
+	// Durable is pending (Durability.Pending) if the message was logged:
+	// persistent and reached at least one durable queue, or reached a
+	// quorum or stream queue. Its Done channel is then closed once every
+	// such copy is covered by an fsync, and Err says whether it is
+	// durable. Fsyncs are shared by all publishers and queues (group
+	// commit).
+	Durable Durability
 	// Rejected is how many of the Routed queues refused the message
 	// because they were full with x-overflow reject-publish or
 	// reject-publish-dlx. In confirm mode the front end must answer the

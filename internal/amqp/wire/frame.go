@@ -105,6 +105,22 @@ func (fr *FrameReader) SetFrameMax(frameMax uint32) { fr.frameMax = frameMax }
 // yet returned in a frame: at 0 the next ReadFrame reads from it.
 func (fr *FrameReader) Buffered() int { return fr.r.Buffered() - fr.pending }
 
+// HasFrame reports whether a whole frame is buffered: the next ReadFrame
+// returns it without reading from the connection. A front end that holds
+// work back until its input runs dry asks this before each frame.
+func (fr *FrameReader) HasFrame() bool {
+	n := fr.Buffered()
+	if n < frameHeaderSize {
+		return false
+	}
+	b, err := fr.r.Peek(fr.pending + frameHeaderSize)
+	if err != nil {
+		return false
+	}
+	size := binary.BigEndian.Uint32(b[fr.pending+3:])
+	return uint64(n) >= uint64(size)+FrameOverhead
+}
+
 // Reset makes fr read from r from now on; whatever the old reader held is
 // dropped, so call it when Buffered is 0 (the last payload is then no
 // longer valid). The frame-max is kept. A connection uses it to hold a

@@ -266,3 +266,35 @@ func TestFrameReaderBufferedAndReset(t *testing.T) {
 		}
 	}
 }
+
+// HasFrame is true exactly when the next frame is wholly buffered, never
+// reading from the connection to find out.
+func TestFrameReaderHasFrame(t *testing.T) {
+	small := frameBytes(3, 1, []byte("abc"), FrameEnd)
+	big := frameBytes(3, 2, make([]byte, 100), FrameEnd)
+	stream := append(append(slices.Clone(small), big...), small[:5]...)
+	fr := NewFrameReader(reader(stream, 4096), 0)
+	if fr.HasFrame() {
+		t.Fatal("HasFrame before anything was read")
+	}
+	if _, err := fr.ReadFrame(); err != nil { // fills the buffer
+		t.Fatal(err)
+	}
+	if !fr.HasFrame() {
+		t.Fatal("the big frame is buffered, HasFrame says no")
+	}
+	if _, err := fr.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if fr.HasFrame() {
+		t.Fatal("5 bytes of a frame are buffered, HasFrame says yes")
+	}
+	// A frame cut right after its header.
+	fr = NewFrameReader(reader(append(slices.Clone(small), big[:7]...), 4096), 0)
+	if _, err := fr.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if fr.HasFrame() {
+		t.Fatal("a bare header is buffered, HasFrame says yes")
+	}
+}
