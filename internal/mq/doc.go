@@ -89,7 +89,12 @@
 // one record batch per stream at Flush, and the confirms of all messages
 // of a flush share one commit (commit.go), registered once with the
 // syncer, so they cost one wait and can be answered with one multiple ack.
-// The front end flushes whenever its reader would otherwise wait.
+// The front end flushes whenever its reader would otherwise wait. A
+// Publisher's persistent messages to durable queues are enqueued at once,
+// their offsets known, but their log records are held back in the queue
+// (queueStore.bufferLocked) and written as one append per queue, by the
+// syncer right before its fsync, so a fanout to many queues costs no write
+// per message and queue on the reader's path.
 //
 // # Contract with the front end
 //

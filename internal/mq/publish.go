@@ -134,7 +134,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			}
 			continue
 		}
-		out, wasLogged, backlog, err := q.publish(h, batch, now)
+		out, wasLogged, backlog, err := q.publish(h, batch, now, pub != nil)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {

@@ -19,7 +19,11 @@ import (
 //     Durabilities follow each other, so a front end confirms the run
 //     with one multiple ack.
 //
-// Messages to other queues are enqueued at once, as by VHost.Publish.
+// Messages to other queues are enqueued at once, as by VHost.Publish,
+// except that the log records of durable queues' messages are held back in
+// each queue, to be written by the syncer before the fsync their confirms
+// wait for (queueStore.bufferLocked): one write per queue and sync round
+// rather than one per message and queue.
 // Until Flush, held-back stream records are not in their streams (not
 // readable, not counted); a confirm waits for the flush, so the front end
 // must flush whenever it would otherwise wait: when no complete frame is

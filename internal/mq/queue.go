@@ -144,9 +144,12 @@ const (
 // ready list, and dispatches; then it applies the length limit and the
 // message's TTL. now (ms) is the enqueue time, also the batch's
 // timestamp; 0 if the caller did not need the clock (nor does the queue
-// then, unless it has TTLs or limits). logged says whether the confirm must wait for this queue's
-// fsync; backlog is the queue's ready length afterwards.
-func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, logged bool, backlog int, err error) {
+// then, unless it has TTLs or limits). With holdBack the batch is only
+// buffered (queueStore.bufferLocked), to be written with the queue's
+// other held-back messages before the fsync a confirm waits for; without,
+// it is written now. logged says whether the confirm must wait for this
+// queue's fsync; backlog is the queue's ready length afterwards.
+func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out publishOutcome, logged bool, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
@@ -168,7 +171,12 @@ func (q *queue) publish(h *held, batch []byte, now int64) (out publishOutcome, l
 		expiresAt: q.expiryOf(h.msg, now),
 	}
 	if batch != nil && q.logs(h.msg) {
-		if e.offset, err = q.store.appendLocked(batch); err != nil {
+		if holdBack {
+			e.offset, err = q.store.bufferLocked(batch)
+		} else {
+			e.offset, err = q.store.appendLocked(batch)
+		}
+		if err != nil {
 			return notTaken, false, 0, err
 		}
 		logged = true
@@ -370,27 +378,30 @@ func (q *queue) pageInLocked(l int) bool {
 	d := &q.ready.levels[l]
 	head := d.Front()
 	i := 0
-	err := q.store.read(head.offset, pageInBytes, func(off, ts int64, m *Message) bool {
-		for i < d.Len() && d.At(i).msg != nil {
+	err := q.store.writeUnwrittenLocked() // the bodies may be held back still
+	if err == nil {
+		err = q.store.read(head.offset, pageInBytes, func(off, ts int64, m *Message) bool {
+			for i < d.Len() && d.At(i).msg != nil {
+				i++
+			}
+			if i >= d.Len() {
+				return false
+			}
+			e := d.At(i)
+			switch {
+			case off < e.offset:
+				return true // settled meanwhile, or another level's: skip
+			case off > e.offset:
+				return false // the entry's record was not in this read
+			}
+			if e.expiresAt == expiryUnknown {
+				e.expiresAt = q.expiryOf(m, ts)
+			}
+			q.holdLocked(e, &held{msg: m, size: int64(len(m.Body))})
 			i++
-		}
-		if i >= d.Len() {
-			return false
-		}
-		e := d.At(i)
-		switch {
-		case off < e.offset:
-			return true // settled meanwhile, or another level's: skip
-		case off > e.offset:
-			return false // the entry's record was not in this read
-		}
-		if e.expiresAt == expiryUnknown {
-			e.expiresAt = q.expiryOf(m, ts)
-		}
-		q.holdLocked(e, &held{msg: m, size: int64(len(m.Body))})
-		i++
-		return q.memBytes < q.r.cfg.QueueMemoryBytes
-	})
+			return q.memBytes < q.r.cfg.QueueMemoryBytes
+		})
+	}
 	if err != nil {
 		q.r.logger.Error("mq: read message from queue log", "queue", q.name, "vhost", q.vh.name, "offset", head.offset, "err", err)
 	}

@@ -55,10 +55,16 @@ type queueStore struct {
 	dirChange uint64
 
 	// Guarded by qmu.
-	ended     bool         // closed or deleted: no log may be created any more
-	win       settleWindow // settled offsets of the messages log
-	pending   []int64      // settled offsets not yet written to the settlement log
-	delivered int64        // highest offset ever handed to a consumer, -1 if none
+	ended bool // closed or deleted: no log may be created any more
+	// unwritten holds the batches of messages enqueued but not yet
+	// written to the messages log, back to back, unwrittenCount their
+	// messages: the next one gets offset end+unwrittenCount (see
+	// bufferLocked). nil when empty; from unwrittenPool otherwise.
+	unwritten      *[]byte
+	unwrittenCount int64
+	win            settleWindow // settled offsets of the messages log
+	pending        []int64      // settled offsets not yet written to the settlement log
+	delivered      int64        // highest offset ever handed to a consumer, -1 if none
 	// counts are the delivery counts (returns) of unsettled messages of a
 	// quorum queue, by offset; pendingCounts those not written yet.
 	counts        map[int64]uint32
@@ -225,21 +231,108 @@ func (s *queueStore) forEachUnsettled(fn func(off int64)) {
 	}
 }
 
-// appendLocked logs one message batch (built by encodeMessage) and returns
-// its offset; the first append creates the messages log. It does not wait
-// for fsync; the syncer does that for confirms. The batch's base offset is
-// rewritten in place, so a batch may be appended to several logs one after
-// the other but not concurrently. Caller holds the queue's lock.
+// appendLocked logs one message batch (built by encodeMessage), after the
+// messages held back before it, and returns its offset; the first append
+// creates the messages log. It does not wait for fsync; the syncer does
+// that for confirms. The batch is copied, not changed, so it may be
+// appended to several logs. Caller holds the queue's lock.
 func (s *queueStore) appendLocked(batch []byte) (int64, error) {
+	off, err := s.bufferLocked(batch)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.writeUnwrittenLocked(); err != nil {
+		// The caller fails the publish: the batch must not reach the
+		// log with a later write. Those held back before it stay, for
+		// their messages are in the queue.
+		*s.unwritten = (*s.unwritten)[:len(*s.unwritten)-len(batch)]
+		s.unwrittenCount--
+		if s.unwrittenCount == 0 {
+			s.dropUnwrittenLocked()
+		}
+		return 0, err
+	}
+	return off, nil
+}
+
+// maxUnwrittenBytes bounds the messages a queue holds back from its log:
+// past it, bufferLocked writes them before taking another.
+const maxUnwrittenBytes = 256 << 10
+
+// unwrittenPool holds the buffers of queues' unwritten messages: a queue
+// keeps one only while it has messages to write, so idle queues cost none.
+var unwrittenPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// bufferLocked gives a message batch (built by encodeMessage) its offset
+// in the messages log and holds it back, copied, to be written with the
+// queue's other unwritten messages in one append: by the syncer before
+// its fsync (sync), before the log is read (pageInLocked) or settlements
+// are written (housekeep), at close, or here once maxUnwrittenBytes are
+// held. The offset is exact because only this queue, under its lock,
+// appends to its messages log, and a failed write keeps the batches for
+// the next: offsets are consecutive in the order messages were buffered.
+// Caller holds the queue's lock.
+func (s *queueStore) bufferLocked(batch []byte) (int64, error) {
 	l, err := s.messagesLogLocked()
 	if err != nil {
 		return 0, err
 	}
-	res, err := l.Append(batch, seglog.AppendOptions{})
-	if err != nil {
-		return 0, err
+	if s.unwritten != nil && len(*s.unwritten)+len(batch) > maxUnwrittenBytes {
+		if err := s.writeUnwrittenLocked(); err != nil {
+			return 0, err
+		}
 	}
-	return res.BaseOffset, nil
+	if s.unwritten == nil {
+		s.unwritten = unwrittenPool.Get().(*[]byte)
+	}
+	off := l.EndOffset() + s.unwrittenCount
+	*s.unwritten = append(*s.unwritten, batch...)
+	s.unwrittenCount++
+	return off, nil
+}
+
+// writeUnwrittenLocked appends the held-back messages to the messages log
+// as one write. On failure they stay held back, to be retried. Caller
+// holds the queue's lock.
+func (s *queueStore) writeUnwrittenLocked() error {
+	if s.unwritten == nil {
+		return nil
+	}
+	l := s.messages.Load() // not nil: bufferLocked created it
+	if _, err := l.Append(*s.unwritten, seglog.AppendOptions{}); err != nil {
+		return err
+	}
+	s.dropUnwrittenLocked()
+	return nil
+}
+
+// dropUnwrittenLocked forgets the held-back messages (written, or the
+// queue deleted). Caller holds the queue's lock.
+func (s *queueStore) dropUnwrittenLocked() {
+	if s.unwritten == nil {
+		return
+	}
+	b := s.unwritten
+	s.unwritten, s.unwrittenCount = nil, 0
+	if cap(*b) <= maxUnwrittenBytes+64<<10 {
+		*b = (*b)[:0]
+		unwrittenPool.Put(b)
+	}
+}
+
+// writeUnwritten is writeUnwrittenLocked taking the queue's lock. A store
+// ended meanwhile has nothing to write: close wrote it, or the queue is
+// gone.
+func (s *queueStore) writeUnwritten() error {
+	if s.qmu == nil {
+		return nil // never shared: nothing is held back
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.ended {
+		return nil
+	}
+	return s.writeUnwrittenLocked()
 }
 
 // read calls fn for each message from offset on, with its offset and
@@ -344,8 +437,9 @@ func (s *queueStore) closeWithoutMarker() {
 	}
 }
 
-// sync fsyncs the messages log (after, the first time, the directories
-// made when it was created). A store closed meanwhile (queue deleted, or
+// sync writes the messages held back (bufferLocked) and fsyncs the
+// messages log (after, the first time, the directories made when it was
+// created). A store closed meanwhile (queue deleted, or
 // registry closed, which fsyncs) counts as synced: RabbitMQ confirms a
 // message whose queue was deleted.
 func (s *queueStore) sync() error {
@@ -353,8 +447,11 @@ func (s *queueStore) sync() error {
 	if l == nil {
 		return nil // nothing logged, nothing to make durable
 	}
+	err := s.writeUnwritten()
 	end := l.EndOffset()
-	err := s.syncNewDir()
+	if err == nil {
+		err = s.syncNewDir()
+	}
 	if err == nil {
 		err = l.Sync()
 	}
@@ -386,6 +483,10 @@ func (s *queueStore) close() error {
 	if s.qmu != nil {
 		s.qmu.Lock()
 	}
+	var errs []error
+	if s.unwritten != nil {
+		errs = append(errs, s.writeUnwrittenLocked())
+	}
 	pending, s.pending = s.pending, nil
 	counts, s.pendingCounts = s.pendingCounts, nil
 	delivered := s.delivered
@@ -395,7 +496,6 @@ func (s *queueStore) close() error {
 	if s.messages.Load() == nil {
 		return nil
 	}
-	var errs []error
 	if len(pending) > 0 {
 		errs = append(errs, s.writeSettled(rangesOf(pending)))
 	}
@@ -424,6 +524,13 @@ func (s *queueStore) delete() error {
 		return nil
 	}
 	s.endLocked()
+	if s.qmu != nil {
+		s.qmu.Lock()
+	}
+	s.dropUnwrittenLocked()
+	if s.qmu != nil {
+		s.qmu.Unlock()
+	}
 	var errs []error
 	messages, settled := s.logs()
 	if messages != nil {

@@ -61,6 +61,14 @@ func (s *queueStore) housekeep() error {
 		return nil // nothing logged, so nothing settled
 	}
 	lock.Lock()
+	// A settlement record must never name an offset the messages log
+	// lacks: should the process die with the message unwritten, the
+	// offset would go to another message after the restart, settled
+	// already.
+	if err := s.writeUnwrittenLocked(); err != nil {
+		lock.Unlock()
+		return err
+	}
 	pending := s.pending
 	s.pending = nil
 	counts := s.pendingCounts
@@ -114,6 +122,10 @@ func (s *queueStore) housekeep() error {
 // Caller holds mu; the settlement log exists.
 func (s *queueStore) compactLocked(messages *seglog.Log, lock *sync.Mutex) error {
 	lock.Lock()
+	if err := s.writeUnwrittenLocked(); err != nil { // as in housekeep
+		lock.Unlock()
+		return err
+	}
 	// Everything from the messages log start up to base is settled too;
 	// the records that said so are about to go.
 	var snapshot [][2]int64
