@@ -29,26 +29,12 @@ import (
 // a write-back error must be reported to the descriptor the data went
 // through. Idle files with no unsynced writes go first.
 
-// defaultMaxOpenFiles is used when the open-file limit cannot be read.
-const defaultMaxOpenFiles = 4096
-
 var files = newFileCache(maxOpenFilesFromLimit())
 
-// maxOpenFilesFromLimit gives segment files half of the process's open-file
-// limit (Go raises the soft limit to the hard one at start-up), leaving the
-// rest to connections, index files opened for a moment and everything else.
-func maxOpenFilesFromLimit() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
-		return defaultMaxOpenFiles
-	}
-	return int(min(rl.Cur/2, 1<<20))
-}
-
 // SetMaxOpenFiles sets how many segment .log files the process keeps open
-// at most (n < 1 means 1) and returns the previous value. Files a reader or
-// an unsynced write holds are not closed, so the count can pass the limit
-// while they are busy. The default is half of the open-file limit.
+// at most (n < 1 means 1) and returns the previous value. Files readers
+// hold are not closed, so the count can pass the limit while they read.
+// The default is half of the open-file limit.
 func SetMaxOpenFiles(n int) (previous int) {
 	files.mu.Lock()
 	previous, files.limit = files.limit, max(n, 1)
