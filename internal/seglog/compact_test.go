@@ -639,6 +639,12 @@ func TestCompactAlongsideAppendsAndReaders(t *testing.T) {
 	if err != nil || !bytes.Equal(heldAfter, heldBefore) {
 		t.Fatalf("a slice held across compaction changed (%v)", err)
 	}
+	// However the passes and the appends interleaved, the last pass must
+	// clean whatever they left dirty: below min.cleanable.dirty.ratio it
+	// would rightly do nothing, and leave superseded records behind.
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0
+	l.SetConfig(cfg)
 	mustCompact(t, l, withinRetained)
 	recs := m.readKeyed(maxReadBytes)
 	sameState(t, replay(recs), m.live())
