@@ -20,6 +20,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/httpapi"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/txn"
+	"github.com/wharf-mq/wharf/internal/version"
 )
 
 // Config describes one Wharf process. The zero value of a broker knob means
@@ -244,6 +245,9 @@ func Start(cfg Config) (*Node, error) {
 		if amqpCfg.Logger == nil {
 			amqpCfg.Logger = logger // the server tags its lines component=amqp
 		}
+		if amqpCfg.Version == "" {
+			amqpCfg.Version = version.String()
+		}
 		n.amqpServer = amqp.NewServer(b.Messaging(), amqpCfg)
 		n.serve("amqp", func() error { return n.amqpServer.Serve(amqpLn) })
 		logger.Info("amqp listener started", "addr", n.AMQPAddr())
@@ -252,6 +256,7 @@ func Start(cfg Config) (*Node, error) {
 		n.httpServer = httpapi.New(b.Messaging(), httpapi.Config{
 			Users:         cfg.AMQP.Users,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
+			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
 		})
 		n.serve("http", func() error { return n.httpServer.Serve(httpLn) })
