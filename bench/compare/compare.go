@@ -26,6 +26,9 @@ type metric struct {
 	key   string
 	label string // appended to the workload's name
 	unit  unit
+	// target, when above zero, is the Wharf/peer ratio Wharf is meant to
+	// reach (row.Target).
+	target float64
 }
 
 // comparison is a workload run against Wharf and (when available) one peer.
@@ -109,6 +112,7 @@ func (s *suite) addRows(c comparison, out []outcome) {
 			Unit:      m.unit,
 			Wharf:     figureOr(wharf.medians, m.key),
 			PeerValue: figureOr(peer.medians, m.key),
+			Target:    m.target,
 		}
 		var notes []string
 		if c.peer != nil {

@@ -10,9 +10,9 @@ import (
 )
 
 // runJetStream publishes bodySize messages to a new file-storage stream
-// with js.PublishAsync, at most confirmWindow unacknowledged, until the
-// window ends, and reports acknowledged messages per second ("rate").
-func (s *suite) runJetStream(ctx context.Context, url string, bodySize int) (figures, error) {
+// with js.PublishAsync, at most unacked unacknowledged, until the window
+// ends, and reports acknowledged messages per second ("rate").
+func (s *suite) runJetStream(ctx context.Context, url string, bodySize, unacked int) (figures, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, err
@@ -20,7 +20,7 @@ func (s *suite) runJetStream(ctx context.Context, url string, bodySize int) (fig
 	defer nc.Close()
 	// The client's own limit is set above the benchmark's window so the
 	// window, not the client's stall timer, paces the publisher.
-	js, err := nc.JetStream(nats.PublishAsyncMaxPending(4 * confirmWindow))
+	js, err := nc.JetStream(nats.PublishAsyncMaxPending(4 * unacked))
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +35,8 @@ func (s *suite) runJetStream(ctx context.Context, url string, bodySize int) (fig
 	rand.Read(body)
 	w := s.newWindow()
 	// Futures wait here in publish order; the channel's capacity is the
-	// window, so the publisher blocks while confirmWindow are unacked.
-	pending := make(chan nats.PubAckFuture, confirmWindow-1)
+	// window, so the publisher blocks while that many await their acks.
+	pending := make(chan nats.PubAckFuture, unacked-1)
 	acked := make(chan int64, 1)
 	var ackErr errOnce
 	go func() {

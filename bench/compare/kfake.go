@@ -15,20 +15,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// kfakeMode says how the kfake peer keeps data. With a data directory (as
-// here) kfake appends each batch to a segment file, keeps only a per-batch
-// index in memory, and answers fetches by reading the batches back from the
-// segment files; with SyncWrites it fsyncs segment and index file after
-// every batch, before answering the produce request.
+// kfakeMode says how the kfake peer keeps data. kfake is franz-go's test
+// double, made to run inside a test's process, not a production broker: one
+// goroutine handles every request of every connection. With a data
+// directory (as here) it appends each batch to a segment file, keeps only a
+// per-batch index in memory, and answers fetches by reading the batches
+// back from the segment files; with SyncWrites it fsyncs (a full fsync, not
+// fdatasync) the segment file and then the index file after every batch,
+// before answering the produce request, with no group commit.
 type kfakeMode struct {
 	name string // shown in the table
 	sync bool
 }
 
 var (
-	kfakeSynced = kfakeMode{name: "kfake (DataDir+SyncWrites)", sync: true}
-	kfakeCached = kfakeMode{name: "kfake (DataDir, page cache)", sync: false}
+	kfakeSynced = kfakeMode{name: "kfake (franz-go's in-process test double, SyncWrites)", sync: true}
+	kfakeCached = kfakeMode{name: "kfake (franz-go's in-process test double, page cache)", sync: false}
 )
+
+// kfakeSyncedNote says what the SyncWrites peer does per batch, for the
+// rows that set it against Wharf's acks=all.
+const kfakeSyncedNote = "kfake with SyncWrites: two fsyncs (segment, then index file) per batch in its one request goroutine, no group commit"
 
 // kfakeServer is the kfake runner: this same program re-executed with
 // -kfake-serve, so kfake runs in its own process like every other server

@@ -15,45 +15,6 @@ import (
 // hardware allows. (The idea is the one ./bench uses; this is a separate,
 // shorter implementation so the two commands stay independent.)
 
-// runDiskSync writes chunk-sized blocks to a new file in dir, each followed
-// by fdatasync, until the window ends, and reports MB/s ("mbps") and
-// fdatasyncs per second ("ops").
-func (s *suite) runDiskSync(ctx context.Context, chunk int) (figures, error) {
-	f, err := os.CreateTemp(s.work, "disk-limit-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, chunk)
-	rand.Read(buf)
-	w := s.newWindow()
-	var ops int64
-	for now := time.Now(); now.Before(w.end) && ctx.Err() == nil; now = time.Now() {
-		if _, err := f.Write(buf); err != nil {
-			return nil, err
-		}
-		if err := datasync(f); err != nil {
-			return nil, err
-		}
-		if w.contains(time.Now()) {
-			ops++
-		}
-		// Keep the file from growing without bound on slow-sync,
-		// fast-write disks: start over every 1 GiB.
-		if off, _ := f.Seek(0, io.SeekCurrent); off >= 1<<30 {
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rate := float64(ops) / w.seconds()
-	return figures{"ops": rate, "mbps": rate * float64(chunk) / 1e6}, nil
-}
-
 // runLoopbackTCP copies 1 MiB writes from one goroutine to another over a
 // 127.0.0.1 TCP connection until the window ends and reports MB/s.
 func (s *suite) runLoopbackTCP(ctx context.Context) (figures, error) {

@@ -1,9 +1,10 @@
 // Command compare runs the same workloads, through the same stock clients,
-// against Wharf and against the peers installed on this machine — RabbitMQ
-// for AMQP, franz-go's kfake for Kafka, NATS JetStream for persistent
-// streaming — beside the machine's own disk and loopback limits, and prints
-// one Markdown table of figures and Wharf/peer ratios, which it also writes
-// to docs/benchmarks.md with a description of the machine.
+// against Wharf and against its peers — RabbitMQ for AMQP, franz-go's kfake
+// test double for Kafka, NATS JetStream (nats-server built from the Go
+// module proxy) for persistent streaming — beside the machine's own disk
+// and loopback limits, and prints one Markdown table of figures and
+// Wharf/peer ratios, which it also writes to docs/benchmarks.md with a
+// description of the machine.
 //
 //	go run ./bench/compare [-duration 5s] [-runs 3] [-quick] [-full] [-scale]
 //

@@ -2,12 +2,36 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+)
+
+// The JetStream peer is a current nats-server, built from the Go module
+// proxy the first time the benchmark needs it (it is not a dependency of
+// Wharf's module) and kept in the user's cache directory.
+const (
+	natsServerModule  = "github.com/nats-io/nats-server/v2"
+	natsServerVersion = "v2.15.2"
+)
+
+// natsSync is how a nats-server peer syncs its JetStream file store.
+type natsSync struct {
+	name   string // shown in the table
+	dir    string // its data directory under the suite's
+	always bool   // sync_interval: always
+}
+
+var (
+	// natsSyncAlways fsyncs every write before acknowledging it: the peer
+	// whose acknowledgement means what Wharf's means.
+	natsSyncAlways = natsSync{name: "NATS JetStream " + natsServerVersion + " (file, sync_interval: always)", dir: "nats-sync-always", always: true}
+	// natsSyncDefault acknowledges once a message is written to its file
+	// and fsyncs in the background, every 2 minutes by default.
+	natsSyncDefault = natsSync{name: "NATS JetStream " + natsServerVersion + " (file, default sync: acks before fsync)", dir: "nats-default"}
 )
 
 // natsServer is a nats-server subprocess with JetStream on, its store in a
@@ -18,18 +42,45 @@ type natsServer struct {
 	version string
 }
 
-// natsAvailable returns nats-server's path, or "" when it is not installed.
-func natsAvailable() string {
-	p, err := exec.LookPath("nats-server")
+// buildNATSServer returns the path of nats-server natsServerVersion,
+// running `go install` into the user's cache directory the first time.
+func buildNATSServer(ctx context.Context) (string, error) {
+	cache, err := os.UserCacheDir()
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return p
+	dir := filepath.Join(cache, "wharf-bench", "nats-server-"+natsServerVersion)
+	bin := filepath.Join(dir, "nats-server")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// Installed into a fresh directory and renamed, so an interrupted build
+	// leaves no half-written binary where the next run would trust it.
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, "go", "install", natsServerModule+"@"+natsServerVersion)
+	// Outside Wharf's module and workspace, so its go.mod is neither used
+	// nor changed.
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go install %s@%s: %v\n%s", natsServerModule, natsServerVersion, err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, "nats-server"), bin); err != nil {
+		return "", err
+	}
+	return bin, nil
 }
 
-// startNATS runs `nats-server -js -sd dir` on a free loopback port and waits
-// until it accepts.
-func (s *suite) startNATS(ctx context.Context, bin, dir string) (*natsServer, error) {
+// startNATS runs nats-server with JetStream storing in dir, synced as mode
+// says, on a free loopback port, and waits until it accepts.
+func (s *suite) startNATS(ctx context.Context, bin, dir string, mode natsSync) (*natsServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -39,10 +90,13 @@ func (s *suite) startNATS(ctx context.Context, bin, dir string) (*natsServer, er
 	}
 	n := &natsServer{addr: loopback(port)}
 	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
-		n.version = strings.TrimSpace(string(out))
+		n.version = strings.TrimSpace(strings.TrimPrefix(string(out), "nats-server:"))
 	}
-	cmd := exec.Command(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
-	n.child, err = s.procs.start("nats-server", cmd, filepath.Join(dir, "server.log"))
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(natsConfig(n.addr, dir, mode)), 0o644); err != nil {
+		return nil, err
+	}
+	n.child, err = s.procs.start("nats-server", exec.Command(bin, "-c", conf), filepath.Join(dir, "server.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +105,19 @@ func (s *suite) startNATS(ctx context.Context, bin, dir string) (*natsServer, er
 		return nil, err
 	}
 	return n, nil
+}
+
+// natsConfig is the configuration file of a nats-server peer: default
+// settings except the listen address, the store directory and, for
+// natsSyncAlways, sync_interval.
+func natsConfig(addr, storeDir string, mode natsSync) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: %q\njetstream {\n  store_dir: %q\n", addr, filepath.Join(storeDir, "store"))
+	if mode.always {
+		b.WriteString("  sync_interval: always\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
 
 func (n *natsServer) url() string { return "nats://" + n.addr }

@@ -52,7 +52,24 @@ func (s *suite) report(m machine, took time.Duration) string {
 			fmt.Fprintf(&b, "- %s (%s vs %s, %s)\n", r.Workload, formatFigure(r.Wharf, r.Unit), formatFigure(r.PeerValue, r.Unit), r.Peer)
 		}
 	}
+	if targets := s.targetRows(); len(targets) > 0 {
+		b.WriteString("\nTargets:\n\n")
+		for _, r := range targets {
+			fmt.Fprintf(&b, "- %s: %s against %s (%s)\n", r.Workload, formatRatio(r.ratio()), r.Peer, r.targetNote())
+		}
+	}
 	return b.String()
+}
+
+// targetRows are the rows that have a target.
+func (s *suite) targetRows() []row {
+	var out []row
+	for _, r := range s.rows {
+		if r.Target > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // behindRows are the rows the peer wins.

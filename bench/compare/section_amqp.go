@@ -12,6 +12,10 @@ type amqpWorkload struct {
 	name string
 	flow amqpFlow
 	full bool // only with -full
+	// peer names RabbitMQ's side when its queue is not a classic one.
+	peer string
+	// note, when set, heads the notes of the workload's throughput row.
+	note string
 }
 
 // amqpWorkloads are the AMQP issues' benchmark flows: one publisher, one
@@ -19,8 +23,11 @@ type amqpWorkload struct {
 var amqpWorkloads = []amqpWorkload{
 	{name: "AMQP 1 KiB persistent, confirms, durable classic queue",
 		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queues: 1, consume: true}},
-	{name: "AMQP 1 KiB persistent, confirms, quorum queue",
-		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queueType: "quorum", queues: 1, consume: true}},
+	{name: "AMQP 1 KiB persistent, confirms, quorum queue, one node on both sides",
+		flow: amqpFlow{bodySize: 1024, persistent: true, confirms: true, durable: true, queueType: "quorum", queues: 1, consume: true},
+		peer: "RabbitMQ (quorum queue: a one-member Raft log)",
+		note: "neither side is replicated: RabbitMQ's quorum queue on one node is a Raft log with one member, which fsyncs before confirming; " +
+			"Wharf's quorum queue on one node is a durable queue with quorum-queue semantics (always durable, x-delivery-limit, x-delivery-count), confirmed after fdatasync, with no Raft"},
 	{name: "AMQP 1 KiB transient, no confirms, non-durable classic queue",
 		flow: amqpFlow{bodySize: 1024, queues: 1, consume: true}},
 	{name: "AMQP 16 B persistent, confirms, durable classic queue",
@@ -75,14 +82,14 @@ func (s *suite) amqpSection(ctx context.Context) error {
 				return s.runAMQPFlow(ctx, s.wharf.amqpURL(), flow)
 			}},
 			skip:  skip,
-			notes: flowNotes(flow),
+			notes: flowNotes(wl),
 		}
 		if rabbit != nil {
-			queueKind := "classic queue"
-			if flow.queueType != "" {
-				queueKind = flow.queueType + " queue"
+			peer := wl.peer
+			if peer == "" {
+				peer = "RabbitMQ (classic queue)"
 			}
-			c.peer = &contender{name: "RabbitMQ (" + queueKind + ")", pid: rabbit.vmPid, run: func(ctx context.Context) (figures, error) {
+			c.peer = &contender{name: peer, pid: rabbit.vmPid, run: func(ctx context.Context) (figures, error) {
 				return s.runAMQPFlow(ctx, rabbit.amqpURL(), flow)
 			}}
 		}
@@ -148,12 +155,17 @@ func (s *suite) addVersion(v string) {
 	s.versions = append(s.versions, v)
 }
 
-// flowNotes explains a flow row: the publisher backlog left when the window
-// closed (a backlog means the consumer could not keep up, so latency is
-// queueing time), and for fanout, deliveries per message.
-func flowNotes(f amqpFlow) func(metric, figures, figures) string {
+// flowNotes explains a flow row: the workload's own note, the publisher
+// backlog left when the window closed (a backlog means the consumer could
+// not keep up, so latency is queueing time), and for fanout, deliveries per
+// message.
+func flowNotes(wl amqpWorkload) func(metric, figures, figures) string {
+	f := wl.flow
 	return func(m metric, w, p figures) string {
 		var notes []string
+		if m.key == "rate" {
+			notes = append(notes, wl.note)
+		}
 		if m.key == "rate" && f.queues > 1 {
 			notes = append(notes, fmt.Sprintf("messages published/s; each is delivered %d times", f.queues))
 		}

@@ -41,6 +41,9 @@ type row struct {
 	// Limit marks a row whose "peer" is a physical limit of the machine:
 	// it can be approached, not beaten, so the row gets no verdict.
 	Limit bool
+	// Target, when above zero, is the Wharf/peer ratio Wharf is meant to
+	// reach on this row (at least; at most on a row marked ↓).
+	Target float64
 }
 
 // ratio is Wharf / peer, or NaN when either figure is missing or the peer's
@@ -64,6 +67,26 @@ func (r row) wharfBehind() bool {
 	return q < 1
 }
 
+// targetNote says whether the row met its target, or "" when it has none.
+func (r row) targetNote() string {
+	if r.Target <= 0 {
+		return ""
+	}
+	q := r.ratio()
+	cmp, met := "≥", q >= r.Target
+	if r.Unit.lowerBetter {
+		cmp, met = "≤", q <= r.Target
+	}
+	verdict := "**not met**"
+	switch {
+	case math.IsNaN(q):
+		verdict = "not measured"
+	case met:
+		verdict = "met"
+	}
+	return fmt.Sprintf("target %s %s×: %s", cmp, strconv.FormatFloat(r.Target, 'f', -1, 64), verdict)
+}
+
 // writeMarkdown writes rows as one Markdown table.
 func writeMarkdown(w io.Writer, rows []row) error {
 	var b strings.Builder
@@ -74,7 +97,7 @@ func writeMarkdown(w io.Writer, rows []row) error {
 		if peer == "" {
 			peer = "—"
 		}
-		notes := r.Notes
+		notes := joinNotes(r.targetNote(), r.Notes)
 		if r.wharfBehind() {
 			notes = joinNotes("**Wharf behind**", notes)
 		}

@@ -171,3 +171,20 @@ func TestLimitRowsGetNoVerdict(t *testing.T) {
 		t.Errorf("ratio = %v", r.ratio())
 	}
 }
+
+func TestTargetNote(t *testing.T) {
+	for _, tc := range []struct {
+		r    row
+		want string
+	}{
+		{row{Unit: mbPerSec, Wharf: 90, PeerValue: 100, Target: 0.95}, "target ≥ 0.95×: **not met**"},
+		{row{Unit: mbPerSec, Wharf: 95, PeerValue: 100, Target: 0.95}, "target ≥ 0.95×: met"},
+		{row{Unit: msgsPerSec, Wharf: 5, PeerValue: math.NaN(), Target: 1}, "target ≥ 1×: not measured"},
+		{row{Unit: msLatency, Wharf: 4, PeerValue: 5, Target: 1}, "target ≤ 1×: met"},
+		{row{Unit: msgsPerSec, Wharf: 5, PeerValue: 1}, ""},
+	} {
+		if got := tc.r.targetNote(); got != tc.want {
+			t.Errorf("%+v: targetNote = %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}

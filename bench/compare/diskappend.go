@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// The disk limits of the Kafka acks=all rows append the way Wharf's log
+// does (internal/seglog): one write(2) per batch to the end of a segment
+// file that grows as it goes, a new file every segmentBytes (the closed one
+// fdatasynced first, the directory fsynced after the new one is created),
+// and an acknowledgement only once an fdatasync covers the batch. They
+// differ in how writes and fdatasyncs interleave.
+
+const (
+	// segmentBytes is Wharf's default segment.bytes.
+	segmentBytes = 1 << 30
+	// groupCommitInFlight is how many batches the group-commit method keeps
+	// written but not yet synced: franz-go's limit of produce requests in
+	// flight for an idempotent (acks=all) producer.
+	groupCommitInFlight = 5
+)
+
+// segmentFiles appends to numbered files in a private directory, rolling
+// to a new file every segmentBytes. A closed file is removed at once (its
+// data was synced), so a run holds one segment on disk.
+type segmentFiles struct {
+	dir    string
+	seq    int
+	active *os.File
+	size   int64
+}
+
+// newSegmentFiles creates a directory under parent holding one empty
+// segment.
+func newSegmentFiles(parent string) (*segmentFiles, error) {
+	dir, err := os.MkdirTemp(parent, "disk-limit-*")
+	if err != nil {
+		return nil, err
+	}
+	s := &segmentFiles{dir: dir}
+	if err := s.openNext(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// openNext creates the next segment file and makes its name durable.
+func (s *segmentFiles) openNext() error {
+	f, err := os.OpenFile(filepath.Join(s.dir, fmt.Sprintf("%020d.log", s.seq)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.seq++
+	s.active, s.size = f, 0
+	return syncDir(s.dir)
+}
+
+// full reports whether appending n bytes would overflow the active segment.
+func (s *segmentFiles) full(n int) bool { return s.size > 0 && s.size+int64(n) > segmentBytes }
+
+// roll fdatasyncs and removes the active segment and starts the next. The
+// caller makes sure no fdatasync of the active file is in flight.
+func (s *segmentFiles) roll() error {
+	old := s.active
+	if err := datasync(old); err != nil {
+		return err
+	}
+	old.Close()
+	os.Remove(old.Name())
+	return s.openNext()
+}
+
+// close closes the active segment and removes the directory.
+func (s *segmentFiles) close() {
+	s.active.Close()
+	os.RemoveAll(s.dir)
+}
+
+// syncDir fsyncs a directory, so the files created in it survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// newAppendRun creates the segment files of one disk-limit run under the
+// suite's directory and a chunk of random bytes to append.
+func (s *suite) newAppendRun(chunk int) (*segmentFiles, []byte, error) {
+	segs, err := newSegmentFiles(s.work)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := make([]byte, chunk)
+	rand.Read(buf)
+	return segs, buf, nil
+}
+
+// runDiskSync appends chunk-sized writes, each followed by its own
+// fdatasync before the next is written, until the window ends, and reports
+// MB/s ("mbps") and fdatasyncs per second ("ops"): a writer that makes each
+// batch durable on its own.
+func (s *suite) runDiskSync(ctx context.Context, chunk int) (figures, error) {
+	segs, buf, err := s.newAppendRun(chunk)
+	if err != nil {
+		return nil, err
+	}
+	defer segs.close()
+	w := s.newWindow()
+	var ops int64
+	for now := time.Now(); now.Before(w.end) && ctx.Err() == nil; now = time.Now() {
+		if segs.full(chunk) {
+			if err := segs.roll(); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := segs.active.Write(buf); err != nil {
+			return nil, err
+		}
+		segs.size += int64(chunk)
+		if err := datasync(segs.active); err != nil {
+			return nil, err
+		}
+		if w.contains(time.Now()) {
+			ops++
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rate := float64(ops) / w.seconds()
+	return figures{"ops": rate, "mbps": rate * float64(chunk) / 1e6}, nil
+}
+
+// groupCommit is the state shared by runDiskGroupCommit's writer and
+// syncer, guarded by mu.
+type groupCommit struct {
+	mu      sync.Mutex
+	changed sync.Cond // broadcast whenever written, synced, syncing, stop or err change
+	written int64     // bytes appended
+	synced  int64     // bytes covered by a finished fdatasync
+	syncing bool      // an fdatasync of the active segment is in flight
+	stop    bool
+	err     error
+	// acked counts the bytes whose fdatasync finished inside the window.
+	acked int64
+	w     window
+}
+
+// advanceLocked records that every byte below to is durable.
+func (g *groupCommit) advanceLocked(to int64) {
+	if to > g.synced {
+		if g.w.contains(time.Now()) {
+			g.acked += to - g.synced
+		}
+		g.synced = to
+	}
+	g.changed.Broadcast()
+}
+
+func (g *groupCommit) failLocked(err error) {
+	if g.err == nil {
+		g.err = err
+	}
+	g.changed.Broadcast()
+}
+
+// runDiskGroupCommit appends chunk-sized writes the way Wharf's log serves
+// a pipelined acks=all producer: the writer keeps up to
+// groupCommitInFlight batches written but not yet durable, and a syncer
+// runs rounds, each one fdatasync covering everything written when it
+// started, while the writer goes on appending. It reports MB/s made
+// durable inside the window ("mbps") and rounds per second ("ops").
+func (s *suite) runDiskGroupCommit(ctx context.Context, chunk int) (figures, error) {
+	segs, buf, err := s.newAppendRun(chunk)
+	if err != nil {
+		return nil, err
+	}
+	defer segs.close()
+	g := &groupCommit{w: s.newWindow()}
+	g.changed.L = &g.mu
+
+	var rounds int64
+	syncerDone := make(chan struct{})
+	go func() {
+		defer close(syncerDone)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for {
+			for g.written == g.synced && !g.stop && g.err == nil {
+				g.changed.Wait()
+			}
+			if g.stop || g.err != nil {
+				return
+			}
+			target, f := g.written, segs.active
+			g.syncing = true
+			g.mu.Unlock()
+			err := datasync(f)
+			g.mu.Lock()
+			g.syncing = false
+			if err != nil {
+				g.failLocked(err)
+				return
+			}
+			if g.w.contains(time.Now()) {
+				rounds++
+			}
+			g.advanceLocked(target)
+		}
+	}()
+
+	writeErr := g.appendUntil(ctx, segs, buf)
+	g.mu.Lock()
+	g.stop = true
+	g.changed.Broadcast()
+	g.mu.Unlock()
+	<-syncerDone
+	if writeErr != nil {
+		return nil, writeErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if g.err != nil {
+		return nil, g.err
+	}
+	return figures{"mbps": float64(g.acked) / g.w.seconds() / 1e6, "ops": float64(rounds) / g.w.seconds()}, nil
+}
+
+// appendUntil is the writer of runDiskGroupCommit: it appends buf until the
+// window ends, waiting while groupCommitInFlight batches are unsynced, and
+// rolls segments between rounds.
+func (g *groupCommit) appendUntil(ctx context.Context, segs *segmentFiles, buf []byte) error {
+	limit := int64(groupCommitInFlight * len(buf))
+	for time.Now().Before(g.w.end) && ctx.Err() == nil {
+		g.mu.Lock()
+		for g.written-g.synced >= limit && g.err == nil {
+			g.changed.Wait()
+		}
+		if g.err != nil {
+			g.mu.Unlock()
+			return nil // the syncer's error is reported
+		}
+		if segs.full(len(buf)) {
+			// As a log roll does: the closed segment is synced before the
+			// next is created, with no round in flight on it.
+			for g.syncing {
+				g.changed.Wait()
+			}
+			if err := segs.roll(); err != nil {
+				g.mu.Unlock()
+				return err
+			}
+			g.advanceLocked(g.written)
+		}
+		f := segs.active
+		g.mu.Unlock()
+
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		segs.size += int64(len(buf))
+		g.written += int64(len(buf))
+		g.changed.Broadcast()
+		g.mu.Unlock()
+	}
+	return nil
+}
