@@ -27,6 +27,7 @@ type Broker struct {
 	cfg       Config
 	logger    *slog.Logger
 	clusterID string
+	lock      *dirLock // held from Open to the end of Close
 	meta      *metadataLog
 	defs      *DefinitionStore
 	messaging *mq.Registry
@@ -52,7 +53,8 @@ type Broker struct {
 	bg   sync.WaitGroup
 }
 
-// Open starts a broker on cfg.DataDir: it replays the metadata log and opens
+// Open starts a broker on cfg.DataDir: it takes the directory's lock (one
+// broker per directory; lock_unix.go), replays the metadata log and opens
 // every partition. A partition whose log is corrupt is kept offline and
 // reported, as Kafka does with a failed log directory, rather than failing
 // the whole broker.
@@ -64,13 +66,19 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	b := &Broker{
 		cfg:    cfg,
 		logger: cfg.Logger,
+		lock:   lock,
 		meta:   meta,
 		topics: map[string]*Topic{},
 		byID:   map[[16]byte]*Topic{},
@@ -81,6 +89,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	if err := b.load(); err != nil {
 		b.closeLogs()
+		b.lock.release()
 		return nil, err
 	}
 	b.messaging, err = mq.Open(mq.Config{
@@ -91,6 +100,7 @@ func Open(cfg Config) (*Broker, error) {
 	})
 	if err != nil {
 		b.closeLogs()
+		b.lock.release()
 		return nil, fmt.Errorf("open message queues: %w", err)
 	}
 	b.bg.Add(3)
@@ -180,7 +190,8 @@ func (b *Broker) Close() error {
 	close(b.stop)
 	b.bg.Wait()
 	// Queues first: closing them may still write definitions (auto-delete).
-	return errors.Join(b.messaging.Close(), b.closeLogs())
+	// The lock last: another broker may open the directory once it is free.
+	return errors.Join(b.messaging.Close(), b.closeLogs(), b.lock.release())
 }
 
 func (b *Broker) closeLogs() error {
