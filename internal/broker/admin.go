@@ -26,8 +26,25 @@ const maxPartitions = 10000
 
 // CreateTopic creates a topic and its partition logs. With validateOnly it
 // only checks the spec and returns the topic it would create, with its
-// configs but without partitions.
+// configs but without partitions. The broker's own topics' names are
+// refused (see CreateInternalTopic).
 func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) {
+	if spec.Name == metadataTopic || internalTopics[spec.Name] {
+		return nil, fmt.Errorf("%w: Creation of internal topic %s is prohibited.", ErrInvalidRequest, spec.Name)
+	}
+	return b.createTopic(spec, validateOnly)
+}
+
+// CreateInternalTopic creates __consumer_offsets or __transaction_state,
+// for the coordinator that keeps its records there.
+func (b *Broker) CreateInternalTopic(spec TopicSpec) (*Topic, error) {
+	if !internalTopics[spec.Name] {
+		return nil, fmt.Errorf("%w: %q is not an internal topic", ErrInvalidTopic, spec.Name)
+	}
+	return b.createTopic(spec, false)
+}
+
+func (b *Broker) createTopic(spec TopicSpec, validateOnly bool) (*Topic, error) {
 	if err := validTopicName(spec.Name); err != nil {
 		return nil, err
 	}
@@ -44,6 +61,9 @@ func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 	defer b.adminMu.Unlock()
 	if _, err := b.Topic(spec.Name); err == nil {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
+	}
+	if err := b.checkCollision(spec.Name); err != nil {
+		return nil, err
 	}
 	rec := topicRecord{Name: spec.Name, Partitions: spec.Partitions, Configs: maps.Clone(spec.Configs)}
 	if validateOnly {
@@ -62,13 +82,14 @@ func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 	if b.closed {
 		return nil, ErrClosed
 	}
-	b.topics[t.name] = t
-	b.byID[t.id] = t
+	b.addTopicLocked(t)
 	b.logger.Info("topic created", "topic", t.name, "partitions", rec.Partitions)
 	return t, nil
 }
 
-// DeleteTopic removes a topic and its data.
+// DeleteTopic removes a topic and its data, unless the broker keeps it: an
+// internal topic, or the log of a stream queue, which only deleting the
+// queue removes (the queue's consumers then get basic.cancel).
 func (b *Broker) DeleteTopic(name string) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -76,14 +97,26 @@ func (b *Broker) DeleteTopic(name string) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseIfInternal(t, "it cannot be deleted"); err != nil {
+		return err
+	}
+	if queue, ok := b.messaging.StreamQueueOf(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s; delete the queue instead", ErrProtectedTopic, name, queue)
+	}
+	return b.deleteTopicLocked(t)
+}
+
+// deleteTopicLocked records t's deletion, then removes its data. The caller
+// holds adminMu.
+func (b *Broker) deleteTopicLocked(t *Topic) error {
+	name := t.name
 	rec := t.record()
 	rec.Deleted = true
 	if err := b.meta.write(topicKey(name), rec); err != nil {
 		return err
 	}
 	b.mu.Lock()
-	delete(b.topics, name)
-	delete(b.byID, t.id)
+	b.removeTopicLocked(t)
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range t.Partitions() {
@@ -105,6 +138,12 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	t, err := b.Topic(name)
 	if err != nil {
 		return err
+	}
+	if err := refuseIfInternal(t, "its partition count cannot change"); err != nil {
+		return err
+	}
+	if queue, ok := b.messaging.StreamQueueOf(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s, which has one partition", ErrInvalidPartitions, name, queue)
 	}
 	have := int32(len(t.Partitions()))
 	switch {
@@ -135,6 +174,9 @@ func (b *Broker) AlterTopicConfigs(name string, set map[string]*string, incremen
 	defer b.adminMu.Unlock()
 	t, err := b.Topic(name)
 	if err != nil {
+		return err
+	}
+	if err := refuseIfInternal(t, "its configs cannot change"); err != nil {
 		return err
 	}
 	overrides := map[string]string{}

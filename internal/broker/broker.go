@@ -43,7 +43,11 @@ type Broker struct {
 	mu     sync.RWMutex
 	topics map[string]*Topic
 	byID   map[[16]byte]*Topic
-	closed bool
+	// byCollisionName finds a topic by its name with '.' read as '_'
+	// (collisionName): Kafka refuses a new topic that differs from an
+	// existing one only there.
+	byCollisionName map[string]*Topic
+	closed          bool
 
 	// flushSoon carries partitions that want an early background flush
 	// (flush.go) to flushAheadLoop.
@@ -76,12 +80,13 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{
-		cfg:    cfg,
-		logger: cfg.Logger,
-		lock:   lock,
-		meta:   meta,
-		topics: map[string]*Topic{},
-		byID:   map[[16]byte]*Topic{},
+		cfg:             cfg,
+		logger:          cfg.Logger,
+		lock:            lock,
+		meta:            meta,
+		topics:          map[string]*Topic{},
+		byID:            map[[16]byte]*Topic{},
+		byCollisionName: map[string]*Topic{},
 
 		openSlots: make(chan struct{}, partitionOpeners),
 		flushSoon: make(chan *Partition, flushSoonQueue),
@@ -141,8 +146,7 @@ func (b *Broker) load() error {
 		return err
 	}
 	for _, t := range topics {
-		b.topics[t.name] = t
-		b.byID[t.id] = t
+		b.addTopicLocked(t)
 	}
 	b.removeOrphanDirs()
 	return nil
@@ -219,6 +223,21 @@ func (b *Broker) closeLogs() error {
 	wg.Wait()
 	errs = append(errs, b.meta.close())
 	return errors.Join(errs...)
+}
+
+// addTopicLocked makes t known by name, ID and collision name. The caller
+// holds b.mu, or is Open.
+func (b *Broker) addTopicLocked(t *Topic) {
+	b.topics[t.name] = t
+	b.byID[t.id] = t
+	b.byCollisionName[collisionName(t.name)] = t
+}
+
+// removeTopicLocked undoes addTopicLocked; the caller holds b.mu.
+func (b *Broker) removeTopicLocked(t *Topic) {
+	delete(b.topics, t.name)
+	delete(b.byID, t.id)
+	delete(b.byCollisionName, collisionName(t.name))
 }
 
 // Messaging is the AMQP core: virtual hosts, exchanges and queues, whose

@@ -17,8 +17,12 @@ import (
 // metadata (cluster id, topics, partition counts, configs). Kafka in KRaft
 // mode keeps its metadata in a log of the same name; Wharf does the same so
 // that metadata rides on the one storage primitive and inherits its
-// durability and crash recovery.
-const metadataLogName = "__cluster_metadata-0"
+// durability and crash recovery. It is partition 0 of metadataTopic, a name
+// no client may create (CreateTopic).
+const (
+	metadataTopic   = "__cluster_metadata"
+	metadataLogName = metadataTopic + "-0"
+)
 
 // A metadata record is keyed by what it describes; on replay the newest
 // record for a key wins, so the log can later be compacted like any other.

@@ -42,12 +42,19 @@ func (s streamStore) OpenStream(name string) (mq.Stream, error) {
 	return stream{p}, nil
 }
 
-// DeleteStream deletes the topic; a missing one is not an error.
+// DeleteStream deletes the topic, which DeleteTopic refuses while the
+// queue exists; a missing one is not an error.
 func (s streamStore) DeleteStream(name string) error {
-	if err := s.b.DeleteTopic(name); err != nil && !errors.Is(err, ErrUnknownTopic) {
+	s.b.adminMu.Lock()
+	defer s.b.adminMu.Unlock()
+	t, err := s.b.Topic(name)
+	if errors.Is(err, ErrUnknownTopic) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	return s.b.deleteTopicLocked(t)
 }
 
 // stream is mq.Stream over partition 0 of a stream queue's topic.
