@@ -1,14 +1,11 @@
 package broker
 
 import (
-	"bytes"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -70,16 +67,23 @@ func (b *Broker) createTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 		return b.newTopic(rec), nil
 	}
 	rand.Read(rec.ID[:])
-	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
-		return nil, err
-	}
 	t := b.newTopic(rec)
-	if err := b.openPartitions(t, rec.Partitions); err != nil {
+	parts, err := b.createPartitions(t, 0, rec.Partitions)
+	if err != nil {
 		return nil, err
 	}
+	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
+		b.discardPartitions(parts)
+		return nil, err
+	}
+	t.partitions = parts
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// Recorded: it is there after a restart. Close the logs cleanly.
+		for _, p := range parts {
+			p.log.Close()
+		}
 		return nil, ErrClosed
 	}
 	b.addTopicLocked(t)
@@ -115,6 +119,7 @@ func (b *Broker) deleteTopicLocked(t *Topic) error {
 	if err := b.meta.write(topicKey(name), rec); err != nil {
 		return err
 	}
+	b.deletedTopics[t.id] = true
 	b.mu.Lock()
 	b.removeTopicLocked(t)
 	b.mu.Unlock()
@@ -122,7 +127,8 @@ func (b *Broker) deleteTopicLocked(t *Topic) error {
 	for _, p := range t.Partitions() {
 		if p.log != nil {
 			errs = append(errs, p.log.Delete())
-		} else {
+		} else if owner, found, _ := dirOwner(p.dir); found && owner == t.id {
+			// Offline: its directory goes if it is this topic's.
 			errs = append(errs, os.RemoveAll(p.dir))
 		}
 		p.wakeWaiters()
@@ -157,12 +163,20 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	if validateOnly {
 		return nil
 	}
+	parts, err := b.createPartitions(t, have, total)
+	if err != nil {
+		return err
+	}
 	rec := t.record()
 	rec.Partitions = total
 	if err := b.meta.write(topicKey(name), rec); err != nil {
+		b.discardPartitions(parts)
 		return err
 	}
-	return b.openPartitions(t, total)
+	t.mu.Lock()
+	t.partitions = append(t.partitions, parts...)
+	t.mu.Unlock()
+	return nil
 }
 
 // AlterTopicConfigs changes a topic's config overrides. With incremental
@@ -229,55 +243,4 @@ func (b *Broker) newTopic(rec topicRecord) *Topic {
 			defaults:  map[string]string{"max.message.bytes": strconv.Itoa(int(b.cfg.MessageMaxBytes))},
 		},
 	}
-}
-
-// partitionMetadataFile records which topic a partition directory belongs
-// to, as Kafka's partition.metadata does: a directory left behind by a
-// deleted topic of the same name is recognised and wiped, never reused.
-const partitionMetadataFile = "partition.metadata"
-
-func claimPartitionDir(dir string, topicID [16]byte) error {
-	want := []byte("topic_id: " + hex.EncodeToString(topicID[:]) + "\n")
-	path := filepath.Join(dir, partitionMetadataFile)
-	have, err := os.ReadFile(path)
-	switch {
-	case err == nil && bytes.Equal(have, want):
-		return nil
-	case err == nil:
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("remove data of an earlier topic: %w", err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return writeFileSync(path, want)
-}
-
-// writeFileSync writes a small file and fsyncs it and its directory, so it
-// exists after a crash.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +32,10 @@ type Broker struct {
 	messaging *mq.Registry
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
+	// deletedTopics are the IDs of topics whose deletion the metadata log
+	// records: the only ones whose leftover data may be removed (dirs.go).
+	// Guarded by adminMu.
+	deletedTopics map[[16]byte]bool
 
 	openSlots chan struct{} // bounds partitions being opened or closed at once (partition_open.go)
 
@@ -59,9 +62,12 @@ type Broker struct {
 
 // Open starts a broker on cfg.DataDir: it takes the directory's lock (one
 // broker per directory; lock_unix.go), replays the metadata log and opens
-// every partition. A partition whose log is corrupt is kept offline and
-// reported, as Kafka does with a failed log directory, rather than failing
-// the whole broker.
+// every partition. A partition whose log is corrupt, or whose directory or
+// files cannot be opened, is kept offline and reported, as Kafka does with
+// a failed log directory, rather than failing the whole broker. It refuses
+// to start on data whose metadata log is missing or cut short (see
+// refuseDataWithoutMetadata), and deletes no data the metadata log does not
+// record as deleted (dirs.go).
 func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
@@ -75,6 +81,11 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
+	if err == nil {
+		if err = refuseDataWithoutMetadata(cfg.DataDir, meta); err != nil {
+			meta.close()
+		}
+	}
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -131,54 +142,18 @@ func (b *Broker) load() error {
 			return err
 		}
 	}
+	b.deletedTopics = st.deletedTopics
 	// Every topic at once: openPartitions bounds the partitions in flight.
 	names := slices.Sorted(maps.Keys(st.topics))
-	topics := make([]*Topic, len(names))
-	errs := make([]error, len(names))
 	var wg sync.WaitGroup
-	for i, name := range names {
-		topics[i] = b.newTopic(st.topics[name])
-		wg.Go(func() { errs[i] = b.openPartitions(topics[i], st.topics[name].Partitions) })
+	for _, name := range names {
+		t := b.newTopic(st.topics[name])
+		b.addTopicLocked(t)
+		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		b.closePartitions(topics)
-		return err
-	}
-	for _, t := range topics {
-		b.addTopicLocked(t)
-	}
-	b.removeOrphanDirs()
+	b.settleOrphanDirs()
 	return nil
-}
-
-// removeOrphanDirs deletes partition directories of topics that the
-// metadata log says are gone: a crash between recording a deletion and
-// removing the files leaves them behind.
-func (b *Broker) removeOrphanDirs() {
-	entries, err := os.ReadDir(b.cfg.DataDir)
-	if err != nil {
-		b.logger.Warn("cannot list data directory", "err", err)
-		return
-	}
-	live := map[string]bool{}
-	for _, t := range b.topics {
-		live[hex.EncodeToString(t.id[:])] = true
-	}
-	for _, e := range entries {
-		dir := filepath.Join(b.cfg.DataDir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
-		if err != nil {
-			continue // not a partition directory of ours
-		}
-		id, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "topic_id: ")
-		if ok && !live[id] {
-			b.logger.Info("removing data of a deleted topic", "dir", dir)
-			if err := os.RemoveAll(dir); err != nil {
-				b.logger.Warn("cannot remove", "dir", dir, "err", err)
-			}
-		}
-	}
 }
 
 // Close stops the background loops and closes every log cleanly, so the

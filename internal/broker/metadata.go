@@ -103,15 +103,16 @@ func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
 
 // metadataState is what replaying the metadata log yields.
 type metadataState struct {
-	clusterID   string
-	topics      map[string]topicRecord // live topics only
-	definitions map[string][]byte      // live keys of the definition store
+	clusterID     string
+	topics        map[string]topicRecord // live topics only
+	deletedTopics map[[16]byte]bool      // IDs of deleted topics
+	definitions   map[string][]byte      // live keys of the definition store
 
 	producerIDBlockEnd int64 // first producer id not yet reserved
 }
 
 func (m *metadataLog) load() (metadataState, error) {
-	st := metadataState{topics: map[string]topicRecord{}, definitions: map[string][]byte{}}
+	st := metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{}}
 	err := m.replay(func(key string, value []byte) error {
 		switch {
 		case key == clusterKey:
@@ -127,6 +128,7 @@ func (m *metadataLog) load() (metadataState, error) {
 			}
 			if t.Deleted {
 				delete(st.topics, t.Name)
+				st.deletedTopics[t.ID] = true
 			} else {
 				st.topics[t.Name] = t
 			}
