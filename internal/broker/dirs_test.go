@@ -243,3 +243,37 @@ func TestOfflinePartitionTopicCanBeDeleted(t *testing.T) {
 		t.Errorf("recreated topic holds %v", got)
 	}
 }
+
+// TestNewPartitionDirsAreSyncedBeforeRecording: the data directory's
+// entries for a new topic's (and new partitions') directories are fsynced
+// before the metadata log records them, so a crash cannot leave the
+// metadata naming directories that vanished with it.
+func TestNewPartitionDirsAreSyncedBeforeRecording(t *testing.T) {
+	dir := t.TempDir()
+	b := openTestBroker(t, dir)
+	defer b.Close()
+	var dataDirSyncs []int64 // the metadata log's end at each fsync of dir
+	real := syncDir
+	syncDir = func(d string) error {
+		if d == dir {
+			dataDirSyncs = append(dataDirSyncs, b.meta.log.EndOffset())
+		}
+		return real(d)
+	}
+	defer func() { syncDir = real }()
+
+	before := b.meta.log.EndOffset()
+	if _, err := b.CreateTopic(TopicSpec{Name: "orders", Partitions: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(dataDirSyncs) != 1 || dataDirSyncs[0] != before {
+		t.Errorf("CreateTopic: data directory fsynced with the metadata log at %v, want once at %d (before the record)", dataDirSyncs, before)
+	}
+	dataDirSyncs, before = nil, b.meta.log.EndOffset()
+	if err := b.CreatePartitions("orders", 5, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(dataDirSyncs) != 1 || dataDirSyncs[0] != before {
+		t.Errorf("CreatePartitions: data directory fsynced with the metadata log at %v, want once at %d (before the record)", dataDirSyncs, before)
+	}
+}

@@ -67,15 +67,16 @@ func (s stream) Append(batch []byte) (int64, error) {
 	return off, err
 }
 
-// Sync fsyncs the partition's log. A log closed because the topic was
-// deleted counts as synced, as RabbitMQ confirms messages to a deleted
-// queue.
+// Sync fsyncs the partition's log. A closed log is an error, not a
+// success: closed because the topic was deleted or the broker stopped, it
+// can no longer say whether what was appended reached the disk, and a
+// confirm must not claim it did.
 func (s stream) Sync() error {
 	log, err := s.p.online()
 	if err != nil {
 		return err
 	}
-	if err := log.Sync(); err != nil && !errors.Is(err, seglog.ErrClosed) {
+	if err := log.Sync(); err != nil {
 		return s.p.storageError("sync", err)
 	}
 	return nil
