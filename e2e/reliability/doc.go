@@ -105,6 +105,11 @@
 // acknowledged record. (It fails until seglog truncates every failed
 // write: /work/notes/reliability-findings.md, finding 1.)
 //
+// TestDiskFullTopicCreation creates a 4-partition topic on a full 8 MiB
+// tmpfs: CreateTopics must get KAFKA_STORAGE_ERROR and leave neither a
+// metadata record nor a directory behind, so the node restarts on the
+// still full disk without the topic, and creates it once space is back.
+//
 // # Bad input
 //
 // TestBadInput runs franz-go and amqp091-go clients (produce, consume,
