@@ -83,6 +83,25 @@
 //     reported with what a franz-go consumer got from it (which must never
 //     be a record other than the acknowledged one).
 //
+// # Metadata loss
+//
+// The metadata log defines every topic and queue. Both tests start from
+// copies of one data directory holding 9,000 acknowledged records (3
+// partitions of "orders", 3,000 each) and a group's committed offsets.
+//
+//   - TestMetadataLossRefusesStart: the metadata log removed, emptied (its
+//     files removed), its segment truncated to 0 bytes, or cut short after
+//     its first batch with its recovery point intact. The node must refuse
+//     to start, naming the metadata log, and leave every other file as it
+//     was; with the metadata log put back, every acknowledged record is at
+//     its offset and the group's offsets are there.
+//   - TestMetadataLossWithStaleCheckpointKeepsData: cut short after its
+//     first batch and its recovery point removed, as a copy restored from
+//     an older backup would be. The node starts without the lost topics and
+//     must move their directories aside (<dir>.<random>-stray, one error
+//     line each), not delete them; with the newest metadata log and the
+//     directories put back, everything is there.
+//
 // # Disk full
 //
 // TestDiskFull mounts a 32 MiB tmpfs (skipped when mount is not permitted:

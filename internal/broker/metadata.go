@@ -50,7 +50,12 @@ type metadataLog struct {
 }
 
 func openMetadataLog(dataDir string, logger *slog.Logger) (*metadataLog, error) {
-	l, err := seglog.Open(filepath.Join(dataDir, metadataLogName), seglog.DefaultConfig(), logger)
+	dir := filepath.Join(dataDir, metadataLogName)
+	l, err := seglog.Open(dir, seglog.DefaultConfig(), logger)
+	var corrupt *seglog.CorruptionError
+	if errors.As(err, &corrupt) {
+		return nil, fmt.Errorf("the metadata log is damaged; restore %s from a backup: %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open metadata log: %w", err)
 	}
