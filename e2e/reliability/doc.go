@@ -82,6 +82,13 @@
 //     checked in TestCorruptionThroughTheNode. A partition left online is
 //     reported with what a franz-go consumer got from it (which must never
 //     be a record other than the acknowledged one).
+//   - TestUnreadablePartitionThroughTheNode: franz-go writes 3,000 records
+//     to each of 3 partitions; with the node stopped, partition 1's segment
+//     is replaced by a directory (a file that cannot be opened, as an I/O
+//     error or wrong permissions leave it). The node must start with that
+//     partition offline (an error line naming the file; the Kafka view
+//     checked in TestCorruptionThroughTheNode) and serve every
+//     acknowledged record of the other two.
 //
 // # Metadata loss
 //
