@@ -65,6 +65,13 @@
 // mq is to its 250 ms. A run in which no ack was old enough fails, so the
 // check cannot pass by checking nothing.
 //
+// One data directory, one broker:
+//
+//   - TestSecondBrokerOnOneDataDirIsRefused starts a second `wharf serve`
+//     on the data directory of a running one: it must exit non-zero at once
+//     naming the first's pid (the holder of DataDir/.lock), and the first
+//     keeps running; after a kill -9 of the first, a new broker starts.
+//
 // SIGKILL ends the process, not the machine: the page cache survives, so the
 // test exercises recovery (torn tails, indexes, checkpoints, producer state,
 // settlement logs), not whether fsync reached the disk.

@@ -82,6 +82,32 @@
 //     checked in TestCorruptionThroughTheNode. A partition left online is
 //     reported with what a franz-go consumer got from it (which must never
 //     be a record other than the acknowledged one).
+//   - TestUnreadablePartitionThroughTheNode: franz-go writes 3,000 records
+//     to each of 3 partitions; with the node stopped, partition 1's segment
+//     is replaced by a directory (a file that cannot be opened, as an I/O
+//     error or wrong permissions leave it). The node must start with that
+//     partition offline (an error line naming the file; the Kafka view
+//     checked in TestCorruptionThroughTheNode) and serve every
+//     acknowledged record of the other two.
+//
+// # Metadata loss
+//
+// The metadata log defines every topic and queue. Both tests start from
+// copies of one data directory holding 9,000 acknowledged records (3
+// partitions of "orders", 3,000 each) and a group's committed offsets.
+//
+//   - TestMetadataLossRefusesStart: the metadata log removed, emptied (its
+//     files removed), its segment truncated to 0 bytes, or cut short after
+//     its first batch with its recovery point intact. The node must refuse
+//     to start, naming the metadata log, and leave every other file as it
+//     was; with the metadata log put back, every acknowledged record is at
+//     its offset and the group's offsets are there.
+//   - TestMetadataLossWithStaleCheckpointKeepsData: cut short after its
+//     first batch and its recovery point removed, as a copy restored from
+//     an older backup would be. The node starts without the lost topics and
+//     must move their directories aside (<dir>.<random>-stray, one error
+//     line each), not delete them; with the newest metadata log and the
+//     directories put back, everything is there.
 //
 // # Disk full
 //
@@ -104,6 +130,11 @@
 // produces and a clean restart the partition is online with every
 // acknowledged record. (It fails until seglog truncates every failed
 // write: /work/notes/reliability-findings.md, finding 1.)
+//
+// TestDiskFullTopicCreation creates a 4-partition topic on a full 8 MiB
+// tmpfs: CreateTopics must get KAFKA_STORAGE_ERROR and leave neither a
+// metadata record nor a directory behind, so the node restarts on the
+// still full disk without the topic, and creates it once space is back.
 //
 // # Bad input
 //

@@ -1,14 +1,11 @@
 package broker
 
 import (
-	"bytes"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -26,8 +23,25 @@ const maxPartitions = 10000
 
 // CreateTopic creates a topic and its partition logs. With validateOnly it
 // only checks the spec and returns the topic it would create, with its
-// configs but without partitions.
+// configs but without partitions. The broker's own topics' names are
+// refused (see CreateInternalTopic).
 func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) {
+	if spec.Name == metadataTopic || internalTopics[spec.Name] {
+		return nil, fmt.Errorf("%w: Creation of internal topic %s is prohibited.", ErrInvalidRequest, spec.Name)
+	}
+	return b.createTopic(spec, validateOnly)
+}
+
+// CreateInternalTopic creates __consumer_offsets or __transaction_state,
+// for the coordinator that keeps its records there.
+func (b *Broker) CreateInternalTopic(spec TopicSpec) (*Topic, error) {
+	if !internalTopics[spec.Name] {
+		return nil, fmt.Errorf("%w: %q is not an internal topic", ErrInvalidTopic, spec.Name)
+	}
+	return b.createTopic(spec, false)
+}
+
+func (b *Broker) createTopic(spec TopicSpec, validateOnly bool) (*Topic, error) {
 	if err := validTopicName(spec.Name); err != nil {
 		return nil, err
 	}
@@ -45,30 +59,41 @@ func (b *Broker) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 	if _, err := b.Topic(spec.Name); err == nil {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
 	}
+	if err := b.checkCollision(spec.Name); err != nil {
+		return nil, err
+	}
 	rec := topicRecord{Name: spec.Name, Partitions: spec.Partitions, Configs: maps.Clone(spec.Configs)}
 	if validateOnly {
 		return b.newTopic(rec), nil
 	}
 	rand.Read(rec.ID[:])
-	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
-		return nil, err
-	}
 	t := b.newTopic(rec)
-	if err := b.openPartitions(t, rec.Partitions); err != nil {
+	parts, err := b.createPartitions(t, 0, rec.Partitions)
+	if err != nil {
 		return nil, err
 	}
+	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
+		b.discardPartitions(parts)
+		return nil, err
+	}
+	t.partitions = parts
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// Recorded: it is there after a restart. Close the logs cleanly.
+		for _, p := range parts {
+			p.log.Close()
+		}
 		return nil, ErrClosed
 	}
-	b.topics[t.name] = t
-	b.byID[t.id] = t
+	b.addTopicLocked(t)
 	b.logger.Info("topic created", "topic", t.name, "partitions", rec.Partitions)
 	return t, nil
 }
 
-// DeleteTopic removes a topic and its data.
+// DeleteTopic removes a topic and its data, unless the broker keeps it: an
+// internal topic, or the log of a stream queue, which only deleting the
+// queue removes (the queue's consumers then get basic.cancel).
 func (b *Broker) DeleteTopic(name string) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -76,20 +101,34 @@ func (b *Broker) DeleteTopic(name string) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseIfInternal(t, "it cannot be deleted"); err != nil {
+		return err
+	}
+	if queue, ok := b.messaging.StreamQueueOf(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s; delete the queue instead", ErrProtectedTopic, name, queue)
+	}
+	return b.deleteTopicLocked(t)
+}
+
+// deleteTopicLocked records t's deletion, then removes its data. The caller
+// holds adminMu.
+func (b *Broker) deleteTopicLocked(t *Topic) error {
+	name := t.name
 	rec := t.record()
 	rec.Deleted = true
 	if err := b.meta.write(topicKey(name), rec); err != nil {
 		return err
 	}
+	b.deletedTopics[t.id] = true
 	b.mu.Lock()
-	delete(b.topics, name)
-	delete(b.byID, t.id)
+	b.removeTopicLocked(t)
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range t.Partitions() {
 		if p.log != nil {
 			errs = append(errs, p.log.Delete())
-		} else {
+		} else if owner, found, _ := dirOwner(p.dir); found && owner == t.id {
+			// Offline: its directory goes if it is this topic's.
 			errs = append(errs, os.RemoveAll(p.dir))
 		}
 		p.wakeWaiters()
@@ -106,6 +145,12 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	if err != nil {
 		return err
 	}
+	if err := refuseIfInternal(t, "its partition count cannot change"); err != nil {
+		return err
+	}
+	if queue, ok := b.messaging.StreamQueueOf(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s, which has one partition", ErrInvalidPartitions, name, queue)
+	}
 	have := int32(len(t.Partitions()))
 	switch {
 	case total < have:
@@ -118,12 +163,20 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	if validateOnly {
 		return nil
 	}
+	parts, err := b.createPartitions(t, have, total)
+	if err != nil {
+		return err
+	}
 	rec := t.record()
 	rec.Partitions = total
 	if err := b.meta.write(topicKey(name), rec); err != nil {
+		b.discardPartitions(parts)
 		return err
 	}
-	return b.openPartitions(t, total)
+	t.mu.Lock()
+	t.partitions = append(t.partitions, parts...)
+	t.mu.Unlock()
+	return nil
 }
 
 // AlterTopicConfigs changes a topic's config overrides. With incremental
@@ -135,6 +188,9 @@ func (b *Broker) AlterTopicConfigs(name string, set map[string]*string, incremen
 	defer b.adminMu.Unlock()
 	t, err := b.Topic(name)
 	if err != nil {
+		return err
+	}
+	if err := refuseIfInternal(t, "its configs cannot change"); err != nil {
 		return err
 	}
 	overrides := map[string]string{}
@@ -187,55 +243,4 @@ func (b *Broker) newTopic(rec topicRecord) *Topic {
 			defaults:  map[string]string{"max.message.bytes": strconv.Itoa(int(b.cfg.MessageMaxBytes))},
 		},
 	}
-}
-
-// partitionMetadataFile records which topic a partition directory belongs
-// to, as Kafka's partition.metadata does: a directory left behind by a
-// deleted topic of the same name is recognised and wiped, never reused.
-const partitionMetadataFile = "partition.metadata"
-
-func claimPartitionDir(dir string, topicID [16]byte) error {
-	want := []byte("topic_id: " + hex.EncodeToString(topicID[:]) + "\n")
-	path := filepath.Join(dir, partitionMetadataFile)
-	have, err := os.ReadFile(path)
-	switch {
-	case err == nil && bytes.Equal(have, want):
-		return nil
-	case err == nil:
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("remove data of an earlier topic: %w", err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return writeFileSync(path, want)
-}
-
-// writeFileSync writes a small file and fsyncs it and its directory, so it
-// exists after a crash.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,11 +26,16 @@ type Broker struct {
 	cfg       Config
 	logger    *slog.Logger
 	clusterID string
+	lock      *dirLock // held from Open to the end of Close
 	meta      *metadataLog
 	defs      *DefinitionStore
 	messaging *mq.Registry
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
+	// deletedTopics are the IDs of topics whose deletion the metadata log
+	// records: the only ones whose leftover data may be removed (dirs.go).
+	// Guarded by adminMu.
+	deletedTopics map[[16]byte]bool
 
 	openSlots chan struct{} // bounds partitions being opened or closed at once (partition_open.go)
 
@@ -42,7 +46,11 @@ type Broker struct {
 	mu     sync.RWMutex
 	topics map[string]*Topic
 	byID   map[[16]byte]*Topic
-	closed bool
+	// byCollisionName finds a topic by its name with '.' read as '_'
+	// (collisionName): Kafka refuses a new topic that differs from an
+	// existing one only there.
+	byCollisionName map[string]*Topic
+	closed          bool
 
 	// flushSoon carries partitions that want an early background flush
 	// (flush.go) to flushAheadLoop.
@@ -52,10 +60,14 @@ type Broker struct {
 	bg   sync.WaitGroup
 }
 
-// Open starts a broker on cfg.DataDir: it replays the metadata log and opens
-// every partition. A partition whose log is corrupt is kept offline and
-// reported, as Kafka does with a failed log directory, rather than failing
-// the whole broker.
+// Open starts a broker on cfg.DataDir: it takes the directory's lock (one
+// broker per directory; lock_unix.go), replays the metadata log and opens
+// every partition. A partition whose log is corrupt, or whose directory or
+// files cannot be opened, is kept offline and reported, as Kafka does with
+// a failed log directory, rather than failing the whole broker. It refuses
+// to start on data whose metadata log is missing or cut short (see
+// refuseDataWithoutMetadata), and deletes no data the metadata log does not
+// record as deleted (dirs.go).
 func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
@@ -64,16 +76,28 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
+	if err == nil {
+		if err = refuseDataWithoutMetadata(cfg.DataDir, meta); err != nil {
+			meta.close()
+		}
+	}
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
 	b := &Broker{
-		cfg:    cfg,
-		logger: cfg.Logger,
-		meta:   meta,
-		topics: map[string]*Topic{},
-		byID:   map[[16]byte]*Topic{},
+		cfg:             cfg,
+		logger:          cfg.Logger,
+		lock:            lock,
+		meta:            meta,
+		topics:          map[string]*Topic{},
+		byID:            map[[16]byte]*Topic{},
+		byCollisionName: map[string]*Topic{},
 
 		openSlots: make(chan struct{}, partitionOpeners),
 		flushSoon: make(chan *Partition, flushSoonQueue),
@@ -81,6 +105,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	if err := b.load(); err != nil {
 		b.closeLogs()
+		b.lock.release()
 		return nil, err
 	}
 	b.messaging, err = mq.Open(mq.Config{
@@ -91,6 +116,7 @@ func Open(cfg Config) (*Broker, error) {
 	})
 	if err != nil {
 		b.closeLogs()
+		b.lock.release()
 		return nil, fmt.Errorf("open message queues: %w", err)
 	}
 	b.bg.Add(3)
@@ -116,55 +142,18 @@ func (b *Broker) load() error {
 			return err
 		}
 	}
+	b.deletedTopics = st.deletedTopics
 	// Every topic at once: openPartitions bounds the partitions in flight.
 	names := slices.Sorted(maps.Keys(st.topics))
-	topics := make([]*Topic, len(names))
-	errs := make([]error, len(names))
 	var wg sync.WaitGroup
-	for i, name := range names {
-		topics[i] = b.newTopic(st.topics[name])
-		wg.Go(func() { errs[i] = b.openPartitions(topics[i], st.topics[name].Partitions) })
+	for _, name := range names {
+		t := b.newTopic(st.topics[name])
+		b.addTopicLocked(t)
+		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		b.closePartitions(topics)
-		return err
-	}
-	for _, t := range topics {
-		b.topics[t.name] = t
-		b.byID[t.id] = t
-	}
-	b.removeOrphanDirs()
+	b.settleOrphanDirs()
 	return nil
-}
-
-// removeOrphanDirs deletes partition directories of topics that the
-// metadata log says are gone: a crash between recording a deletion and
-// removing the files leaves them behind.
-func (b *Broker) removeOrphanDirs() {
-	entries, err := os.ReadDir(b.cfg.DataDir)
-	if err != nil {
-		b.logger.Warn("cannot list data directory", "err", err)
-		return
-	}
-	live := map[string]bool{}
-	for _, t := range b.topics {
-		live[hex.EncodeToString(t.id[:])] = true
-	}
-	for _, e := range entries {
-		dir := filepath.Join(b.cfg.DataDir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
-		if err != nil {
-			continue // not a partition directory of ours
-		}
-		id, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "topic_id: ")
-		if ok && !live[id] {
-			b.logger.Info("removing data of a deleted topic", "dir", dir)
-			if err := os.RemoveAll(dir); err != nil {
-				b.logger.Warn("cannot remove", "dir", dir, "err", err)
-			}
-		}
-	}
 }
 
 // Close stops the background loops and closes every log cleanly, so the
@@ -180,7 +169,8 @@ func (b *Broker) Close() error {
 	close(b.stop)
 	b.bg.Wait()
 	// Queues first: closing them may still write definitions (auto-delete).
-	return errors.Join(b.messaging.Close(), b.closeLogs())
+	// The lock last: another broker may open the directory once it is free.
+	return errors.Join(b.messaging.Close(), b.closeLogs(), b.lock.release())
 }
 
 func (b *Broker) closeLogs() error {
@@ -208,6 +198,21 @@ func (b *Broker) closeLogs() error {
 	wg.Wait()
 	errs = append(errs, b.meta.close())
 	return errors.Join(errs...)
+}
+
+// addTopicLocked makes t known by name, ID and collision name. The caller
+// holds b.mu, or is Open.
+func (b *Broker) addTopicLocked(t *Topic) {
+	b.topics[t.name] = t
+	b.byID[t.id] = t
+	b.byCollisionName[collisionName(t.name)] = t
+}
+
+// removeTopicLocked undoes addTopicLocked; the caller holds b.mu.
+func (b *Broker) removeTopicLocked(t *Topic) {
+	delete(b.topics, t.name)
+	delete(b.byID, t.id)
+	delete(b.byCollisionName, collisionName(t.name))
 }
 
 // Messaging is the AMQP core: virtual hosts, exchanges and queues, whose

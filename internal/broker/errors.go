@@ -19,6 +19,13 @@ var (
 	ErrStorage           = errors.New("storage error")
 	ErrClosed            = errors.New("broker closed")
 
+	// ErrInvalidRequest is a request Kafka would refuse as a whole.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrProtectedTopic refuses a change that would break what the broker
+	// keeps in a topic: deleting or reshaping an internal topic, or
+	// deleting the log of a stream queue.
+	ErrProtectedTopic = errors.New("protected topic")
+
 	// Idempotent producers.
 	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")

@@ -17,8 +17,12 @@ import (
 // metadata (cluster id, topics, partition counts, configs). Kafka in KRaft
 // mode keeps its metadata in a log of the same name; Wharf does the same so
 // that metadata rides on the one storage primitive and inherits its
-// durability and crash recovery.
-const metadataLogName = "__cluster_metadata-0"
+// durability and crash recovery. It is partition 0 of metadataTopic, a name
+// no client may create (CreateTopic).
+const (
+	metadataTopic   = "__cluster_metadata"
+	metadataLogName = metadataTopic + "-0"
+)
 
 // A metadata record is keyed by what it describes; on replay the newest
 // record for a key wins, so the log can later be compacted like any other.
@@ -46,7 +50,12 @@ type metadataLog struct {
 }
 
 func openMetadataLog(dataDir string, logger *slog.Logger) (*metadataLog, error) {
-	l, err := seglog.Open(filepath.Join(dataDir, metadataLogName), seglog.DefaultConfig(), logger)
+	dir := filepath.Join(dataDir, metadataLogName)
+	l, err := seglog.Open(dir, seglog.DefaultConfig(), logger)
+	var corrupt *seglog.CorruptionError
+	if errors.As(err, &corrupt) {
+		return nil, fmt.Errorf("the metadata log is damaged; restore %s from a backup: %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open metadata log: %w", err)
 	}
@@ -99,15 +108,16 @@ func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
 
 // metadataState is what replaying the metadata log yields.
 type metadataState struct {
-	clusterID   string
-	topics      map[string]topicRecord // live topics only
-	definitions map[string][]byte      // live keys of the definition store
+	clusterID     string
+	topics        map[string]topicRecord // live topics only
+	deletedTopics map[[16]byte]bool      // IDs of deleted topics
+	definitions   map[string][]byte      // live keys of the definition store
 
 	producerIDBlockEnd int64 // first producer id not yet reserved
 }
 
 func (m *metadataLog) load() (metadataState, error) {
-	st := metadataState{topics: map[string]topicRecord{}, definitions: map[string][]byte{}}
+	st := metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{}}
 	err := m.replay(func(key string, value []byte) error {
 		switch {
 		case key == clusterKey:
@@ -123,6 +133,7 @@ func (m *metadataLog) load() (metadataState, error) {
 			}
 			if t.Deleted {
 				delete(st.topics, t.Name)
+				st.deletedTopics[t.ID] = true
 			} else {
 				st.topics[t.Name] = t
 			}

@@ -312,6 +312,10 @@ func (p *Partition) MaxTimestamp() (offset, timestamp int64) {
 // DeleteBefore advances the log start offset to offset (DeleteRecords);
 // offset -1 means the high watermark. It returns the new log start offset.
 func (p *Partition) DeleteBefore(offset int64) (lowWatermark int64, err error) {
+	if p.topic.Internal() {
+		// Kafka's answer: the coordinators' records must stay.
+		return -1, fmt.Errorf("%w: Cannot delete records of internal topic %s", ErrInvalidTopic, p.topic.name)
+	}
 	log, err := p.online()
 	if err != nil {
 		return -1, err

@@ -1,8 +1,8 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/wharf-mq/wharf/internal/seglog"
@@ -16,72 +16,109 @@ import (
 // does the same for recovery); more than a few only queues at the disk.
 const partitionOpeners = 8
 
-// openPartitions opens (creating where needed) partitions up to count, in
-// parallel. On an error, the partitions before the first failing one are
-// kept, as if they had been opened one by one, and the rest are closed.
-func (b *Broker) openPartitions(t *Topic, count int32) error {
+// openPartitions opens, in parallel, the count partitions of a topic the
+// metadata log records. None fails: a partition whose directory or files
+// cannot be read, or whose log is corrupt, is kept offline and logged, as
+// Kafka does with a failed log directory, and the others serve.
+func (b *Broker) openPartitions(t *Topic, count int32) []*Partition {
 	cfg := t.currentConfig().logConfig()
-	first := int32(len(t.Partitions()))
-	if count <= first {
-		return nil
-	}
-	opened := make([]*Partition, count-first)
-	errs := make([]error, count-first)
-	var wg sync.WaitGroup
-	for i := first; i < count; i++ {
-		b.openSlots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-b.openSlots }()
-			opened[i-first], errs[i-first] = b.openPartition(t, i, cfg)
-		})
-	}
-	wg.Wait()
-	for k, p := range opened {
-		if errs[k] != nil {
-			for _, rest := range opened[k+1:] {
-				if rest != nil && rest.log != nil {
-					rest.log.Close()
-				}
-			}
-			return errs[k]
-		}
-		t.mu.Lock()
-		t.partitions = append(t.partitions, p)
-		t.mu.Unlock()
-	}
-	return nil
+	parts := make([]*Partition, count)
+	b.inParallel(count, func(i int32) { parts[i] = b.openPartition(t, i, cfg) })
+	return parts
 }
 
-// openPartition opens partition i of t. A corrupt log leaves the partition
-// offline rather than failing the broker.
-func (b *Broker) openPartition(t *Topic, i int32, cfg seglog.Config) (*Partition, error) {
-	p := &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync, flushSoon: b.flushSoon}
-	if err := claimPartitionDir(p.dir, t.id); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrStorage, p.dir, err)
+func (b *Broker) openPartition(t *Topic, i int32, cfg seglog.Config) *Partition {
+	p := b.newPartition(t, i)
+	err := b.checkPartitionDir(p.dir, t.id)
+	if err == nil {
+		p.log, err = seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
 	}
-	p.log, p.offline = seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
-	if p.offline != nil {
-		var corrupt *seglog.CorruptionError
-		if !errors.As(p.offline, &corrupt) {
-			return nil, fmt.Errorf("%w: open %s: %v", ErrStorage, p.dir, p.offline)
+	if err == nil {
+		if err = p.loadProducers(); err != nil {
+			p.log.Close()
+			p.log = nil
+			err = fmt.Errorf("rebuild producer state of %s: %w", p.dir, err)
 		}
-		b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", p.offline)
-		p.log = nil
-	} else if err := p.loadProducers(); err != nil {
-		p.log.Close()
-		return nil, fmt.Errorf("%w: rebuild producer state of %s: %v", ErrStorage, p.dir, err)
+	}
+	if err != nil {
+		p.offline = err
+		b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", err)
+	}
+	return p
+}
+
+// createPartitions creates partitions first to count-1 of t, in parallel,
+// and makes their directories durable, for the caller to record in the
+// metadata log next: the metadata never names a partition that does not
+// exist. On an error nothing is left behind.
+func (b *Broker) createPartitions(t *Topic, first, count int32) ([]*Partition, error) {
+	cfg := t.currentConfig().logConfig()
+	parts := make([]*Partition, count-first)
+	errs := make([]error, count-first)
+	b.inParallel(count-first, func(k int32) { parts[k], errs[k] = b.createPartition(t, first+k, cfg) })
+	err := firstError(errs)
+	if err == nil {
+		if err = syncDir(b.cfg.DataDir); err != nil {
+			err = fmt.Errorf("%w: sync %s: %v", ErrStorage, b.cfg.DataDir, err)
+		}
+	}
+	if err != nil {
+		b.discardPartitions(parts)
+		return nil, err
+	}
+	return parts, nil
+}
+
+func (b *Broker) createPartition(t *Topic, i int32, cfg seglog.Config) (*Partition, error) {
+	p := b.newPartition(t, i)
+	if err := b.createPartitionDir(p.dir, t.id); err != nil {
+		return nil, fmt.Errorf("%w: create %s: %v", ErrStorage, p.dir, err)
+	}
+	log, err := seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
+	if err != nil {
+		os.RemoveAll(p.dir)
+		return nil, fmt.Errorf("%w: create %s: %v", ErrStorage, p.dir, err)
+	}
+	p.log = log
+	if err := p.loadProducers(); err != nil {
+		log.Delete()
+		return nil, fmt.Errorf("%w: create %s: %v", ErrStorage, p.dir, err)
 	}
 	return p, nil
 }
 
-// closePartitions closes the logs of topics that will not be served (a
-// failed start-up).
-func (b *Broker) closePartitions(topics []*Topic) {
-	for _, t := range topics {
-		for _, p := range t.Partitions() {
-			if p.log != nil {
-				p.log.Close()
-			}
+// discardPartitions removes partitions created for a topic or a partition
+// count that was not recorded.
+func (b *Broker) discardPartitions(parts []*Partition) {
+	for _, p := range parts {
+		if p != nil {
+			p.log.Delete()
 		}
 	}
+}
+
+func (b *Broker) newPartition(t *Topic, i int32) *Partition {
+	return &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync, flushSoon: b.flushSoon}
+}
+
+// inParallel runs fn(0) to fn(n-1), at most partitionOpeners at a time.
+func (b *Broker) inParallel(n int32, fn func(int32)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		b.openSlots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-b.openSlots }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -23,6 +23,13 @@ import (
 //
 // Until the scrubber reaches a damaged batch, that batch can be served; the
 // window after start-up is about (bytes before it) / ScrubBytesPerSecond.
+//
+// The internal topics (__consumer_offsets, __transaction_state) are topics
+// and scrubbed as such. The metadata log is verified in full at Open (its
+// replay checks every batch's CRC) and again by every periodic scrub;
+// damage found there
+// makes it refuse appends, so topic and queue changes fail with a storage
+// error until the broker is restarted on a repaired copy.
 
 // startScrubber starts the scrubber goroutine, unless ScrubInterval is
 // negative. It belongs to the broker: it ends when b.stop is closed (a scrub
@@ -65,7 +72,8 @@ func (b *Broker) scrubLoop(every time.Duration) {
 }
 
 // scrubAll scrubs every online partition, one after another; with full, the
-// whole of each log, else only what its recovery did not verify. A
+// whole of each log and then the metadata log, else only what each
+// partition's recovery did not verify. A
 // partition whose scrub fails for another reason than corruption (an I/O
 // error) stays online and is logged.
 func (b *Broker) scrubAll(ctx context.Context, full bool) {
@@ -93,6 +101,17 @@ func (b *Broker) scrubAll(ctx context.Context, full bool) {
 			case err != nil:
 				b.logger.Error("scrub failed", "topic", t.name, "partition", p.index, "err", err)
 			}
+		}
+	}
+	if full {
+		st, err := b.meta.log.Scrub(ctx, seglog.ScrubOptions{Full: true, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
+		total.Segments += st.Segments
+		total.Bytes += st.Bytes
+		var corrupt *seglog.CorruptionError
+		if errors.As(err, &corrupt) {
+			b.logger.Error("metadata log corrupt: topic and queue changes are refused", "err", err)
+		} else if err != nil && ctx.Err() == nil {
+			b.logger.Error("scrub of the metadata log failed", "err", err)
 		}
 	}
 	level := slog.LevelInfo

@@ -42,12 +42,19 @@ func (s streamStore) OpenStream(name string) (mq.Stream, error) {
 	return stream{p}, nil
 }
 
-// DeleteStream deletes the topic; a missing one is not an error.
+// DeleteStream deletes the topic, which DeleteTopic refuses while the
+// queue exists; a missing one is not an error.
 func (s streamStore) DeleteStream(name string) error {
-	if err := s.b.DeleteTopic(name); err != nil && !errors.Is(err, ErrUnknownTopic) {
+	s.b.adminMu.Lock()
+	defer s.b.adminMu.Unlock()
+	t, err := s.b.Topic(name)
+	if errors.Is(err, ErrUnknownTopic) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	return s.b.deleteTopicLocked(t)
 }
 
 // stream is mq.Stream over partition 0 of a stream queue's topic.
@@ -60,15 +67,16 @@ func (s stream) Append(batch []byte) (int64, error) {
 	return off, err
 }
 
-// Sync fsyncs the partition's log. A log closed because the topic was
-// deleted counts as synced, as RabbitMQ confirms messages to a deleted
-// queue.
+// Sync fsyncs the partition's log. A closed log is an error, not a
+// success: closed because the topic was deleted or the broker stopped, it
+// can no longer say whether what was appended reached the disk, and a
+// confirm must not claim it did.
 func (s stream) Sync() error {
 	log, err := s.p.online()
 	if err != nil {
 		return err
 	}
-	if err := log.Sync(); err != nil && !errors.Is(err, seglog.ErrClosed) {
+	if err := log.Sync(); err != nil {
 		return s.p.storageError("sync", err)
 	}
 	return nil

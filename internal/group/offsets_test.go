@@ -260,9 +260,9 @@ func TestLag(t *testing.T) {
 // checks that a restart rebuilds exactly the latest state.
 func TestOffsetsSurviveCompaction(t *testing.T) {
 	h := newHarnessWith(t, func(b *broker.Broker) {
-		_, err := b.CreateTopic(broker.TopicSpec{Name: OffsetsTopic, Partitions: 1, Configs: map[string]string{
+		_, err := b.CreateInternalTopic(broker.TopicSpec{Name: OffsetsTopic, Partitions: 1, Configs: map[string]string{
 			"cleanup.policy": "compact", "segment.bytes": "2048", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.01",
-		}}, false)
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}

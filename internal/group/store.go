@@ -47,11 +47,11 @@ func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
 // createOffsetsTopic creates the topic compacted, as Kafka does: only the
 // latest record of each key (offset or group) matters.
 func createOffsetsTopic(b *broker.Broker, partitions int32) (*broker.Topic, error) {
-	t, err := b.CreateTopic(broker.TopicSpec{
+	t, err := b.CreateInternalTopic(broker.TopicSpec{
 		Name:       OffsetsTopic,
 		Partitions: partitions,
 		Configs:    map[string]string{"cleanup.policy": "compact", "segment.bytes": offsetsSegmentBytes},
-	}, false)
+	})
 	if errors.Is(err, broker.ErrTopicExists) {
 		return b.Topic(OffsetsTopic)
 	}

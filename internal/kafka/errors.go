@@ -34,6 +34,11 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.TopicAlreadyExists
 	case errors.Is(err, broker.ErrInvalidTopic):
 		return kerr.InvalidTopicException
+	case errors.Is(err, broker.ErrInvalidRequest):
+		return kerr.InvalidRequest
+	case errors.Is(err, broker.ErrProtectedTopic):
+		// Redpanda's answer for its protected topics.
+		return kerr.TopicAuthorizationFailed
 	case errors.Is(err, broker.ErrInvalidPartitions):
 		return kerr.InvalidPartitions
 	case errors.Is(err, broker.ErrInvalidConfig):

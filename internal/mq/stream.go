@@ -46,8 +46,8 @@ type Stream interface {
 	// -1) and returns the offset of its first record. It need not wait
 	// for fsync: Sync does that, for publisher confirms.
 	Append(batch []byte) (baseOffset int64, err error)
-	// Sync makes everything appended so far durable. A log closed because
-	// its topic was deleted counts as synced.
+	// Sync makes everything appended so far durable. A log closed (its
+	// topic deleted, the broker stopping) is an error.
 	Sync() error
 	// Read returns whole batches from the one holding offset, up to
 	// maxBytes but at least one batch; offset == EndOffset gives an empty

@@ -99,7 +99,7 @@ func (l *Log) load() error {
 
 	active := l.activeLocked()
 	l.end = active.next
-	if !clean && l.end < recoveryPoint {
+	if l.end < recoveryPoint { // also after a clean Close: a file cut short since
 		return &CorruptionError{File: active.logPath, Pos: active.size,
 			Err: fmt.Errorf("log ends at offset %d, below the recovery point %d: fsynced data is missing", l.end, recoveryPoint)}
 	}

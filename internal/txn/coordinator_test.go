@@ -76,10 +76,11 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), clock: &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, groups: &fakeGroups{}}
 	e.openBroker()
-	for _, spec := range []broker.TopicSpec{{Name: "t", Partitions: 2}, {Name: offsetsTopic, Partitions: 1}} {
-		if _, err := e.b.CreateTopic(spec, false); err != nil {
-			t.Fatalf("create %s: %v", spec.Name, err)
-		}
+	if _, err := e.b.CreateTopic(broker.TopicSpec{Name: "t", Partitions: 2}, false); err != nil {
+		t.Fatalf("create t: %v", err)
+	}
+	if _, err := e.b.CreateInternalTopic(broker.TopicSpec{Name: offsetsTopic, Partitions: 1}); err != nil {
+		t.Fatalf("create %s: %v", offsetsTopic, err)
 	}
 	e.openCoordinator()
 	t.Cleanup(e.close)

@@ -30,11 +30,11 @@ type stateStore struct {
 func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
 	t, err := b.Topic(StateTopic)
 	if errors.Is(err, broker.ErrUnknownTopic) {
-		t, err = b.CreateTopic(broker.TopicSpec{
+		t, err = b.CreateInternalTopic(broker.TopicSpec{
 			Name:       StateTopic,
 			Partitions: partitions,
 			Configs:    map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
-		}, false)
+		})
 		if errors.Is(err, broker.ErrTopicExists) {
 			t, err = b.Topic(StateTopic)
 		}

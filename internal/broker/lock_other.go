@@ -1,0 +1,12 @@
+//go:build !unix
+
+package broker
+
+// dirLock stands for the data directory's lock (lock_unix.go). Without
+// flock(2) this platform takes none: two brokers on one directory are not
+// refused here.
+type dirLock struct{}
+
+func lockDataDir(string) (*dirLock, error) { return &dirLock{}, nil }
+
+func (*dirLock) release() error { return nil }
