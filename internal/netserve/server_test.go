@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -150,16 +152,17 @@ func TestShutdownKillsAtDeadline(t *testing.T) {
 	}
 }
 
-// flakyListener fails its first Accept calls with a temporary error.
+// flakyListener fails its first Accept calls with err.
 type flakyListener struct {
 	net.Listener
+	err      error
 	mu       sync.Mutex
 	failures int
 }
 
 type timeoutError struct{}
 
-func (timeoutError) Error() string   { return "too many open files (test)" }
+func (timeoutError) Error() string   { return "accept timed out (test)" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
@@ -168,27 +171,44 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 	if l.failures > 0 {
 		l.failures--
 		l.mu.Unlock()
-		return nil, timeoutError{}
+		return nil, l.err
 	}
 	l.mu.Unlock()
 	return l.Listener.Accept()
 }
 
-func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
-	s, started := newEchoServer(t, false)
-	ln := &flakyListener{Listener: listen(t), failures: 3}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	dialEcho(t, ln.Addr().String())
-	<-started
+// acceptError is an accept failure as the net package reports it.
+func acceptError(errno syscall.Errno) error {
+	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
+// TestServeRetriesTransientAcceptErrors: running out of descriptors
+// (EMFILE is what about 1,000 idle connections under ulimit -n 1024 bring)
+// and the like must not end the listener.
+func TestServeRetriesTransientAcceptErrors(t *testing.T) {
+	for name, err := range map[string]error{
+		"timeout": timeoutError{},
+		"EMFILE":  acceptError(syscall.EMFILE),
+		"ENFILE":  acceptError(syscall.ENFILE),
+		"ENOBUFS": acceptError(syscall.ENOBUFS),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, started := newEchoServer(t, false)
+			ln := &flakyListener{Listener: listen(t), err: err, failures: 3}
+			served := make(chan error, 1)
+			go func() { served <- s.Serve(ln) }()
+			dialEcho(t, ln.Addr().String())
+			<-started
+
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			if err := s.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if err := <-served; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		})
 	}
 }
 
