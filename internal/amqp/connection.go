@@ -18,7 +18,10 @@ func (c *conn) handleConnectionFrame(f wire.Frame) error {
 	switch m := m.(type) {
 	case *wire.ConnectionClose:
 		c.log.Debug("client closed the connection", "code", m.ReplyCode, "text", m.ReplyText)
-		c.closeChannels()
+		// As RabbitMQ, everything is released before close-ok: a client
+		// that reconnects at once finds its exclusive queues gone.
+		c.release()
+		c.closeSent.Store(true) // nothing of ours may follow close-ok
 		c.out.method(0, &wire.ConnectionCloseOK{})
 		return errClientClosed
 	case *wire.ConnectionCloseOK:
