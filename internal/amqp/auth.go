@@ -100,4 +100,3 @@ func parseAMQPlain(resp string) (user, pass string, ok bool) {
 	pass, ok2 := t["PASSWORD"].(string)
 	return user, pass, ok1 && ok2
 }
-
