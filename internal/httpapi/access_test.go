@@ -102,18 +102,7 @@ func TestHostHeaderForLoopbackUsers(t *testing.T) {
 func TestWritesNeedJSON(t *testing.T) {
 	srv, v := newAPI(t)
 	put := func(contentType string) (int, string) {
-		req, _ := http.NewRequest("PUT", srv.URL+"/api/policies/%2F/p", strings.NewReader(`{"pattern":".*","definition":{"max-length":5}}`))
-		req.SetBasicAuth("guest", "guest")
-		if contentType != "" {
-			req.Header.Set("Content-Type", contentType)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return callAs(t, srv, "PUT", "/api/policies/%2F/p", contentType, `{"pattern":".*","definition":{"max-length":5}}`)
 	}
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"} {
 		code, body := put(ct)

@@ -64,16 +64,27 @@ func newAPI(t *testing.T) (*httptest.Server, *mq.VHost) {
 	return srv, v
 }
 
-// call does one request as guest and returns the status and body.
+// call does one request as guest, with a JSON body if body is not empty,
+// and returns the status and body.
 func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, string) {
+	t.Helper()
+	contentType := ""
+	if body != "" {
+		contentType = "application/json"
+	}
+	return callAs(t, srv, method, path, contentType, body)
+}
+
+// callAs is call with the Content-Type header given ("": none).
+func callAs(t *testing.T, srv *httptest.Server, method, path, contentType, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.SetBasicAuth("guest", "guest")
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {

@@ -1,7 +1,6 @@
 package netserve
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,16 +24,6 @@ func refused(t *testing.T, c net.Conn) bool {
 	return err != nil
 }
 
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestLimitListenerClosesConnectionsOverTheCap: with two connections
 // open, a third is closed at once, and a slot freed by a connection that
 // ends is taken by the next. The protocol gets the *net.TCPConn itself
@@ -51,8 +40,7 @@ func TestLimitListenerClosesConnectionsOverTheCap(t *testing.T) {
 	}
 	raw := listen(t)
 	ln := LimitListener(raw, 2, "echo", slog.New(slog.DiscardHandler))
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	served := serveOn(s, ln)
 
 	first := dialEcho(t, raw.Addr().String())
 	<-started
@@ -79,14 +67,7 @@ func TestLimitListenerClosesConnectionsOverTheCap(t *testing.T) {
 		t.Fatalf("the protocol was handed %d connections that are not the socket", n)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
+	shutdown(t, s, served)
 	if n := ln.(*limitListener).open.Load(); n != 0 {
 		t.Fatalf("%d slots still taken after shutdown", n)
 	}

@@ -50,6 +50,27 @@ func newEchoServer(t *testing.T, ignoreStop bool) (*Server[*echoConn], chan *ech
 	return s, started
 }
 
+// serveOn runs s.Serve(ln) on a goroutine; the channel gets its result.
+func serveOn(s *Server[*echoConn], ln net.Listener) <-chan error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	return served
+}
+
+// shutdown shuts s down, requiring every connection to stop gracefully
+// and Serve to return nil.
+func shutdown(t *testing.T, s *Server[*echoConn], served <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
 func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,13 +80,21 @@ func listen(t *testing.T) net.Listener {
 	return ln
 }
 
-func dialEcho(t *testing.T, addr string) net.Conn {
+// dial connects to addr; the connection is closed at cleanup.
+func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialEcho connects to an echo server and checks that it echoes.
+func dialEcho(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(testTimeout))
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
@@ -195,19 +224,10 @@ func TestServeRetriesTransientAcceptErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, started := newEchoServer(t, false)
 			ln := &flakyListener{Listener: listen(t), err: err, failures: 3}
-			served := make(chan error, 1)
-			go func() { served <- s.Serve(ln) }()
+			served := serveOn(s, ln)
 			dialEcho(t, ln.Addr().String())
 			<-started
-
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			defer cancel()
-			if err := s.Shutdown(ctx); err != nil {
-				t.Fatalf("Shutdown: %v", err)
-			}
-			if err := <-served; err != nil {
-				t.Fatalf("Serve: %v", err)
-			}
+			shutdown(t, s, served)
 		})
 	}
 }
