@@ -81,7 +81,7 @@ type conn struct {
 	opened        atomic.Bool   // connection.open-ok queued; the writer goroutine runs
 	framesRead    atomic.Uint64 // for the heartbeat monitor
 	readPaused    atomic.Bool   // the reader waits on an alarm, not the peer
-	closeSent     atomic.Bool   // connection.close (by the reader or Shutdown) or close-ok to the client's queued: the connection is ending
+	closeSent     atomic.Bool   // connection.close queued (by the reader or Shutdown), or close-ok to the client's: nothing more may be said
 	stopRequested atomic.Bool   // Shutdown asked the reader to wind down
 	published     atomic.Bool   // has published at least once: gets connection.blocked
 	blockedSent   bool          // connection.blocked sent and not yet unblocked; under alarms.mu

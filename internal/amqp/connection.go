@@ -21,8 +21,9 @@ func (c *conn) handleConnectionFrame(f wire.Frame) error {
 		// As RabbitMQ, everything is released before close-ok: a client
 		// that reconnects at once finds its exclusive queues gone.
 		c.release()
-		c.closeSent.Store(true) // nothing of ours may follow close-ok
+		c.closeSent.Store(true)
 		c.out.method(0, &wire.ConnectionCloseOK{})
+		c.out.stop() // nothing may follow close-ok, not even a heartbeat
 		return errClientClosed
 	case *wire.ConnectionCloseOK:
 		// Only valid in reply to our close, which the closing state
