@@ -3,6 +3,10 @@
 // `wharf policies` use — overview, vhosts, queues, exchanges, bindings
 // and policies. It holds no state of its own: every answer comes from the
 // mq registry.
+//
+// Access is basic auth with the AMQP listener's users. A loopback-only
+// user (guest) must connect from a loopback address and name this machine
+// in Host (host.go); a write needs Content-Type application/json.
 package httpapi
 
 import (
