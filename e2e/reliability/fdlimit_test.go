@@ -142,11 +142,13 @@ type limitedBroker struct {
 
 var (
 	wharfBuild    sync.Once
+	wharfBinDir   string
 	wharfBin      string
 	wharfBuildErr error
 )
 
-// wharfBinary builds cmd/wharf once per test process.
+// wharfBinary builds cmd/wharf once per test process; TestMain removes it
+// (removeWharfBinary).
 func wharfBinary(t *testing.T) string {
 	t.Helper()
 	wharfBuild.Do(func() {
@@ -155,6 +157,7 @@ func wharfBinary(t *testing.T) string {
 			wharfBuildErr = err
 			return
 		}
+		wharfBinDir = dir
 		wharfBin = filepath.Join(dir, "wharf")
 		cmd := exec.Command(goTool(), "build", "-o", wharfBin, "./cmd/wharf")
 		cmd.Dir = moduleRoot(t)
@@ -166,6 +169,12 @@ func wharfBinary(t *testing.T) string {
 		t.Fatal(wharfBuildErr)
 	}
 	return wharfBin
+}
+
+func removeWharfBinary() {
+	if wharfBinDir != "" {
+		os.RemoveAll(wharfBinDir)
+	}
 }
 
 // startLimitedBroker runs the broker under ulimit -n nofile with args

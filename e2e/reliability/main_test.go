@@ -23,7 +23,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeWharfBinary()
+	os.Exit(code)
 }
 
 // newRand returns the test's random source and logs its seed.
