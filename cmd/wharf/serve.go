@@ -9,6 +9,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/node"
 )
 
@@ -41,10 +42,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		"largest Kafka request other than Produce accepted (capped by --kafka-max-request-bytes)")
 	queuedMax := fs.Int64("kafka-queued-max-request-bytes", kafka.DefaultQueuedMaxRequestBytes,
 		"bytes of Kafka requests read and not yet answered, across all connections, plus what decoding them may allocate while they decode (like queued.max.request.bytes); a connection waits for room before its next request; 0: no bound")
+	maxConns := fs.Int("max-connections", netserve.DefaultMaxConnections(),
+		"open connections per listener (Kafka, AMQP, HTTP); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
 	env := bindEnv(fs, "data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
-		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second")
+		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections")
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -75,6 +78,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	if *maxConns < 0 {
+		return usagef("--max-connections must not be negative, got %d", *maxConns)
+	}
+	if *maxConns == 0 {
+		*maxConns = -1 // the node's "no cap"
+	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
 	n, err := node.Start(node.Config{
@@ -96,6 +105,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaMaxNonProduceRequestBytes: limits.MaxNonProduceRequestBytes,
 		KafkaQueuedMaxRequestBytes:     limits.QueuedMaxRequestBytes,
 		KafkaConnectionsMaxIdle:        limits.ConnectionsMaxIdle,
+		MaxConnections:                 *maxConns,
 	})
 	if err != nil {
 		return err
@@ -114,7 +124,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	case <-ctx.Done():
 		logger.Info("shutting down", "timeout", shutdownTimeout)
 	case <-n.Done():
-		serveErr = fmt.Errorf("kafka server stopped: %w", n.Err())
+		serveErr = n.Err() // names the listener that failed, e.g. "amqp server: accept tcp ..."
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

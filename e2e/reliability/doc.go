@@ -151,6 +151,29 @@
 // must return near their count before the garbage.
 // -reliability.bad-rounds repeats the garbage.
 //
+// # Out of file descriptors
+//
+// Both tests build cmd/wharf and run `wharf serve` under ulimit -n
+// -reliability.fd-limit (default 256), then open 150 idle connections more
+// than that to its Kafka port, while a franz-go producer and consumer and
+// an amqp091-go publisher (confirms) and getter connected before keep
+// working.
+//
+//   - TestFileDescriptorsRunOut, with --max-connections=0 (no cap): the
+//     descriptors run out; the broker must log the failed accepts and keep
+//     running (it used to exit). What needs a new descriptor may be
+//     refused honestly meanwhile (an AMQP persist that cannot write its
+//     recovery point is nacked). Once the idle connections close, new
+//     clients must connect within 10 s and everything must work again,
+//     every acknowledged record and confirmed message must be there, and
+//     SIGTERM must end the broker with status 0.
+//   - TestConnectionCapPerListener, with the default cap (an eighth of the
+//     limit per listener): every connection over the cap must be closed
+//     at once and logged with the listener's name, the descriptors must
+//     not run out, the clients connected before must keep working in full,
+//     AMQP and HTTP must accept new connections, and after the flood a new
+//     Kafka client must work.
+//
 // TestFuzzTargets, with -reliability.fuzztime=D, lists every fuzz target of
 // the module (go test -list) and runs each for D as a subprocess
 // (go test -run=^$ -fuzz=^Name$ -fuzztime=D pkg), one after the other since
@@ -160,8 +183,9 @@
 // # Running
 //
 // The short versions run in a plain go test (about 35 s for the package).
-// TestPowerLossNode, TestDiskFull and TestBadInput are skipped with
-// -short. Long runs:
+// TestPowerLossNode, TestDiskFull, TestBadInput and the two
+// file-descriptor tests (which build the binary) are skipped with -short.
+// Long runs:
 //
 //	go test ./e2e/reliability/ -v -timeout=60m \
 //	    -reliability.cuts=200 -reliability.broker-cuts=20 \
@@ -175,6 +199,7 @@
 //	-reliability.disk-fill-rounds N fill/free rounds of TestDiskFull (default 1)
 //	-reliability.bad-rounds N       rounds of garbage in TestBadInput (default 1)
 //	-reliability.conns N            idle connections in TestBadInput (default 2000)
+//	-reliability.fd-limit N         broker's open-file limit in the file-descriptor tests (default 256)
 //	-reliability.fuzztime D         fuzz every target for D (default 0: skip)
 //	-reliability.seed S             seed for the random choices (default: the clock; logged)
 //	-reliability.keep               keep the cut copies even when the test passes

@@ -13,6 +13,7 @@ var (
 	cutsFlag       = flag.Int("reliability.cuts", 12, "power cuts of the seglog-level power-loss test")
 	brokerCutsFlag = flag.Int("reliability.broker-cuts", 2, "power cuts of the node-level power-loss test")
 	connsFlag      = flag.Int("reliability.conns", 2000, "idle connections the bad-input test opens (half per protocol)")
+	fdLimitFlag    = flag.Int("reliability.fd-limit", 256, "open-file limit of the broker in the file-descriptor tests (they open 150 connections more)")
 	badRoundsFlag  = flag.Int("reliability.bad-rounds", 1, "rounds of garbage the bad-input test throws at each port")
 	fullFlag       = flag.Int("reliability.disk-fill-rounds", 1, "fill/free rounds of the disk-full test")
 	fuzzTimeFlag   = flag.Duration("reliability.fuzztime", 0, "run every fuzz target of the module for this long each (0: skip; the seed corpora run in the normal go test)")
@@ -22,7 +23,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeWharfBinary()
+	os.Exit(code)
 }
 
 // newRand returns the test's random source and logs its seed.

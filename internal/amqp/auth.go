@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/netserve"
 )
 
 // mechanisms are the SASL mechanisms announced in connection.start, in
@@ -66,7 +67,9 @@ func (s *userStore) authenticate(mechanism, response string, remote net.Addr) (s
 	if !known || subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
 		return "", refused("invalid credentials for user '" + user + "'")
 	}
-	if s.loopback[user] && !isLoopback(remote) {
+	// Anything but a loopback TCP peer is refused, an in-memory pipe
+	// included: the check fails closed (netserve.FromLoopback).
+	if s.loopback[user] && !netserve.FromLoopback(remote.String()) {
 		e := wire.Errorf(wire.CodeAccessRefused, "User '%s' can only connect via localhost", user)
 		e.Hard = true
 		return "", &authError{client: e, detail: "user may only connect via localhost"}
@@ -96,14 +99,4 @@ func parseAMQPlain(resp string) (user, pass string, ok bool) {
 	user, ok1 := t["LOGIN"].(string)
 	pass, ok2 := t["PASSWORD"].(string)
 	return user, pass, ok1 && ok2
-}
-
-// isLoopback reports whether addr is a loopback address. Connections that
-// are not TCP (in-process pipes in tests) count as local.
-func isLoopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return true
-	}
-	return tcp.IP.IsLoopback()
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/version"
 )
 
 // Defaults, RabbitMQ's where it has one.
@@ -85,7 +87,8 @@ type Config struct {
 	// negative disables.
 	FlowBacklog int
 
-	// Version is announced as the server's version property.
+	// Version is announced as the server's version property. Default:
+	// this build's (internal/version).
 	Version string
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
@@ -130,7 +133,7 @@ func (c Config) withDefaults() Config {
 		c.FlowBacklog = DefaultFlowBacklog
 	}
 	if c.Version == "" {
-		c.Version = "dev"
+		c.Version = version.String()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -81,7 +81,7 @@ type conn struct {
 	opened        atomic.Bool   // connection.open-ok queued; the writer goroutine runs
 	framesRead    atomic.Uint64 // for the heartbeat monitor
 	readPaused    atomic.Bool   // the reader waits on an alarm, not the peer
-	closeSent     atomic.Bool   // connection.close queued (by the reader or Shutdown)
+	closeSent     atomic.Bool   // connection.close queued (by the reader or Shutdown), or close-ok to the client's: nothing more may be said
 	stopRequested atomic.Bool   // Shutdown asked the reader to wind down
 	published     atomic.Bool   // has published at least once: gets connection.blocked
 	blockedSent   bool          // connection.blocked sent and not yet unblocked; under alarms.mu
@@ -115,6 +115,9 @@ func (c *conn) serve() {
 	defer c.nc.Close()
 	defer c.kill()
 	if err := c.handshake(); err != nil {
+		if errors.Is(err, errClientClosed) {
+			c.awaitHangUp()
+		}
 		c.logEnd("handshake failed", err)
 		return
 	}
@@ -191,8 +194,7 @@ func (c *conn) readLoop() error {
 				// closeTimeout), so closing with unread bytes does not
 				// reset the connection before the peer reads our close.
 				c.sendClose(we)
-				c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
-				io.Copy(io.Discard, c.br)
+				c.awaitHangUp()
 				return err
 			default:
 				return err
@@ -207,6 +209,7 @@ func (c *conn) readLoop() error {
 		}
 		if err := c.handleFrame(f); err != nil {
 			if errors.Is(err, errClientClosed) {
+				c.awaitHangUp()
 				return nil
 			}
 			var we *wire.Error
@@ -217,6 +220,19 @@ func (c *conn) readLoop() error {
 			c.enterClosing()
 		}
 	}
+}
+
+// awaitHangUp waits for the peer to close its end of the socket, for
+// closeTimeout at most, discarding whatever it still sends. After close-ok
+// to the client's connection.close, closing is the client's to do, as in
+// RabbitMQ: a socket closed under a client that has not yet taken in the
+// close-ok makes amqp091-go report its graceful close to NotifyClose
+// listeners as 501 EOF. After our connection.close for a malformed frame,
+// unread input left behind would reset the connection before the peer
+// has read the close.
+func (c *conn) awaitHangUp() {
+	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+	io.Copy(io.Discard, c.nc)
 }
 
 // sendClose queues connection.close for e (once per connection) and
@@ -304,15 +320,22 @@ func (c *conn) closeChannels() {
 	}
 }
 
-// teardown releases everything the connection holds once its reader is
-// done: channels, exclusive queues, the writer and confirm goroutines.
-func (c *conn) teardown() {
-	// Publishes the client made before it went are kept, confirmed or not.
+// release gives back what the connection holds in the broker: the
+// publishes the client made are kept (confirmed or not), every channel is
+// closed with its unacknowledged deliveries requeued, and the exclusive
+// queues are deleted. Reader only; a second call finds nothing to do.
+func (c *conn) release() {
 	c.flushPublishes()
 	c.closeChannels()
 	if c.vhost != nil {
 		c.vhost.ConnectionClosed(c.id)
 	}
+}
+
+// teardown releases everything the connection holds once its reader is
+// done: channels, exclusive queues, the writer and confirm goroutines.
+func (c *conn) teardown() {
+	c.release()
 	c.srv.alarms.forget(c)
 	c.out.stop()
 	// The final flush (close-ok, say) must not hang on a peer that no

@@ -18,8 +18,12 @@ func (c *conn) handleConnectionFrame(f wire.Frame) error {
 	switch m := m.(type) {
 	case *wire.ConnectionClose:
 		c.log.Debug("client closed the connection", "code", m.ReplyCode, "text", m.ReplyText)
-		c.closeChannels()
+		// As RabbitMQ, everything is released before close-ok: a client
+		// that reconnects at once finds its exclusive queues gone.
+		c.release()
+		c.closeSent.Store(true)
 		c.out.method(0, &wire.ConnectionCloseOK{})
+		c.out.stop() // nothing may follow close-ok, not even a heartbeat
 		return errClientClosed
 	case *wire.ConnectionCloseOK:
 		// Only valid in reply to our close, which the closing state

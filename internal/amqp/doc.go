@@ -10,6 +10,10 @@
 // are dropped and still confirmed; confirm and tx modes exclude each other;
 // channel_max bounds the number of open channels (530); a delivery left
 // unacknowledged past the consumer timeout closes its channel with 406.
+// A client's connection.close gets close-ok once its channels and
+// exclusive queues are gone, and the client closes the socket (the broker
+// only after 3 s); a loopback-only user (guest) logs in from a loopback
+// TCP address only.
 //
 // Flow control: prefetch bounds what a consumer holds; on top of it each
 // connection's writer refuses deliveries while more than

@@ -86,11 +86,24 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 	s := newUserStore(map[string]string{"guest": "guest", "app": "pw"}, []string{"guest"})
 	remote := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 5000}
 	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5000}
-	if _, err := s.authenticate("PLAIN", "\x00guest\x00guest", remote); err == nil || !strings.Contains(err.client.Text, "only connect via localhost") {
-		t.Errorf("guest from %v: %v", remote, err)
+	pipe, _ := net.Pipe()
+	defer pipe.Close()
+	// The check fails closed: a link-local neighbour (its address has a
+	// zone) and anything not TCP are not local.
+	for _, addr := range []net.Addr{remote,
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0", Port: 5000},
+		&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 5000},
+		pipe.RemoteAddr(),
+		&net.UnixAddr{Name: "/run/wharf.sock", Net: "unix"},
+	} {
+		if _, err := s.authenticate("PLAIN", "\x00guest\x00guest", addr); err == nil || !strings.Contains(err.client.Text, "only connect via localhost") {
+			t.Errorf("guest from %v: %v", addr, err)
+		}
 	}
-	if u, err := s.authenticate("PLAIN", "\x00guest\x00guest", local); err != nil || u != "guest" {
-		t.Errorf("guest from loopback: %q %v", u, err)
+	for _, addr := range []net.Addr{local, &net.TCPAddr{IP: net.IPv6loopback, Port: 5000}} {
+		if u, err := s.authenticate("PLAIN", "\x00guest\x00guest", addr); err != nil || u != "guest" {
+			t.Errorf("guest from %v: %q %v", addr, u, err)
+		}
 	}
 	if u, err := s.authenticate("PLAIN", "\x00app\x00pw", remote); err != nil || u != "app" {
 		t.Errorf("app from %v: %q %v", remote, u, err)

@@ -47,8 +47,11 @@ type policyBody struct {
 // putPolicy is PUT /api/policies/{vhost}/{name}: 201 when it creates the
 // policy, 204 when it replaces one.
 func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
-	vs, ok := s.vhostsOf(w, r)
-	if !ok {
+	v, err := s.reg.VHost(r.PathValue("vhost"))
+	if err != nil {
+		// RabbitMQ names the missing vhost when a write needs it, where a
+		// read gets the plain 404 (writeNotFound).
+		writeError(w, http.StatusNotFound, "not_found", "vhost_not_found")
 		return
 	}
 	var body policyBody
@@ -78,10 +81,9 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 		}
 		priority = int(n)
 	}
-	v := vs[0]
 	name := r.PathValue("name")
 	_, existed := v.Policy(name)
-	err := v.SetPolicy(mq.Policy{Name: name, Pattern: *body.Pattern, ApplyTo: body.ApplyTo, Priority: priority, Definition: body.Definition})
+	err = v.SetPolicy(mq.Policy{Name: name, Pattern: *body.Pattern, ApplyTo: body.ApplyTo, Priority: priority, Definition: body.Definition})
 	if err != nil {
 		writeMQError(w, err)
 		return

@@ -3,20 +3,29 @@
 // `wharf policies` use — overview, vhosts, queues, exchanges, bindings
 // and policies. It holds no state of its own: every answer comes from the
 // mq registry.
+//
+// Access is basic auth with the AMQP listener's users. A loopback-only
+// user (guest) must connect from a loopback address and name this machine
+// in Host (host.go); a write needs Content-Type application/json.
 package httpapi
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/version"
 )
 
 // Config configures the API.
@@ -29,16 +38,26 @@ type Config struct {
 	// ClusterName is reported by /api/overview. Default "wharf".
 	ClusterName string
 	// Version is the product version reported by /api/overview.
+	// Default: this build's (internal/version).
 	Version string
+	// IdleTimeout closes a keep-alive connection that sends no request
+	// for this long. Default 60 s, Cowboy's idle_timeout (what RabbitMQ's
+	// API runs on): without it every idle client would hold a descriptor
+	// for good.
+	IdleTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// defaultIdleTimeout is Config.IdleTimeout's default.
+const defaultIdleTimeout = 60 * time.Second
 
 // Server serves the management API for one registry.
 type Server struct {
 	reg      *mq.Registry
 	cfg      Config
 	loopback map[string]bool
+	hostname string // the machine's name, a local Host for loopback-only users
 	table    []route
 	http     *http.Server
 }
@@ -56,12 +75,15 @@ func New(reg *mq.Registry, cfg Config) *Server {
 		cfg.ClusterName = "wharf"
 	}
 	if cfg.Version == "" {
-		cfg.Version = "dev"
+		cfg.Version = version.String()
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = defaultIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{reg: reg, cfg: cfg, loopback: make(map[string]bool)}
+	s := &Server{reg: reg, cfg: cfg, loopback: make(map[string]bool), hostname: machineName()}
 	for _, u := range cfg.LoopbackUsers {
 		s.loopback[u] = true
 	}
@@ -69,6 +91,7 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return s
@@ -134,6 +157,11 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 			methodKnown = true
 			continue
 		}
+		if hasBody(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"Content-Type must be application/json, got "+strconv.Quote(r.Header.Get("Content-Type")))
+			return
+		}
 		for i, key := range []string{"vhost", "name"}[:rt.segments] {
 			r.SetPathValue(key, parts[i+1])
 		}
@@ -145,6 +173,17 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeNotFound(w)
+}
+
+// hasBody reports whether requests of method carry a JSON body here.
+func hasBody(method string) bool { return method == http.MethodPut || method == http.MethodPost }
+
+// isJSON reports whether a Content-Type header announces JSON. Requiring
+// it (RabbitMQ takes any) means a cross-site page cannot write through a
+// visitor's browser without a CORS preflight, which this API never grants.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 // ServeHTTP authenticates the request, then routes it.
@@ -159,22 +198,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeUnauthorized(w, "Login failed")
 		return
 	}
-	if s.loopback[user] && !fromLoopback(r.RemoteAddr) {
-		writeUnauthorized(w, "User can only log in via localhost")
-		return
+	if s.loopback[user] {
+		if !netserve.FromLoopback(r.RemoteAddr) {
+			writeUnauthorized(w, "User can only log in via localhost")
+			return
+		}
+		if !s.localHost(r.Host) {
+			writeError(w, http.StatusForbidden, "forbidden",
+				fmt.Sprintf("Host %q does not name this machine; user %s can only log in via localhost", r.Host, user))
+			return
+		}
 	}
 	s.dispatch(w, r)
-}
-
-// fromLoopback reports whether a request's remote address is a loopback
-// one (httptest's "pipe" addresses count as local).
-func fromLoopback(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || ip.IsLoopback()
 }
 
 // Serve answers requests on ln until Shutdown.

@@ -1,10 +1,13 @@
 // Package netserve runs the connection side of a stream-protocol server:
-// it accepts connections from listeners (backing off on temporary accept
-// errors), serves each on a goroutine it owns, keeps the set of live
-// connections, and shuts down in two steps: a graceful stop every
-// connection is asked for, then a forced close when the caller's deadline
-// passes. What a connection says is left to the protocol front ends
-// (internal/kafka, internal/amqp) that use it.
+// it accepts connections from listeners (backing off while the process is
+// out of file descriptors or memory), serves each on a goroutine it owns,
+// keeps the set of live connections, and shuts down in two steps: a
+// graceful stop every connection is asked for, then a forced close when
+// the caller's deadline passes. LimitListener caps how many connections a
+// listener keeps open (limit.go), and FromLoopback tells a local peer from
+// a remote one (loopback.go). What a connection says is left to the
+// protocol front ends (internal/kafka, internal/amqp, internal/httpapi)
+// that use it.
 package netserve
 
 import (
@@ -13,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -103,12 +107,12 @@ func (s *Server[C]) Serve(ln net.Listener) error {
 			if s.Closing() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait rather
-				// than spin, as net/http does.
+			if transientAcceptError(err) {
+				// Wait rather than spin, as net/http does: the
+				// connection stays in the kernel's backlog until a
+				// descriptor is free again.
 				backoff = nextBackoff(backoff)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				s.log.Warn("accept failed; retrying", "addr", ln.Addr().String(), "err", err, "backoff", backoff)
 				select {
 				case <-time.After(backoff):
 				case <-s.done:
@@ -123,6 +127,27 @@ func (s *Server[C]) Serve(ln net.Listener) error {
 	}
 }
 
+// transientAcceptErrors are the accept failures that pass once other
+// connections or files close: out of file descriptors (the process's,
+// EMFILE, or the system's, ENFILE) or of kernel memory, or a connection
+// reset before it could be accepted.
+var transientAcceptErrors = []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED}
+
+// transientAcceptError reports whether Serve should retry after err rather
+// than give the listener up.
+func transientAcceptError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, target := range transientAcceptErrors {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
 // nextBackoff doubles the wait after a failed accept, from 5ms up to 1s.
 func nextBackoff(d time.Duration) time.Duration {
 	return min(max(2*d, 5*time.Millisecond), time.Second)
@@ -132,12 +157,16 @@ func nextBackoff(d time.Duration) time.Duration {
 // server is shutting down. The returned channel is closed when the
 // connection is finished (nil if it was refused and nc closed). Serve uses
 // it for every accepted socket; tests may hand it one end of a net.Pipe.
+// A connection from LimitListener is served as the socket underneath; its
+// slot is given back once Serve has returned (and closed the socket).
 func (s *Server[C]) ServeConn(nc net.Conn) <-chan struct{} {
+	nc, releaseSlot := unwrapLimited(nc)
 	c := s.hooks.NewConn(nc)
 	s.mu.Lock()
 	if s.Closing() {
 		s.mu.Unlock()
 		nc.Close()
+		releaseSlot()
 		return nil
 	}
 	s.conns[c] = struct{}{}
@@ -147,6 +176,7 @@ func (s *Server[C]) ServeConn(nc net.Conn) <-chan struct{} {
 	go func() {
 		defer close(finished)
 		defer s.wg.Done()
+		defer releaseSlot()
 		defer s.forget(c)
 		s.hooks.Serve(c)
 	}()

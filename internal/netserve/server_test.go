@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,6 +50,27 @@ func newEchoServer(t *testing.T, ignoreStop bool) (*Server[*echoConn], chan *ech
 	return s, started
 }
 
+// serveOn runs s.Serve(ln) on a goroutine; the channel gets its result.
+func serveOn(s *Server[*echoConn], ln net.Listener) <-chan error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	return served
+}
+
+// shutdown shuts s down, requiring every connection to stop gracefully
+// and Serve to return nil.
+func shutdown(t *testing.T, s *Server[*echoConn], served <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
 func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -57,13 +80,21 @@ func listen(t *testing.T) net.Listener {
 	return ln
 }
 
-func dialEcho(t *testing.T, addr string) net.Conn {
+// dial connects to addr; the connection is closed at cleanup.
+func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialEcho connects to an echo server and checks that it echoes.
+func dialEcho(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c := dial(t, addr)
 	c.SetDeadline(time.Now().Add(testTimeout))
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
@@ -150,16 +181,17 @@ func TestShutdownKillsAtDeadline(t *testing.T) {
 	}
 }
 
-// flakyListener fails its first Accept calls with a temporary error.
+// flakyListener fails its first Accept calls with err.
 type flakyListener struct {
 	net.Listener
+	err      error
 	mu       sync.Mutex
 	failures int
 }
 
 type timeoutError struct{}
 
-func (timeoutError) Error() string   { return "too many open files (test)" }
+func (timeoutError) Error() string   { return "accept timed out (test)" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
@@ -168,27 +200,35 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 	if l.failures > 0 {
 		l.failures--
 		l.mu.Unlock()
-		return nil, timeoutError{}
+		return nil, l.err
 	}
 	l.mu.Unlock()
 	return l.Listener.Accept()
 }
 
-func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
-	s, started := newEchoServer(t, false)
-	ln := &flakyListener{Listener: listen(t), failures: 3}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	dialEcho(t, ln.Addr().String())
-	<-started
+// acceptError is an accept failure as the net package reports it.
+func acceptError(errno syscall.Errno) error {
+	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
+// TestServeRetriesTransientAcceptErrors: running out of descriptors
+// (EMFILE is what about 1,000 idle connections under ulimit -n 1024 bring)
+// and the like must not end the listener.
+func TestServeRetriesTransientAcceptErrors(t *testing.T) {
+	for name, err := range map[string]error{
+		"timeout": timeoutError{},
+		"EMFILE":  acceptError(syscall.EMFILE),
+		"ENFILE":  acceptError(syscall.ENFILE),
+		"ENOBUFS": acceptError(syscall.ENOBUFS),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, started := newEchoServer(t, false)
+			ln := &flakyListener{Listener: listen(t), err: err, failures: 3}
+			served := serveOn(s, ln)
+			dialEcho(t, ln.Addr().String())
+			<-started
+			shutdown(t, s, served)
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/txn"
 	"github.com/wharf-mq/wharf/internal/version"
 )
@@ -67,6 +68,12 @@ type Config struct {
 	KafkaMaxNonProduceRequestBytes int32         // largest Kafka request but Produce
 	KafkaQueuedMaxRequestBytes     int64         // memory of Kafka requests in flight (negative: unbounded)
 	KafkaConnectionsMaxIdle        time.Duration // close idle Kafka connections after (negative: never)
+
+	// MaxConnections caps the open connections of each listener (Kafka,
+	// AMQP, HTTP): one more is closed at once (netserve.LimitListener).
+	// 0: netserve.DefaultMaxConnections, an eighth of the open-file
+	// limit; negative: no cap.
+	MaxConnections int
 
 	Logger *slog.Logger // nil: discard
 
@@ -234,7 +241,7 @@ func Start(cfg Config) (*Node, error) {
 		Groups:                    groups,
 		Transactions:              txns,
 	})
-	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.kafkaListener) })
+	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.limited("kafka", n.kafkaListener)) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
 
 	if amqpLn != nil {
@@ -249,7 +256,7 @@ func Start(cfg Config) (*Node, error) {
 			amqpCfg.Version = version.String()
 		}
 		n.amqpServer = amqp.NewServer(b.Messaging(), amqpCfg)
-		n.serve("amqp", func() error { return n.amqpServer.Serve(amqpLn) })
+		n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
 		logger.Info("amqp listener started", "addr", n.AMQPAddr())
 	}
 	if httpLn != nil {
@@ -259,7 +266,7 @@ func Start(cfg Config) (*Node, error) {
 			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
 		})
-		n.serve("http", func() error { return n.httpServer.Serve(httpLn) })
+		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}
 	return n, nil
@@ -289,6 +296,16 @@ func (n *Node) serve(name string, run func() error) {
 		n.errMu.Unlock()
 		n.markDone()
 	}()
+}
+
+// limited applies Config.MaxConnections to one listener, named in the
+// log when it refuses connections.
+func (n *Node) limited(name string, ln net.Listener) net.Listener {
+	max := n.cfg.MaxConnections
+	if max == 0 {
+		max = netserve.DefaultMaxConnections()
+	}
+	return netserve.LimitListener(ln, max, name, n.logger)
 }
 
 func (n *Node) markDone() { n.doneOnce.Do(func() { close(n.serveDone) }) }
