@@ -32,6 +32,10 @@ func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, er
 			"--kafka-addr", kafkaAddr,
 			"--amqp-addr", amqpAddr,
 			"--http-addr", "",
+			// The idle-connection rows hold 5,000 connections, more than
+			// the default cap (an eighth of the open-file limit); the peers
+			// have no cap either.
+			"--max-connections", "0",
 			"--log-level", "warn"), nil
 	}
 	self, err := os.Executable()
@@ -67,7 +71,9 @@ func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
 		KafkaAddr: kafkaAddr,
 		AMQPAddr:  amqpAddr,
 		Fsync:     broker.FsyncOnAcksAll,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// No cap, as the built binary runs with --max-connections 0.
+		MaxConnections: -1,
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
