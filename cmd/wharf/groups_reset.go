@@ -49,6 +49,9 @@ func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error 
 		if len(topics) == 0 && !*allTopics {
 			return usagef("name the partitions to reset: --topic T[:P,P...] (repeatable) or --all-topics")
 		}
+		if err := env.reachable(); err != nil {
+			return err
+		}
 		if err := requireInactive(env, group); err != nil {
 			return err
 		}
