@@ -133,13 +133,9 @@ func consume(ctx context.Context, seeds []string, o consumeOptions, std stdio) e
 // partition, and where that partition ends now. An --offset outside a
 // partition's records is an error: it does not exist.
 func startOffsets(ctx context.Context, adm *kadm.Client, o consumeOptions, partitions int32) (map[int32]partitionEnd, error) {
-	firsts, err := adm.ListStartOffsets(ctx, o.topic)
+	firsts, lasts, err := partitionBounds(ctx, adm, o.topic)
 	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", o.topic, err)
-	}
-	lasts, err := adm.ListEndOffsets(ctx, o.topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", o.topic, err)
+		return nil, err
 	}
 	out := map[int32]partitionEnd{}
 	for p := range partitions {
@@ -169,6 +165,18 @@ func startOffsets(ctx context.Context, adm *kadm.Client, o consumeOptions, parti
 	return out, nil
 }
 
+// partitionBounds lists the first offset and the end (high watermark)
+// of each of topic's partitions.
+func partitionBounds(ctx context.Context, adm *kadm.Client, topic string) (firsts, ends kadm.ListedOffsets, err error) {
+	if firsts, err = adm.ListStartOffsets(ctx, topic); err != nil {
+		return nil, nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	if ends, err = adm.ListEndOffsets(ctx, topic); err != nil {
+		return nil, nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	return firsts, ends, nil
+}
+
 // offsetExists checks that offset is one a consumer can start at: a
 // record's, or the end, where it waits for the next record.
 func offsetExists(topic string, p int32, offset, first, end int64) error {
@@ -179,75 +187,6 @@ func offsetExists(topic string, p int32, offset, first, end int64) error {
 		return fmt.Errorf("%s[%d] has no offset %d: it holds no records, and the next one will be at offset %d", topic, p, offset, end)
 	}
 	return fmt.Errorf("%s[%d] has no offset %d: its records are at offsets %d to %d", topic, p, offset, first, end-1)
-}
-
-// groupConsumeOpts makes the client a member of o.group that reports its
-// partitions to ends, starts where the group has no committed offset at
-// the end (or the beginning), and commits the records it marks.
-func groupConsumeOpts(o consumeOptions, ends *endTracker) []kgo.Opt {
-	reset := kgo.NewOffset().AtEnd()
-	if o.fromBeginning {
-		reset = kgo.NewOffset().AtStart()
-	}
-	return []kgo.Opt{
-		kgo.ConsumerGroup(o.group),
-		kgo.ConsumeTopics(o.topic),
-		kgo.ConsumeResetOffset(reset),
-		kgo.AutoCommitMarks(),
-		// A rebalance waits for the records of a poll to be printed and
-		// marked, so that what is committed is exactly what was printed.
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
-			positions, err := groupPositions(ctx, kadm.NewClient(cl), o, assigned[o.topic])
-			if err != nil {
-				fmt.Fprintf(ends.out, "wharf: consume %s: %v\n", o.topic, err)
-				return
-			}
-			ends.start(positions)
-		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-			ends.forget(revoked[o.topic])
-			if err := cl.CommitMarkedOffsets(ctx); err != nil {
-				fmt.Fprintf(ends.out, "wharf: commit the offsets of group %s: %v\n", o.group, err)
-			}
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-			ends.forget(lost[o.topic])
-		}),
-	}
-}
-
-// groupPositions is where the group member starts in each assigned
-// partition, as the client decides it (the committed offset, else the
-// reset offset), and where the partition ends now.
-func groupPositions(ctx context.Context, adm *kadm.Client, o consumeOptions, assigned []int32) (map[int32]partitionEnd, error) {
-	committed, err := adm.FetchOffsets(ctx, o.group)
-	if err != nil {
-		return nil, fmt.Errorf("fetch the offsets of group %s: %w", o.group, err)
-	}
-	firsts, err := adm.ListStartOffsets(ctx, o.topic)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %s: %w", o.topic, err)
-	}
-	lasts, err := adm.ListEndOffsets(ctx, o.topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", o.topic, err)
-	}
-	out := map[int32]partitionEnd{}
-	for _, p := range assigned {
-		last, ok := lasts.Lookup(o.topic, p)
-		if !ok || last.Err != nil {
-			continue
-		}
-		pos := partitionEnd{next: last.Offset, end: last.Offset}
-		if c, ok := committed.Lookup(o.topic, p); ok && c.Err == nil && c.At >= 0 {
-			pos.next = c.At
-		} else if first, ok := firsts.Lookup(o.topic, p); ok && first.Err == nil && o.fromBeginning {
-			pos.next = first.Offset
-		}
-		out[p] = pos
-	}
-	return out, nil
 }
 
 // printRecords polls and prints records until the options say to stop:

@@ -51,7 +51,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		if typeName != "" {
 			line += " " + typeName
 		}
-		if !strings.Contains(usage, "default") && !isZeroDefault(f) {
+		if !strings.Contains(usage, "(default") && !isZeroDefault(f) {
 			// Before bindEnv's " (env X)", which stays last.
 			text, env, _ := strings.Cut(usage, " (env ")
 			usage = fmt.Sprintf("%s (default: %s)", text, f.DefValue)

@@ -79,7 +79,7 @@ type groupListEntry struct {
 
 func defineGroupsList(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	var states stringList
-	fs.Var(&states, "state", "only groups in this state, any case: "+strings.Join(groupStates, ", ")+" (repeatable)")
+	fs.Var(&states, "state", "only groups in this `state`, any case: "+strings.Join(groupStates, ", ")+" (repeatable)")
 	output := addOutputFlag(fs)
 	return func(env groupsEnv, args []string) error {
 		if err := expectArgs(args, 0, ""); err != nil {

@@ -28,7 +28,7 @@ type resetMode struct {
 
 func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	var topics stringList
-	fs.Var(&topics, "topic", "topic to reset, optionally with partitions: T or T:0,1,2 (repeatable)")
+	fs.Var(&topics, "topic", "`topic` to reset, optionally with partitions: T or T:0,1,2 (repeatable)")
 	allTopics := fs.Bool("all-topics", false, "reset every topic the group has committed offsets for")
 	fs.Bool("to-earliest", false, "reset to the log start offset")
 	fs.Bool("to-latest", false, "reset to the log end offset")

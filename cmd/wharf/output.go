@@ -31,7 +31,7 @@ func (o *outputFormat) Set(v string) error {
 // addOutputFlag adds --output to a list or describe command.
 func addOutputFlag(fs *flag.FlagSet) *outputFormat {
 	o := outputTable
-	fs.Var(&o, "output", "table, or json for scripts")
+	fs.Var(&o, "output", "output `format`: table, or json for scripts")
 	return &o
 }
 

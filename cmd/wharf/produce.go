@@ -36,7 +36,7 @@ func runProduce(ctx context.Context, args []string, std stdio) error {
 	acks := fs.String("acks", "all", "acknowledgement: all (durable on the broker), 1 (written) or 0 (none)")
 	keySeparator := fs.String("key-separator", "\t", "what splits a line into key and value (default: TAB; empty: no keys)")
 	var headerFlags stringList
-	fs.Var(&headerFlags, "header", "a header k=v on every record (repeatable)")
+	fs.Var(&headerFlags, "header", "a header `k=v` on every record (repeatable)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on a record the broker has not acknowledged after this long (delivery.timeout.ms)")
 	verbose := fs.Bool("v", false, "print the number of records produced to stderr")
 	positional, err := parseArgs(fs, args, env)

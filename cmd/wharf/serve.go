@@ -26,7 +26,8 @@ const (
 
 func runServe(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("serve", "[flags]",
-		"Runs a Wharf broker until SIGINT or SIGTERM, then shuts down cleanly.\n"+
+		"Runs a Wharf broker until SIGINT or SIGTERM, then shuts down cleanly. The default\n"+
+			"listeners bind every interface; give 127.0.0.1:PORT to listen on loopback only.\n"+
 			"Every flag can also be set by its environment variable; a flag beats its variable.", std.out)
 	dataDir := fs.String("data-dir", "./wharf-data", "directory for the metadata log and all partitions")
 	kafkaAddr := fs.String("kafka-addr", defaultKafkaAddr, "Kafka listener address")
@@ -36,7 +37,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	fsync := fs.String("fsync", "acks-all", "when appends are fsynced: acks-all (before acks=all replies, group-committed), always (every append), interval (only every --flush-interval)")
 	flushInterval := fs.Duration("flush-interval", time.Second, "period of the background fsync of everything written")
 	autoCreate := fs.Bool("auto-create-topics", true, "create unknown topics on first produce or metadata request")
-	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created with the broker default")
+	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created without a count")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	scrubInterval := fs.Duration("scrub-interval", 0,
 		"how often every log is read back and its CRCs checked in full, taking a corrupt partition offline; 0: once after start-up, only what recovery did not verify; negative: never")

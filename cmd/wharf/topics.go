@@ -53,7 +53,7 @@ func runTopicsCommand(ctx context.Context, c topicsCommand, args []string, std s
 	return runKafkaSubcommand(ctx, "topics", c.name, c.usage, c.summary, args, std,
 		func(fs *flag.FlagSet) {
 			if c.name != "list" {
-				fs.Var(&topicFlags, "topic", "a topic name, as kafka-topics.sh takes it (repeatable; the same as a NAME argument)")
+				fs.Var(&topicFlags, "topic", "a topic `name`, as kafka-topics.sh takes it (repeatable; the same as a NAME argument)")
 			}
 			run = c.define(fs)
 		},
@@ -66,7 +66,7 @@ func defineTopicsCreate(fs *flag.FlagSet) func(kafkaEnv, []string) error {
 	partitions := fs.Int("partitions", -1, "number of partitions (default: the broker's --num-partitions)")
 	replicationFactor := fs.Int("replication-factor", -1, "copies of each partition; a single node holds 1 (default: the broker's)")
 	var configs stringList
-	fs.Var(&configs, "config", "topic config key=value (repeatable)")
+	fs.Var(&configs, "config", "topic config `key=value` (repeatable)")
 	return func(env kafkaEnv, topics []string) error {
 		if err := expectArgs(topics, 1, "topic name"); err != nil {
 			return err
@@ -140,8 +140,8 @@ func defineTopicsList(fs *flag.FlagSet) func(kafkaEnv, []string) error {
 
 func defineTopicsAlter(fs *flag.FlagSet) func(kafkaEnv, []string) error {
 	var set, del stringList
-	fs.Var(&set, "config", "set topic config key=value (repeatable)")
-	fs.Var(&del, "delete-config", "remove a topic config override, back to the default (repeatable)")
+	fs.Var(&set, "config", "set topic config `key=value` (repeatable)")
+	fs.Var(&del, "delete-config", "remove the override of config `key`, back to the default (repeatable)")
 	partitions := fs.Int("partitions", 0, "grow the topic to this many partitions in total")
 	return func(env kafkaEnv, topics []string) error {
 		if err := expectArgs(topics, 1, "topic name"); err != nil {
