@@ -43,7 +43,7 @@ func newFlagSet(name, usage, description string, help io.Writer) *flag.FlagSet {
 
 // printFlags lists fs's flags as `--name type` and an indented
 // description. The default is added only when it is not the type's zero
-// value and the description does not already say what the default is.
+// value and the description does not already say "default: ...".
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typeName, usage := flag.UnquoteUsage(f)
@@ -51,7 +51,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		if typeName != "" {
 			line += " " + typeName
 		}
-		if !strings.Contains(usage, "(default") && !isZeroDefault(f) {
+		if !strings.Contains(strings.ToLower(usage), "default:") && !isZeroDefault(f) {
 			// Before bindEnv's " (env X)", which stays last.
 			text, env, _ := strings.Cut(usage, " (env ")
 			usage = fmt.Sprintf("%s (default: %s)", text, f.DefValue)

@@ -205,7 +205,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("wharf %q shows a flag with one dash: %q", args, m)
 		}
 		for _, line := range strings.Split(stdout, "\n") {
-			if strings.Count(line, "(default") > 1 {
+			if strings.Count(strings.ToLower(line), "default:") > 1 {
 				t.Errorf("wharf %q states a default twice: %q", args, line)
 			}
 		}
