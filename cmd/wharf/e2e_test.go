@@ -79,12 +79,14 @@ func cleanEnv(extra ...string) []string {
 
 // server is a `wharf serve` child process.
 type server struct {
-	cmd     *exec.Cmd
-	addr    string // bound Kafka address
-	dataDir string
-	stderr  *lockedBuffer
-	exited  chan struct{} // closed when the process has exited
-	waitErr error         // valid after exited is closed
+	cmd      *exec.Cmd
+	addr     string // bound Kafka address
+	amqpAddr string // bound AMQP address
+	httpAddr string // bound HTTP API address
+	dataDir  string
+	stderr   *lockedBuffer
+	exited   chan struct{} // closed when the process has exited
+	waitErr  error         // valid after exited is closed
 }
 
 // startServer runs `wharf serve` on 127.0.0.1:0, with extra flags, and
@@ -105,15 +107,20 @@ func startServer(t *testing.T, bin string, extra ...string) *server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addrCh := make(chan string, 1)
+	addrCh := make(chan [3]string, 1)
 	var stdoutLines lockedBuffer
 	go func() {
-		listening := regexp.MustCompile(`^Kafka listening on (\S+)`)
+		// serve prints the AMQP and HTTP listeners, then the data directory.
+		listening := regexp.MustCompile(`^(Kafka|AMQP|HTTP management API) listening on (\S+)`)
+		var addrs [3]string
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			fmt.Fprintln(&stdoutLines, sc.Text())
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addrCh <- m[1]
+				addrs[map[string]int{"Kafka": 0, "AMQP": 1, "HTTP management API": 2}[m[1]]] = m[2]
+			}
+			if strings.HasPrefix(sc.Text(), "Data directory") {
+				addrCh <- addrs
 			}
 		}
 	}()
@@ -133,7 +140,8 @@ func startServer(t *testing.T, bin string, extra ...string) *server {
 		}
 	})
 	select {
-	case s.addr = <-addrCh:
+	case addrs := <-addrCh:
+		s.addr, s.amqpAddr, s.httpAddr = addrs[0], addrs[1], addrs[2]
 	case <-s.exited:
 		t.Fatalf("wharf serve exited before listening: %v\n%s", s.waitErr, s.stderr.String())
 	case <-time.After(30 * time.Second):
@@ -166,16 +174,23 @@ type result struct {
 // bootstrap address (useEnv=false) or WHARF_BOOTSTRAP_SERVER.
 func (s *server) wharf(t *testing.T, stdin string, useEnv bool, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env := cleanEnv()
+	var env []string
 	if useEnv {
 		env = append(env, "WHARF_BOOTSTRAP_SERVER="+s.addr)
 	} else {
 		args = append(args, "--bootstrap-server", s.addr)
 	}
+	return runWharf(t, stdin, env, args...)
+}
+
+// runWharf runs the built binary with stdin, a clean environment plus env,
+// and args, within a minute.
+func runWharf(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, wharfBin, args...)
-	cmd.Env = env
+	cmd.Env = cleanEnv(env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

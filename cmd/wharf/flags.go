@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 )
 
@@ -13,30 +16,70 @@ import (
 // --kafka-addr is WHARF_KAFKA_ADDR.
 const envPrefix = "WHARF_"
 
-// errFlagParse wraps flag-package parse errors, which the flag package has
-// already reported together with the usage text.
-var errFlagParse = errors.New("invalid command line")
-
 // envName is the environment variable that backs a flag.
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// newFlagSet makes a subcommand's FlagSet whose --help shows usage, a
-// one-paragraph description and the flags.
-func newFlagSet(name, usage, description string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet makes a subcommand's FlagSet. Its --help prints the usage
+// line, a one-paragraph description and the flags, with two dashes as the
+// README writes them, to help (stdout); parseArgs turns every other parse
+// problem into a usage error for stderr.
+func newFlagSet(name, usage, description string, help io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("wharf "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(help)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: wharf %s %s\n\n%s\n", name, usage, description)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n", strings.TrimSpace("wharf "+name+" "+usage), description)
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
-			fmt.Fprint(fs.Output(), "\nFlags:\n")
-			fs.PrintDefaults()
+			fmt.Fprint(w, "\nFlags:\n")
+			printFlags(w, fs)
 		}
 	}
 	return fs
+}
+
+// printFlags lists fs's flags as `--name type` and an indented
+// description. The default is added only when it is not the type's zero
+// value and the description does not already say "default: ...".
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typeName, usage := flag.UnquoteUsage(f)
+		line := "  " + dashed(f.Name)
+		if typeName != "" {
+			line += " " + typeName
+		}
+		if !strings.Contains(strings.ToLower(usage), "default:") && !isZeroDefault(f) {
+			// Before bindEnv's " (env X)", which stays last.
+			text, env, _ := strings.Cut(usage, " (env ")
+			usage = fmt.Sprintf("%s (default: %s)", text, f.DefValue)
+			if env != "" {
+				usage += " (env " + env
+			}
+		}
+		fmt.Fprintf(w, "%s\n        %s\n", line, strings.ReplaceAll(usage, "\n", "\n        "))
+	})
+}
+
+// dashed is how help and errors write a flag: -v, --partitions.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// isZeroDefault reports whether f's default is its type's zero value
+// (0, "", false, an empty list), which help does not spell out.
+func isZeroDefault(f *flag.Flag) bool {
+	t := reflect.TypeOf(f.Value)
+	if t.Kind() != reflect.Pointer {
+		return false
+	}
+	zero, ok := reflect.New(t.Elem()).Interface().(flag.Value)
+	return ok && zero.String() == f.DefValue
 }
 
 // bindEnv marks flags as settable from their environment variables (named by
@@ -57,14 +100,14 @@ func bindEnv(fs *flag.FlagSet, names ...string) []string {
 // package alone stops at. "--" ends flag parsing. Flags in envFlags that were
 // not given on the command line then take their environment variable's value
 // when it is set: flag beats environment beats default.
+//
+// --help prints the help to the flag set's output and returns
+// flag.ErrHelp; any other problem is a usage error.
 func parseArgs(fs *flag.FlagSet, args []string, envFlags []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: %v", errFlagParse, err)
+		if err := parseQuietly(fs, args); err != nil {
+			return nil, err
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -81,6 +124,31 @@ func parseArgs(fs *flag.FlagSet, args []string, envFlags []string) ([]string, er
 	}
 	return positional, applyEnv(fs, envFlags)
 }
+
+// parseQuietly runs fs.Parse, which prints a problem and the whole help
+// to its output: only a requested help reaches the output, a problem
+// becomes a one-line usage error.
+func parseQuietly(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	var printed bytes.Buffer
+	fs.SetOutput(&printed)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		if _, werr := out.Write(printed.Bytes()); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return usageError{singleDashFlag.ReplaceAllString(err.Error(), "${1}--$2")}
+}
+
+// singleDashFlag finds the flag package's -name in its error messages, to
+// write it as --name.
+var singleDashFlag = regexp.MustCompile(`(^|[\s:])-([a-z][a-z0-9-]+)`)
 
 // consumedTerminator reports whether fs.Parse stopped at a "--" (which it
 // drops) rather than at a positional argument.
@@ -139,4 +207,16 @@ func expectArgs(args []string, want int, what string) error {
 		return usagef("unexpected arguments: %s", strings.Join(args[want:], " "))
 	}
 	return nil
+}
+
+// oneTopic is the one topic a command names, as its argument or with
+// --topic (Kafka's console tools' habit).
+func oneTopic(positional []string, topicFlag string) (string, error) {
+	if topicFlag != "" {
+		positional = append(positional, topicFlag)
+	}
+	if err := expectArgs(positional, 1, "topic name"); err != nil {
+		return "", err
+	}
+	return positional[0], nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,13 +98,13 @@ func TestEnvNameAndHelpText(t *testing.T) {
 	if got := envName("bootstrap-server"); got != "WHARF_BOOTSTRAP_SERVER" {
 		t.Errorf("envName = %q", got)
 	}
-	var stderr bytes.Buffer
-	fs := newFlagSet("x", "", "Does x.", &stderr)
+	var help bytes.Buffer
+	fs := newFlagSet("x", "", "Does x.", &help)
 	fs.String("data-dir", "d", "where data lives")
 	bindEnv(fs, "data-dir")
 	fs.Usage()
-	if !strings.Contains(stderr.String(), "(env WHARF_DATA_DIR)") {
-		t.Errorf("help does not name the env var:\n%s", stderr.String())
+	if !strings.Contains(help.String(), "(env WHARF_DATA_DIR)") {
+		t.Errorf("help does not name the env var:\n%s", help.String())
 	}
 }
 
@@ -159,13 +160,73 @@ func TestUsageAndExitStatus(t *testing.T) {
 		{[]string{"produce", "t", "--acks", "2"}, 2, "--acks"},
 		{[]string{"consume", "t", "--from-beginning", "--offset", "3"}, 2, "exclude each other"},
 		{[]string{"consume", "t", "--format", "%q"}, 2, "unknown field %q"},
-		{[]string{"consume", "--help"}, 0, "%k key"},
+		{[]string{"topics", "create", "t", "--replication-factor", "0"}, 2, "--replication-factor must be between 1 and 32767"},
+		{[]string{"topics", "create", "--nope"}, 2, "flag provided but not defined: --nope"},
+		{[]string{"groups", "list", "--state", "stabel"}, 2, `--state "stabel": want one of`},
+		{[]string{"topics", "list", "--output", "yaml"}, 2, "want table or json"},
+		{[]string{"produce", "t", "--header", "novalue"}, 2, "want key=value"},
+		{[]string{"consume", "t", "--group", "g", "--partition", "0"}, 2, "excludes --offset and --partition"},
+		{[]string{"consume", "--topic", "a", "b"}, 2, "unexpected arguments: a"},
+		{[]string{"version", "extra"}, 2, "unexpected arguments: extra"},
 	}
 	for _, c := range cases {
 		status, _, stderr := runCLI(c.args...)
 		if status != c.wantStatus || !strings.Contains(stderr, c.wantErr) {
 			t.Errorf("wharf %q: status %d, stderr %q; want status %d and %q",
 				c.args, status, stderr, c.wantStatus, c.wantErr)
+		}
+	}
+}
+
+// Every command's --help goes to stdout with status 0, writes its flags
+// with two dashes as the README does, and states each default once.
+func TestHelpOfEveryCommand(t *testing.T) {
+	helps := [][]string{{"--help"}, {"help", "topics"}}
+	for _, c := range commands() {
+		helps = append(helps, []string{c.name, "--help"})
+	}
+	for _, c := range topicsCommands() {
+		helps = append(helps, []string{"topics", c.name, "--help"})
+	}
+	for _, c := range groupsCommands() {
+		helps = append(helps, []string{"groups", c.name, "--help"})
+	}
+	for _, c := range policiesCommands() {
+		helps = append(helps, []string{"policies", c.name, "-h"})
+	}
+	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z][a-z-]+`)
+	for _, args := range helps {
+		status, stdout, stderr := runCLI(args...)
+		if status != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage") && !strings.HasPrefix(stdout, "Wharf") {
+			t.Errorf("wharf %q: status %d, stderr %q, stdout:\n%s", args, status, stderr, stdout)
+			continue
+		}
+		if m := singleDash.FindString(stdout); m != "" {
+			t.Errorf("wharf %q shows a flag with one dash: %q", args, m)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.Count(strings.ToLower(line), "default:") > 1 {
+				t.Errorf("wharf %q states a default twice: %q", args, line)
+			}
+		}
+	}
+	if _, stdout, _ := runCLI("--help"); !strings.Contains(stdout, "Kafka") || !strings.Contains(stdout, "AMQP") {
+		t.Errorf("wharf --help does not name both protocols:\n%s", stdout)
+	}
+}
+
+func TestHelpShowsDefaultsOnce(t *testing.T) {
+	var out bytes.Buffer
+	fs := newFlagSet("x", "", "Does x.", &out)
+	fs.Int("partition", -1, "this partition (default: all)")
+	fs.String("addr", ":9092", "listener")
+	fs.Int("count", 0, "how many")
+	bindEnv(fs, "addr")
+	fs.Usage()
+	for _, want := range []string{"--partition int\n        this partition (default: all)\n",
+		"--addr string\n        listener (default: :9092) (env WHARF_ADDR)\n", "--count int\n        how many\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
 	}
 }

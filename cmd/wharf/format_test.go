@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -55,22 +56,49 @@ func TestRecordFormatRejectsUnknown(t *testing.T) {
 	}
 }
 
-func TestRecordFromLine(t *testing.T) {
+func TestLineSplitter(t *testing.T) {
+	tab := lineSplitter{keySeparator: []byte("\t"), partition: -1}
+	colons := lineSplitter{keySeparator: []byte("::"), partition: 2,
+		headers: []kgo.RecordHeader{{Key: "source", Value: []byte("cli")}}}
+	valuesOnly := lineSplitter{partition: -1}
 	cases := []struct {
+		split      lineSplitter
 		line       string
 		key, value string
 		nilKey     bool
 	}{
-		{"plain", "", "plain", true},
-		{"k\tv", "k", "v", false},
-		{"k\tv\twith tab", "k", "v\twith tab", false},
-		{"\tv", "", "v", false},
-		{"", "", "", true},
+		{tab, "plain", "", "plain", true},
+		{tab, "k\tv", "k", "v", false},
+		{tab, "k\tv\twith tab", "k", "v\twith tab", false},
+		{tab, "\tv", "", "v", false},
+		{tab, "", "", "", true},
+		{colons, "k::v", "k", "v", false},
+		{colons, "k\tv", "", "k\tv", true},
+		{valuesOnly, "k\tv", "", "k\tv", true},
 	}
 	for _, c := range cases {
-		r := recordFromLine([]byte(c.line))
+		r := c.split.record([]byte(c.line))
 		if (r.Key == nil) != c.nilKey || string(r.Key) != c.key || string(r.Value) != c.value {
-			t.Errorf("line %q: key %q (nil %v) value %q", c.line, r.Key, r.Key == nil, r.Value)
+			t.Errorf("separator %q, line %q: key %q (nil %v) value %q", c.split.keySeparator, c.line, r.Key, r.Key == nil, r.Value)
+		}
+		if r.Partition != c.split.partition || len(r.Headers) != len(c.split.headers) {
+			t.Errorf("separator %q, line %q: partition %d, headers %v", c.split.keySeparator, c.line, r.Partition, r.Headers)
+		}
+	}
+}
+
+func TestParseHeaders(t *testing.T) {
+	headers, err := parseHeaders([]string{"trace=abc", "empty=", "eq=a=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}, {Key: "empty", Value: []byte{}}, {Key: "eq", Value: []byte("a=b")}}
+	if !reflect.DeepEqual(headers, want) {
+		t.Errorf("parseHeaders = %q, want %q", headers, want)
+	}
+	for _, bad := range []string{"novalue", "=v"} {
+		if _, err := parseHeaders([]string{bad}); err == nil {
+			t.Errorf("parseHeaders(%q): no error", bad)
 		}
 	}
 }

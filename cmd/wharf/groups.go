@@ -4,10 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -22,9 +22,7 @@ type groupsCommand struct {
 
 // groupsEnv is what a groups subcommand works with.
 type groupsEnv struct {
-	ctx context.Context
-	adm *kadm.Client
-	out io.Writer
+	kafkaEnv
 	// newClient makes another client of the same brokers (describe reads
 	// records with one to measure lag in time).
 	newClient func(opts ...kgo.Opt) (*kgo.Client, error)
@@ -33,8 +31,8 @@ type groupsEnv struct {
 
 func groupsCommands() []groupsCommand {
 	return []groupsCommand{
-		{"list", "[--state STATE ...]", "list consumer groups", defineGroupsList},
-		{"describe", "GROUP", "show a group's members and, per partition, its committed offset, log end offset, lag and lag in time", defineGroupsDescribe},
+		{"list", "[--state STATE ...] [--output json]", "list consumer groups", defineGroupsList},
+		{"describe", "GROUP [--output json]", "show a group's members and, per partition, its committed offset, log end offset, lag and lag in time", defineGroupsDescribe},
 		{"reset-offsets", "GROUP (--topic T[:P,P...] ... | --all-topics) MODE [--execute]",
 			"plan (or, with --execute, apply) new committed offsets for a group with no live members", defineGroupsResetOffsets},
 		{"delete", "GROUP [GROUP ...]", "delete empty groups and their committed offsets", defineGroupsDelete},
@@ -58,40 +56,83 @@ func runGroupsCommand(ctx context.Context, c groupsCommand, args []string, std s
 	var run func(groupsEnv, []string) error
 	return runKafkaSubcommand(ctx, "groups", c.name, c.usage, c.summary, args, std,
 		func(fs *flag.FlagSet) { run = c.define(fs) },
-		func(ctx context.Context, cl *kgo.Client, bootstrap string, positional []string) error {
+		func(env kafkaEnv, positional []string) error {
 			return run(groupsEnv{
-				ctx:       ctx,
-				adm:       kadm.NewClient(cl),
-				out:       std.out,
-				newClient: func(opts ...kgo.Opt) (*kgo.Client, error) { return newKafkaClient(bootstrap, opts...) },
+				kafkaEnv:  env,
+				newClient: func(opts ...kgo.Opt) (*kgo.Client, error) { return newKafkaClient(env.seeds, opts...) },
 				now:       time.Now,
 			}, positional)
 		})
 }
 
+// groupStates are the states a group can be in, as ListGroups filters
+// them (Kafka's ConsumerGroupState and KIP-848's).
+var groupStates = []string{"Unknown", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling"}
+
+// groupListEntry is one group of `groups list --output json`.
+type groupListEntry struct {
+	Group        string `json:"group"`
+	Type         string `json:"type"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+}
+
 func defineGroupsList(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	var states stringList
-	fs.Var(&states, "state", "only groups in this state: Empty, Stable, PreparingRebalance, CompletingRebalance, Reconciling, ... (repeatable)")
+	fs.Var(&states, "state", "only groups in this `state`, any case: "+strings.Join(groupStates, ", ")+" (repeatable)")
+	output := addOutputFlag(fs)
 	return func(env groupsEnv, args []string) error {
 		if err := expectArgs(args, 0, ""); err != nil {
 			return err
 		}
-		groups, err := env.adm.ListGroups(env.ctx, states...)
+		filter, err := canonicalStates(states)
+		if err != nil {
+			return err
+		}
+		if err := env.reachable(); err != nil {
+			return err
+		}
+		groups, err := env.adm.ListGroups(env.ctx, filter...)
 		if err != nil {
 			return fmt.Errorf("list groups: %w", err)
 		}
-		tw := newTable(env.out, "GROUP", "TYPE", "STATE", "PROTOCOL-TYPE")
+		entries := []groupListEntry{}
 		for _, g := range groups.Sorted() {
-			tw.row(g.Group, orDash(g.GroupType), orDash(g.State), orDash(g.ProtocolType))
+			entries = append(entries, groupListEntry{g.Group, g.GroupType, g.State, g.ProtocolType})
+		}
+		if *output == outputJSON {
+			return writeJSON(env.out, entries)
+		}
+		tw := newTable(env.out, "GROUP", "TYPE", "STATE", "PROTOCOL-TYPE")
+		for _, g := range entries {
+			tw.row(g.Group, orDash(g.Type), orDash(g.State), orDash(g.ProtocolType))
 		}
 		return tw.flush()
 	}
+}
+
+// canonicalStates spells each --state as the broker does, as
+// kafka-consumer-groups.sh accepts any case, and refuses a state that
+// does not exist (the broker would silently match no group).
+func canonicalStates(states []string) ([]string, error) {
+	out := make([]string, len(states))
+	for i, s := range states {
+		j := slices.IndexFunc(groupStates, func(known string) bool { return strings.EqualFold(known, s) })
+		if j < 0 {
+			return nil, usagef("--state %q: want one of %s", s, strings.Join(groupStates, ", "))
+		}
+		out[i] = groupStates[j]
+	}
+	return out, nil
 }
 
 func defineGroupsDelete(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	return func(env groupsEnv, args []string) error {
 		if len(args) == 0 {
 			return usagef("missing group name")
+		}
+		if err := env.reachable(); err != nil {
+			return err
 		}
 		resps, err := env.adm.DeleteGroups(env.ctx, args...)
 		if err != nil {

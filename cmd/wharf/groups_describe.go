@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -19,8 +20,12 @@ import (
 const lagTimeWait = 5 * time.Second
 
 func defineGroupsDescribe(fs *flag.FlagSet) func(groupsEnv, []string) error {
+	output := addOutputFlag(fs)
 	return func(env groupsEnv, args []string) error {
 		if err := expectArgs(args, 1, "group name"); err != nil {
+			return err
+		}
+		if err := env.reachable(); err != nil {
 			return err
 		}
 		name := args[0]
@@ -46,8 +51,11 @@ func defineGroupsDescribe(fs *flag.FlagSet) func(groupsEnv, []string) error {
 		if err != nil {
 			return fmt.Errorf("list end offsets: %w", err)
 		}
-		nextTimes := nextRecordTimes(env, rows, ends)
-		return printGroupDescription(env, g, rows, ends, nextTimes)
+		d := describeGroupLag(g, rows, ends, nextRecordTimes(env, rows, ends), env.now())
+		if *output == outputJSON {
+			return writeJSON(env.out, d)
+		}
+		return printGroupDescription(env.out, d)
 	}
 }
 
@@ -161,35 +169,85 @@ func nextRecordTimes(env groupsEnv, rows []lagRow, ends kadm.ListedOffsets) map[
 	return out
 }
 
-func printGroupDescription(env groupsEnv, g kadm.DescribedGroup, rows []lagRow, ends kadm.ListedOffsets, next map[string]map[int32]time.Time) error {
-	fmt.Fprintf(env.out, "Group %s: state %s, protocol %s, %d member(s)\n\n", g.Group, orDash(g.State), orDash(g.Protocol), len(g.Members))
-	tw := newTable(env.out, "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-TIME", "MEMBER-ID", "HOST", "CLIENT-ID")
-	now := env.now()
+// groupDescription is what `groups describe` prints, and its JSON.
+type groupDescription struct {
+	Group    string `json:"group"`
+	State    string `json:"state"`
+	Protocol string `json:"protocol"`
+	Members  int    `json:"members"`
+	// Lags has a line per partition the group committed or is assigned,
+	// and one per member without partitions (no topic).
+	Lags []partitionLag `json:"partitions"`
+}
+
+// partitionLag is one line of describe. A nil number is unknown.
+type partitionLag struct {
+	Topic         string `json:"topic,omitempty"`
+	Partition     *int32 `json:"partition,omitempty"`
+	CurrentOffset *int64 `json:"current_offset"`
+	LogEndOffset  *int64 `json:"log_end_offset"`
+	Lag           *int64 `json:"lag"`
+	// LagMillis is the age of the next record the group will consume
+	// (0 when it has consumed everything).
+	LagMillis *int64 `json:"lag_ms"`
+	MemberID  string `json:"member_id,omitempty"`
+	Host      string `json:"host,omitempty"`
+	ClientID  string `json:"client_id,omitempty"`
+}
+
+func describeGroupLag(g kadm.DescribedGroup, rows []lagRow, ends kadm.ListedOffsets, next map[string]map[int32]time.Time, now time.Time) groupDescription {
+	d := groupDescription{Group: g.Group, State: g.State, Protocol: g.Protocol, Members: len(g.Members), Lags: []partitionLag{}}
 	for _, r := range rows {
-		member, host, client := "-", "-", "-"
+		var l partitionLag
 		if r.member != nil {
-			member, host, client = r.member.MemberID, r.member.ClientHost, r.member.ClientID
+			l.MemberID, l.Host, l.ClientID = r.member.MemberID, r.member.ClientHost, r.member.ClientID
 		}
 		if r.topic == "" {
-			tw.row(g.Group, "-", "-", "-", "-", "-", "-", member, host, client)
+			d.Lags = append(d.Lags, l)
 			continue
 		}
-		current, end, lag, lagTime := "-", "-", "-", "-"
+		l.Topic, l.Partition = r.topic, &r.partition
 		if r.committed >= 0 {
-			current = fmt.Sprint(r.committed)
+			l.CurrentOffset = &r.committed
 		}
 		if e, ok := ends.Lookup(r.topic, r.partition); ok && e.Err == nil {
-			end = fmt.Sprint(e.Offset)
+			l.LogEndOffset = &e.Offset
 			if r.committed >= 0 {
-				lag = fmt.Sprint(max(0, e.Offset-r.committed))
+				lag := max(0, e.Offset-r.committed)
+				l.Lag = &lag
 				if ts, ok := next[r.topic][r.partition]; ok {
-					lagTime = max(0, now.Sub(ts)).Round(time.Millisecond).String()
-				} else if e.Offset <= r.committed {
-					lagTime = "0s"
+					ms := max(0, now.Sub(ts).Milliseconds())
+					l.LagMillis = &ms
+				} else if lag == 0 {
+					l.LagMillis = new(int64)
 				}
 			}
 		}
-		tw.row(g.Group, r.topic, r.partition, current, end, lag, lagTime, member, host, client)
+		d.Lags = append(d.Lags, l)
+	}
+	return d
+}
+
+func printGroupDescription(out io.Writer, d groupDescription) error {
+	fmt.Fprintf(out, "Group %s: state %s, protocol %s, %d member(s)\n\n", d.Group, orDash(d.State), orDash(d.Protocol), d.Members)
+	tw := newTable(out, "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-TIME", "MEMBER-ID", "HOST", "CLIENT-ID")
+	for _, l := range d.Lags {
+		partition, lagTime := "-", "-"
+		if l.Partition != nil {
+			partition = fmt.Sprint(*l.Partition)
+		}
+		if l.LagMillis != nil {
+			lagTime = (time.Duration(*l.LagMillis) * time.Millisecond).String()
+		}
+		tw.row(d.Group, orDash(l.Topic), partition, numberCell(l.CurrentOffset), numberCell(l.LogEndOffset), numberCell(l.Lag),
+			lagTime, orDash(l.MemberID), orDash(l.Host), orDash(l.ClientID))
 	}
 	return tw.flush()
+}
+
+func numberCell(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
 }

@@ -28,7 +28,7 @@ type resetMode struct {
 
 func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	var topics stringList
-	fs.Var(&topics, "topic", "topic to reset, optionally with partitions: T or T:0,1,2 (repeatable)")
+	fs.Var(&topics, "topic", "`topic` to reset, optionally with partitions: T or T:0,1,2 (repeatable)")
 	allTopics := fs.Bool("all-topics", false, "reset every topic the group has committed offsets for")
 	fs.Bool("to-earliest", false, "reset to the log start offset")
 	fs.Bool("to-latest", false, "reset to the log end offset")
@@ -48,6 +48,9 @@ func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error 
 		}
 		if len(topics) == 0 && !*allTopics {
 			return usagef("name the partitions to reset: --topic T[:P,P...] (repeatable) or --all-topics")
+		}
+		if err := env.reachable(); err != nil {
+			return err
 		}
 		if err := requireInactive(env, group); err != nil {
 			return err

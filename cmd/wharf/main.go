@@ -6,6 +6,7 @@
 //	wharf consume TOPIC              print records
 //	wharf groups list|describe|...   inspect and manage consumer groups
 //	wharf policies set|list|clear    manage policies through the HTTP API
+//	wharf version                    print the version (also --version)
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 package main
@@ -43,6 +44,7 @@ func commands() []command {
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
 		{"policies", "set, list and clear RabbitMQ-style policies (through the HTTP API)", runPolicies},
+		{"version", "print the version and commit this binary was built from", runVersion},
 	}
 }
 
@@ -61,6 +63,8 @@ func run(args []string, std stdio) int {
 	case "-h", "-help", "--help":
 		printMainUsage(std.out)
 		return 0
+	case "-version", "--version":
+		name = "version"
 	case "help":
 		if len(rest) == 0 {
 			printMainUsage(std.out)
@@ -103,9 +107,6 @@ func exitStatus(err error, stderr io.Writer) int {
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "wharf: %v (see --help)\n", err)
 		return 2
-	case errors.Is(err, errFlagParse):
-		// The flag package already printed the problem and the usage.
-		return 2
 	default:
 		fmt.Fprintf(stderr, "wharf: %v\n", err)
 		return 1
@@ -113,10 +114,11 @@ func exitStatus(err error, stderr io.Writer) int {
 }
 
 func printMainUsage(w io.Writer) {
-	fmt.Fprint(w, "Wharf is a message broker that speaks the Kafka protocol.\n\n")
+	fmt.Fprint(w, "Wharf is a message broker that speaks the Apache Kafka protocol and AMQP 0-9-1\n"+
+		"(RabbitMQ's) over one durable log.\n\n")
 	fmt.Fprint(w, "Usage:\n  wharf <command> [arguments]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, "\nRun 'wharf <command> --help' for a command's flags.\n")
+	fmt.Fprint(w, "\nRun 'wharf <command> --help' for a command's flags; 'wharf --version' prints the version.\n")
 }

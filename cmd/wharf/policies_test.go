@@ -117,7 +117,7 @@ func TestPoliciesCLIEndToEnd(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	if code := run([]string{"policies", "clear", "ttl", "--http-server=" + n2.HTTPAddr()}, stdio{out: &out, err: &errOut}); code != 1 ||
-		!strings.Contains(errOut.String(), "404") {
+		!strings.Contains(errOut.String(), `no policy "ttl" on vhost "/"`) {
 		t.Fatalf("clearing a missing policy: exit %d, %s", code, errOut.String())
 	}
 }

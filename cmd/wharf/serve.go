@@ -17,19 +17,28 @@ import (
 // after SIGINT/SIGTERM before closing the storage anyway.
 const shutdownTimeout = 30 * time.Second
 
+// The listeners' default addresses: every interface, the protocols' usual
+// ports.
+const (
+	defaultKafkaAddr = ":9092"
+	defaultAMQPAddr  = ":5672"
+	defaultHTTPAddr  = ":15672"
+)
+
 func runServe(ctx context.Context, args []string, std stdio) error {
 	fs := newFlagSet("serve", "[flags]",
-		"Runs a Wharf broker until SIGINT or SIGTERM, then shuts down cleanly.\n"+
-			"Every flag can also be set by its environment variable; a flag beats its variable.", std.err)
+		"Runs a Wharf broker until SIGINT or SIGTERM, then shuts down cleanly. The default\n"+
+			"listeners bind every interface; give 127.0.0.1:PORT to listen on loopback only.\n"+
+			"Every flag can also be set by its environment variable; a flag beats its variable.", std.out)
 	dataDir := fs.String("data-dir", "./wharf-data", "directory for the metadata log and all partitions")
-	kafkaAddr := fs.String("kafka-addr", ":9092", "Kafka listener address")
-	amqpAddr := fs.String("amqp-addr", ":5672", "AMQP 0-9-1 listener address (empty: no AMQP listener)")
-	httpAddr := fs.String("http-addr", ":15672", "HTTP management API address (RabbitMQ API subset; empty: none)")
+	kafkaAddr := fs.String("kafka-addr", defaultKafkaAddr, "Kafka listener address")
+	amqpAddr := fs.String("amqp-addr", defaultAMQPAddr, "AMQP 0-9-1 listener address (empty: no AMQP listener)")
+	httpAddr := fs.String("http-addr", defaultHTTPAddr, "HTTP management API address (RabbitMQ API subset; empty: none)")
 	advertisedHost := fs.String("advertised-host", "", "host advertised to Kafka clients (default: the listener's host, or localhost for a wildcard listener)")
 	fsync := fs.String("fsync", "acks-all", "when appends are fsynced: acks-all (before acks=all replies, group-committed), always (every append), interval (only every --flush-interval)")
 	flushInterval := fs.Duration("flush-interval", time.Second, "period of the background fsync of everything written")
 	autoCreate := fs.Bool("auto-create-topics", true, "create unknown topics on first produce or metadata request")
-	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created with the broker default")
+	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of topics created without a count")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	scrubInterval := fs.Duration("scrub-interval", 0,
 		"how often every log is read back and its CRCs checked in full, taking a corrupt partition offline; 0: once after start-up, only what recovery did not verify; negative: never")

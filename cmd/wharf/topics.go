@@ -6,30 +6,29 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // topicsCommand is one `wharf topics NAME` subcommand.
 type topicsCommand struct {
 	name, usage, summary string
 	// define registers the subcommand's own flags; the returned run is
-	// called with the positional arguments after parsing.
-	define func(fs *flag.FlagSet) func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error
+	// called with the topic names (positional arguments and --topic)
+	// after parsing.
+	define func(fs *flag.FlagSet) func(env kafkaEnv, topics []string) error
 }
 
 func topicsCommands() []topicsCommand {
 	return []topicsCommand{
-		{"create", "NAME [--partitions N] [--config k=v ...]", "create a topic", defineTopicsCreate},
-		{"list", "", "list topics", defineTopicsList},
-		{"describe", "NAME", "show a topic's partitions (start offset, high watermark) and configs", defineTopicsDescribe},
+		{"create", "NAME [--partitions N] [--replication-factor 1] [--config k=v ...]", "create a topic", defineTopicsCreate},
+		{"list", "[--output json]", "list topics", defineTopicsList},
+		{"describe", "[NAME ...] [--output json]", "show topics' partitions (start offset, high watermark) and configs; every topic without a NAME", defineTopicsDescribe},
 		{"alter", "NAME [--config k=v ...] [--delete-config k ...] [--partitions N]", "change a topic's configs or grow its partitions", defineTopicsAlter},
-		{"delete", "NAME", "delete a topic and its data", defineTopicsDelete},
+		{"delete", "NAME [NAME ...]", "delete topics and their data", defineTopicsDelete},
 	}
 }
 
@@ -47,162 +46,116 @@ func runTopics(ctx context.Context, args []string, std stdio) error {
 }
 
 func runTopicsCommand(ctx context.Context, c topicsCommand, args []string, std stdio) error {
-	var run func(context.Context, *kadm.Client, []string, io.Writer) error
+	var (
+		run        func(kafkaEnv, []string) error
+		topicFlags stringList
+	)
 	return runKafkaSubcommand(ctx, "topics", c.name, c.usage, c.summary, args, std,
-		func(fs *flag.FlagSet) { run = c.define(fs) },
-		func(ctx context.Context, cl *kgo.Client, _ string, positional []string) error {
-			return run(ctx, kadm.NewClient(cl), positional, std.out)
+		func(fs *flag.FlagSet) {
+			if c.name != "list" {
+				fs.Var(&topicFlags, "topic", "a topic `name`, as kafka-topics.sh takes it (repeatable; the same as a NAME argument)")
+			}
+			run = c.define(fs)
+		},
+		func(env kafkaEnv, positional []string) error {
+			return run(env, append(positional, topicFlags...))
 		})
 }
 
-func defineTopicsCreate(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	partitions := fs.Int("partitions", -1, "number of partitions (-1: the broker's --num-partitions)")
+func defineTopicsCreate(fs *flag.FlagSet) func(kafkaEnv, []string) error {
+	partitions := fs.Int("partitions", -1, "number of partitions (default: the broker's --num-partitions)")
+	replicationFactor := fs.Int("replication-factor", -1, "copies of each partition; a single node holds 1 (default: the broker's)")
 	var configs stringList
-	fs.Var(&configs, "config", "topic config key=value (repeatable)")
-	return func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error {
-		if err := expectArgs(args, 1, "topic name"); err != nil {
+	fs.Var(&configs, "config", "topic config `key=value` (repeatable)")
+	return func(env kafkaEnv, topics []string) error {
+		if err := expectArgs(topics, 1, "topic name"); err != nil {
 			return err
+		}
+		if rf := *replicationFactor; rf != -1 && (rf < 1 || rf > math.MaxInt16) {
+			return usagef("--replication-factor must be between 1 and %d, got %d", math.MaxInt16, rf)
 		}
 		cfg, err := parseConfigs(configs)
 		if err != nil {
 			return err
 		}
-		// Replication factor -1: the broker's default (one copy on a single node).
-		resp, err := adm.CreateTopic(ctx, int32(*partitions), -1, cfg, args[0])
+		if err := env.reachable(); err != nil {
+			return err
+		}
+		// The broker checks the replication factor against its brokers,
+		// as Kafka's does (INVALID_REPLICATION_FACTOR).
+		resp, err := env.adm.CreateTopic(env.ctx, int32(*partitions), int16(*replicationFactor), cfg, topics[0])
 		if resp.Topic == "" {
 			if err == nil {
 				err = errors.New("empty response")
 			}
-			return fmt.Errorf("create topic %s: %w", args[0], err)
+			return fmt.Errorf("create topic %s: %w", topics[0], err)
 		}
-		return printStatusTable(out, []topicStatus{{args[0], resp.Err, resp.ErrMessage}})
+		return printStatusTable(env.out, []topicStatus{{topics[0], resp.Err, resp.ErrMessage}})
 	}
 }
 
-func defineTopicsList(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	return func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error {
+// topicListEntry is one topic of `topics list --output json`.
+type topicListEntry struct {
+	Name       string `json:"name"`
+	Partitions int    `json:"partitions"`
+	Replicas   int    `json:"replicas"`
+	Error      string `json:"error,omitempty"`
+}
+
+func defineTopicsList(fs *flag.FlagSet) func(kafkaEnv, []string) error {
+	output := addOutputFlag(fs)
+	return func(env kafkaEnv, args []string) error {
 		if err := expectArgs(args, 0, ""); err != nil {
 			return err
 		}
-		topics, err := adm.ListTopics(ctx)
+		if err := env.reachable(); err != nil {
+			return err
+		}
+		topics, err := env.adm.ListTopics(env.ctx)
 		if err != nil {
 			return fmt.Errorf("list topics: %w", err)
 		}
-		tw := newTable(out, "NAME", "PARTITIONS", "REPLICAS")
+		entries := []topicListEntry{}
 		for _, t := range topics.Sorted() {
+			e := topicListEntry{Name: t.Topic, Partitions: len(t.Partitions), Replicas: t.Partitions.NumReplicas()}
 			if t.Err != nil {
-				tw.row(t.Topic, "-", "-", t.Err.Error())
+				e.Error = t.Err.Error()
+			}
+			entries = append(entries, e)
+		}
+		if *output == outputJSON {
+			return writeJSON(env.out, entries)
+		}
+		tw := newTable(env.out, "NAME", "PARTITIONS", "REPLICAS")
+		for _, e := range entries {
+			if e.Error != "" {
+				tw.row(e.Name, "-", "-", e.Error)
 				continue
 			}
-			tw.row(t.Topic, len(t.Partitions), t.Partitions.NumReplicas())
+			tw.row(e.Name, e.Partitions, e.Replicas)
 		}
 		return tw.flush()
 	}
 }
 
-func defineTopicsDescribe(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	return func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error {
-		if err := expectArgs(args, 1, "topic name"); err != nil {
-			return err
-		}
-		name := args[0]
-		topics, err := adm.ListTopics(ctx, name)
-		if err != nil {
-			return fmt.Errorf("describe %s: %w", name, err)
-		}
-		detail, ok := topics[name]
-		if !ok {
-			return fmt.Errorf("describe %s: %w", name, kerr.UnknownTopicOrPartition)
-		}
-		if detail.Err != nil {
-			return fmt.Errorf("describe %s: %w", name, detail.Err)
-		}
-		configs, err := adm.DescribeTopicConfigs(ctx, name)
-		if err != nil {
-			return fmt.Errorf("describe configs of %s: %w", name, err)
-		}
-		starts, err := adm.ListStartOffsets(ctx, name)
-		if err != nil {
-			return fmt.Errorf("list start offsets of %s: %w", name, err)
-		}
-		ends, err := adm.ListEndOffsets(ctx, name)
-		if err != nil {
-			return fmt.Errorf("list end offsets of %s: %w", name, err)
-		}
-		return printTopicDescription(out, detail, configs, starts, ends)
-	}
-}
-
-func printTopicDescription(out io.Writer, detail kadm.TopicDetail, configs kadm.ResourceConfigs, starts, ends kadm.ListedOffsets) error {
-	section(out, "SUMMARY")
-	summary := newTable(out)
-	summary.row("NAME", detail.Topic)
-	summary.row("PARTITIONS", len(detail.Partitions))
-	summary.row("REPLICAS", detail.Partitions.NumReplicas())
-	if err := summary.flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(out)
-	section(out, "CONFIGS")
-	cfgTable := newTable(out, "KEY", "VALUE", "SOURCE")
-	rc, err := configs.On(detail.Topic, nil)
-	switch {
-	case err != nil:
-		cfgTable.row("-", "-", err.Error())
-	case rc.Err != nil:
-		cfgTable.row("-", "-", rc.Err.Error())
-	default:
-		sort.Slice(rc.Configs, func(i, j int) bool { return rc.Configs[i].Key < rc.Configs[j].Key })
-		for _, c := range rc.Configs {
-			value := c.MaybeValue()
-			if c.Sensitive {
-				value = "(sensitive)"
-			}
-			cfgTable.row(c.Key, value, c.Source)
-		}
-	}
-	if err := cfgTable.flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintln(out)
-	section(out, "PARTITIONS")
-	parts := newTable(out, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "LOG-START-OFFSET", "HIGH-WATERMARK")
-	for _, p := range detail.Partitions.Sorted() {
-		parts.row(p.Partition, p.Leader, p.LeaderEpoch, fmt.Sprint(p.Replicas),
-			offsetCell(starts, p.Topic, p.Partition), offsetCell(ends, p.Topic, p.Partition))
-	}
-	return parts.flush()
-}
-
-// offsetCell is a partition's listed offset, or its error.
-func offsetCell(offsets kadm.ListedOffsets, topic string, partition int32) string {
-	o, ok := offsets.Lookup(topic, partition)
-	switch {
-	case !ok:
-		return "-"
-	case o.Err != nil:
-		return o.Err.Error()
-	}
-	return fmt.Sprint(o.Offset)
-}
-
-func defineTopicsAlter(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
+func defineTopicsAlter(fs *flag.FlagSet) func(kafkaEnv, []string) error {
 	var set, del stringList
-	fs.Var(&set, "config", "set topic config key=value (repeatable)")
-	fs.Var(&del, "delete-config", "remove a topic config override, back to the default (repeatable)")
+	fs.Var(&set, "config", "set topic config `key=value` (repeatable)")
+	fs.Var(&del, "delete-config", "remove the override of config `key`, back to the default (repeatable)")
 	partitions := fs.Int("partitions", 0, "grow the topic to this many partitions in total")
-	return func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error {
-		if err := expectArgs(args, 1, "topic name"); err != nil {
+	return func(env kafkaEnv, topics []string) error {
+		if err := expectArgs(topics, 1, "topic name"); err != nil {
 			return err
 		}
-		name := args[0]
+		name := topics[0]
 		if len(set) == 0 && len(del) == 0 && *partitions == 0 {
 			return usagef("nothing to alter: give --config, --delete-config or --partitions")
 		}
 		setConfigs, err := parseConfigs(set)
 		if err != nil {
+			return err
+		}
+		if err := env.reachable(); err != nil {
 			return err
 		}
 		var status []topicStatus
@@ -214,7 +167,7 @@ func defineTopicsAlter(fs *flag.FlagSet) func(context.Context, *kadm.Client, []s
 			for _, k := range del {
 				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 			}
-			resps, err := adm.AlterTopicConfigs(ctx, alters, name)
+			resps, err := env.adm.AlterTopicConfigs(env.ctx, alters, name)
 			if err != nil {
 				return fmt.Errorf("alter configs of %s: %w", name, err)
 			}
@@ -225,7 +178,7 @@ func defineTopicsAlter(fs *flag.FlagSet) func(context.Context, *kadm.Client, []s
 			status = append(status, topicStatus{name + " (configs)", r.Err, r.ErrMessage})
 		}
 		if *partitions != 0 {
-			resps, err := adm.UpdatePartitions(ctx, *partitions, name)
+			resps, err := env.adm.UpdatePartitions(env.ctx, *partitions, name)
 			if err != nil {
 				return fmt.Errorf("set partitions of %s: %w", name, err)
 			}
@@ -235,20 +188,30 @@ func defineTopicsAlter(fs *flag.FlagSet) func(context.Context, *kadm.Client, []s
 			}
 			status = append(status, topicStatus{name + " (partitions)", r.Err, r.ErrMessage})
 		}
-		return printStatusTable(out, status)
+		return printStatusTable(env.out, status)
 	}
 }
 
-func defineTopicsDelete(fs *flag.FlagSet) func(context.Context, *kadm.Client, []string, io.Writer) error {
-	return func(ctx context.Context, adm *kadm.Client, args []string, out io.Writer) error {
-		if err := expectArgs(args, 1, "topic name"); err != nil {
+func defineTopicsDelete(fs *flag.FlagSet) func(kafkaEnv, []string) error {
+	return func(env kafkaEnv, topics []string) error {
+		if len(topics) == 0 {
+			return usagef("missing topic name")
+		}
+		if err := env.reachable(); err != nil {
 			return err
 		}
-		resp, err := adm.DeleteTopic(ctx, args[0])
-		if resp.Topic == "" && err != nil {
-			return fmt.Errorf("delete topic %s: %w", args[0], err)
+		resps, err := env.adm.DeleteTopics(env.ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("delete topics: %w", err)
 		}
-		return printStatusTable(out, []topicStatus{{args[0], resp.Err, resp.ErrMessage}})
+		status := make([]topicStatus, len(topics))
+		for i, t := range topics {
+			status[i] = topicStatus{topic: t, err: errors.New("no answer")}
+			if r, ok := resps[t]; ok {
+				status[i] = topicStatus{t, r.Err, r.ErrMessage}
+			}
+		}
+		return printStatusTable(env.out, status)
 	}
 }
 
@@ -303,35 +266,4 @@ func sortedKeys(m map[string]*string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// table writes aligned columns, as rpk prints them.
-type table struct{ tw *tabwriter.Writer }
-
-func newTable(out io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)}
-	if len(header) > 0 {
-		cells := make([]any, len(header))
-		for i, h := range header {
-			cells[i] = h
-		}
-		t.row(cells...)
-	}
-	return t
-}
-
-func (t *table) row(cells ...any) {
-	for i, c := range cells {
-		if i > 0 {
-			fmt.Fprint(t.tw, "\t")
-		}
-		fmt.Fprint(t.tw, c)
-	}
-	fmt.Fprint(t.tw, "\n")
-}
-
-func (t *table) flush() error { return t.tw.Flush() }
-
-func section(out io.Writer, title string) {
-	fmt.Fprintf(out, "%s\n%s\n", title, strings.Repeat("=", len(title)))
 }

@@ -130,7 +130,7 @@ func TestBadInput(t *testing.T) {
 }
 
 // raiseFileLimit lifts RLIMIT_NOFILE to at least want (up to the hard
-// limit) for this process, or skips the test if that is not enough.
+// limit) for this process, or fails the test if that is not enough.
 func raiseFileLimit(t *testing.T, want uint64) {
 	t.Helper()
 	var lim syscall.Rlimit
@@ -142,7 +142,7 @@ func raiseFileLimit(t *testing.T, want uint64) {
 	}
 	lim.Cur = min(want, lim.Max)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < want {
-		t.Skipf("need %d open files, the limit is %d (%v); lower -reliability.conns", want, lim.Cur, err)
+		t.Fatalf("need %d open files, the limit is %d (%v): raise the hard limit (ulimit -Hn, as root) or lower -reliability.conns", want, lim.Cur, err)
 	}
 }
 

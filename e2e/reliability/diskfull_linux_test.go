@@ -226,13 +226,14 @@ func runDiskFull(t *testing.T, diskLimit int64) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs of the given size for the test, or skips it
-// when mounting is not permitted.
+// mountTmpfs mounts a tmpfs of the given size for the test, or fails it
+// when mounting is not permitted: a test must not skip for a missing
+// privilege, which .ci/run checks for.
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a %s tmpfs for the data directory (needs root or CAP_SYS_ADMIN): %v", size, err)
+		t.Fatalf("cannot mount a %s tmpfs for the data directory: run the tests as root (or with CAP_SYS_ADMIN), as .ci/run does, or with -short: %v", size, err)
 	}
 	// Registered after t.TempDir's removal, so it runs before it, and
 	// after the node's Close, which nodetest registers later still.

@@ -111,7 +111,7 @@
 //
 // # Disk full
 //
-// TestDiskFull mounts a 32 MiB tmpfs (skipped when mount is not permitted:
+// TestDiskFull mounts a 32 MiB tmpfs (it fails when mount is not permitted:
 // it needs root or CAP_SYS_ADMIN), writes an 8 MiB filler file on it, and
 // runs a node in-process with its data directory there. Two franz-go
 // producers fill it with acks=all 1 KiB records while two amqp091-go
@@ -128,8 +128,8 @@
 // 896 KiB batch with 256 KiB free on an 8 MiB tmpfs): it must get
 // KAFKA_STORAGE_ERROR and leave nothing behind, so that after more
 // produces and a clean restart the partition is online with every
-// acknowledged record. (It fails until seglog truncates every failed
-// write: /work/notes/reliability-findings.md, finding 1.)
+// acknowledged record. (It guards finding 1 of docs/reliability.md:
+// seglog truncates every failed write.)
 //
 // TestDiskFullTopicCreation creates a 4-partition topic on a full 8 MiB
 // tmpfs: CreateTopics must get KAFKA_STORAGE_ERROR and leave neither a

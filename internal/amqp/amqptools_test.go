@@ -13,7 +13,7 @@ func TestAMQPTools(t *testing.T) {
 	publishBin, err1 := exec.LookPath("amqp-publish")
 	consumeBin, err2 := exec.LookPath("amqp-consume")
 	if err1 != nil || err2 != nil {
-		t.Skip("amqp-publish/amqp-consume (Debian amqp-tools) not installed")
+		t.Fatal("amqp-publish/amqp-consume not installed: apt-get install amqp-tools (.ci/run installs it)")
 	}
 	b := startBroker(t)
 	declareQueue(t, b.channel(), "tools", true)

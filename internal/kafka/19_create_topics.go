@@ -11,7 +11,7 @@ import (
 //
 // NumPartitions -1 takes the broker default (num.partitions); 0 or below -1
 // is INVALID_PARTITIONS. ReplicationFactor -1 or 1 is fine; anything above
-// 1 is INVALID_REPLICATION_FACTOR (there is one broker). A manual
+// 1 is INVALID_REPLICATION_FACTOR, in Kafka's words (there is one broker). A manual
 // ReplicaAssignment must have NumPartitions and ReplicationFactor -1, list
 // partitions 0..n-1 and put each on exactly this node. A topic named twice
 // in one request is INVALID_REQUEST. ValidateOnly (v1+) checks without
@@ -90,7 +90,7 @@ func (s *Server) createTopicPartitions(rt kmsg.CreateTopicsRequestTopic) (int32,
 		return 0, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor must be larger than 0, or -1 to use the default")
 	case rf > 1:
 		return 0, kafkaErrorf(kerr.InvalidReplicationFactor,
-			"replication factor %d cannot be reached: only 1 broker is registered", rf)
+			"Replication factor: %d larger than available brokers: 1.", rf)
 	}
 	switch n := rt.NumPartitions; {
 	case n == -1:
