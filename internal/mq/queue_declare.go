@@ -160,8 +160,7 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	}
 	q := v.newQueue(d, id)
 	if d.Durable {
-		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger)
-		q.store.qmu = &q.mu
+		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger, &q.mu)
 		v.r.addStore(q.store)
 	}
 	q.arm()
@@ -211,11 +210,10 @@ func (q *queue) arm() {
 // stay on disk until needed, and a message's own expiration is learnt
 // when it is read.
 func (q *queue) recover(id string) error {
-	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger)
+	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger, &q.mu)
 	if err != nil {
 		return err
 	}
-	s.qmu = &q.mu
 	s.delivered = max(s.delivered, rec.delivered)
 	q.store = s
 	var es []*entry
