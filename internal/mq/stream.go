@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
@@ -46,8 +47,10 @@ type Stream interface {
 	// -1) and returns the offset of its first record. It need not wait
 	// for fsync: Sync does that, for publisher confirms.
 	Append(batch []byte) (baseOffset int64, err error)
-	// Sync makes everything appended so far durable. A log closed because
-	// its topic was deleted counts as synced.
+	// Sync makes everything appended so far durable, or fails: a log
+	// that is closed, or whose fsync failed, is an error. (A message
+	// whose stream queue was deleted meanwhile is still confirmed, as
+	// RabbitMQ does; this package decides that, see streamLog.sync.)
 	Sync() error
 	// Read returns whole batches from the one holding offset, up to
 	// maxBytes but at least one batch; offset == EndOffset gives an empty
@@ -236,10 +239,20 @@ func checkStreamTopic(topic, queue, vhost string) error {
 // the syncer fsyncs for a publisher confirm.
 type streamLog struct {
 	Stream
-	topic string
+	topic   string
+	deleted atomic.Bool // the queue was deleted, and its topic with it
 }
 
-func (s *streamLog) sync() error { return s.Stream.Sync() }
+// sync fails closed: an error of the stream fails the confirms waiting
+// for it (nacks), unless the queue was deleted, whose messages RabbitMQ
+// confirms.
+func (s *streamLog) sync() error {
+	err := s.Stream.Sync()
+	if err != nil && s.deleted.Load() {
+		return nil
+	}
+	return err
+}
 
 // claimStream records that topic belongs to the stream queue owner (a
 // resource text); it returns the current owner instead if another queue
@@ -343,6 +356,7 @@ func (v *VHost) newStreamQueue(d QueueDef, st *streamLog) *queue {
 // Called with defMu held, so that a queue of the same name declared next
 // cannot adopt the topic before it is gone.
 func (r *Registry) deleteStream(st *streamLog) {
+	st.deleted.Store(true)
 	if err := r.cfg.Streams.DeleteStream(st.topic); err != nil {
 		r.logger.Error("mq: delete the topic of a stream queue", "topic", st.topic, "err", err)
 	}
