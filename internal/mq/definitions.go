@@ -234,7 +234,7 @@ func (r *Registry) load() error {
 			}
 		}
 	}
-	r.removeOrphanStores(live)
+	r.setAsideOrphanStores(live)
 	return nil
 }
 

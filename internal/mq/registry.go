@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,21 +305,50 @@ func (r *Registry) openStores() []*queueStore {
 	return out
 }
 
-// removeOrphanStores deletes queue directories that belong to no durable
-// queue: left behind by a crash between deleting a queue's definition and
-// its files (or by a version that created the files before the definition).
-func (r *Registry) removeOrphanStores(live map[string]bool) {
+// straySuffix ends the name of a queue directory moved aside by
+// setAsideOrphanStores; no store ID ends with it.
+const straySuffix = "-stray"
+
+// setAsideOrphanStores moves queue directories that belong to no durable
+// queue out of the way, renamed <id>.<unix ms>-stray, and never deletes
+// them: a definition store that lost its tail (a damaged or truncated
+// metadata log) must not cost the data too. Kafka does the same with
+// partition directories it has no metadata for. Such a directory is also
+// what a crash between deleting a queue's definition and its files leaves;
+// an operator removes it once satisfied it is not needed. Directories set
+// aside before are only counted in the log.
+func (r *Registry) setAsideOrphanStores(live map[string]bool) {
 	root := r.queuesDir.path
 	entries, err := os.ReadDir(root)
 	if err != nil {
+		r.logger.Error("mq: cannot list queue data", "dir", root, "err", err)
 		return
 	}
+	moved, earlier := 0, 0
 	for _, e := range entries {
-		if e.IsDir() && !live[e.Name()] {
-			r.logger.Warn("mq: removing queue data without a queue definition", "dir", filepath.Join(root, e.Name()))
-			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
-				r.logger.Error("mq: remove orphan queue data", "err", err)
+		switch {
+		case !e.IsDir() || live[e.Name()]:
+		case strings.HasSuffix(e.Name(), straySuffix):
+			earlier++
+		default:
+			from := filepath.Join(root, e.Name())
+			to := fmt.Sprintf("%s.%d%s", from, r.cfg.clock().UnixMilli(), straySuffix)
+			if err := os.Rename(from, to); err != nil {
+				r.logger.Error("mq: cannot set aside queue data without a queue definition", "dir", from, "err", err)
+				continue
 			}
+			moved++
+			r.logger.Error("mq: queue data without a queue definition set aside, not deleted "+
+				"(were the definitions lost?); remove it once it is known not to be needed",
+				"dir", from, "moved_to", to)
 		}
+	}
+	if moved > 0 {
+		if err := syncDir(root); err != nil {
+			r.logger.Error("mq: sync queue data directory", "dir", root, "err", err)
+		}
+	}
+	if earlier > 0 {
+		r.logger.Warn("mq: queue data set aside at an earlier start is still there", "dirs", earlier, "in", root)
 	}
 }
