@@ -34,6 +34,9 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		return QueueInfo{}, errNoVHost(v.name)
 	}
 	if q := v.queues[d.Name]; q != nil && d.Name != "" {
+		if q.crashed.Load() {
+			return QueueInfo{}, errCrashed(d.Name, v.name)
+		}
 		d.Durable = d.Durable && !d.Exclusive
 		if err := v.queueEquivalent(q, d); err != nil {
 			return QueueInfo{}, err
@@ -172,16 +175,19 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 
 // openQueue builds a queue defined before this start; a durable one opens
 // its store and recovers its unsettled messages, bodies left on disk until
-// needed. Then it arms the queue's timers (x-expires counts from now).
-func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
+// needed. Then it arms the queue's timers (x-expires counts from now). A
+// queue whose store cannot be opened or read is crashed (crash.go): the
+// other queues serve.
+func (v *VHost) openQueue(d QueueDef, id string) *queue {
 	q := v.newQueue(d, id)
 	if d.Durable {
 		if err := q.recover(id); err != nil {
-			return nil, err
+			q.crashAtOpen(err)
+			return q
 		}
 	}
 	q.arm()
-	return q, nil
+	return q
 }
 
 func (v *VHost) newQueue(d QueueDef, id string) *queue {

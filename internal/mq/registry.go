@@ -51,6 +51,15 @@ type Config struct {
 	// TimeoutNotifier). A queue's x-consumer-timeout overrides it.
 	// Default 30 minutes; negative disables it.
 	ConsumerTimeout time.Duration
+	// ScrubInterval is how often every durable queue's logs are read
+	// back and verified in full (scrub.go). 0, the default, scrubs only
+	// once after Open, and only what the logs' recovery did not verify;
+	// negative never scrubs. A damaged log crashes its queue. The broker
+	// passes its own setting (--scrub-interval).
+	ScrubInterval time.Duration
+	// ScrubBytesPerSecond caps the scrubber's reads; default 200 MB/s,
+	// negative for no cap.
+	ScrubBytesPerSecond int64
 	// Streams gives stream queues (x-queue-type stream) their logs,
 	// Kafka topics; the broker provides it. Without it declaring a stream
 	// queue is refused (406) and stream queues in the definitions are
@@ -78,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ConsumerTimeout == 0 {
 		c.ConsumerTimeout = 30 * time.Minute
+	}
+	if c.ScrubBytesPerSecond == 0 {
+		c.ScrubBytesPerSecond = 200 << 20
 	}
 	if c.clock == nil {
 		c.clock = time.Now
@@ -117,6 +129,7 @@ type Registry struct {
 	syncer *syncer
 	keeper *housekeeper
 	timers *timers
+	scrub  *scrubber
 
 	// Stream queues: which queue owns which topic, and the consumers'
 	// reader goroutines (stopped by streamStop at Close).
@@ -165,6 +178,7 @@ func Open(cfg Config) (*Registry, error) {
 	r.keeper = newHousekeeper(r, cfg.HousekeepingInterval)
 	go r.syncer.run()
 	go r.keeper.run()
+	r.scrub = r.startScrubber()
 	if cfg.manualTimers {
 		close(r.timers.done)
 	} else {
@@ -180,6 +194,7 @@ func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.scrub.stop()
 	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.shutdown()
@@ -190,8 +205,10 @@ func (r *Registry) Close() error {
 // nowMs is the registry's clock in unix milliseconds.
 func (r *Registry) nowMs() int64 { return r.cfg.clock().UnixMilli() }
 
-func (r *Registry) closeStores() error {
+// durableQueues returns the queues of every vhost that have a store.
+func (r *Registry) durableQueues() []*queue {
 	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var qs []*queue
 	for _, v := range r.vhosts {
 		v.mu.RLock()
@@ -202,9 +219,12 @@ func (r *Registry) closeStores() error {
 		}
 		v.mu.RUnlock()
 	}
-	r.mu.RUnlock()
+	return qs
+}
+
+func (r *Registry) closeStores() error {
 	var errs []error
-	for _, q := range qs {
+	for _, q := range r.durableQueues() {
 		if err := q.store.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close queue %q: %w", q.name, err))
 		}

@@ -574,26 +574,29 @@ func (s *queueStore) close() error {
 	return writeCleanMarker(s.dir, delivered)
 }
 
-// delete closes the logs and removes the queue's directory.
+// delete closes the logs and removes the queue's directory; that of a
+// crashed queue, whose store is closed already, too.
 func (s *queueStore) delete() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.fate == deleted {
 		return nil
 	}
-	s.endLocked()
-	s.fate = deleted
-	s.qmu.Lock()
-	s.dropUnwrittenLocked()
-	s.qmu.Unlock()
 	var errs []error
-	messages, settled := s.logs()
-	if messages != nil {
-		errs = append(errs, messages.Delete())
+	if !s.closed {
+		s.endLocked()
+		s.qmu.Lock()
+		s.dropUnwrittenLocked()
+		s.qmu.Unlock()
+		messages, settled := s.logs()
+		if messages != nil {
+			errs = append(errs, messages.Delete())
+		}
+		if settled != nil {
+			errs = append(errs, settled.Delete())
+		}
 	}
-	if settled != nil {
-		errs = append(errs, settled.Delete())
-	}
+	s.fate = deleted
 	return errors.Join(append(errs, os.RemoveAll(s.dir))...)
 }
 
