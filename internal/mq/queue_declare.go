@@ -18,8 +18,12 @@ import (
 // (406). A new queue's arguments are checked as RabbitMQ 4.1 checks them
 // (406 with its texts, see queue_args.go); a quorum queue
 // (x-queue-type quorum) must be durable, not exclusive, not auto-delete and
-// not server-named (406). Any declare counts as a use for x-expires.
+// not server-named (406). A name that is not valid UTF-8 is 501 (see
+// checkUTF8). Any declare counts as a use for x-expires.
 func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
+	if err := checkUTF8(d.Name); err != nil {
+		return QueueInfo{}, err
+	}
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if err != nil {

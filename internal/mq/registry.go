@@ -274,6 +274,9 @@ func (r *Registry) AddVHost(name string) (*VHost, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := checkUTF8(name); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v := r.vhosts[name]; v != nil {
