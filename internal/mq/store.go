@@ -544,8 +544,7 @@ func (s *queueStore) close() error {
 	pending, counts, delivered := s.pending, s.pendingCounts, s.delivered
 	s.pending, s.pendingCounts = nil, nil
 	s.qmu.Unlock()
-	messages, settled := s.logs()
-	if messages == nil {
+	if s.messages.Load() == nil {
 		s.fate = closedDurable
 		return nil
 	}
@@ -558,6 +557,7 @@ func (s *queueStore) close() error {
 			errs = append(errs, s.writeCounts(counts))
 		}
 	}
+	messages, settled := s.logs() // the settlement log may have been created just now
 	closed := messages.Close()
 	if settled != nil {
 		errs = append(errs, settled.Close())
