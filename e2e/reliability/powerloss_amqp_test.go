@@ -2,12 +2,13 @@ package reliability
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wharf-mq/wharf/internal/nodetest"
+	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -46,10 +48,12 @@ var (
 // TestPowerLossNodeAMQPConsumers cuts the power under a node while
 // amqp091-go publishers (confirm mode, persistent messages) and consumers
 // (manual acks) use three durable queues, two of them consumed, on a slow
-// disk (every fsync of a
-// queue's messages log takes slowQueueFsync) with few files open at once
-// (so settlement logs are fsynced by the file cache as soon as written).
-// Each cut copy is started twice:
+// disk (every fsync of a queue's messages log takes slowQueueFsync) with
+// few files open at once (so the file cache fsyncs settlement logs soon
+// after they are written). The cut comes at the worst moment the test can
+// find: the first at which some queue's durable settlements name an offset
+// its durable messages log does not hold (queueLogWatch), or after loadFor
+// if there is none. Each cut copy is started twice:
 //
 //   - first start: every confirmed message that no consumer acked before
 //     the cut is delivered (those acked may come back: their settlement
@@ -70,9 +74,9 @@ func TestPowerLossNodeAMQPConsumers(t *testing.T) {
 	totals := map[string]tally{}
 	for cut := 1; cut <= *brokerCutsFlag; cut++ {
 		dir := filepath.Join(work, fmt.Sprintf("consumers-cut-%03d", cut))
-		loadFor := time.Duration(500+rng.IntN(1000)) * time.Millisecond
-		ld, acks, stats := runConsumedAMQPLoad(t, dir, loadFor)
-		t.Logf("cut %d after %v: %s; amqp: %s; %d acked by consumers before the cut", cut, loadFor, stats, ld.summary(), acks.count())
+		loadFor := time.Duration(1000+rng.IntN(1000)) * time.Millisecond
+		ld, acks, stats, when := runConsumedAMQPLoad(t, dir, loadFor)
+		t.Logf("cut %d %s: %s; amqp: %s; %d acked by consumers before the cut", cut, when, stats, ld.summary(), acks.count())
 		if len(ld.confirmed) == 0 || acks.count() == 0 {
 			t.Fatalf("cut %d: nothing confirmed or acked before the cut (confirmed %d, acked %d)", cut, len(ld.confirmed), acks.count())
 		}
@@ -96,27 +100,43 @@ func TestPowerLossNodeAMQPConsumers(t *testing.T) {
 }
 
 // runConsumedAMQPLoad runs a node on dir/live under publishers and acking
-// consumers for loadFor on a slow disk with few files open, cuts the
-// power, then stops the load and the node.
-func runConsumedAMQPLoad(t *testing.T, dir string, loadFor time.Duration) (*amqpLoad, *amqpAckers, cutStats) {
+// consumers on a slow disk with few files open and cuts the power at the
+// first moment a queue's durable settlements name an offset its durable
+// messages log does not hold (after a warm-up; at the latest after
+// loadFor); then it stops the load and the node. when says which moment
+// it was. That any such moment came is an error in itself.
+func runConsumedAMQPLoad(t *testing.T, dir string, loadFor time.Duration) (ld *amqpLoad, acks *amqpAckers, stats cutStats, when string) {
 	t.Helper()
 	live := filepath.Join(dir, "live")
 	pc := startPowerCut(t, live)
 	defer pc.stop()
-	restoreHook := slowQueueFsyncs(pc, slowQueueFsync)
-	defer restoreHook()
+	watch := watchQueueLogs(pc, slowQueueFsync)
+	defer watch.restore()
 	defer seglog.SetMaxOpenFiles(seglog.SetMaxOpenFiles(lowFileLimit))
 	logs := newNodeLog(t, slog.LevelWarn)
 	n := nodetest.Start(t, nodetest.WithDataDir(live), logs.option())
 	url := nodetest.AMQPURL(n)
 	queues := append(slices.Clone(consumedQueues), keptQueue)
 	declareQueues(t, url, queues...)
-	acks := startAckers(t, url, consumedQueues, pc)
-	ld := startAMQPLoad(t, url, queues, powerPublishers, powerAMQPRate, pc)
-	time.Sleep(loadFor) // the load itself: how long the node runs before the cut
+	acks = startAckers(t, url, consumedQueues, pc)
+	ld = startAMQPLoad(t, url, queues, powerPublishers, powerAMQPRate, pc)
+	start := time.Now()
+	time.Sleep(loadFor / 2) // warm-up, part of the load: confirms and acks under way
+	watch.arm()
+	select {
+	case queue := <-watch.stale:
+		when = fmt.Sprintf("after %v, when the settlements of %s outran its messages log", time.Since(start).Round(time.Millisecond), filepath.Base(queue))
+	case <-time.After(loadFor - loadFor/2):
+		when = fmt.Sprintf("after %v", loadFor)
+	}
 	stats, err := pc.Cut(filepath.Join(dir, "truncated"), filepath.Join(dir, "zeroed"))
 	if err != nil {
 		t.Fatalf("cut: %v", err)
+	}
+	if n := watch.staleMoments(); n > 0 {
+		// What the cut copies then show as lost messages, whenever the
+		// cut came.
+		t.Errorf("%d times during the load a queue's durable settlements named offsets its durable messages log did not hold", n)
 	}
 	ld.stop()
 	if err := acks.stop(); err != nil {
@@ -127,21 +147,139 @@ func runConsumedAMQPLoad(t *testing.T, dir string, loadFor time.Duration) (*amqp
 	if err := n.Close(ctx); err != nil {
 		t.Errorf("close the live node: %v", err)
 	}
-	return ld, acks, stats
+	return ld, acks, stats, when
 }
 
-// slowQueueFsyncs makes every fsync of a queue's messages log that pc
-// sees take d longer, as on a slow disk: the caller waits, and the bytes
-// count as durable only after it (the hook runs after the fsync). It
-// returns the function putting pc's own hook back.
-func slowQueueFsyncs(pc *powerCut, d time.Duration) (restore func()) {
-	sep := string(filepath.Separator)
-	return seglog.SetSyncHook(func(f seglog.SyncedFile) {
-		if strings.Contains(f.Path, sep+"queues"+sep) && strings.Contains(f.Path, sep+"messages"+sep) {
-			time.Sleep(d)
+// queueLogWatch wraps a powerCut's fsync hook for durable queues' logs.
+// Every fsync of a messages log takes longer (a slow disk: its caller
+// waits, and its bytes count as durable only once it is over). After each
+// fsync of a queue's segment file it reads, from the bytes fsyncs made
+// durable, where the queue's messages log ends and the highest offset its
+// settlement records name: a settlement at or past that end is what a
+// power cut must never find, since the offset would go to the next
+// message published. Once armed, the first such moment is sent on stale.
+type queueLogWatch struct {
+	restore func() // puts the powerCut's own hook back
+	stale   chan string
+
+	mu      sync.Mutex
+	armed   bool
+	durable map[string]int64 // queue segment file -> bytes made durable
+	moments int              // fsyncs after which some settlement was ahead
+}
+
+func watchQueueLogs(pc *powerCut, slow time.Duration) *queueLogWatch {
+	w := &queueLogWatch{stale: make(chan string, 1), durable: map[string]int64{}}
+	queues := filepath.Join(pc.root, "queues")
+	w.restore = seglog.SetSyncHook(func(f seglog.SyncedFile) {
+		logDir := filepath.Dir(f.Path)
+		queueDir := filepath.Dir(logDir)
+		if filepath.Dir(queueDir) != queues {
+			pc.onSync(f)
+			return
+		}
+		if filepath.Base(logDir) == "messages" {
+			time.Sleep(slow)
 		}
 		pc.onSync(f)
+		if filepath.Ext(f.Path) == ".log" {
+			w.synced(queueDir, f.Path, f.Stat.Size())
+		}
 	})
+	return w
+}
+
+func (w *queueLogWatch) arm() {
+	w.mu.Lock()
+	w.armed = true
+	w.mu.Unlock()
+}
+
+func (w *queueLogWatch) staleMoments() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.moments
+}
+
+// synced records that size bytes of path, a segment file of the queue in
+// queueDir, are durable, and checks the queue.
+func (w *queueLogWatch) synced(queueDir, path string, size int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.durable[path] = max(w.durable[path], size)
+	end := w.durableEnd(filepath.Join(queueDir, "messages"), func(r record.Record, off int64) int64 { return off + 1 })
+	settled := w.durableEnd(filepath.Join(queueDir, "settled"), settledThrough)
+	if settled <= end {
+		return
+	}
+	w.moments++
+	if w.armed {
+		select {
+		case w.stale <- queueDir:
+		default:
+		}
+	}
+}
+
+// durableEnd reads the durable bytes of each segment file of the log in
+// dir and returns the highest value of through over its records. Caller
+// holds mu.
+func (w *queueLogWatch) durableEnd(dir string, through func(r record.Record, off int64) int64) int64 {
+	end := int64(0)
+	for path, size := range w.durable {
+		if filepath.Dir(path) != dir {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // deleted: nothing of it can be found after a cut either
+		}
+		data = data[:min(int64(len(data)), size)]
+		for len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				break // the last batch's tail was not durable
+			}
+			recs, err := record.Records(data[:h.Size()])
+			if err != nil {
+				break
+			}
+			for i, r := range recs {
+				end = max(end, through(r, h.BaseOffset+int64(i)))
+			}
+			data = data[h.Size():]
+		}
+	}
+	return end
+}
+
+// settledThrough is one past the highest message offset a record of a
+// queue's settlement log names (internal/mq/store_codec.go's layout:
+// key "s", uvarint pairs of the gap from the previous run's end and the
+// run's length; key "d", uvarint pairs of the offset's distance from the
+// previous one and a delivery count).
+func settledThrough(r record.Record, _ int64) int64 {
+	through, prev := int64(0), int64(0)
+	for b := r.Value; len(b) > 0; {
+		first, n := binary.Uvarint(b)
+		if n <= 0 {
+			break
+		}
+		second, m := binary.Uvarint(b[n:])
+		if m <= 0 {
+			break
+		}
+		b = b[n+m:]
+		switch string(r.Key) {
+		case "s":
+			prev += int64(first) + int64(second) // the end of this run
+			through = prev
+		case "d":
+			prev += int64(first) // this count's offset
+			through = prev + 1
+		}
+	}
+	return through
 }
 
 // checkConsumedCopy starts a node on a cut copy twice (see

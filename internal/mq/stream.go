@@ -47,10 +47,8 @@ type Stream interface {
 	// -1) and returns the offset of its first record. It need not wait
 	// for fsync: Sync does that, for publisher confirms.
 	Append(batch []byte) (baseOffset int64, err error)
-	// Sync makes everything appended so far durable, or fails: a log
-	// that is closed, or whose fsync failed, is an error. (A message
-	// whose stream queue was deleted meanwhile is still confirmed, as
-	// RabbitMQ does; this package decides that, see streamLog.sync.)
+	// Sync makes everything appended so far durable. A log closed (its
+	// topic deleted, the broker stopping) is an error.
 	Sync() error
 	// Read returns whole batches from the one holding offset, up to
 	// maxBytes but at least one batch; offset == EndOffset gives an empty
@@ -243,9 +241,9 @@ type streamLog struct {
 	deleted atomic.Bool // the queue was deleted, and its topic with it
 }
 
-// sync fails closed: an error of the stream fails the confirms waiting
-// for it (nacks), unless the queue was deleted, whose messages RabbitMQ
-// confirms.
+// sync fails closed: an error of the stream (a failed fsync, a closed
+// log) fails the confirms waiting for it (nacks), unless the queue was
+// deleted meanwhile: RabbitMQ confirms a message whose queue was deleted.
 func (s *streamLog) sync() error {
 	err := s.Stream.Sync()
 	if err != nil && s.deleted.Load() {
