@@ -296,7 +296,7 @@ func checkConsumedCopy(t *testing.T, dir, where string, ld *amqpLoad, acks *amqp
 	fresh := &amqpLoad{queues: ld.queues, published: map[string]string{}}
 	withNode(t, dir, where+" first start", func(url string) {
 		first = checkAMQP(newReporter(t, where+" first start"), unacked, drainQueues(t, url, ld.queues))
-		publishConfirmed(t, url, fresh, freshPerQueue)
+		publishConfirmed(t, url, fresh, freshPublisher, freshPerQueue)
 	})
 	// Second start: the fresh messages, and nothing drained at the first.
 	withNode(t, dir, where+" second start", func(url string) {
@@ -320,9 +320,9 @@ func withNode(t *testing.T, dir, where string, fn func(url string)) {
 }
 
 // publishConfirmed publishes perQueue persistent messages to each of ld's
-// queues in confirm mode, one at a time, and records them in ld as
-// published and confirmed.
-func publishConfirmed(t *testing.T, url string, ld *amqpLoad, perQueue int) {
+// queues in confirm mode, one at a time, with the ids of publisher
+// (amqpID), and records them in ld as published and confirmed.
+func publishConfirmed(t *testing.T, url string, ld *amqpLoad, publisher, perQueue int) {
 	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -339,7 +339,7 @@ func publishConfirmed(t *testing.T, url string, ld *amqpLoad, perQueue int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for seq := range perQueue * len(ld.queues) {
-		id, q := amqpID(freshPublisher, seq), ld.queues[seq%len(ld.queues)]
+		id, q := amqpID(publisher, seq), ld.queues[seq%len(ld.queues)]
 		ld.published[id] = q
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp.Publishing{
 			MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte(id),
