@@ -149,19 +149,11 @@
 // go test -fuzz takes one target at a time. Without the flag it is skipped;
 // every go test runs the targets' seed corpora anyway.
 //
-// TestNonUTF8NamesRefused declares a queue and an exchange and binds with
-// names and keys that are not valid UTF-8 (amqp091-go sends them as they
-// are): each must close its connection with RabbitMQ's 501 FRAME_ERROR
-// "Malformed UTF-8 in shortstr" and store nothing (definitions are JSON
-// text, where such a name would change at a restart), another connection
-// stays open, and queues with valid non-ASCII names keep their names and
-// messages across a restart.
-//
 // # Running
 //
 // The short versions run in a plain go test (about 35 s for the package).
-// TestPowerLossNode, TestPowerLossNodeAMQPConsumers, TestDiskFull and
-// TestBadInput are skipped with -short. Long runs:
+// TestPowerLossNode, TestDiskFull and TestBadInput are skipped with
+// -short. Long runs:
 //
 //	go test ./e2e/reliability/ -v -timeout=60m \
 //	    -reliability.cuts=200 -reliability.broker-cuts=20 \
@@ -171,7 +163,7 @@
 // Flags:
 //
 //	-reliability.cuts N             power cuts of TestPowerLossSeglog (default 12)
-//	-reliability.broker-cuts N      power cuts of TestPowerLossNode and TestPowerLossNodeAMQPConsumers (default 2)
+//	-reliability.broker-cuts N      power cuts of TestPowerLossNode (default 2)
 //	-reliability.disk-fill-rounds N fill/free rounds of TestDiskFull (default 1)
 //	-reliability.bad-rounds N       rounds of garbage in TestBadInput (default 1)
 //	-reliability.conns N            idle connections in TestBadInput (default 2000)
