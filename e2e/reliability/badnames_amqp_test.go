@@ -47,15 +47,8 @@ func TestNonUTF8NamesRefused(t *testing.T) {
 		},
 	}
 	for method, call := range cases {
-		conn, err := amqp.Dial(url)
-		if err != nil {
-			t.Fatalf("amqp dial: %v", err)
-		}
-		ch, err := conn.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = call(ch)
+		conn, ch := dialChannel(t, url)
+		err := call(ch)
 		var ae *amqp.Error
 		if !errors.As(err, &ae) || ae.Code != amqp.FrameError || ae.Reason != "FRAME_ERROR - Malformed UTF-8 in shortstr" || !ae.Server {
 			t.Errorf("%s with a name that is not UTF-8: %v, want 501 FRAME_ERROR - Malformed UTF-8 in shortstr", method, err)
@@ -63,7 +56,6 @@ func TestNonUTF8NamesRefused(t *testing.T) {
 		if !conn.IsClosed() {
 			t.Errorf("%s: the connection is still open after a connection error", method)
 		}
-		conn.Close()
 	}
 	if bystander.IsClosed() {
 		t.Fatal("another connection was closed")
@@ -72,15 +64,7 @@ func TestNonUTF8NamesRefused(t *testing.T) {
 	closeNode(t, n)
 	n = nodetest.Start(t, nodetest.WithDataDir(dataDir), newNodeLog(t, slog.LevelWarn).option())
 	url = nodetest.AMQPURL(n)
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("amqp dial: %v", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := dialChannel(t, url)
 	// What q\xff would have come back as, had it been stored.
 	if _, err := ch.QueueDeclarePassive("q\uFFFD", true, false, false, false, nil); err == nil {
 		t.Error("a queue q\\uFFFD exists after the restart")

@@ -139,15 +139,8 @@ func declareAndFill(t *testing.T, url, dataDir, queue string, n int) string {
 // one more batch, so that it ends up with rounds batches.
 func takeInRounds(t *testing.T, url, queue, dir string, rounds, perRound int) {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("amqp dial: %v", err)
-	}
+	conn, ch := dialChannel(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for round := 1; round <= rounds; round++ {
 		for range perRound {
 			if _, ok, err := ch.Get(queue, true); err != nil || !ok {

@@ -324,16 +324,9 @@ func withNode(t *testing.T, dir, where string, fn func(url string)) {
 // (amqpID), and records them in ld as published and confirmed.
 func publishConfirmed(t *testing.T, url string, ld *amqpLoad, publisher, perQueue int) {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("amqp dial: %v", err)
-	}
+	conn, ch := dialChannel(t, url)
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err == nil {
-		err = ch.Confirm(false)
-	}
-	if err != nil {
+	if err := ch.Confirm(false); err != nil {
 		t.Fatalf("confirm channel: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -352,6 +345,22 @@ func publishConfirmed(t *testing.T, url string, ld *amqpLoad, publisher, perQueu
 		}
 		ld.confirmed = append(ld.confirmed, amqpConfirm{id: id, queue: q})
 	}
+}
+
+// dialChannel opens a connection to url and a channel on it. The
+// connection is closed when the test ends, if not before.
+func dialChannel(t *testing.T, url string) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("amqp dial: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("amqp channel: %v", err)
+	}
+	return conn, ch
 }
 
 // amqpAckers consume queues with manual acks. Each message is recorded as

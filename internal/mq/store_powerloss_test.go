@@ -2,7 +2,6 @@ package mq
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -33,33 +32,6 @@ func (d *durableSizes) of(path string) int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.sizes[path]
-}
-
-// A settlement is written only once the message it names is durable: the
-// settlement log can be fsynced at any time (a roll, the file cache), and
-// a durable settlement of a message a power cut then takes would settle
-// the next message to get its offset.
-func TestSettlementWaitsForItsMessageToBeDurable(t *testing.T) {
-	e := newEnv(t)
-	e.declareQueue("q", true)
-	fsyncs := watchFsyncs(t)
-	p := e.v.NewPublisher() // never flushed: no confirm asks for an fsync
-	const n = 20
-	for i := range n {
-		p.mustPublish(t, persistent("", "q", fmt.Sprint(i)))
-	}
-	if got := len(e.drain("q")); got != n { // no-ack: settled at once
-		t.Fatalf("%d messages drained, want %d", got, n)
-	}
-	q := e.queueNamed("q")
-	if err := q.store.housekeep(); err != nil {
-		t.Fatal(err)
-	}
-	segment := filepath.Join(q.store.dir, messagesLogDir, fmt.Sprintf("%020d.log", 0))
-	written := q.store.messages.Load().Size()
-	if durable := fsyncs.of(segment); durable < written {
-		t.Fatalf("settlements written while only %d of the messages log's %d bytes were durable", durable, written)
-	}
 }
 
 // Settlement records that name offsets past the end of the messages log
