@@ -47,6 +47,20 @@
 //     every acknowledged record at its offset, every confirmed message
 //     delivered, no partition offline. -reliability.broker-cuts cuts
 //     (default 2).
+//   - TestPowerLossNodeAMQPConsumers: a node under 2 amqp091-go publishers
+//     (confirms, persistent) over 3 durable queues, 2 of them drained by
+//     consumers acking each message, on a slow disk (every fsync of a
+//     queue's messages log takes 150 ms longer) with at most 2 segment files
+//     open (seglog.SetMaxOpenFiles: the file cache fsyncs settlement logs
+//     soon after they are written). After each fsync of a queue log it reads
+//     what fsyncs made durable: a settlement naming an offset past the
+//     durable end of its messages log is an error, and the cut comes at the
+//     first such moment (else after 1-2 s). Each copy is started twice:
+//     first every confirmed message not acked before the cut must be
+//     delivered, then 100 fresh confirmed messages per queue are published
+//     and the node stopped; at the second start every fresh one must be
+//     there (a stale settlement would settle the message that took its
+//     offset). -reliability.broker-cuts cuts (default 2).
 //
 // What the model leaves out: directory entries are kept as they were at
 // the cut (a real power cut may also lose a create or rename whose directory
@@ -56,6 +70,15 @@
 //
 // # Corruption
 //
+//   - TestQueueCorruptionThroughTheNode: three durable queues with 300
+//     confirmed messages each and a topic beside them; the node is stopped
+//     and a byte flipped in one queue's messages log (mid-log) and in the
+//     first record of another's settlement log. After a restart the node
+//     serves the topic and the intact queue in full; each damaged queue
+//     answers passive declare and basic.get with 404 "... has crashed and
+//     failed to restart" on its channel (the messages log's once the queue
+//     scrubber reaches it, within 20 s), nacks a publish, and is named in
+//     the broker log; the connection stays open.
 //   - TestCorruptionThroughTheNode: franz-go writes 3000 records to each of
 //     3 partitions; the node is closed and the clean-shutdown markers
 //     removed (a kill right after a flush); a byte is flipped inside a

@@ -37,9 +37,13 @@ func (v *VHost) UnbindExchange(dst, src, key string, args wire.Table) error {
 	return v.unbind(src, dst, true, key, args, 0)
 }
 
-// resolveBinding finds both ends of a binding, with RabbitMQ's errors.
+// resolveBinding finds both ends of a binding, with RabbitMQ's errors
+// (501 for names or a key that are not valid UTF-8, see checkUTF8).
 // Caller holds defMu.
-func (v *VHost) resolveBinding(srcName, dstName string, toExchange bool, conn ConnID) (*exchange, dest, error) {
+func (v *VHost) resolveBinding(srcName, dstName string, toExchange bool, key string, conn ConnID) (*exchange, dest, error) {
+	if err := checkUTF8(srcName, dstName, key); err != nil {
+		return nil, dest{}, err
+	}
 	if srcName == "" || (toExchange && dstName == "") {
 		return nil, dest{}, errDefaultExchange()
 	}
@@ -69,7 +73,7 @@ func (v *VHost) resolveBinding(srcName, dstName string, toExchange bool, conn Co
 func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args wire.Table, conn ConnID) error {
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
-	src, d, err := v.resolveBinding(srcName, dstName, toExchange, conn)
+	src, d, err := v.resolveBinding(srcName, dstName, toExchange, key, conn)
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, arg
 	v.defMu.Lock()
 	var cleanup deletions
 	err := func() error {
-		src, d, err := v.resolveBinding(srcName, dstName, toExchange, conn)
+		src, d, err := v.resolveBinding(srcName, dstName, toExchange, key, conn)
 		if err != nil {
 			return err
 		}

@@ -250,6 +250,9 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 			return nil, false, nil
 		}
 		if e.msg == nil && !q.pageInLocked(l) {
+			if q.damage != nil {
+				return nil, false, errCrashed(queue, v.name)
+			}
 			return nil, false, wire.Errorf(wire.CodeInternalError, "cannot read message from %s", resource("queue", queue, v.name))
 		}
 		q.ready.popLevel(l)

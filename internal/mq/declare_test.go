@@ -359,3 +359,40 @@ func TestVHosts(t *testing.T) {
 		t.Error("queue q of / disturbed")
 	}
 }
+
+// Names are stored as JSON text, which holds only UTF-8: a name with other
+// bytes would change at a restart ("q\xff" to "q\uFFFD", merging queues).
+// They are refused as RabbitMQ refuses them, with 501 FRAME_ERROR; valid
+// UTF-8 names of any script survive a restart unchanged.
+func TestNamesMustBeUTF8(t *testing.T) {
+	e := newEnv(t)
+	const text = "FRAME_ERROR - Malformed UTF-8 in shortstr"
+	e.declareQueue("q", true)
+	e.declareExchange("x", "direct", true, nil)
+	_, err := e.v.DeclareQueue(QueueDef{Name: "q\xff", Durable: true}, false)
+	wantCode(t, err, wire.CodeFrameError, text)
+	_, err = e.v.DeclareQueue(QueueDef{Name: "q\xff"}, true)
+	wantCode(t, err, wire.CodeFrameError, text)
+	wantCode(t, e.v.DeclareExchange(ExchangeDef{Name: "x\xff", Type: "direct", Durable: true}, false), wire.CodeFrameError, text)
+	wantCode(t, e.v.BindQueue("q", "x", "k\xff", nil, 1), wire.CodeFrameError, text)
+	wantCode(t, e.v.BindExchange("x", "amq.topic", "k\xfe", nil), wire.CodeFrameError, text)
+	wantCode(t, e.v.UnbindQueue("q", "x", "k\xff", nil, 1), wire.CodeFrameError, text)
+	_, err = e.r.AddVHost("v\xff")
+	wantCode(t, err, wire.CodeFrameError, text)
+
+	names := []string{"очередь", "キュー", "q\u00e9"}
+	for _, n := range names {
+		e.declareQueue(n, true)
+		e.bind(n, "x", n, nil)
+		waitDurable(t, e.publish(persistent("x", n, n)))
+	}
+	e.restart()
+	for _, n := range names {
+		if got := e.drain(n); len(got) != 1 || got[0] != n {
+			t.Errorf("queue %q after a restart holds %q", n, got)
+		}
+	}
+	if bs := e.v.Bindings(); len(bs) != len(names) {
+		t.Errorf("bindings after a restart: %+v", bs)
+	}
+}

@@ -216,11 +216,7 @@ func (r *Registry) load() error {
 			}
 			continue
 		}
-		q, err := v.openQueue(def, qr.ID)
-		if err != nil {
-			return fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
-		}
-		v.queues[qr.Name] = q
+		v.queues[qr.Name] = v.openQueue(def, qr.ID)
 		live[qr.ID] = true
 	}
 	slices.SortStableFunc(d.bindings, func(a, b bindingRecord) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -234,7 +230,7 @@ func (r *Registry) load() error {
 			}
 		}
 	}
-	r.removeOrphanStores(live)
+	r.setAsideOrphanStores(live)
 	return nil
 }
 

@@ -14,7 +14,9 @@
 //
 // Durable exchanges, queues and bindings (a binding is durable when both of
 // its ends are) are written to the DefinitionStore before the call returns
-// and come back at Open.
+// and come back at Open. They are stored as JSON text, so names (and
+// routing keys of bindings) must be valid UTF-8: others are refused with
+// RabbitMQ's 501 FRAME_ERROR "Malformed UTF-8 in shortstr".
 //
 // # Queues and storage
 //
@@ -32,6 +34,23 @@
 // many are pending: a crash loses at most those, which are then delivered
 // again), deletes messages-log segments once every message in them is
 // settled, and compacts the settlement log.
+//
+// A settlement (or delivery count) is written only once the messages log
+// is durable up to the offsets it names: the settlement log may be fsynced
+// at any time, and a durable settlement of a message a power cut then
+// takes would settle the next message to get that offset. Recovery drops
+// settlement records naming offsets past the messages log's end for good
+// (left by a version without that rule). Queue directories that no durable
+// queue's definition names are moved aside at Open (<id>.<unix ms>-stray
+// in DataDir/queues, logged at ERROR), never deleted: definitions that were
+// lost must not cost the data too.
+//
+// A queue whose logs cannot be opened or read back, or that the scrubber
+// (scrub.go: seglog's CRC scrub of every queue log after Open, and at
+// Config.ScrubInterval) finds damaged, crashes alone (crash.go): it keeps
+// its definition and files, answers 404 "has crashed and failed to
+// restart" (RabbitMQ's text) and refuses messages routed to it; the node
+// and the other queues serve.
 //
 // Bodies of persistent messages are kept in memory while a queue is short
 // (Config.QueueMemoryBytes); beyond that they stay on disk only and are read
@@ -82,7 +101,10 @@
 // Appends of persistent messages do not wait for fsync. One syncer goroutine
 // per Registry collects waiting confirms, fsyncs each dirty log once per
 // round (group commit across publishers and queues) and then completes
-// every confirm the round covered.
+// every confirm the round covered. It fails closed: a log whose fsync
+// failed, or that was closed before its messages were made durable, fails
+// the confirms (nacks); only a deleted queue's messages are confirmed
+// without an fsync, as RabbitMQ confirms them.
 //
 // A front end publishes through a Publisher (publisher.go), one per
 // connection, which batches: stream records are held back and appended as
@@ -109,7 +131,9 @@
 //   - Delivered Messages are shared and read-only; a published Message must
 //     not be modified afterwards.
 //   - Errors are *Error (= *wire.Error) with RabbitMQ's codes and texts, or
-//     ErrClosed after Registry.Close.
+//     ErrClosed after Registry.Close. A crashed queue's errors are 404s, on
+//     the channel; 541 INTERNAL_ERROR is left to storage failures that are
+//     not a queue's damaged data.
 //   - Publish, Ack, Discard, Requeue, Get, Subscription.Resume and
 //     Subscription.Cancel may dispatch to any consumer (TryDeliver) and
 //     dead-letter into other queues: call them with no lock held that a

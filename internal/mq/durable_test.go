@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
 func TestRestartKeepsPersistentMessagesOnly(t *testing.T) {
@@ -432,15 +433,7 @@ func TestQueueFilesRemovedOnDelete(t *testing.T) {
 	if _, err := os.Stat(q.store.dir); !os.IsNotExist(err) {
 		t.Errorf("queue directory still there: %v", err)
 	}
-	// An orphan directory (crash between files and definition) goes at Open.
-	orphan := filepath.Join(e.dir, "queues", "orphan")
-	if err := os.MkdirAll(orphan, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	e.restart()
-	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
-		t.Error("orphan queue directory kept")
-	}
 	// Redeclared: a fresh, empty queue.
 	e.declareQueue("q", true)
 	if e.messages("q") != 0 {
@@ -477,4 +470,48 @@ func TestCompactionKeepsSettledPrefix(t *testing.T) {
 	if got := e.drain("q"); !slices.Equal(got, []string{"last"}) {
 		t.Errorf("after compaction and a crash the queue holds %d messages, want only the last", len(got))
 	}
+}
+
+// Queue data whose definition is missing (a definition store that lost its
+// tail) is set aside at Open, never deleted, and left alone afterwards.
+func TestQueueDataWithoutDefinitionSetAside(t *testing.T) {
+	e := newEnv(t)
+	e.declareQueue("q", true)
+	var last PublishResult
+	for i := range 5 {
+		last = e.publish(persistent("", "q", fmt.Sprint(i)))
+	}
+	waitDurable(t, last)
+	id := e.queueNamed("q").id
+	if err := e.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.defs = newMemDefs() // the definitions are lost
+	e.cfg.Definitions = e.defs
+	for range 2 {
+		e.open()
+		if _, err := e.v.DeclareQueue(QueueDef{Name: "q"}, true); err == nil {
+			t.Fatal("queue q exists without its definition")
+		}
+		if err := e.r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queues := filepath.Join(e.dir, queuesDirName)
+	stray, err := filepath.Glob(filepath.Join(queues, id+".*"+straySuffix))
+	if err != nil || len(stray) != 1 {
+		t.Fatalf("set-aside directories of %s: %v (%v)", id, stray, err)
+	}
+	if _, err := os.Stat(filepath.Join(queues, id)); !os.IsNotExist(err) {
+		t.Fatalf("queue directory still in place: %v", err)
+	}
+	l, err := seglog.Open(filepath.Join(stray[0], messagesLogDir), seglog.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if end := l.EndOffset(); end != 5 {
+		t.Fatalf("the set-aside messages log holds %d messages, want 5", end)
+	}
+	e.open()
 }

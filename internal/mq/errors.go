@@ -3,6 +3,7 @@ package mq
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
 )
@@ -76,4 +77,18 @@ func formatValue(v any) string {
 		return string(b)
 	}
 	return fmt.Sprint(v)
+}
+
+// checkUTF8 refuses names that are not valid UTF-8 as RabbitMQ does, for
+// every short string of a method without content: 501 FRAME_ERROR
+// "Malformed UTF-8 in shortstr", a connection error. Definitions are
+// stored as JSON text, which cannot carry other bytes: "q\xff" would come
+// back from a restart as "q\uFFFD", merged with any queue of that name.
+func checkUTF8(names ...string) error {
+	for _, n := range names {
+		if !utf8.ValidString(n) {
+			return wire.Errorf(wire.CodeFrameError, "Malformed UTF-8 in shortstr")
+		}
+	}
+	return nil
 }

@@ -50,8 +50,12 @@ func newExchange(d ExchangeDef, kind routing.Kind) *exchange {
 // whose hash-header and hash-property arguments are checked: 406),
 // a new name starting with "amq." is 403, and an existing exchange must be
 // equivalent (type, durable, auto-delete, internal, alternate-exchange;
-// 406). The default exchange cannot be declared at all (403).
+// 406). The default exchange cannot be declared at all (403). A name or
+// type that is not valid UTF-8 is 501 (see checkUTF8).
 func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
+	if err := checkUTF8(d.Name, d.Type); err != nil {
+		return err
+	}
 	if d.Name == "" {
 		return errDefaultExchange()
 	}

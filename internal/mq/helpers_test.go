@@ -110,6 +110,7 @@ func (e *env) restart() {
 func (e *env) crash() {
 	e.t.Helper()
 	e.r.closed.Store(true)
+	e.r.scrub.stop()
 	e.r.timers.shutdown()
 	e.r.syncer.shutdown()
 	e.r.keeper.shutdown()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
 )
@@ -39,8 +40,9 @@ const (
 	ApplyToAll           = "all"
 )
 
-// PolicyError is a policy that does not validate; Reason is RabbitMQ's
-// text (the management API answers 400 with it).
+// PolicyError is a policy that does not validate; Reason says why in plain
+// words, wrapped as RabbitMQ wraps its reasons ("Validation failed\n\n...")
+// (the management API answers 400 with it).
 type PolicyError struct{ Reason string }
 
 func (e *PolicyError) Error() string { return e.Reason }
@@ -62,8 +64,15 @@ type policy struct {
 // (queue-mode, queue-version, ...) have no merge rule and no argument.
 type policyKey struct {
 	arg   string                     // the queue argument it stands for, "" if none
-	check func(v any) string         // "" or the validation error's text
+	check valueCheck                 // what values it takes
 	lower func(pol, arg int64) int64 // nil: the argument wins
+}
+
+// valueCheck says whether a definition value is valid and, for the error
+// when it is not, what a valid one is, in words.
+type valueCheck struct {
+	want  string
+	valid func(v any) bool
 }
 
 func minInt(pol, arg int64) int64 { return min(pol, arg) }
@@ -78,73 +87,81 @@ func minDeliveryLimit(pol, arg int64) int64 {
 }
 
 var policyKeys = map[string]policyKey{
-	"message-ttl":                   {"x-message-ttl", checkPolicyInt(0, maxExpiry, "message TTL"), minInt},
-	"expires":                       {"x-expires", checkPolicyInt(1, maxExpiry, "queue TTL"), minInt},
-	"max-length":                    {"x-max-length", checkPolicyInt(0, -1, "maximum length"), minInt},
-	"max-length-bytes":              {"x-max-length-bytes", checkPolicyInt(0, -1, "maximum length in bytes"), minInt},
-	"delivery-limit":                {"x-delivery-limit", checkPolicyInt(-1, -1, "delivery limit"), minDeliveryLimit},
-	"consumer-timeout":              {"x-consumer-timeout", checkPolicyInt(0, -1, "consumer timeout"), minInt},
-	"overflow":                      {"x-overflow", checkPolicyOneOf("overflow value", "drop-head", "reject-publish", "reject-publish-dlx"), nil},
-	"dead-letter-exchange":          {"x-dead-letter-exchange", checkPolicyString("dead letter exchange"), nil},
-	"dead-letter-routing-key":       {"x-dead-letter-routing-key", checkPolicyString("dead letter routing key"), nil},
-	"dead-letter-strategy":          {"x-dead-letter-strategy", checkPolicyOneOf("dead letter strategy", "at-most-once", "at-least-once"), nil},
-	"max-age":                       {"x-max-age", checkPolicyMaxAge, nil},
-	"stream-max-segment-size-bytes": {"x-stream-max-segment-size-bytes", checkPolicyInt(0, maxStreamSegmentBytes, "segment size"), nil},
-	"alternate-exchange":            {"", checkPolicyString("alternate exchange"), nil},
-	"queue-mode":                    {"", checkPolicyOneOf("queue mode", "default", "lazy"), nil},
-	"queue-version":                 {"", checkPolicyInt(1, 2, "queue version"), nil},
-	"queue-leader-locator":          {"", checkPolicyOneOf("leader locator", "client-local", "balanced"), nil},
-	"max-in-memory-length":          {"", checkPolicyInt(0, -1, "maximum in-memory length"), nil},
-	"max-in-memory-bytes":           {"", checkPolicyInt(0, -1, "maximum in-memory bytes"), nil},
-	"initial-cluster-size":          {"", checkPolicyInt(1, -1, "cluster size"), nil},
-	"target-group-size":             {"", checkPolicyInt(1, -1, "target group size"), nil},
+	"message-ttl":                   {"x-message-ttl", intIn(0, maxExpiry, "milliseconds"), minInt},
+	"expires":                       {"x-expires", intIn(1, maxExpiry, "milliseconds"), minInt},
+	"max-length":                    {"x-max-length", intIn(0, -1, "messages"), minInt},
+	"max-length-bytes":              {"x-max-length-bytes", intIn(0, -1, "bytes"), minInt},
+	"delivery-limit":                {"x-delivery-limit", intIn(-1, -1, "deliveries, -1 for no limit"), minDeliveryLimit},
+	"consumer-timeout":              {"x-consumer-timeout", intIn(0, -1, "milliseconds"), minInt},
+	"overflow":                      {"x-overflow", oneOf("drop-head", "reject-publish", "reject-publish-dlx"), nil},
+	"dead-letter-exchange":          {"x-dead-letter-exchange", anyString("an exchange name"), nil},
+	"dead-letter-routing-key":       {"x-dead-letter-routing-key", anyString("a routing key"), nil},
+	"dead-letter-strategy":          {"x-dead-letter-strategy", oneOf("at-most-once", "at-least-once"), nil},
+	"max-age":                       {"x-max-age", maxAge, nil},
+	"stream-max-segment-size-bytes": {"x-stream-max-segment-size-bytes", intIn(0, maxStreamSegmentBytes, "bytes"), nil},
+	"alternate-exchange":            {"", anyString("an exchange name"), nil},
+	"queue-mode":                    {"", oneOf("default", "lazy"), nil},
+	"queue-version":                 {"", intIn(1, 2, ""), nil},
+	"queue-leader-locator":          {"", oneOf("client-local", "balanced"), nil},
+	"max-in-memory-length":          {"", intIn(0, -1, "messages"), nil},
+	"max-in-memory-bytes":           {"", intIn(0, -1, "bytes"), nil},
+	"initial-cluster-size":          {"", intIn(1, -1, "nodes"), nil},
+	"target-group-size":             {"", intIn(1, -1, "nodes"), nil},
 }
 
-func checkPolicyInt(lo, hi int64, what string) func(any) string {
-	return func(v any) string {
+// intIn takes integers from lo to hi (hi < 0: no upper bound) counting
+// unit.
+func intIn(lo, hi int64, unit string) valueCheck {
+	want := fmt.Sprintf("an integer of %d or more", lo)
+	switch {
+	case lo == 0 && hi < 0:
+		want = "a non-negative integer"
+	case hi >= 0:
+		want = fmt.Sprintf("an integer from %d to %d", lo, hi)
+	}
+	if unit != "" {
+		want += " (" + unit + ")"
+	}
+	return valueCheck{want, func(v any) bool {
 		n, ok := v.(int64)
-		if !ok || n < lo || (hi >= 0 && n > hi) {
-			return fmt.Sprintf("%s is not a valid %s", erlTerm(v), what)
-		}
-		return ""
-	}
+		return ok && n >= lo && (hi < 0 || n <= hi)
+	}}
 }
 
-func checkPolicyString(what string) func(any) string {
-	return func(v any) string {
-		if _, ok := v.(string); !ok {
-			return fmt.Sprintf("%s is not a valid %s", erlTerm(v), what)
-		}
-		return ""
-	}
+func anyString(what string) valueCheck {
+	return valueCheck{"a string (" + what + ")", func(v any) bool {
+		s, ok := v.(string)
+		return ok && utf8.ValidString(s)
+	}}
 }
 
-func checkPolicyOneOf(what string, values ...string) func(any) string {
-	return func(v any) string {
-		if s, ok := v.(string); !ok || !slices.Contains(values, s) {
-			return fmt.Sprintf("%s is not a valid %s", erlTerm(v), what)
-		}
-		return ""
+func oneOf(values ...string) valueCheck {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = strconv.Quote(v)
 	}
+	return valueCheck{"one of " + strings.Join(quoted, ", "), func(v any) bool {
+		s, ok := v.(string)
+		return ok && slices.Contains(values, s)
+	}}
 }
 
-func checkPolicyMaxAge(v any) string {
-	if s, ok := v.(string); ok {
-		if _, ok := parseMaxAge(s); ok {
-			return ""
-		}
+var maxAge = valueCheck{`a positive integer and a unit, one of Y, M, D, h, m, s (such as "7D")`, func(v any) bool {
+	s, ok := v.(string)
+	if ok {
+		_, ok = parseMaxAge(s)
 	}
-	return fmt.Sprintf("%s is not a valid max age", erlTerm(v))
-}
+	return ok
+}}
 
-// erlTerm prints a definition value as RabbitMQ's ~p does: binaries as
-// <<"text">>.
-func erlTerm(v any) string {
-	switch x := v.(type) {
-	case string:
-		return "<<" + strconv.Quote(x) + ">>"
-	case nil:
-		return "null"
+// plainValue prints a definition value as the JSON it came as (a string
+// that is not valid UTF-8, which JSON cannot carry, with Go's escapes).
+func plainValue(v any) string {
+	if s, ok := v.(string); ok && !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
 	}
 	return fmt.Sprint(v)
 }
@@ -176,40 +193,46 @@ func normalizeDefinition(def map[string]any) map[string]any {
 }
 
 // compilePolicy validates p as rabbit_policy does and compiles its
-// pattern. An empty ApplyTo means "all", as in rabbitmqctl.
+// pattern. An empty ApplyTo means "all", as in rabbitmqctl. The errors say
+// in plain words what is wrong and what would be right.
 func compilePolicy(p Policy) (*policy, error) {
 	if p.ApplyTo == "" {
 		p.ApplyTo = ApplyToAll
 	}
-	switch p.ApplyTo {
-	case ApplyToQueues, ApplyToClassicQueues, ApplyToQuorumQueues, ApplyToStreams, ApplyToExchanges, ApplyToAll:
-	default:
-		return nil, policyErrorf("%s is not a valid apply-to value", erlTerm(p.ApplyTo))
+	applyTo := oneOf(ApplyToQueues, ApplyToClassicQueues, ApplyToQuorumQueues, ApplyToStreams, ApplyToExchanges, ApplyToAll)
+	if !applyTo.valid(p.ApplyTo) {
+		return nil, policyErrorf("apply-to must be %s, got %s", applyTo.want, plainValue(p.ApplyTo))
 	}
-	if p.Name == "" {
+	switch {
+	case p.Name == "":
 		return nil, policyErrorf("policy name must not be empty")
+	case !utf8.ValidString(p.Name):
+		return nil, policyErrorf("policy name must be valid UTF-8, got %s", plainValue(p.Name))
+	case !utf8.ValidString(p.Pattern):
+		return nil, policyErrorf("pattern must be valid UTF-8, got %s", plainValue(p.Pattern))
 	}
 	re, err := regexp.Compile(p.Pattern)
 	if err != nil {
-		return nil, policyErrorf("%s is not a valid regex", erlTerm(p.Pattern))
+		return nil, policyErrorf("pattern %s is not a valid regular expression: %v", plainValue(p.Pattern), err)
 	}
 	if len(p.Definition) == 0 {
-		return nil, policyErrorf("no policy provided")
+		return nil, policyErrorf("the policy definition is empty: give at least one setting, such as {\"max-length\": 1000}")
 	}
 	p.Definition = normalizeDefinition(p.Definition)
 	var unknown []string
 	for _, k := range slices.Sorted(maps.Keys(p.Definition)) {
 		key, ok := policyKeys[k]
 		if !ok {
-			unknown = append(unknown, "<<"+strconv.Quote(k)+">>")
+			unknown = append(unknown, strconv.Quote(k))
 			continue
 		}
-		if msg := key.check(p.Definition[k]); msg != "" {
-			return nil, policyErrorf("%s", msg)
+		if v := p.Definition[k]; !key.check.valid(v) {
+			return nil, policyErrorf("%s must be %s, got %s", k, key.check.want, plainValue(v))
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, policyErrorf("[%s] are not recognised policy settings", strings.Join(unknown, ","))
+		return nil, policyErrorf("not recognised policy settings: %s (known settings: %s)",
+			strings.Join(unknown, ", "), strings.Join(slices.Sorted(maps.Keys(policyKeys)), ", "))
 	}
 	if _, ok := p.Definition["dead-letter-routing-key"]; ok {
 		if _, ok := p.Definition["dead-letter-exchange"]; !ok {

@@ -38,13 +38,36 @@ func TestPolicyValidation(t *testing.T) {
 		p    Policy
 		want string
 	}{
-		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"max-priority": 5.0}}, `[<<"max-priority">>] are not recognised policy settings`},
-		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"message-ttl": -1.0}}, "-1 is not a valid message TTL"},
-		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"overflow": "nope"}}, `<<"nope">> is not a valid overflow value`},
-		{Policy{Name: "p", Pattern: ".*", ApplyTo: "nothing", Definition: map[string]any{"max-length": 1.0}}, "is not a valid apply-to value"},
-		{Policy{Name: "p", Pattern: "(", Definition: map[string]any{"max-length": 1.0}}, "is not a valid regex"},
-		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"dead-letter-routing-key": "k"}}, "dead-letter-routing-key requires dead-letter-exchange"},
-		{Policy{Name: "p", Pattern: ".*"}, "no policy provided"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"max-priority": 5.0}},
+			`not recognised policy settings: "max-priority" (known settings: alternate-exchange, consumer-timeout,`},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"message-ttl": -1.0}},
+			"message-ttl must be an integer from 0 to 315360000000 (milliseconds), got -1"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"message-ttl": "abc"}},
+			`message-ttl must be an integer from 0 to 315360000000 (milliseconds), got "abc"`},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"max-length": 1.5}},
+			"max-length must be a non-negative integer (messages), got 1.5"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"delivery-limit": -2.0}},
+			"delivery-limit must be an integer of -1 or more (deliveries, -1 for no limit), got -2"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"overflow": "nope"}},
+			`overflow must be one of "drop-head", "reject-publish", "reject-publish-dlx", got "nope"`},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"dead-letter-exchange": 5.0}},
+			"dead-letter-exchange must be a string (an exchange name), got 5"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"max-age": "7 days"}},
+			`max-age must be a positive integer and a unit, one of Y, M, D, h, m, s (such as "7D"), got "7 days"`},
+		{Policy{Name: "p", Pattern: ".*", ApplyTo: "nothing", Definition: map[string]any{"max-length": 1.0}},
+			`apply-to must be one of "queues", "classic_queues", "quorum_queues", "streams", "exchanges", "all", got "nothing"`},
+		{Policy{Name: "p", Pattern: "(", Definition: map[string]any{"max-length": 1.0}},
+			`pattern "(" is not a valid regular expression: error parsing regexp: missing closing ): ` + "`(`"},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"dead-letter-routing-key": "k"}},
+			"dead-letter-routing-key requires dead-letter-exchange"},
+		{Policy{Name: "p", Pattern: ".*"}, `the policy definition is empty: give at least one setting, such as {"max-length": 1000}`},
+		// Stored as JSON text, these would change at a restart.
+		{Policy{Name: "p\xff", Pattern: ".*", Definition: map[string]any{"max-length": 1.0}},
+			`policy name must be valid UTF-8, got "p\xff"`},
+		{Policy{Name: "p", Pattern: "q\xff", Definition: map[string]any{"max-length": 1.0}},
+			`pattern must be valid UTF-8, got "q\xff"`},
+		{Policy{Name: "p", Pattern: ".*", Definition: map[string]any{"dead-letter-exchange": "x\xff"}},
+			`dead-letter-exchange must be a string (an exchange name), got "x\xff"`},
 	}
 	for _, c := range cases {
 		err := e.v.SetPolicy(c.p)

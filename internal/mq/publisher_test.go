@@ -220,6 +220,38 @@ func TestPublisherStreamDeletedBeforeFlush(t *testing.T) {
 	}
 }
 
+// A stream whose Sync fails (a closed log, a failed fsync) fails the
+// confirms waiting for it; one whose queue was deleted meanwhile confirms
+// them, as RabbitMQ does for a message whose queue was deleted.
+func TestStreamSyncErrorIsANack(t *testing.T) {
+	for _, deleteQueue := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queue deleted %v", deleteQueue), func(t *testing.T) {
+			e, fs := newStreamEnv(t)
+			e.declareStream("s", nil)
+			st := fs.stream("s")
+			st.syncGate = make(chan struct{})
+			p := e.v.NewPublisher()
+			d := p.mustPublish(t, persistent("", "s", "m")).Durable
+			p.Flush() // appended; the syncer waits at the gate
+			if deleteQueue {
+				if _, err := e.v.DeleteQueue("s", false, false, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := st.log.Close(); err != nil { // as after a failed fsync
+				t.Fatal(err)
+			}
+			close(st.syncGate)
+			err := d.wait()
+			if deleteQueue && err != nil {
+				t.Fatalf("message to a deleted stream queue: %v, want a confirm", err)
+			}
+			if !deleteQueue && err == nil {
+				t.Fatal("confirmed a message whose stream failed to sync")
+			}
+		})
+	}
+}
+
 // A message's Durability is done only once a Sync of its stream covered
 // it, whatever the flush points.
 func TestPublisherConfirmMeansSynced(t *testing.T) {

@@ -48,6 +48,13 @@ type queue struct {
 	// outbox holds messages to dead-letter once the lock is released
 	// (publishing takes other queues' locks, maybe this one's).
 	outbox []deadLetter
+	// damage is a read of the queue's log that found its data damaged:
+	// the locked section ends by crashing the queue (unlock).
+	damage error
+	// crashed: the queue's storage failed and it is out of service
+	// (crash.go). It is then also deleted, as far as the in-memory
+	// machinery goes, but stays in its vhost.
+	crashed atomic.Bool
 }
 
 // entry is one message in one queue.
@@ -93,14 +100,18 @@ func (r *Registry) release(h *held) {
 }
 
 // unlock releases the queue's lock, then dead-letters what the locked
-// section queued for it. Every locked section that may drop messages
-// (dispatch, settlement, publish, timers) ends with it.
+// section queued for it, or crashes the queue if it found its log damaged.
+// Every locked section that may drop messages or read the log (dispatch,
+// settlement, publish, timers, basic.get) ends with it.
 func (q *queue) unlock() {
-	out := q.outbox
-	q.outbox = nil
+	out, damage := q.outbox, q.damage
+	q.outbox, q.damage = nil, nil
 	q.mu.Unlock()
 	if len(out) > 0 {
 		q.vh.publishDeadLetters(q, out)
+	}
+	if damage != nil {
+		q.crash(damage)
 	}
 }
 
@@ -153,6 +164,9 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
+		if q.crashed.Load() {
+			return refused, false, 0, nil // a nack: it cannot be stored here
+		}
 		return notTaken, false, 0, nil
 	}
 	o := &q.opts
@@ -371,9 +385,10 @@ const pageInBytes = 256 << 10
 // pageInLocked reads the bodies of on-disk-only ready messages of level l
 // from its head on, as far as one read reaches and the queue's memory
 // budget allows (always at least the head). A recovered message's expiry
-// becomes known here. It reports whether the head now has its body; on a
+// becomes known here. It reports whether the head now has its body. On a
 // read error it logs and leaves the level stuck at that message rather
-// than lose it.
+// than lose it; if the error says the log is damaged, the queue crashes
+// when the locked section ends (q.damage).
 func (q *queue) pageInLocked(l int) bool {
 	d := &q.ready.levels[l]
 	head := d.Front()
@@ -404,6 +419,9 @@ func (q *queue) pageInLocked(l int) bool {
 	}
 	if err != nil {
 		q.r.logger.Error("mq: read message from queue log", "queue", q.name, "vhost", q.vh.name, "offset", head.offset, "err", err)
+		if isDamage(err) && q.damage == nil {
+			q.damage = err
+		}
 	}
 	return head.msg != nil
 }

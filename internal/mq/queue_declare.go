@@ -18,8 +18,12 @@ import (
 // (406). A new queue's arguments are checked as RabbitMQ 4.1 checks them
 // (406 with its texts, see queue_args.go); a quorum queue
 // (x-queue-type quorum) must be durable, not exclusive, not auto-delete and
-// not server-named (406). Any declare counts as a use for x-expires.
+// not server-named (406). A name that is not valid UTF-8 is 501 (see
+// checkUTF8). Any declare counts as a use for x-expires.
 func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
+	if err := checkUTF8(d.Name); err != nil {
+		return QueueInfo{}, err
+	}
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if err != nil {
@@ -34,6 +38,9 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		return QueueInfo{}, errNoVHost(v.name)
 	}
 	if q := v.queues[d.Name]; q != nil && d.Name != "" {
+		if q.crashed.Load() {
+			return QueueInfo{}, errCrashed(d.Name, v.name)
+		}
 		d.Durable = d.Durable && !d.Exclusive
 		if err := v.queueEquivalent(q, d); err != nil {
 			return QueueInfo{}, err
@@ -160,8 +167,7 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	}
 	q := v.newQueue(d, id)
 	if d.Durable {
-		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger)
-		q.store.qmu = &q.mu
+		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger, &q.mu)
 		v.r.addStore(q.store)
 	}
 	q.arm()
@@ -173,16 +179,19 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 
 // openQueue builds a queue defined before this start; a durable one opens
 // its store and recovers its unsettled messages, bodies left on disk until
-// needed. Then it arms the queue's timers (x-expires counts from now).
-func (v *VHost) openQueue(d QueueDef, id string) (*queue, error) {
+// needed. Then it arms the queue's timers (x-expires counts from now). A
+// queue whose store cannot be opened or read is crashed (crash.go): the
+// other queues serve.
+func (v *VHost) openQueue(d QueueDef, id string) *queue {
 	q := v.newQueue(d, id)
 	if d.Durable {
 		if err := q.recover(id); err != nil {
-			return nil, err
+			q.crashAtOpen(err)
+			return q
 		}
 	}
 	q.arm()
-	return q, nil
+	return q
 }
 
 func (v *VHost) newQueue(d QueueDef, id string) *queue {
@@ -211,11 +220,10 @@ func (q *queue) arm() {
 // stay on disk until needed, and a message's own expiration is learnt
 // when it is read.
 func (q *queue) recover(id string) error {
-	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger)
+	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger, &q.mu)
 	if err != nil {
 		return err
 	}
-	s.qmu = &q.mu
 	s.delivered = max(s.delivered, rec.delivered)
 	q.store = s
 	var es []*entry

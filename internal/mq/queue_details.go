@@ -22,6 +22,9 @@ type QueueDetail struct {
 	// PolicyDefinition its definition.
 	Policy           string
 	PolicyDefinition map[string]any
+	// State is RabbitMQ's queue state: "running", or "crashed" for a
+	// queue whose storage failed (out of service, see crash.go).
+	State string
 }
 
 // typeName is the x-queue-type name.
@@ -63,7 +66,10 @@ func (v *VHost) QueueDetail(name string) (QueueDetail, error) {
 func (q *queue) detail() QueueDetail {
 	d := QueueDetail{
 		Name: q.name, Durable: q.def.Durable, Exclusive: q.def.Exclusive, AutoDelete: q.def.AutoDelete,
-		Type: q.opts.kind.typeName(), Args: maps.Clone(q.def.Args),
+		Type: q.opts.kind.typeName(), Args: maps.Clone(q.def.Args), State: "running",
+	}
+	if q.crashed.Load() {
+		d.State = "crashed"
 	}
 	q.mu.Lock()
 	d.MessagesReady, d.MessagesUnacknowledged, d.Consumers = q.ready.Len(), len(q.unacked), len(q.consumers)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,15 @@ type Config struct {
 	// TimeoutNotifier). A queue's x-consumer-timeout overrides it.
 	// Default 30 minutes; negative disables it.
 	ConsumerTimeout time.Duration
+	// ScrubInterval is how often every durable queue's logs are read
+	// back and verified in full (scrub.go). 0, the default, scrubs only
+	// once after Open, and only what the logs' recovery did not verify;
+	// negative never scrubs. A damaged log crashes its queue. The broker
+	// passes its own setting (--scrub-interval).
+	ScrubInterval time.Duration
+	// ScrubBytesPerSecond caps the scrubber's reads; default 200 MB/s,
+	// negative for no cap.
+	ScrubBytesPerSecond int64
 	// Streams gives stream queues (x-queue-type stream) their logs,
 	// Kafka topics; the broker provides it. Without it declaring a stream
 	// queue is refused (406) and stream queues in the definitions are
@@ -77,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ConsumerTimeout == 0 {
 		c.ConsumerTimeout = 30 * time.Minute
+	}
+	if c.ScrubBytesPerSecond == 0 {
+		c.ScrubBytesPerSecond = 200 << 20
 	}
 	if c.clock == nil {
 		c.clock = time.Now
@@ -116,6 +129,7 @@ type Registry struct {
 	syncer *syncer
 	keeper *housekeeper
 	timers *timers
+	scrub  *scrubber
 
 	// Stream queues: which queue owns which topic, and the consumers'
 	// reader goroutines (stopped by streamStop at Close).
@@ -164,6 +178,7 @@ func Open(cfg Config) (*Registry, error) {
 	r.keeper = newHousekeeper(r, cfg.HousekeepingInterval)
 	go r.syncer.run()
 	go r.keeper.run()
+	r.scrub = r.startScrubber()
 	if cfg.manualTimers {
 		close(r.timers.done)
 	} else {
@@ -179,6 +194,7 @@ func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.scrub.stop()
 	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.shutdown()
@@ -189,8 +205,10 @@ func (r *Registry) Close() error {
 // nowMs is the registry's clock in unix milliseconds.
 func (r *Registry) nowMs() int64 { return r.cfg.clock().UnixMilli() }
 
-func (r *Registry) closeStores() error {
+// durableQueues returns the queues of every vhost that have a store.
+func (r *Registry) durableQueues() []*queue {
 	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var qs []*queue
 	for _, v := range r.vhosts {
 		v.mu.RLock()
@@ -201,9 +219,12 @@ func (r *Registry) closeStores() error {
 		}
 		v.mu.RUnlock()
 	}
-	r.mu.RUnlock()
+	return qs
+}
+
+func (r *Registry) closeStores() error {
 	var errs []error
-	for _, q := range qs {
+	for _, q := range r.durableQueues() {
 		if err := q.store.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close queue %q: %w", q.name, err))
 		}
@@ -252,6 +273,9 @@ func (r *Registry) VHosts() []string {
 func (r *Registry) AddVHost(name string) (*VHost, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
+	}
+	if err := checkUTF8(name); err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -304,21 +328,50 @@ func (r *Registry) openStores() []*queueStore {
 	return out
 }
 
-// removeOrphanStores deletes queue directories that belong to no durable
-// queue: left behind by a crash between deleting a queue's definition and
-// its files (or by a version that created the files before the definition).
-func (r *Registry) removeOrphanStores(live map[string]bool) {
+// straySuffix ends the name of a queue directory moved aside by
+// setAsideOrphanStores; no store ID ends with it.
+const straySuffix = "-stray"
+
+// setAsideOrphanStores moves queue directories that belong to no durable
+// queue out of the way, renamed <id>.<unix ms>-stray, and never deletes
+// them: a definition store that lost its tail (a damaged or truncated
+// metadata log) must not cost the data too. Kafka does the same with
+// partition directories it has no metadata for. Such a directory is also
+// what a crash between deleting a queue's definition and its files leaves;
+// an operator removes it once satisfied it is not needed. Directories set
+// aside before are only counted in the log.
+func (r *Registry) setAsideOrphanStores(live map[string]bool) {
 	root := r.queuesDir.path
 	entries, err := os.ReadDir(root)
 	if err != nil {
+		r.logger.Error("mq: cannot list queue data", "dir", root, "err", err)
 		return
 	}
+	moved, earlier := 0, 0
 	for _, e := range entries {
-		if e.IsDir() && !live[e.Name()] {
-			r.logger.Warn("mq: removing queue data without a queue definition", "dir", filepath.Join(root, e.Name()))
-			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
-				r.logger.Error("mq: remove orphan queue data", "err", err)
+		switch {
+		case !e.IsDir() || live[e.Name()]:
+		case strings.HasSuffix(e.Name(), straySuffix):
+			earlier++
+		default:
+			from := filepath.Join(root, e.Name())
+			to := fmt.Sprintf("%s.%d%s", from, r.cfg.clock().UnixMilli(), straySuffix)
+			if err := os.Rename(from, to); err != nil {
+				r.logger.Error("mq: cannot set aside queue data without a queue definition", "dir", from, "err", err)
+				continue
 			}
+			moved++
+			r.logger.Error("mq: queue data without a queue definition set aside, not deleted "+
+				"(were the definitions lost?); remove it once it is known not to be needed",
+				"dir", from, "moved_to", to)
 		}
+	}
+	if moved > 0 {
+		if err := syncDir(root); err != nil {
+			r.logger.Error("mq: sync queue data directory", "dir", root, "err", err)
+		}
+	}
+	if earlier > 0 {
+		r.logger.Warn("mq: queue data set aside at an earlier start is still there", "dirs", earlier, "in", root)
 	}
 }

@@ -78,9 +78,25 @@ type queueStore struct {
 	mu          sync.Mutex
 	settled     *seglog.Log // nil until the first settlement record
 	closed      bool
-	compactedAt int64 // settlement log size right after the last compaction
-	checkedLow  int64 // the settled prefix last looked at for reclaiming
+	fate        storeFate // how the store ended, once closed
+	compactedAt int64     // settlement log size right after the last compaction
+	checkedLow  int64     // the settled prefix last looked at for reclaiming
 }
+
+// storeFate is how a store ended, which decides what a publisher confirm
+// still waiting for it gets (see sync).
+type storeFate uint8
+
+const (
+	// closedUnsure: closed without vouching for what was logged (a
+	// failed close, or a store given up on). Waiting confirms fail.
+	closedUnsure storeFate = iota
+	// closedDurable: close wrote and fsynced every logged message.
+	closedDurable
+	// deleted: the queue was deleted with its messages; RabbitMQ
+	// confirms a message whose queue was deleted, and so does Wharf.
+	deleted
+)
 
 // recovered says what a durable queue's store held when it was opened.
 type recovered struct {
@@ -95,11 +111,12 @@ type recovered struct {
 // redelivered: it was, or may have been, delivered before the restart.
 func (r recovered) redelivered(off int64) bool { return !r.clean || off <= r.delivered }
 
-// newQueueStore returns the store of a new durable queue. It touches no
-// file: the logs are created when first needed.
-func newQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger) *queueStore {
+// newQueueStore returns the store of a new durable queue, guarded by its
+// queue's lock qmu. It touches no file: the logs are created when first
+// needed.
+func newQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger, qmu *sync.Mutex) *queueStore {
 	s := &queueStore{dir: filepath.Join(queuesDir.path, id), queuesDir: queuesDir, cfg: cfg, logger: logger,
-		delivered: -1, counts: make(map[int64]uint32)}
+		qmu: qmu, delivered: -1, counts: make(map[int64]uint32)}
 	s.win = newSettleWindow(0)
 	return s
 }
@@ -108,8 +125,8 @@ func newQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slo
 // settlement state; forEachUnsettled then lists the messages to recover.
 // A queue that never logged a message has no messages log: it is empty,
 // and whatever an interrupted creation left in its directory is removed.
-func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger) (*queueStore, recovered, error) {
-	s := newQueueStore(queuesDir, id, cfg, logger)
+func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger, qmu *sync.Mutex) (*queueStore, recovered, error) {
+	s := newQueueStore(queuesDir, id, cfg, logger, qmu)
 	dir := s.dir
 	rec := recovered{clean: true, delivered: -1}
 	if ok, err := dirExists(filepath.Join(dir, messagesLogDir)); err != nil || !ok {
@@ -143,30 +160,59 @@ func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *sl
 	}
 	s.settled = settled
 	end := messages.EndOffset()
+	stale := 0 // records naming offsets the messages log does not have
 	err = readLog(settled, func(r record.Record) error {
 		if string(r.Key) == string(countRecordKey) {
 			return decodeCounts(r.Value, func(off int64, n uint32) { s.counts[off] = n })
 		}
 		return decodeRanges(r.Value, func(from, to int64) {
+			if to > end {
+				stale++
+			}
 			for off := max(from, s.win.base); off < min(to, end); off++ {
 				s.win.settle(off)
 			}
 		})
 	})
 	for off := range s.counts {
+		if off >= end {
+			stale++
+		}
 		if off >= end || s.win.isSettled(off) {
 			delete(s.counts, off)
 		}
+	}
+	if err != nil {
+		err = fmt.Errorf("read settlement log: %w", err)
+	} else if stale > 0 {
+		err = s.dropStaleSettlements(messages, stale)
 	}
 	if err != nil {
 		// Close the logs without a clean-shutdown marker: nothing was
 		// recovered, so nothing can be vouched for.
 		messages.Close()
 		settled.Close()
-		return nil, rec, fmt.Errorf("read settlement log: %w", err)
+		return nil, rec, err
 	}
 	s.compactedAt = settled.Size()
 	return s, rec, nil
+}
+
+// dropStaleSettlements rewrites the settlement log without its records of
+// offsets at or past the end of the messages log. Such records outlived
+// their messages: a power cut took the messages log's tail after they
+// were made durable (by a version that did not make the messages durable
+// first, see writeSettlementRecord). Left in place they would settle the
+// messages published next, which get those offsets, at the next start.
+func (s *queueStore) dropStaleSettlements(messages *seglog.Log, stale int) error {
+	s.logger.Warn("mq: dropping settlements of messages the queue's log does not hold (its tail was lost)",
+		"dir", s.dir, "log_end", messages.EndOffset(), "stale", stale)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.compactLocked(messages, s.qmu); err != nil {
+		return fmt.Errorf("drop stale settlements: %w", err)
+	}
+	return nil
 }
 
 func dirExists(path string) (bool, error) {
@@ -320,19 +366,16 @@ func (s *queueStore) dropUnwrittenLocked() {
 	}
 }
 
-// writeUnwritten is writeUnwrittenLocked taking the queue's lock. A store
-// ended meanwhile has nothing to write: close wrote it, or the queue is
-// gone.
-func (s *queueStore) writeUnwritten() error {
-	if s.qmu == nil {
-		return nil // never shared: nothing is held back
-	}
+// writeUnwritten is writeUnwrittenLocked taking the queue's lock. It
+// reports ended, writing nothing, for a store that ended meanwhile: its
+// close wrote what was held back, or failed to, or the queue is gone.
+func (s *queueStore) writeUnwritten() (ended bool, err error) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.ended {
-		return nil
+		return true, nil
 	}
-	return s.writeUnwrittenLocked()
+	return false, s.writeUnwrittenLocked()
 }
 
 // read calls fn for each message from offset on, with its offset and
@@ -410,10 +453,8 @@ func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) erro
 // created after it. Caller holds mu.
 func (s *queueStore) endLocked() {
 	s.closed = true
-	if s.qmu != nil {
-		s.qmu.Lock()
-		defer s.qmu.Unlock()
-	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
 	s.ended = true
 }
 
@@ -423,10 +464,15 @@ func (s *queueStore) logs() (messages, settled *seglog.Log) {
 	return s.messages.Load(), s.settled
 }
 
-// closeWithoutMarker closes the logs of a store that was not recovered.
+// closeWithoutMarker closes the logs of a store that was not recovered,
+// or that is given up on, without vouching for anything: no clean-shutdown
+// marker, and confirms still waiting fail.
 func (s *queueStore) closeWithoutMarker() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.endLocked()
 	messages, settled := s.logs()
 	if messages != nil {
@@ -439,15 +485,18 @@ func (s *queueStore) closeWithoutMarker() {
 
 // sync writes the messages held back (bufferLocked) and fsyncs the
 // messages log (after, the first time, the directories made when it was
-// created). A store closed meanwhile (queue deleted, or
-// registry closed, which fsyncs) counts as synced: RabbitMQ confirms a
-// message whose queue was deleted.
+// created). It fails closed: a store that ended meanwhile counts as
+// synced only if it was deleted (RabbitMQ confirms a message whose queue
+// was deleted) or its close made every logged message durable.
 func (s *queueStore) sync() error {
 	l := s.messages.Load()
 	if l == nil {
 		return nil // nothing logged, nothing to make durable
 	}
-	err := s.writeUnwritten()
+	ended, err := s.writeUnwritten()
+	if ended {
+		return s.endedSync()
+	}
 	end := l.EndOffset()
 	if err == nil {
 		err = s.syncNewDir()
@@ -455,22 +504,34 @@ func (s *queueStore) sync() error {
 	if err == nil {
 		err = l.Sync()
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		s.advanceSynced(end)
 		return nil
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return nil
+	case errors.Is(err, seglog.ErrClosed):
+		return s.endedSync() // closed under us
 	}
 	return err
 }
 
-// close writes pending settlements and the clean-shutdown marker and closes
-// both logs (which fsyncs them). A store that never logged a message has
-// no files and leaves none.
+// errStoreClosed fails a confirm whose messages a closing store did not
+// make durable.
+var errStoreClosed = errors.New("mq: queue store closed before its messages were made durable")
+
+// endedSync is sync's answer for a store that ended: it waits for the
+// close or delete to finish and reports its fate.
+func (s *queueStore) endedSync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fate == closedDurable || s.fate == deleted {
+		return nil
+	}
+	return errStoreClosed
+}
+
+// close writes what was held back and the pending settlements, closes
+// both logs (which fsyncs them) and writes the clean-shutdown marker. A
+// store that never logged a message has no files and leaves none.
 func (s *queueStore) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -478,67 +539,64 @@ func (s *queueStore) close() error {
 		return nil
 	}
 	s.endLocked()
-	var pending []int64
-	var counts map[int64]uint32
-	if s.qmu != nil {
-		s.qmu.Lock()
-	}
-	var errs []error
-	if s.unwritten != nil {
-		errs = append(errs, s.writeUnwrittenLocked())
-	}
-	pending, s.pending = s.pending, nil
-	counts, s.pendingCounts = s.pendingCounts, nil
-	delivered := s.delivered
-	if s.qmu != nil {
-		s.qmu.Unlock()
-	}
+	s.qmu.Lock()
+	written := s.writeUnwrittenLocked()
+	pending, counts, delivered := s.pending, s.pendingCounts, s.delivered
+	s.pending, s.pendingCounts = nil, nil
+	s.qmu.Unlock()
 	if s.messages.Load() == nil {
+		s.fate = closedDurable
 		return nil
 	}
-	if len(pending) > 0 {
-		errs = append(errs, s.writeSettled(rangesOf(pending)))
+	var errs []error
+	if written == nil { // otherwise settlements may name messages not in the log
+		if len(pending) > 0 {
+			errs = append(errs, s.writeSettled(rangesOf(pending)))
+		}
+		if len(counts) > 0 {
+			errs = append(errs, s.writeCounts(counts))
+		}
 	}
-	if len(counts) > 0 {
-		errs = append(errs, s.writeCounts(counts))
-	}
-	messages, settled := s.logs()
-	errs = append(errs, messages.Close())
+	messages, settled := s.logs() // the settlement log may have been created just now
+	closed := messages.Close()
 	if settled != nil {
 		errs = append(errs, settled.Close())
 	}
 	// A queue created by this process and never confirmed to has its
 	// directory entries made durable here, as a confirm would.
-	errs = append(errs, s.syncNewDir())
-	if err := errors.Join(errs...); err != nil {
+	dirs := s.syncNewDir()
+	if written == nil && closed == nil && dirs == nil {
+		s.fate = closedDurable
+	}
+	if err := errors.Join(append(errs, written, closed, dirs)...); err != nil {
 		return err
 	}
 	return writeCleanMarker(s.dir, delivered)
 }
 
-// delete closes the logs and removes the queue's directory.
+// delete closes the logs and removes the queue's directory; that of a
+// crashed queue, whose store is closed already, too.
 func (s *queueStore) delete() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.fate == deleted {
 		return nil
 	}
-	s.endLocked()
-	if s.qmu != nil {
-		s.qmu.Lock()
-	}
-	s.dropUnwrittenLocked()
-	if s.qmu != nil {
-		s.qmu.Unlock()
-	}
 	var errs []error
-	messages, settled := s.logs()
-	if messages != nil {
-		errs = append(errs, messages.Delete())
+	if !s.closed {
+		s.endLocked()
+		s.qmu.Lock()
+		s.dropUnwrittenLocked()
+		s.qmu.Unlock()
+		messages, settled := s.logs()
+		if messages != nil {
+			errs = append(errs, messages.Delete())
+		}
+		if settled != nil {
+			errs = append(errs, settled.Delete())
+		}
 	}
-	if settled != nil {
-		errs = append(errs, settled.Delete())
-	}
+	s.fate = deleted
 	return errors.Join(append(errs, os.RemoveAll(s.dir))...)
 }
 

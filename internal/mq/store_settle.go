@@ -1,8 +1,10 @@
 package mq
 
 import (
+	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,14 +180,24 @@ func (s *queueStore) restoreCountsLocked(counts map[int64]uint32) {
 // writeCounts and writeSettled append to the settlement log, creating it
 // on first use. Caller holds mu.
 func (s *queueStore) writeCounts(counts map[int64]uint32) error {
-	return s.writeSettlementRecord(countRecordKey, encodeCounts(counts))
+	return s.writeSettlementRecord(countRecordKey, encodeCounts(counts), slices.Max(slices.Collect(maps.Keys(counts)))+1)
 }
 
+// writeSettled writes ranges, ascending [from, to) runs.
 func (s *queueStore) writeSettled(ranges [][2]int64) error {
-	return s.writeSettlementRecord(settleRecordKey, encodeRanges(ranges))
+	return s.writeSettlementRecord(settleRecordKey, encodeRanges(ranges), ranges[len(ranges)-1][1])
 }
 
-func (s *queueStore) writeSettlementRecord(key, value []byte) error {
+// writeSettlementRecord appends a record naming offsets below through. It
+// first makes the messages log durable up to there (one fsync, shared
+// with any confirm's, when it is not yet): the settlement log may be
+// fsynced at any time (a roll, the file cache closing it, a compaction),
+// and a settlement made durable for a message a power cut then takes
+// from the messages log would settle the next message to get its offset.
+func (s *queueStore) writeSettlementRecord(key, value []byte, through int64) error {
+	if err := s.messagesDurableThrough(through); err != nil {
+		return err
+	}
 	l, err := s.settledLog()
 	if err != nil {
 		return err
@@ -193,6 +205,24 @@ func (s *queueStore) writeSettlementRecord(key, value []byte) error {
 	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: key, Value: value}})
 	_, err = l.Append(batch, seglog.AppendOptions{})
 	return err
+}
+
+// messagesDurableThrough returns once every offset of the messages log
+// below end is durable, fsyncing it if needed. end must not pass what was
+// written to the log.
+func (s *queueStore) messagesDurableThrough(end int64) error {
+	if s.syncedEnd.Load() >= end {
+		return nil
+	}
+	l := s.messages.Load()
+	if written := l.EndOffset(); end > written {
+		return fmt.Errorf("settlement of offset %d, beyond the end %d of the messages log", end-1, written)
+	}
+	if err := l.WaitDurable(end); err != nil {
+		return err
+	}
+	s.advanceSynced(end)
+	return nil
 }
 
 // segmentBelow reports whether messages, a queue's messages log, has a

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqp/wire"
@@ -236,10 +237,20 @@ func checkStreamTopic(topic, queue, vhost string) error {
 // the syncer fsyncs for a publisher confirm.
 type streamLog struct {
 	Stream
-	topic string
+	topic   string
+	deleted atomic.Bool // the queue was deleted, and its topic with it
 }
 
-func (s *streamLog) sync() error { return s.Stream.Sync() }
+// sync fails closed: an error of the stream (a failed fsync, a closed
+// log) fails the confirms waiting for it (nacks), unless the queue was
+// deleted meanwhile: RabbitMQ confirms a message whose queue was deleted.
+func (s *streamLog) sync() error {
+	err := s.Stream.Sync()
+	if err != nil && s.deleted.Load() {
+		return nil
+	}
+	return err
+}
 
 // claimStream records that topic belongs to the stream queue owner (a
 // resource text); it returns the current owner instead if another queue
@@ -343,6 +354,7 @@ func (v *VHost) newStreamQueue(d QueueDef, st *streamLog) *queue {
 // Called with defMu held, so that a queue of the same name declared next
 // cannot adopt the topic before it is gone.
 func (r *Registry) deleteStream(st *streamLog) {
+	st.deleted.Store(true)
 	if err := r.cfg.Streams.DeleteStream(st.topic); err != nil {
 		r.logger.Error("mq: delete the topic of a stream queue", "topic", st.topic, "err", err)
 	}

@@ -1,7 +1,6 @@
 package mq
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -96,6 +95,9 @@ type fakeStream struct {
 	maxBatch int
 	appends  atomic.Int64 // Appends that succeeded
 	synced   atomic.Int64 // the end offset the last Sync covered
+	// syncGate, if set (before publishing), holds every Sync until it
+	// is closed.
+	syncGate chan struct{}
 
 	mu      sync.Mutex
 	waiters map[chan<- struct{}]struct{}
@@ -124,9 +126,14 @@ func (s *fakeStream) Append(batch []byte) (int64, error) {
 	return res.BaseOffset, nil
 }
 
+// Sync fails on a closed log, as StreamStore's contract has it. With
+// syncGate set it first waits for the gate to open (close it).
 func (s *fakeStream) Sync() error {
+	if s.syncGate != nil {
+		<-s.syncGate
+	}
 	end := s.log.EndOffset()
-	if err := s.log.Sync(); err != nil && !errors.Is(err, seglog.ErrClosed) {
+	if err := s.log.Sync(); err != nil {
 		return err
 	}
 	for {

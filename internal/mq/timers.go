@@ -262,7 +262,7 @@ func (v *VHost) expireQueue(q *queue) {
 	var cleanup deletions
 	if v.queues[q.name] == q && !v.r.closed.Load() {
 		q.mu.Lock()
-		unused := len(q.consumers) == 0 && v.r.nowMs() >= q.lastUsed+q.opts.expires
+		unused := !q.deleted && len(q.consumers) == 0 && v.r.nowMs() >= q.lastUsed+q.opts.expires
 		q.mu.Unlock()
 		if unused {
 			if err := v.deleteQueueLocked(q, &cleanup); err != nil {

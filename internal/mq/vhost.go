@@ -151,12 +151,15 @@ func (v *VHost) lookupQueue(name string) (*queue, error) {
 	return q, nil
 }
 
-// accessQueue returns the queue for an operation by conn: 404 if missing,
-// 405 if it is another connection's exclusive queue.
+// accessQueue returns the queue for an operation by conn: 404 if missing
+// or crashed, 405 if it is another connection's exclusive queue.
 func (v *VHost) accessQueue(name string, conn ConnID) (*queue, error) {
 	q, err := v.lookupQueue(name)
 	if err != nil {
 		return nil, err
+	}
+	if q.crashed.Load() {
+		return nil, errCrashed(name, v.name)
 	}
 	if q.def.Exclusive && q.def.Owner != conn {
 		return nil, errLocked(name, v.name)

@@ -1,0 +1,78 @@
+package mq
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+
+	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/seglog"
+)
+
+// Crashed queues. A durable queue whose logs cannot be opened or read back
+// (a corrupt batch found at Open, by a read, or by the scrubber) is taken
+// out of service on its own, as RabbitMQ leaves a classic queue that
+// crashed on its data: the node and every other queue keep serving. The
+// queue keeps its definition, bindings and files, so nothing is lost that
+// a repair (or a restart after one) could bring back. Until then:
+//
+//   - declare, passive declare, basic.get, basic.consume and queue.purge
+//     get 404 NOT_FOUND "queue 'q' in vhost '/' has crashed and failed to
+//     restart" (RabbitMQ's text for such a queue) on their channel;
+//   - a message routed to it is refused (a nack in confirm mode): it cannot
+//     be stored there, and Wharf never confirms what it did not store
+//     (RabbitMQ drops it);
+//   - its consumers are cancelled (basic.cancel), its unacknowledged
+//     deliveries forgotten (they stay in the log, unsettled);
+//   - queue.delete works and removes its files.
+
+// errCrashed is the answer to operations on a crashed queue.
+func errCrashed(queue, vhost string) *Error {
+	return wire.Errorf(wire.CodeNotFound, "%s has crashed and failed to restart: its stored messages "+
+		"could not be read (the broker log says why)", resource("queue", queue, vhost))
+}
+
+// crash takes q out of service for good (until a restart): its storage
+// failed with cause. No lock may be held.
+func (q *queue) crash(cause error) {
+	if q.crashed.Swap(true) {
+		return
+	}
+	q.r.logger.Error("mq: queue out of service: its storage is damaged or unreadable; "+
+		"other queues are not affected", "queue", q.name, "vhost", q.vh.name, "err", cause)
+	q.mu.Lock()
+	cancelled := q.markDeletedLocked()
+	q.mu.Unlock()
+	if s := q.store; s != nil {
+		q.r.removeStore(s)
+		s.closeWithoutMarker()
+	}
+	for _, cb := range cancelled {
+		cb()
+	}
+}
+
+// crashAtOpen marks a queue whose store could not be opened crashed. It
+// gets a closed store, so that deleting the queue removes its files.
+func (q *queue) crashAtOpen(cause error) {
+	q.crashed.Store(true)
+	q.deleted = true // inert: takes no message, arms no timer
+	s := newQueueStore(q.r.queuesDir, q.id, q.r.cfg.segConfig(), q.r.logger, &q.mu)
+	s.closed, s.ended = true, true
+	q.store = s
+	q.r.logger.Error("mq: queue out of service: its storage cannot be opened; other queues are not affected",
+		"queue", q.name, "vhost", q.vh.name, "dir", s.dir, "err", cause)
+}
+
+// isDamage reports whether a failed read of a queue's log means the data
+// is damaged, rather than a passing failure of the file system (no
+// descriptor left, an I/O error) or a log closed meanwhile.
+func isDamage(err error) bool {
+	var corrupt *seglog.CorruptionError
+	if errors.As(err, &corrupt) {
+		return true
+	}
+	var pathErr *fs.PathError
+	var errno syscall.Errno
+	return err != nil && !errors.As(err, &pathErr) && !errors.As(err, &errno) && !errors.Is(err, seglog.ErrClosed)
+}
