@@ -112,7 +112,10 @@ func Open(cfg Config) (*Broker, error) {
 		DataDir:     cfg.DataDir,
 		Definitions: b.defs,
 		Streams:     streamStore{b},
-		Logger:      cfg.Logger.With("component", "mq"),
+		// Queue logs are scrubbed as partitions are, on the same schedule.
+		ScrubInterval:       cfg.ScrubInterval,
+		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
+		Logger:              cfg.Logger.With("component", "mq"),
 	})
 	if err != nil {
 		b.closeLogs()

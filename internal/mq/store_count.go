@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // StoredQueues counts the durable queues that have logs in dataDir, and
@@ -17,7 +18,8 @@ func StoredQueues(dataDir string) (n int, dir string, err error) {
 		return 0, dir, nil
 	}
 	for _, e := range entries {
-		if e.IsDir() {
+		// Data already set aside defines no queue of its own.
+		if e.IsDir() && !strings.HasSuffix(e.Name(), straySuffix) {
 			n++
 		}
 	}
