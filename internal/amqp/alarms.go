@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // diskCheckInterval bounds how often free disk space is read.
@@ -126,7 +126,7 @@ func (a *alarms) set(flag *bool, on bool, resource string) {
 		a.srv.eachConn(func(c *conn) {
 			if c.blockedSent {
 				c.blockedSent = false
-				c.out.method(0, &wire.ConnectionUnblocked{})
+				c.out.method(0, &amqpwire.ConnectionUnblocked{})
 			}
 		})
 	}
@@ -151,7 +151,7 @@ func (a *alarms) notifyBlockedLocked(c *conn) {
 		return
 	}
 	c.blockedSent = true
-	c.out.method(0, &wire.ConnectionBlocked{Reason: a.reasonLocked()})
+	c.out.method(0, &amqpwire.ConnectionBlocked{Reason: a.reasonLocked()})
 }
 
 // blockedUntil returns nil if c may publish, or a channel closed when the

@@ -6,7 +6,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/netserve"
 )
 
@@ -35,7 +35,7 @@ func newUserStore(users map[string]string, loopbackOnly []string) *userStore {
 // authError is why a login failed: the text the client sees and the detail
 // for the log.
 type authError struct {
-	client *wire.Error
+	client *amqpwire.Error
 	detail string
 }
 
@@ -51,11 +51,11 @@ func (s *userStore) authenticate(mechanism, response string, remote net.Addr) (s
 		user, pass, ok = parseAMQPlain(response)
 	default:
 		// RabbitMQ closes with 503 for a mechanism it did not offer.
-		e := wire.Errorf(wire.CodeCommandInvalid, "unknown authentication mechanism '%s'", mechanism)
+		e := amqpwire.Errorf(amqpwire.CodeCommandInvalid, "unknown authentication mechanism '%s'", mechanism)
 		return "", &authError{client: e, detail: "unknown mechanism"}
 	}
 	refused := func(detail string) *authError {
-		e := wire.Errorf(wire.CodeAccessRefused,
+		e := amqpwire.Errorf(amqpwire.CodeAccessRefused,
 			"Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
 		e.Hard = true
 		return &authError{client: e, detail: detail}
@@ -70,7 +70,7 @@ func (s *userStore) authenticate(mechanism, response string, remote net.Addr) (s
 	// Anything but a loopback TCP peer is refused, an in-memory pipe
 	// included: the check fails closed (netserve.FromLoopback).
 	if s.loopback[user] && !netserve.FromLoopback(remote.String()) {
-		e := wire.Errorf(wire.CodeAccessRefused, "User '%s' can only connect via localhost", user)
+		e := amqpwire.Errorf(amqpwire.CodeAccessRefused, "User '%s' can only connect via localhost", user)
 		e.Hard = true
 		return "", &authError{client: e, detail: "user may only connect via localhost"}
 	}
@@ -92,7 +92,7 @@ func parseAMQPlain(resp string) (user, pass string, ok bool) {
 	buf := make([]byte, 4+len(resp))
 	binary.BigEndian.PutUint32(buf, uint32(len(resp)))
 	copy(buf[4:], resp)
-	t, _, err := wire.ReadTable(buf)
+	t, _, err := amqpwire.ReadTable(buf)
 	if err != nil {
 		return "", "", false
 	}

@@ -1,7 +1,7 @@
 package amqp
 
 import (
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -14,15 +14,15 @@ const (
 	settleDiscard                 // nack/reject requeue=false: dropped (dead-lettering is mq's, later)
 )
 
-func (ch *channel) basicAck(m *wire.BasicAck) error {
+func (ch *channel) basicAck(m *amqpwire.BasicAck) error {
 	return ch.settleTags(m.DeliveryTag, m.Multiple, settleAck, m.ID())
 }
 
-func (ch *channel) basicNack(m *wire.BasicNack) error {
+func (ch *channel) basicNack(m *amqpwire.BasicNack) error {
 	return ch.settleTags(m.DeliveryTag, m.Multiple, requeueOrDiscard(m.Requeue), m.ID())
 }
 
-func (ch *channel) basicReject(m *wire.BasicReject) error {
+func (ch *channel) basicReject(m *amqpwire.BasicReject) error {
 	return ch.settleTags(m.DeliveryTag, false, requeueOrDiscard(m.Requeue), m.ID())
 }
 
@@ -36,12 +36,12 @@ func requeueOrDiscard(requeue bool) settleOp {
 // settleTags settles the deliveries a client's ack, nack or reject names.
 // An unknown tag is RabbitMQ's 406 "unknown delivery tag", which closes the
 // channel. In a transaction the settlement waits for tx.commit.
-func (ch *channel) settleTags(tag uint64, multiple bool, op settleOp, id wire.MethodID) error {
+func (ch *channel) settleTags(tag uint64, multiple bool, op settleOp, id amqpwire.MethodID) error {
 	ch.mu.Lock()
 	taken, ok := ch.unacked.take(tag, multiple)
 	ch.mu.Unlock()
 	if !ok {
-		return wire.Errorf(wire.CodePreconditionFailed, "unknown delivery tag %d", tag).In(id)
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "unknown delivery tag %d", tag).In(id)
 	}
 	if ch.tx != nil {
 		ch.tx.settle(op, taken)
@@ -93,16 +93,16 @@ func (ch *channel) creditedLocked() []*consumer {
 // basicRecover redelivers every unacknowledged delivery of the channel by
 // requeueing it, as RabbitMQ does. requeue=false (redeliver to the same
 // consumer) is refused with 540 like RabbitMQ.
-func (ch *channel) basicRecover(requeue bool, m wire.Method) error {
+func (ch *channel) basicRecover(requeue bool, m amqpwire.Method) error {
 	if !requeue {
-		return wire.Errorf(wire.CodeNotImplemented, "requeue=false").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodeNotImplemented, "requeue=false").In(m.ID())
 	}
 	ch.mu.Lock()
 	taken := ch.unacked.takeAll()
 	ch.mu.Unlock()
 	ch.settle(settleRequeue, taken)
-	if m.ID() == wire.BasicRecoverID {
-		ch.c.out.method(ch.id, &wire.BasicRecoverOK{})
+	if m.ID() == amqpwire.BasicRecoverID {
+		ch.c.out.method(ch.id, &amqpwire.BasicRecoverOK{})
 	}
 	return nil
 }

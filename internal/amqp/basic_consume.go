@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -100,7 +100,7 @@ func (k *consumer) cancelledByQueue() {
 		delete(ch.consumers, k.tag)
 	}
 	if ch.c.caps.cancelNotify {
-		ch.c.out.method(ch.id, &wire.BasicCancel{ConsumerTag: k.tag, NoWait: true})
+		ch.c.out.method(ch.id, &amqpwire.BasicCancel{ConsumerTag: k.tag, NoWait: true})
 	}
 }
 
@@ -110,7 +110,7 @@ func (k *consumer) cancelledByQueue() {
 // mq's timer goroutine.
 func (k *consumer) DeliveryTimedOut(_ mq.QueueTag, timeout time.Duration) {
 	ch := k.ch
-	e := wire.Errorf(wire.CodePreconditionFailed,
+	e := amqpwire.Errorf(amqpwire.CodePreconditionFailed,
 		"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. "+
 			"This timeout value can be configured, see consumers doc guide to learn more",
 		ch.id, timeout.Milliseconds())
@@ -119,7 +119,7 @@ func (k *consumer) DeliveryTimedOut(_ mq.QueueTag, timeout time.Duration) {
 	}
 }
 
-func (ch *channel) basicConsume(m *wire.BasicConsume) error {
+func (ch *channel) basicConsume(m *amqpwire.BasicConsume) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) error {
 	ch.mu.Lock()
 	if _, dup := ch.consumers[tag]; dup {
 		ch.mu.Unlock()
-		return wire.Errorf(wire.CodeNotAllowed, "attempt to reuse consumer tag '%s'", tag).In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodeNotAllowed, "attempt to reuse consumer tag '%s'", tag).In(m.ID())
 	}
 	ch.consumers[tag] = k
 	globalPrefetch := ch.prefetch
@@ -162,7 +162,7 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) error {
 
 	// consume-ok goes out before any delivery: until now TryDeliver refused.
 	ch.mu.Lock()
-	ch.reply(m.NoWait, &wire.BasicConsumeOK{ConsumerTag: tag})
+	ch.reply(m.NoWait, &amqpwire.BasicConsumeOK{ConsumerTag: tag})
 	k.ready = true
 	k.starved = false
 	ch.mu.Unlock()
@@ -170,7 +170,7 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) error {
 	return nil
 }
 
-func (ch *channel) basicCancel(m *wire.BasicCancel) error {
+func (ch *channel) basicCancel(m *amqpwire.BasicCancel) error {
 	ch.mu.Lock()
 	k := ch.consumers[m.ConsumerTag]
 	if k != nil {
@@ -184,7 +184,7 @@ func (ch *channel) basicCancel(m *wire.BasicCancel) error {
 		}
 	}
 	// RabbitMQ answers cancel-ok for unknown tags too.
-	ch.reply(m.NoWait, &wire.BasicCancelOK{ConsumerTag: m.ConsumerTag})
+	ch.reply(m.NoWait, &amqpwire.BasicCancelOK{ConsumerTag: m.ConsumerTag})
 	return nil
 }
 

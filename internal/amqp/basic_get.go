@@ -1,13 +1,13 @@
 package amqp
 
 import (
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // basicGet fetches one message synchronously: basic.get-ok with the
 // message, or basic.get-empty. Without no-ack the delivery joins the
 // channel's unacked set (it counts against no prefetch limit).
-func (ch *channel) basicGet(m *wire.BasicGet) error {
+func (ch *channel) basicGet(m *amqpwire.BasicGet) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -17,7 +17,7 @@ func (ch *channel) basicGet(m *wire.BasicGet) error {
 		return mqError(err, m.ID())
 	}
 	if !ok {
-		ch.c.out.method(ch.id, &wire.BasicGetEmpty{})
+		ch.c.out.method(ch.id, &amqpwire.BasicGetEmpty{})
 		return nil
 	}
 	ch.mu.Lock()
@@ -30,7 +30,7 @@ func (ch *channel) basicGet(m *wire.BasicGet) error {
 	ch.c.out.push(outItem{
 		kind:    outContent,
 		channel: ch.id,
-		method: &wire.BasicGetOK{
+		method: &amqpwire.BasicGetOK{
 			DeliveryTag:  tag,
 			Redelivered:  d.Redelivered,
 			Exchange:     d.Message.Exchange,

@@ -3,7 +3,7 @@ package amqp
 import (
 	"errors"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -12,13 +12,13 @@ import (
 // 312 NO_ROUTE before its confirm; an unroutable message without mandatory
 // is dropped and still confirmed. In a transaction the message waits for
 // tx.commit.
-func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) error {
+func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Content) error {
 	c := ch.c
 	if m.Immediate {
-		return wire.Errorf(wire.CodeNotImplemented, "immediate=true").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodeNotImplemented, "immediate=true").In(m.ID())
 	}
 	if uid := content.Properties.UserID; uid != "" && uid != c.user {
-		return wire.Errorf(wire.CodePreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'",
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'",
 			uid, c.user).In(m.ID())
 	}
 	if err := c.waitWhileBlocked(); err != nil {
@@ -37,8 +37,8 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 	res, err := c.publisher().Publish(msg)
 	c.srv.alarms.checkMemory()
 	if err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) && we.Code != wire.CodeInternalError {
+		var we *amqpwire.Error
+		if errors.As(err, &we) && we.Code != amqpwire.CodeInternalError {
 			return mqError(err, m.ID()) // e.g. 404 no exchange: closes the channel
 		}
 		// The store failed: with confirms the publisher hears a nack,
@@ -87,8 +87,8 @@ func (ch *channel) returnMessage(msg *mq.Message) {
 	ch.c.out.push(outItem{
 		kind:    outContent,
 		channel: ch.id,
-		method: &wire.BasicReturn{
-			ReplyCode:  wire.CodeNoRoute,
+		method: &amqpwire.BasicReturn{
+			ReplyCode:  amqpwire.CodeNoRoute,
 			ReplyText:  "NO_ROUTE",
 			Exchange:   msg.Exchange,
 			RoutingKey: msg.RoutingKey,

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Connection buffers are lent, not owned. A connection holds its 64 KiB
@@ -24,23 +24,23 @@ import (
 
 const (
 	readBufferSize  = 64 << 10
-	writeBufferSize = wire.DefaultWriterBuffer
+	writeBufferSize = amqpwire.DefaultWriterBuffer
 )
 
 var readBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
 
-// lentWriter is a wire.Writer with its buffer, lent to one connection at a
+// lentWriter is a amqpwire.Writer with its buffer, lent to one connection at a
 // time: its buffer writes to whatever connection borrowed it.
 type lentWriter struct {
 	dst io.Writer
-	w   *wire.Writer
+	w   *amqpwire.Writer
 }
 
 func (lw *lentWriter) Write(p []byte) (int, error) { return lw.dst.Write(p) }
 
 var writeBuffers = sync.Pool{New: func() any {
 	lw := &lentWriter{}
-	lw.w = wire.NewWriter(lw, writeBufferSize)
+	lw.w = amqpwire.NewWriter(lw, writeBufferSize)
 	return lw
 }}
 
@@ -103,13 +103,13 @@ func (c *conn) awaitInput() error {
 // been handled, it waits for more input without holding a buffer. Before
 // it may wait (no whole frame buffered) it flushes the publishes held
 // back: a batch ends where the client's burst ends.
-func (c *conn) nextFrame() (wire.Frame, error) {
+func (c *conn) nextFrame() (amqpwire.Frame, error) {
 	if !c.fr.HasFrame() {
 		c.flushPublishes()
 	}
 	if c.input != nil && c.fr.Buffered() == 0 {
 		if err := c.awaitInput(); err != nil {
-			return wire.Frame{}, err
+			return amqpwire.Frame{}, err
 		}
 	}
 	return c.fr.ReadFrame()
@@ -135,10 +135,10 @@ func (c *conn) releaseReadBuffer() {
 	c.br = nil
 }
 
-// writer returns the connection's wire.Writer, borrowing one if it holds
+// writer returns the connection's amqpwire.Writer, borrowing one if it holds
 // none. Only the goroutine that writes (the reader during the handshake,
 // then the writer goroutine) calls it.
-func (c *conn) writer() *wire.Writer {
+func (c *conn) writer() *amqpwire.Writer {
 	if c.lw == nil {
 		c.lw = writeBuffers.Get().(*lentWriter)
 		c.lw.dst = c.nc

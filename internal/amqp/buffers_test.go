@@ -10,7 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // idleConnBudget is what an idle connection (one channel, heartbeats on)
@@ -37,7 +37,7 @@ func dialIdle(t testing.TB, addr string, heartbeat uint16) net.Conn {
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(testTimeout))
-	c := &rawClient{t: t, nc: nc, fr: wire.NewFrameReader(bufio.NewReaderSize(nc, 512), 0), w: wire.NewWriter(nc, 512)}
+	c := &rawClient{t: t, nc: nc, fr: amqpwire.NewFrameReader(bufio.NewReaderSize(nc, 512), 0), w: amqpwire.NewWriter(nc, 512)}
 	c.handshake(heartbeat)
 	c.openChannel(1)
 	nc.SetDeadline(time.Time{})

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -15,7 +15,7 @@ import (
 type channel struct {
 	c   *conn
 	id  uint16
-	asm wire.Assembler
+	asm amqpwire.Assembler
 
 	// Reader only.
 	closing          bool   // channel.close sent; waiting for close-ok
@@ -40,13 +40,13 @@ type channel struct {
 // openChannel handles a frame for a channel that is not open: only
 // channel.open is allowed (else 504, hard), and only while fewer than
 // channel_max channels are open (else 530, hard).
-func (c *conn) openChannel(f wire.Frame) error {
-	id := wire.MethodID(0)
-	if f.Type == wire.FrameMethod {
-		id, _ = wire.PeekMethodID(f.Payload)
+func (c *conn) openChannel(f amqpwire.Frame) error {
+	id := amqpwire.MethodID(0)
+	if f.Type == amqpwire.FrameMethod {
+		id, _ = amqpwire.PeekMethodID(f.Payload)
 	}
-	if id != wire.ChannelOpenID {
-		e := wire.Errorf(wire.CodeChannelError, "expected 'channel.open' on channel %d", f.Channel)
+	if id != amqpwire.ChannelOpenID {
+		e := amqpwire.Errorf(amqpwire.CodeChannelError, "expected 'channel.open' on channel %d", f.Channel)
 		if id != 0 {
 			e = e.In(id)
 		}
@@ -55,10 +55,10 @@ func (c *conn) openChannel(f wire.Frame) error {
 	// Like RabbitMQ, channel_max bounds how many channels are open, not
 	// their numbers.
 	if len(c.channels) >= int(c.channelMax) {
-		return wire.Errorf(wire.CodeNotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)",
+		return amqpwire.Errorf(amqpwire.CodeNotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)",
 			len(c.channels), c.channelMax).In(id)
 	}
-	var open wire.ChannelOpen
+	var open amqpwire.ChannelOpen
 	if err := open.Decode(f.Payload); err != nil {
 		return err
 	}
@@ -66,88 +66,88 @@ func (c *conn) openChannel(f wire.Frame) error {
 	ch.asm.MaxBodySize = c.srv.cfg.MaxMessageSize
 	ch.unacked.init()
 	c.channels[f.Channel] = ch
-	c.out.method(ch.id, &wire.ChannelOpenOK{})
+	c.out.method(ch.id, &amqpwire.ChannelOpenOK{})
 	return nil
 }
 
 // handle runs one complete command on the channel. Any command but a
 // publish first flushes the publishes held back, so it acts after them
 // (a queue.delete, a tx.commit, a consumer reading the stream, a close).
-func (ch *channel) handle(cmd wire.Command) error {
-	if m, ok := cmd.Method.(*wire.BasicPublish); ok {
+func (ch *channel) handle(cmd amqpwire.Command) error {
+	if m, ok := cmd.Method.(*amqpwire.BasicPublish); ok {
 		return ch.basicPublish(m, cmd.Content)
 	}
 	ch.c.flushPublishes()
 	switch m := cmd.Method.(type) {
-	case *wire.BasicAck:
+	case *amqpwire.BasicAck:
 		return ch.basicAck(m)
-	case *wire.BasicNack:
+	case *amqpwire.BasicNack:
 		return ch.basicNack(m)
-	case *wire.BasicReject:
+	case *amqpwire.BasicReject:
 		return ch.basicReject(m)
-	case *wire.BasicConsume:
+	case *amqpwire.BasicConsume:
 		return ch.basicConsume(m)
-	case *wire.BasicCancel:
+	case *amqpwire.BasicCancel:
 		return ch.basicCancel(m)
-	case *wire.BasicCancelOK:
+	case *amqpwire.BasicCancelOK:
 		return nil // the client's answer to a server-sent basic.cancel
-	case *wire.BasicGet:
+	case *amqpwire.BasicGet:
 		return ch.basicGet(m)
-	case *wire.BasicQos:
+	case *amqpwire.BasicQos:
 		return ch.basicQos(m)
-	case *wire.BasicRecover:
+	case *amqpwire.BasicRecover:
 		return ch.basicRecover(m.Requeue, m)
-	case *wire.BasicRecoverAsync:
+	case *amqpwire.BasicRecoverAsync:
 		return ch.basicRecover(m.Requeue, m)
 
-	case *wire.ExchangeDeclare:
+	case *amqpwire.ExchangeDeclare:
 		return ch.exchangeDeclare(m)
-	case *wire.ExchangeDelete:
+	case *amqpwire.ExchangeDelete:
 		return ch.exchangeDelete(m)
-	case *wire.ExchangeBind:
+	case *amqpwire.ExchangeBind:
 		return ch.exchangeBind(m)
-	case *wire.ExchangeUnbind:
+	case *amqpwire.ExchangeUnbind:
 		return ch.exchangeUnbind(m)
 
-	case *wire.QueueDeclare:
+	case *amqpwire.QueueDeclare:
 		return ch.queueDeclare(m)
-	case *wire.QueueBind:
+	case *amqpwire.QueueBind:
 		return ch.queueBind(m)
-	case *wire.QueueUnbind:
+	case *amqpwire.QueueUnbind:
 		return ch.queueUnbind(m)
-	case *wire.QueuePurge:
+	case *amqpwire.QueuePurge:
 		return ch.queuePurge(m)
-	case *wire.QueueDelete:
+	case *amqpwire.QueueDelete:
 		return ch.queueDelete(m)
 
-	case *wire.ConfirmSelect:
+	case *amqpwire.ConfirmSelect:
 		return ch.confirmSelect(m)
-	case *wire.TxSelect:
+	case *amqpwire.TxSelect:
 		return ch.txSelect(m)
-	case *wire.TxCommit:
+	case *amqpwire.TxCommit:
 		return ch.txCommit(m)
-	case *wire.TxRollback:
+	case *amqpwire.TxRollback:
 		return ch.txRollback(m)
 
-	case *wire.ChannelFlow:
+	case *amqpwire.ChannelFlow:
 		return ch.channelFlow(m)
-	case *wire.ChannelFlowOK:
+	case *amqpwire.ChannelFlowOK:
 		return nil // the client's answer to a flow we never send
-	case *wire.ChannelClose:
+	case *amqpwire.ChannelClose:
 		ch.closeByClient()
 		return nil
-	case *wire.ChannelCloseOK:
+	case *amqpwire.ChannelCloseOK:
 		return nil // no close of ours is outstanding: nothing to finish
-	case *wire.ChannelOpen:
-		return wire.Errorf(wire.CodeChannelError, "second 'channel.open' seen").In(m.ID())
-	case *wire.AccessRequest:
+	case *amqpwire.ChannelOpen:
+		return amqpwire.Errorf(amqpwire.CodeChannelError, "second 'channel.open' seen").In(m.ID())
+	case *amqpwire.AccessRequest:
 		// Deprecated, but old clients still send it; RabbitMQ grants ticket 1.
-		ch.c.out.method(ch.id, &wire.AccessRequestOK{Ticket: 1})
+		ch.c.out.method(ch.id, &amqpwire.AccessRequestOK{Ticket: 1})
 		return nil
 	}
 	// Server-only methods (basic.deliver, queue.declare-ok, ...) and
 	// connection methods on a channel.
-	return wire.Errorf(wire.CodeCommandInvalid, "unimplemented method: %s", cmd.Method.Name()).In(cmd.Method.ID())
+	return amqpwire.Errorf(amqpwire.CodeCommandInvalid, "unimplemented method: %s", cmd.Method.Name()).In(cmd.Method.ID())
 }
 
 // fail handles an error raised on the channel: a soft one closes the
@@ -155,7 +155,7 @@ func (ch *channel) handle(cmd wire.Command) error {
 // connection.
 func (ch *channel) fail(err error) error {
 	ch.c.flushPublishes() // the channel's publishes before the error stand
-	var we *wire.Error
+	var we *amqpwire.Error
 	if !errors.As(err, &we) {
 		return err
 	}
@@ -180,7 +180,7 @@ func (ch *channel) enterClosing() {
 // the channel's deliveries are released. Safe from any goroutine: the
 // consumer timeout calls it from mq's timer goroutine, and the reader
 // completes the close (enterClosing) when it next sees the channel.
-func (ch *channel) closeWithError(e *wire.Error) bool {
+func (ch *channel) closeWithError(e *amqpwire.Error) bool {
 	ch.mu.Lock()
 	if ch.closed {
 		ch.mu.Unlock()
@@ -199,15 +199,15 @@ func (ch *channel) closeWithError(e *wire.Error) bool {
 // closingFrame handles a frame while our channel.close is outstanding:
 // everything but close-ok (or the client's crossing close) is discarded,
 // as the spec requires.
-func (ch *channel) closingFrame(f wire.Frame) {
-	if f.Type != wire.FrameMethod {
+func (ch *channel) closingFrame(f amqpwire.Frame) {
+	if f.Type != amqpwire.FrameMethod {
 		return
 	}
-	switch id, _ := wire.PeekMethodID(f.Payload); id {
-	case wire.ChannelCloseOKID:
+	switch id, _ := amqpwire.PeekMethodID(f.Payload); id {
+	case amqpwire.ChannelCloseOKID:
 		delete(ch.c.channels, ch.id)
-	case wire.ChannelCloseID:
-		ch.c.out.method(ch.id, &wire.ChannelCloseOK{})
+	case amqpwire.ChannelCloseID:
+		ch.c.out.method(ch.id, &amqpwire.ChannelCloseOK{})
 	}
 }
 
@@ -216,7 +216,7 @@ func (ch *channel) closingFrame(f wire.Frame) {
 func (ch *channel) closeByClient() {
 	ch.teardown()
 	delete(ch.c.channels, ch.id)
-	ch.c.out.method(ch.id, &wire.ChannelCloseOK{})
+	ch.c.out.method(ch.id, &amqpwire.ChannelCloseOK{})
 }
 
 // teardown ends the channel's work: no more deliveries, consumers
@@ -270,34 +270,34 @@ func (ch *channel) release(consumers []*consumer, pending []pendingDelivery) {
 
 // queueName resolves a queue argument: "" means the channel's most
 // recently declared queue, as in RabbitMQ.
-func (ch *channel) queueName(name string, id wire.MethodID) (string, error) {
+func (ch *channel) queueName(name string, id amqpwire.MethodID) (string, error) {
 	if name != "" {
 		return name, nil
 	}
 	if ch.lastQueue == "" {
-		return "", wire.Errorf(wire.CodeNotFound, "no previously declared queue").In(id)
+		return "", amqpwire.Errorf(amqpwire.CodeNotFound, "no previously declared queue").In(id)
 	}
 	return ch.lastQueue, nil
 }
 
 // mqError attributes an error from mq to the method that caused it. mq's
-// errors are *wire.Error already; anything else is an internal failure,
+// errors are *amqpwire.Error already; anything else is an internal failure,
 // which closes the connection.
-func mqError(err error, id wire.MethodID) error {
-	var we *wire.Error
+func mqError(err error, id amqpwire.MethodID) error {
+	var we *amqpwire.Error
 	if errors.As(err, &we) {
 		e := *we
 		return e.In(id)
 	}
 	if errors.Is(err, mq.ErrClosed) {
-		return wire.Errorf(wire.CodeConnectionForced, "broker is shutting down").In(id)
+		return amqpwire.Errorf(amqpwire.CodeConnectionForced, "broker is shutting down").In(id)
 	}
-	return wire.Errorf(wire.CodeInternalError, "%v", err).In(id)
+	return amqpwire.Errorf(amqpwire.CodeInternalError, "%v", err).In(id)
 }
 
 // reply queues a method on the channel unless the client asked for
 // no-wait.
-func (ch *channel) reply(noWait bool, m wire.Method) {
+func (ch *channel) reply(noWait bool, m amqpwire.Method) {
 	if !noWait {
 		ch.c.out.method(ch.id, m)
 	}

@@ -8,7 +8,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // TestGracefulCloseReportsNoError: Connection.Close must not look like a
@@ -52,8 +52,8 @@ func TestCloseOKLeavesTheSocketToTheClient(t *testing.T) {
 	}
 
 	polite := dialRaw(t, b.addr, 0)
-	polite.send(0, &wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
-	polite.expect(0, wire.ConnectionCloseOKID)
+	polite.send(0, &amqpwire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
+	polite.expect(0, amqpwire.ConnectionCloseOKID)
 	polite.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if _, err := polite.fr.ReadFrame(); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("after close-ok the broker did not wait for the client: read %v", err)
@@ -62,8 +62,8 @@ func TestCloseOKLeavesTheSocketToTheClient(t *testing.T) {
 	waitFor(t, "the connection to end once the client hung up", func() bool { return live() == 0 })
 
 	silent := dialRaw(t, b.addr, 0)
-	silent.send(0, &wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
-	silent.expect(0, wire.ConnectionCloseOKID)
+	silent.send(0, &amqpwire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
+	silent.expect(0, amqpwire.ConnectionCloseOKID)
 	start := time.Now()
 	silent.nc.SetReadDeadline(start.Add(closeTimeout + 5*time.Second))
 	silent.expectEOF()
@@ -80,10 +80,10 @@ func TestExclusiveQueuesGoBeforeCloseOK(t *testing.T) {
 	b := startBroker(t)
 	first := dialRaw(t, b.addr, 0)
 	first.openChannel(1)
-	first.send(1, &wire.QueueDeclare{Queue: "mine", Exclusive: true})
-	first.expect(1, wire.QueueDeclareOKID)
-	first.send(0, &wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
-	first.expect(0, wire.ConnectionCloseOKID)
+	first.send(1, &amqpwire.QueueDeclare{Queue: "mine", Exclusive: true})
+	first.expect(1, amqpwire.QueueDeclareOKID)
+	first.send(0, &amqpwire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
+	first.expect(0, amqpwire.ConnectionCloseOKID)
 
 	if _, err := b.channel().QueueDeclare("mine", false, false, true, false, nil); err != nil {
 		t.Fatalf("the exclusive queue outlived its connection's close-ok: %v", err)

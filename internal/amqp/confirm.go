@@ -4,20 +4,20 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // confirmSelect puts the channel in confirm mode. RabbitMQ refuses it on a
 // transactional channel with 406.
-func (ch *channel) confirmSelect(m *wire.ConfirmSelect) error {
+func (ch *channel) confirmSelect(m *amqpwire.ConfirmSelect) error {
 	if ch.tx != nil {
-		return wire.Errorf(wire.CodePreconditionFailed, "cannot switch from tx to confirm mode").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot switch from tx to confirm mode").In(m.ID())
 	}
 	if ch.confirm == nil {
 		ch.confirm = newConfirmer(ch)
 	}
-	ch.reply(m.NoWait, &wire.ConfirmSelectOK{})
+	ch.reply(m.NoWait, &amqpwire.ConfirmSelectOK{})
 	return nil
 }
 

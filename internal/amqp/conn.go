@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -51,7 +51,7 @@ type conn struct {
 	// buffers.go), and the frame reader over it; input waits for the
 	// client without a buffer (nil: the connection keeps one).
 	br    *bufio.Reader
-	fr    *wire.FrameReader
+	fr    *amqpwire.FrameReader
 	input *inputWaiter
 	// lw is the borrowed write buffer: the handshake's, then only the
 	// writer goroutine's (see writer()).
@@ -60,8 +60,8 @@ type conn struct {
 
 	// Writer goroutine only.
 	writeErr       error
-	deliverScratch wire.BasicDeliver
-	ackScratch     wire.BasicAck
+	deliverScratch amqpwire.BasicDeliver
+	ackScratch     amqpwire.BasicAck
 
 	// Set by the handshake, read-only afterwards.
 	channelMax uint16
@@ -166,7 +166,7 @@ func (c *conn) forceClose(reason string) {
 		c.kill()
 		return
 	}
-	e := wire.Errorf(wire.CodeConnectionForced, "%s", reason)
+	e := amqpwire.Errorf(amqpwire.CodeConnectionForced, "%s", reason)
 	if c.closeSent.CompareAndSwap(false, true) {
 		c.out.method(0, e.CloseMethod())
 	}
@@ -184,7 +184,7 @@ func (c *conn) readLoop() error {
 		}
 		f, err := c.nextFrame()
 		if err != nil {
-			var we *wire.Error
+			var we *amqpwire.Error
 			switch {
 			case c.closing:
 				return nil // the peer did not answer our close in time, or hung up
@@ -212,7 +212,7 @@ func (c *conn) readLoop() error {
 				c.awaitHangUp()
 				return nil
 			}
-			var we *wire.Error
+			var we *amqpwire.Error
 			if !errors.As(err, &we) {
 				return err
 			}
@@ -237,13 +237,13 @@ func (c *conn) awaitHangUp() {
 
 // sendClose queues connection.close for e (once per connection) and
 // releases every channel's deliveries at once rather than after close-ok.
-func (c *conn) sendClose(e *wire.Error) {
+func (c *conn) sendClose(e *amqpwire.Error) {
 	if !e.Hard {
-		e = &wire.Error{Code: e.Code, Text: e.Text, ClassID: e.ClassID, MethodID: e.MethodID, Hard: true}
+		e = &amqpwire.Error{Code: e.Code, Text: e.Text, ClassID: e.ClassID, MethodID: e.MethodID, Hard: true}
 	}
-	if e.Code != wire.CodeConnectionForced {
+	if e.Code != amqpwire.CodeConnectionForced {
 		c.log.Info("closing connection on error", "code", e.Code, "text", e.Text,
-			"method", wire.NewMethodID(e.ClassID, e.MethodID).String())
+			"method", amqpwire.NewMethodID(e.ClassID, e.MethodID).String())
 	}
 	// Release the channels first: deliveries stop before the close goes
 	// out, and a client reacting to it finds its messages requeued.
@@ -264,28 +264,28 @@ func (c *conn) enterClosing() {
 // closingFrame handles a frame while connection.close is outstanding: only
 // close-ok (or the peer's own close) matters. It reports whether the
 // connection is done.
-func (c *conn) closingFrame(f wire.Frame) bool {
-	if f.Channel != 0 || f.Type != wire.FrameMethod {
+func (c *conn) closingFrame(f amqpwire.Frame) bool {
+	if f.Channel != 0 || f.Type != amqpwire.FrameMethod {
 		return false
 	}
-	id, err := wire.PeekMethodID(f.Payload)
+	id, err := amqpwire.PeekMethodID(f.Payload)
 	if err != nil {
 		return false
 	}
 	switch id {
-	case wire.ConnectionCloseOKID:
+	case amqpwire.ConnectionCloseOKID:
 		return true
-	case wire.ConnectionCloseID:
-		c.out.method(0, &wire.ConnectionCloseOK{})
+	case amqpwire.ConnectionCloseID:
+		c.out.method(0, &amqpwire.ConnectionCloseOK{})
 		return true
 	}
 	return false
 }
 
 // handleFrame dispatches one frame of an open connection. Hard errors come
-// back as *wire.Error; soft ones are handled by closing the channel.
-func (c *conn) handleFrame(f wire.Frame) error {
-	if f.Type == wire.FrameHeartbeat {
+// back as *amqpwire.Error; soft ones are handled by closing the channel.
+func (c *conn) handleFrame(f amqpwire.Frame) error {
+	if f.Type == amqpwire.FrameHeartbeat {
 		return nil
 	}
 	if f.Channel == 0 {

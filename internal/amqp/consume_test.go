@@ -7,7 +7,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // publishN puts n persistent messages on queue through the default
@@ -136,10 +136,10 @@ func TestRedeliveryAfterConsumerConnectionDies(t *testing.T) {
 
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.BasicConsume{Queue: "jobs", ConsumerTag: "doomed"})
-	c.expect(1, wire.BasicConsumeOKID)
+	c.send(1, &amqpwire.BasicConsume{Queue: "jobs", ConsumerTag: "doomed"})
+	c.expect(1, amqpwire.BasicConsumeOKID)
 	for range 3 {
-		c.expect(1, wire.BasicDeliverID)
+		c.expect(1, amqpwire.BasicDeliverID)
 	}
 	c.nc.Close() // no close handshake: the process "died"
 
@@ -288,23 +288,23 @@ func TestConsumerTagsAndCancel(t *testing.T) {
 	b := startBroker(t)
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.QueueDeclare{Queue: "tags"})
-	c.expect(1, wire.QueueDeclareOKID)
-	c.send(1, &wire.BasicConsume{Queue: "tags"})
-	tag := c.expect(1, wire.BasicConsumeOKID).(*wire.BasicConsumeOK).ConsumerTag
+	c.send(1, &amqpwire.QueueDeclare{Queue: "tags"})
+	c.expect(1, amqpwire.QueueDeclareOKID)
+	c.send(1, &amqpwire.BasicConsume{Queue: "tags"})
+	tag := c.expect(1, amqpwire.BasicConsumeOKID).(*amqpwire.BasicConsumeOK).ConsumerTag
 	if !strings.HasPrefix(tag, "amq.ctag-") || len(tag) != len("amq.ctag-")+22 {
 		t.Errorf("server-generated tag %q", tag)
 	}
 	publishN(t, b, "tags", 1)
-	c.expect(1, wire.BasicDeliverID)
-	c.send(1, &wire.BasicCancel{ConsumerTag: tag})
-	c.expect(1, wire.BasicCancelOKID)
+	c.expect(1, amqpwire.BasicDeliverID)
+	c.send(1, &amqpwire.BasicCancel{ConsumerTag: tag})
+	c.expect(1, amqpwire.BasicCancelOKID)
 	publishN(t, b, "tags", 1)
 	// The delivery of the cancelled consumer can still be acked.
-	c.send(1, &wire.BasicAck{DeliveryTag: 1})
-	c.send(1, &wire.QueueDeclare{Queue: "tags", Passive: true})
-	ok := c.expect(1, wire.QueueDeclareOKID)
-	if n := ok.(*wire.QueueDeclareOK).MessageCount; n != 1 {
+	c.send(1, &amqpwire.BasicAck{DeliveryTag: 1})
+	c.send(1, &amqpwire.QueueDeclare{Queue: "tags", Passive: true})
+	ok := c.expect(1, amqpwire.QueueDeclareOKID)
+	if n := ok.(*amqpwire.QueueDeclareOK).MessageCount; n != 1 {
 		t.Errorf("queue has %d ready messages, want 1 (published after the cancel)", n)
 	}
 }

@@ -2,7 +2,7 @@
 // connections, negotiates them (protocol header, connection.start/tune/open,
 // PLAIN and AMQPLAIN authentication), multiplexes channels and turns each
 // method into calls on the message-queuing core, internal/mq. It holds no
-// routing or storage logic; the wire format lives in internal/amqp/wire.
+// routing or storage logic; the wire format lives in internal/amqpwire.
 //
 // Behaviour follows RabbitMQ 4.x wherever the two differ from the spec:
 // basic.qos global=false limits each consumer and global=true the channel;

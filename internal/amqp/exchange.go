@@ -1,11 +1,11 @@
 package amqp
 
 import (
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
-func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
+func (ch *channel) exchangeDeclare(m *amqpwire.ExchangeDeclare) error {
 	def := mq.ExchangeDef{
 		Name:       m.Exchange,
 		Type:       m.Type,
@@ -17,30 +17,30 @@ func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
 	if err := ch.c.vhost.DeclareExchange(def, m.Passive); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.ExchangeDeclareOK{})
+	ch.reply(m.NoWait, &amqpwire.ExchangeDeclareOK{})
 	return nil
 }
 
-func (ch *channel) exchangeDelete(m *wire.ExchangeDelete) error {
+func (ch *channel) exchangeDelete(m *amqpwire.ExchangeDelete) error {
 	if err := ch.c.vhost.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.ExchangeDeleteOK{})
+	ch.reply(m.NoWait, &amqpwire.ExchangeDeleteOK{})
 	return nil
 }
 
-func (ch *channel) exchangeBind(m *wire.ExchangeBind) error {
+func (ch *channel) exchangeBind(m *amqpwire.ExchangeBind) error {
 	if err := ch.c.vhost.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.ExchangeBindOK{})
+	ch.reply(m.NoWait, &amqpwire.ExchangeBindOK{})
 	return nil
 }
 
-func (ch *channel) exchangeUnbind(m *wire.ExchangeUnbind) error {
+func (ch *channel) exchangeUnbind(m *amqpwire.ExchangeUnbind) error {
 	if err := ch.c.vhost.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.ExchangeUnbindOK{})
+	ch.reply(m.NoWait, &amqpwire.ExchangeUnbindOK{})
 	return nil
 }

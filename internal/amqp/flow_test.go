@@ -8,7 +8,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func waitBlocking(t *testing.T, notify <-chan amqp091.Blocking, active bool) amqp091.Blocking {
@@ -112,8 +112,8 @@ func TestOutboundLimitPausesNoAckConsumer(t *testing.T) {
 	// Keep the kernel from absorbing much of what the client does not read.
 	server.nc.(*net.TCPConn).SetWriteBuffer(4096)
 	c.openChannel(1)
-	c.send(1, &wire.BasicConsume{Queue: "flood", ConsumerTag: "c", NoAck: true})
-	c.expect(1, wire.BasicConsumeOKID)
+	c.send(1, &amqpwire.BasicConsume{Queue: "flood", ConsumerTag: "c", NoAck: true})
+	c.expect(1, amqpwire.BasicConsumeOKID)
 
 	const n, size = 200, 16 << 10
 	pub := b.channel()
@@ -151,8 +151,8 @@ func TestOutboundLimitPausesNoAckConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d of %d deliveries: %v", got, n, err)
 		}
-		if f.Type == wire.FrameMethod {
-			if id, _ := wire.PeekMethodID(f.Payload); id == wire.BasicDeliverID {
+		if f.Type == amqpwire.FrameMethod {
+			if id, _ := amqpwire.PeekMethodID(f.Payload); id == amqpwire.BasicDeliverID {
 				got++
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // FuzzConn feeds arbitrary bytes to a connection after a valid handshake.
@@ -54,31 +54,31 @@ func FuzzConn(f *testing.F) {
 
 // pipeHandshake negotiates a connection over an in-memory pipe.
 func pipeHandshake(nc net.Conn) error {
-	fr := wire.NewFrameReader(bufio.NewReader(nc), 0)
-	w := wire.NewWriter(nc, 0)
-	send := func(m wire.Method) error {
+	fr := amqpwire.NewFrameReader(bufio.NewReader(nc), 0)
+	w := amqpwire.NewWriter(nc, 0)
+	send := func(m amqpwire.Method) error {
 		if err := w.WriteMethod(0, m); err != nil {
 			return err
 		}
 		return w.Flush()
 	}
 	skip := func() error { _, err := fr.ReadFrame(); return err }
-	if _, err := io.WriteString(nc, wire.ProtocolHeader); err != nil {
+	if _, err := io.WriteString(nc, amqpwire.ProtocolHeader); err != nil {
 		return err
 	}
 	if err := skip(); err != nil { // start
 		return err
 	}
-	if err := send(&wire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest"}); err != nil {
+	if err := send(&amqpwire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest"}); err != nil {
 		return err
 	}
 	if err := skip(); err != nil { // tune
 		return err
 	}
-	if err := send(&wire.ConnectionTuneOK{ChannelMax: 16, FrameMax: 16384}); err != nil {
+	if err := send(&amqpwire.ConnectionTuneOK{ChannelMax: 16, FrameMax: 16384}); err != nil {
 		return err
 	}
-	if err := send(&wire.ConnectionOpen{VirtualHost: "/"}); err != nil {
+	if err := send(&amqpwire.ConnectionOpen{VirtualHost: "/"}); err != nil {
 		return err
 	}
 	return skip() // open-ok
@@ -87,42 +87,42 @@ func pipeHandshake(nc net.Conn) error {
 // fuzzSeeds are well-formed conversations for the fuzzer to mutate.
 func fuzzSeeds(tb testing.TB) [][]byte {
 	var seeds [][]byte
-	build := func(fn func(w *wire.Writer)) {
+	build := func(fn func(w *amqpwire.Writer)) {
 		var buf bytes.Buffer
-		w := wire.NewWriter(&buf, 0)
+		w := amqpwire.NewWriter(&buf, 0)
 		fn(w)
 		if err := w.Flush(); err != nil {
 			tb.Fatal(err)
 		}
 		seeds = append(seeds, buf.Bytes())
 	}
-	build(func(w *wire.Writer) {
-		w.WriteMethod(1, &wire.ChannelOpen{})
-		w.WriteMethod(1, &wire.QueueDeclare{Queue: "fuzz", Durable: true})
-		w.WriteMethod(1, &wire.ConfirmSelect{})
-		w.WriteContent(1, &wire.BasicPublish{RoutingKey: "fuzz", Mandatory: true}, &wire.Properties{DeliveryMode: 2, Headers: wire.Table{"k": "v"}}, []byte("hello"))
-		w.WriteMethod(1, &wire.BasicQos{PrefetchCount: 1})
-		w.WriteMethod(1, &wire.BasicConsume{Queue: "fuzz", ConsumerTag: "c"})
-		w.WriteMethod(1, &wire.BasicAck{DeliveryTag: 1, Multiple: true})
-		w.WriteMethod(1, &wire.BasicCancel{ConsumerTag: "c"})
-		w.WriteMethod(1, &wire.ChannelClose{})
-		w.WriteMethod(0, &wire.ConnectionClose{})
+	build(func(w *amqpwire.Writer) {
+		w.WriteMethod(1, &amqpwire.ChannelOpen{})
+		w.WriteMethod(1, &amqpwire.QueueDeclare{Queue: "fuzz", Durable: true})
+		w.WriteMethod(1, &amqpwire.ConfirmSelect{})
+		w.WriteContent(1, &amqpwire.BasicPublish{RoutingKey: "fuzz", Mandatory: true}, &amqpwire.Properties{DeliveryMode: 2, Headers: amqpwire.Table{"k": "v"}}, []byte("hello"))
+		w.WriteMethod(1, &amqpwire.BasicQos{PrefetchCount: 1})
+		w.WriteMethod(1, &amqpwire.BasicConsume{Queue: "fuzz", ConsumerTag: "c"})
+		w.WriteMethod(1, &amqpwire.BasicAck{DeliveryTag: 1, Multiple: true})
+		w.WriteMethod(1, &amqpwire.BasicCancel{ConsumerTag: "c"})
+		w.WriteMethod(1, &amqpwire.ChannelClose{})
+		w.WriteMethod(0, &amqpwire.ConnectionClose{})
 	})
-	build(func(w *wire.Writer) {
-		w.WriteMethod(2, &wire.ChannelOpen{})
-		w.WriteMethod(2, &wire.TxSelect{})
-		w.WriteMethod(2, &wire.ExchangeDeclare{Exchange: "fx", Type: "topic"})
-		w.WriteMethod(2, &wire.QueueBind{Queue: "fuzz", Exchange: "fx", RoutingKey: "a.#"})
-		w.WriteContent(2, &wire.BasicPublish{Exchange: "fx", RoutingKey: "a.b"}, &wire.Properties{}, []byte("x"))
-		w.WriteMethod(2, &wire.TxCommit{})
-		w.WriteMethod(2, &wire.BasicGet{Queue: "fuzz"})
-		w.WriteMethod(2, &wire.BasicReject{DeliveryTag: 1, Requeue: true})
-		w.WriteMethod(2, &wire.TxRollback{})
-		w.WriteMethod(2, &wire.BasicRecover{Requeue: true})
+	build(func(w *amqpwire.Writer) {
+		w.WriteMethod(2, &amqpwire.ChannelOpen{})
+		w.WriteMethod(2, &amqpwire.TxSelect{})
+		w.WriteMethod(2, &amqpwire.ExchangeDeclare{Exchange: "fx", Type: "topic"})
+		w.WriteMethod(2, &amqpwire.QueueBind{Queue: "fuzz", Exchange: "fx", RoutingKey: "a.#"})
+		w.WriteContent(2, &amqpwire.BasicPublish{Exchange: "fx", RoutingKey: "a.b"}, &amqpwire.Properties{}, []byte("x"))
+		w.WriteMethod(2, &amqpwire.TxCommit{})
+		w.WriteMethod(2, &amqpwire.BasicGet{Queue: "fuzz"})
+		w.WriteMethod(2, &amqpwire.BasicReject{DeliveryTag: 1, Requeue: true})
+		w.WriteMethod(2, &amqpwire.TxRollback{})
+		w.WriteMethod(2, &amqpwire.BasicRecover{Requeue: true})
 	})
-	build(func(w *wire.Writer) {
-		w.WriteMethod(1, &wire.ChannelOpen{})
-		w.WriteFrame(wire.Frame{Type: wire.FrameBody, Channel: 1, Payload: []byte("stray body")})
+	build(func(w *amqpwire.Writer) {
+		w.WriteMethod(1, &amqpwire.ChannelOpen{})
+		w.WriteFrame(amqpwire.Frame{Type: amqpwire.FrameBody, Channel: 1, Payload: []byte("stray body")})
 	})
 	seeds = append(seeds, []byte{}, []byte{1, 0, 1, 0, 0, 0, 4, 0, 20, 0, 10, 0xce})
 	return seeds

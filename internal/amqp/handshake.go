@@ -6,20 +6,20 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // serverProperties are announced in connection.start. Clients read product
 // and the capabilities; direct_reply_to is not claimed because Wharf does
 // not implement it.
-func (s *Server) serverProperties() wire.Table {
-	return wire.Table{
+func (s *Server) serverProperties() amqpwire.Table {
+	return amqpwire.Table{
 		"product":     "Wharf",
 		"version":     s.cfg.Version,
 		"platform":    "Go " + runtime.Version(),
 		"copyright":   "The Wharf authors",
 		"information": "https://github.com/wharf-mq/wharf",
-		"capabilities": wire.Table{
+		"capabilities": amqpwire.Table{
 			"publisher_confirms":           true,
 			"exchange_exchange_bindings":   true,
 			"basic.nack":                   true,
@@ -40,20 +40,20 @@ func (c *conn) handshake() error {
 	cfg := &c.srv.cfg
 	c.nc.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
 
-	if err := wire.ReadProtocolHeader(c.br); err != nil {
-		var he *wire.ProtocolHeaderError
+	if err := amqpwire.ReadProtocolHeader(c.br); err != nil {
+		var he *amqpwire.ProtocolHeaderError
 		if errors.As(err, &he) {
 			// Spec 4.2.2: answer with the header we speak, then close.
-			c.nc.Write([]byte(wire.ProtocolHeader))
+			c.nc.Write([]byte(amqpwire.ProtocolHeader))
 		}
 		return err
 	}
-	c.fr = wire.NewFrameReader(c.br, wire.FrameMinSize)
+	c.fr = amqpwire.NewFrameReader(c.br, amqpwire.FrameMinSize)
 
 	// connection.start / start-ok
-	start := &wire.ConnectionStart{
-		VersionMajor:     wire.VersionMajor,
-		VersionMinor:     wire.VersionMinor,
+	start := &amqpwire.ConnectionStart{
+		VersionMajor:     amqpwire.VersionMajor,
+		VersionMinor:     amqpwire.VersionMinor,
 		ServerProperties: c.srv.serverProperties(),
 		Mechanisms:       mechanisms,
 		Locales:          "en_US",
@@ -61,54 +61,54 @@ func (c *conn) handshake() error {
 	if err := c.writeNow(start); err != nil {
 		return err
 	}
-	m, err := c.expectMethod("starting", wire.ConnectionStartOKID)
+	m, err := c.expectMethod("starting", amqpwire.ConnectionStartOKID)
 	if err != nil {
 		return err
 	}
-	startOK := m.(*wire.ConnectionStartOK)
+	startOK := m.(*amqpwire.ConnectionStartOK)
 	c.caps = capabilitiesOf(startOK.ClientProperties)
 	user, aerr := c.srv.users.authenticate(startOK.Mechanism, startOK.Response, c.nc.RemoteAddr())
 	if aerr != nil {
 		c.log.Warn("authentication failed", "mechanism", startOK.Mechanism, "reason", aerr.detail)
-		if aerr.client.Code == wire.CodeAccessRefused && !c.caps.authFailure {
+		if aerr.client.Code == amqpwire.CodeAccessRefused && !c.caps.authFailure {
 			// Without authentication_failure_close a client expects the
 			// socket to be closed, nothing more.
 			return errors.New("authentication failed: " + aerr.detail)
 		}
-		return c.failHandshake(aerr.client.In(wire.ConnectionStartOKID))
+		return c.failHandshake(aerr.client.In(amqpwire.ConnectionStartOKID))
 	}
 	c.user = user
 
 	// connection.tune / tune-ok
-	tune := &wire.ConnectionTune{ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: cfg.heartbeatSeconds()}
+	tune := &amqpwire.ConnectionTune{ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: cfg.heartbeatSeconds()}
 	if err := c.writeNow(tune); err != nil {
 		return err
 	}
-	m, err = c.expectMethod("tuning", wire.ConnectionTuneOKID)
+	m, err = c.expectMethod("tuning", amqpwire.ConnectionTuneOKID)
 	if err != nil {
 		return err
 	}
-	if e := c.applyTuneOK(m.(*wire.ConnectionTuneOK)); e != nil {
-		return c.failHandshake(e.In(wire.ConnectionTuneOKID))
+	if e := c.applyTuneOK(m.(*amqpwire.ConnectionTuneOK)); e != nil {
+		return c.failHandshake(e.In(amqpwire.ConnectionTuneOKID))
 	}
 
 	// connection.open / open-ok
-	m, err = c.expectMethod("opening", wire.ConnectionOpenID)
+	m, err = c.expectMethod("opening", amqpwire.ConnectionOpenID)
 	if err != nil {
 		return err
 	}
-	open := m.(*wire.ConnectionOpen)
+	open := m.(*amqpwire.ConnectionOpen)
 	vh, verr := c.srv.reg.VHost(open.VirtualHost)
 	if verr != nil {
-		e := wire.Errorf(wire.CodeNotAllowed, "vhost %s not found", open.VirtualHost)
-		return c.failHandshake(e.In(wire.ConnectionOpenID))
+		e := amqpwire.Errorf(amqpwire.CodeNotAllowed, "vhost %s not found", open.VirtualHost)
+		return c.failHandshake(e.In(amqpwire.ConnectionOpenID))
 	}
 	c.vhost, c.vhostName = vh, open.VirtualHost
 
 	c.nc.SetReadDeadline(time.Time{})
 	c.releaseWriter() // everything written was flushed; the writer goroutine borrows its own
 	c.startWriter()
-	c.out.method(0, &wire.ConnectionOpenOK{})
+	c.out.method(0, &amqpwire.ConnectionOpenOK{})
 	// From here Shutdown sends connection.close rather than dropping the
 	// socket; the read loop notices its request.
 	c.opened.Store(true)
@@ -117,7 +117,7 @@ func (c *conn) handshake() error {
 
 // applyTuneOK checks the client's choices against ours and adopts them.
 // A zero channel_max or frame_max means "no limit", i.e. ours.
-func (c *conn) applyTuneOK(t *wire.ConnectionTuneOK) *wire.Error {
+func (c *conn) applyTuneOK(t *amqpwire.ConnectionTuneOK) *amqpwire.Error {
 	cfg := &c.srv.cfg
 	channelMax, frameMax := t.ChannelMax, t.FrameMax
 	if channelMax == 0 {
@@ -128,12 +128,12 @@ func (c *conn) applyTuneOK(t *wire.ConnectionTuneOK) *wire.Error {
 	}
 	switch {
 	case channelMax > cfg.ChannelMax:
-		return wire.Errorf(wire.CodeNotAllowed, "negotiated channel_max = %d is higher than the maximum allowed value (%d)",
+		return amqpwire.Errorf(amqpwire.CodeNotAllowed, "negotiated channel_max = %d is higher than the maximum allowed value (%d)",
 			channelMax, cfg.ChannelMax)
-	case frameMax < wire.FrameMinSize:
-		return wire.Errorf(wire.CodeNotAllowed, "frame_max=%d < %d min size", frameMax, wire.FrameMinSize)
+	case frameMax < amqpwire.FrameMinSize:
+		return amqpwire.Errorf(amqpwire.CodeNotAllowed, "frame_max=%d < %d min size", frameMax, amqpwire.FrameMinSize)
 	case frameMax > cfg.FrameMax:
-		return wire.Errorf(wire.CodeNotAllowed, "frame_max=%d > %d max size", frameMax, cfg.FrameMax)
+		return amqpwire.Errorf(amqpwire.CodeNotAllowed, "frame_max=%d > %d max size", frameMax, cfg.FrameMax)
 	}
 	c.channelMax, c.frameMax = channelMax, frameMax
 	c.heartbeat = time.Duration(t.Heartbeat) * time.Second
@@ -144,27 +144,27 @@ func (c *conn) applyTuneOK(t *wire.ConnectionTuneOK) *wire.Error {
 
 // expectMethod reads the next method of the handshake, which must be want
 // on channel 0. Heartbeats are skipped; connection.close is answered.
-func (c *conn) expectMethod(state string, want wire.MethodID) (wire.Method, error) {
+func (c *conn) expectMethod(state string, want amqpwire.MethodID) (amqpwire.Method, error) {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			var we *wire.Error
+			var we *amqpwire.Error
 			if errors.As(err, &we) {
 				return nil, c.failHandshake(we)
 			}
 			return nil, err
 		}
-		if f.Type == wire.FrameHeartbeat {
+		if f.Type == amqpwire.FrameHeartbeat {
 			continue
 		}
-		if f.Type != wire.FrameMethod || f.Channel != 0 {
-			return nil, c.failHandshake(wire.Errorf(wire.CodeUnexpectedFrame,
+		if f.Type != amqpwire.FrameMethod || f.Channel != 0 {
+			return nil, c.failHandshake(amqpwire.Errorf(amqpwire.CodeUnexpectedFrame,
 				"expected %s on channel 0 in connection state %s, got a %s frame on channel %d",
 				want, state, f.Type, f.Channel))
 		}
-		m, err := wire.DecodeMethod(f.Payload)
+		m, err := amqpwire.DecodeMethod(f.Payload)
 		if err != nil {
-			var we *wire.Error
+			var we *amqpwire.Error
 			if errors.As(err, &we) {
 				return nil, c.failHandshake(we)
 			}
@@ -173,20 +173,20 @@ func (c *conn) expectMethod(state string, want wire.MethodID) (wire.Method, erro
 		switch m.ID() {
 		case want:
 			return m, nil
-		case wire.ConnectionCloseID:
-			c.writeNow(&wire.ConnectionCloseOK{})
+		case amqpwire.ConnectionCloseID:
+			c.writeNow(&amqpwire.ConnectionCloseOK{})
 			return nil, errClientClosed
 		}
-		return nil, c.failHandshake(wire.Errorf(wire.CodeChannelError,
+		return nil, c.failHandshake(amqpwire.Errorf(amqpwire.CodeChannelError,
 			"unexpected method in connection state %s: %s", state, m.Name()).In(m.ID()))
 	}
 }
 
 // failHandshake sends connection.close for e, waits briefly for close-ok
 // and returns e.
-func (c *conn) failHandshake(e *wire.Error) error {
+func (c *conn) failHandshake(e *amqpwire.Error) error {
 	if !e.Hard {
-		e = &wire.Error{Code: e.Code, Text: e.Text, ClassID: e.ClassID, MethodID: e.MethodID, Hard: true}
+		e = &amqpwire.Error{Code: e.Code, Text: e.Text, ClassID: e.ClassID, MethodID: e.MethodID, Hard: true}
 	}
 	if err := c.writeNow(e.CloseMethod()); err != nil {
 		return err
@@ -197,8 +197,8 @@ func (c *conn) failHandshake(e *wire.Error) error {
 		if err != nil {
 			break
 		}
-		if f.Type == wire.FrameMethod && f.Channel == 0 {
-			if id, _ := wire.PeekMethodID(f.Payload); id == wire.ConnectionCloseOKID || id == wire.ConnectionCloseID {
+		if f.Type == amqpwire.FrameMethod && f.Channel == 0 {
+			if id, _ := amqpwire.PeekMethodID(f.Payload); id == amqpwire.ConnectionCloseOKID || id == amqpwire.ConnectionCloseID {
 				break
 			}
 		}
@@ -208,7 +208,7 @@ func (c *conn) failHandshake(e *wire.Error) error {
 
 // writeNow writes and flushes a method on channel 0 from the reader; only
 // used before the writer goroutine starts.
-func (c *conn) writeNow(m wire.Method) error {
+func (c *conn) writeNow(m amqpwire.Method) error {
 	w := c.writer()
 	if err := w.WriteMethod(0, m); err != nil {
 		return fmt.Errorf("write %s: %w", m.Name(), err)
@@ -217,8 +217,8 @@ func (c *conn) writeNow(m wire.Method) error {
 }
 
 // capabilitiesOf reads the client's capabilities table.
-func capabilitiesOf(props wire.Table) clientCaps {
-	caps, _ := props["capabilities"].(wire.Table)
+func capabilitiesOf(props amqpwire.Table) clientCaps {
+	caps, _ := props["capabilities"].(amqpwire.Table)
 	yes := func(name string) bool { v, _ := caps[name].(bool); return v }
 	return clientCaps{
 		blocked:      yes("connection.blocked"),

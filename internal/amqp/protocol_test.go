@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestWrongProtocolHeaderGetsOursBack(t *testing.T) {
@@ -25,8 +25,8 @@ func TestWrongProtocolHeaderGetsOursBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != wire.ProtocolHeader {
-		t.Fatalf("got %q, want %q then EOF", got, wire.ProtocolHeader)
+	if string(got) != amqpwire.ProtocolHeader {
+		t.Fatalf("got %q, want %q then EOF", got, amqpwire.ProtocolHeader)
 	}
 }
 
@@ -45,101 +45,101 @@ func TestProtocolViolations(t *testing.T) {
 		text    string
 		act     func(c *rawClient)
 	}{
-		{"method on unopened channel", 0, wire.CodeChannelError, "expected 'channel.open'", func(c *rawClient) {
-			c.send(5, &wire.QueueDeclare{Queue: "x"})
+		{"method on unopened channel", 0, amqpwire.CodeChannelError, "expected 'channel.open'", func(c *rawClient) {
+			c.send(5, &amqpwire.QueueDeclare{Queue: "x"})
 		}},
-		{"second channel.open", 0, wire.CodeChannelError, "second 'channel.open'", func(c *rawClient) {
+		{"second channel.open", 0, amqpwire.CodeChannelError, "second 'channel.open'", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.ChannelOpen{})
+			c.send(1, &amqpwire.ChannelOpen{})
 		}},
-		{"content header without publish", 0, wire.CodeUnexpectedFrame, "content header", func(c *rawClient) {
+		{"content header without publish", 0, amqpwire.CodeUnexpectedFrame, "content header", func(c *rawClient) {
 			c.openChannel(1)
-			h := wire.ContentHeader{ClassID: wire.ClassBasic, BodySize: 1}
+			h := amqpwire.ContentHeader{ClassID: amqpwire.ClassBasic, BodySize: 1}
 			payload, _ := h.Encode(nil)
-			c.sendFrame(wire.Frame{Type: wire.FrameHeader, Channel: 1, Payload: payload})
+			c.sendFrame(amqpwire.Frame{Type: amqpwire.FrameHeader, Channel: 1, Payload: payload})
 		}},
-		{"body frame without publish", 0, wire.CodeUnexpectedFrame, "content body", func(c *rawClient) {
+		{"body frame without publish", 0, amqpwire.CodeUnexpectedFrame, "content body", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendFrame(wire.Frame{Type: wire.FrameBody, Channel: 1, Payload: []byte("x")})
+			c.sendFrame(amqpwire.Frame{Type: amqpwire.FrameBody, Channel: 1, Payload: []byte("x")})
 		}},
-		{"method while content expected", 0, wire.CodeUnexpectedFrame, "expected content header", func(c *rawClient) {
+		{"method while content expected", 0, amqpwire.CodeUnexpectedFrame, "expected content header", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicPublish{RoutingKey: "q"})
-			c.send(1, &wire.BasicQos{PrefetchCount: 1})
+			c.send(1, &amqpwire.BasicPublish{RoutingKey: "q"})
+			c.send(1, &amqpwire.BasicQos{PrefetchCount: 1})
 		}},
-		{"frame over frame_max", 0, wire.CodeFrameError, "frame", func(c *rawClient) {
+		{"frame over frame_max", 0, amqpwire.CodeFrameError, "frame", func(c *rawClient) {
 			c.openChannel(1)
 			// The server may close before the whole frame is written.
-			c.w.WriteFrame(wire.Frame{Type: wire.FrameBody, Channel: 1, Payload: make([]byte, DefaultFrameMax)})
+			c.w.WriteFrame(amqpwire.Frame{Type: amqpwire.FrameBody, Channel: 1, Payload: make([]byte, DefaultFrameMax)})
 			c.w.Flush()
 		}},
-		{"unknown method", 0, wire.CodeNotImplemented, "unknown method", func(c *rawClient) {
+		{"unknown method", 0, amqpwire.CodeNotImplemented, "unknown method", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendFrame(wire.Frame{Type: wire.FrameMethod, Channel: 1, Payload: []byte{0, 60, 0, 99}})
+			c.sendFrame(amqpwire.Frame{Type: amqpwire.FrameMethod, Channel: 1, Payload: []byte{0, 60, 0, 99}})
 		}},
-		{"second start-ok", 0, wire.CodeChannelError, "unexpected method in connection state running", func(c *rawClient) {
-			c.send(0, &wire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+		{"second start-ok", 0, amqpwire.CodeChannelError, "unexpected method in connection state running", func(c *rawClient) {
+			c.send(0, &amqpwire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
 		}},
-		{"server method from client", 0, wire.CodeCommandInvalid, "basic.deliver", func(c *rawClient) {
+		{"server method from client", 0, amqpwire.CodeCommandInvalid, "basic.deliver", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendContent(1, &wire.BasicDeliver{ConsumerTag: "x", DeliveryTag: 1}, &wire.Properties{}, nil)
+			c.sendContent(1, &amqpwire.BasicDeliver{ConsumerTag: "x", DeliveryTag: 1}, &amqpwire.Properties{}, nil)
 		}},
-		{"immediate publish", 0, wire.CodeNotImplemented, "immediate=true", func(c *rawClient) {
+		{"immediate publish", 0, amqpwire.CodeNotImplemented, "immediate=true", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendContent(1, &wire.BasicPublish{RoutingKey: "still-here", Immediate: true}, &wire.Properties{}, []byte("x"))
+			c.sendContent(1, &amqpwire.BasicPublish{RoutingKey: "still-here", Immediate: true}, &amqpwire.Properties{}, []byte("x"))
 		}},
-		{"unknown delivery tag", 1, wire.CodePreconditionFailed, "unknown delivery tag 42", func(c *rawClient) {
+		{"unknown delivery tag", 1, amqpwire.CodePreconditionFailed, "unknown delivery tag 42", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicAck{DeliveryTag: 42})
+			c.send(1, &amqpwire.BasicAck{DeliveryTag: 42})
 		}},
-		{"prefetch_size", 0, wire.CodeNotImplemented, "prefetch_size", func(c *rawClient) {
+		{"prefetch_size", 0, amqpwire.CodeNotImplemented, "prefetch_size", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicQos{PrefetchSize: 1000})
+			c.send(1, &amqpwire.BasicQos{PrefetchSize: 1000})
 		}},
-		{"channel.flow active=false", 0, wire.CodeNotImplemented, "active=false", func(c *rawClient) {
+		{"channel.flow active=false", 0, amqpwire.CodeNotImplemented, "active=false", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.ChannelFlow{Active: false})
+			c.send(1, &amqpwire.ChannelFlow{Active: false})
 		}},
-		{"recover requeue=false", 0, wire.CodeNotImplemented, "requeue=false", func(c *rawClient) {
+		{"recover requeue=false", 0, amqpwire.CodeNotImplemented, "requeue=false", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicRecover{Requeue: false})
+			c.send(1, &amqpwire.BasicRecover{Requeue: false})
 		}},
-		{"publish to missing exchange", 1, wire.CodeNotFound, "no exchange 'nope'", func(c *rawClient) {
+		{"publish to missing exchange", 1, amqpwire.CodeNotFound, "no exchange 'nope'", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendContent(1, &wire.BasicPublish{Exchange: "nope"}, &wire.Properties{}, []byte("x"))
+			c.sendContent(1, &amqpwire.BasicPublish{Exchange: "nope"}, &amqpwire.Properties{}, []byte("x"))
 		}},
-		{"body over max message size", 1, wire.CodePreconditionFailed, "max size", func(c *rawClient) {
+		{"body over max message size", 1, amqpwire.CodePreconditionFailed, "max size", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicPublish{RoutingKey: "still-here"})
-			h := wire.ContentHeader{ClassID: wire.ClassBasic, BodySize: DefaultMaxMessageSize + 1}
+			c.send(1, &amqpwire.BasicPublish{RoutingKey: "still-here"})
+			h := amqpwire.ContentHeader{ClassID: amqpwire.ClassBasic, BodySize: DefaultMaxMessageSize + 1}
 			payload, _ := h.Encode(nil)
-			c.sendFrame(wire.Frame{Type: wire.FrameHeader, Channel: 1, Payload: payload})
+			c.sendFrame(amqpwire.Frame{Type: amqpwire.FrameHeader, Channel: 1, Payload: payload})
 		}},
-		{"user_id mismatch", 1, wire.CodePreconditionFailed, "user_id property set to 'mallory'", func(c *rawClient) {
+		{"user_id mismatch", 1, amqpwire.CodePreconditionFailed, "user_id property set to 'mallory'", func(c *rawClient) {
 			c.openChannel(1)
-			c.sendContent(1, &wire.BasicPublish{RoutingKey: "still-here"}, &wire.Properties{UserID: "mallory"}, nil)
+			c.sendContent(1, &amqpwire.BasicPublish{RoutingKey: "still-here"}, &amqpwire.Properties{UserID: "mallory"}, nil)
 		}},
-		{"tx and confirm", 1, wire.CodePreconditionFailed, "cannot switch from tx to confirm mode", func(c *rawClient) {
+		{"tx and confirm", 1, amqpwire.CodePreconditionFailed, "cannot switch from tx to confirm mode", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.TxSelect{})
-			c.expect(1, wire.TxSelectOKID)
-			c.send(1, &wire.ConfirmSelect{})
+			c.send(1, &amqpwire.TxSelect{})
+			c.expect(1, amqpwire.TxSelectOKID)
+			c.send(1, &amqpwire.ConfirmSelect{})
 		}},
-		{"confirm and tx", 1, wire.CodePreconditionFailed, "cannot switch from confirm to tx mode", func(c *rawClient) {
+		{"confirm and tx", 1, amqpwire.CodePreconditionFailed, "cannot switch from confirm to tx mode", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.ConfirmSelect{})
-			c.expect(1, wire.ConfirmSelectOKID)
-			c.send(1, &wire.TxSelect{})
+			c.send(1, &amqpwire.ConfirmSelect{})
+			c.expect(1, amqpwire.ConfirmSelectOKID)
+			c.send(1, &amqpwire.TxSelect{})
 		}},
-		{"commit without tx", 1, wire.CodePreconditionFailed, "not transactional", func(c *rawClient) {
+		{"commit without tx", 1, amqpwire.CodePreconditionFailed, "not transactional", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.TxCommit{})
+			c.send(1, &amqpwire.TxCommit{})
 		}},
-		{"reused consumer tag", 0, wire.CodeNotAllowed, "reuse consumer tag", func(c *rawClient) {
+		{"reused consumer tag", 0, amqpwire.CodeNotAllowed, "reuse consumer tag", func(c *rawClient) {
 			c.openChannel(1)
-			c.send(1, &wire.BasicConsume{Queue: "still-here", ConsumerTag: "t"})
-			c.expect(1, wire.BasicConsumeOKID)
-			c.send(1, &wire.BasicConsume{Queue: "still-here", ConsumerTag: "t"})
+			c.send(1, &amqpwire.BasicConsume{Queue: "still-here", ConsumerTag: "t"})
+			c.expect(1, amqpwire.BasicConsumeOKID)
+			c.send(1, &amqpwire.BasicConsume{Queue: "still-here", ConsumerTag: "t"})
 		}},
 	}
 	for _, tc := range cases {
@@ -154,8 +154,8 @@ func TestProtocolViolations(t *testing.T) {
 				// A soft error leaves the connection usable, and the
 				// channel number free again after close-ok.
 				c.openChannel(tc.channel)
-				c.send(tc.channel, &wire.QueueDeclare{Queue: "still-here", Passive: true})
-				c.expect(tc.channel, wire.QueueDeclareOKID)
+				c.send(tc.channel, &amqpwire.QueueDeclare{Queue: "still-here", Passive: true})
+				c.expect(tc.channel, amqpwire.QueueDeclareOKID)
 				return
 			}
 			c.expectEOF()
@@ -172,16 +172,16 @@ func TestChannelMax(t *testing.T) {
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
 	c.openChannel(2)
-	c.send(3, &wire.ChannelOpen{})
-	if text := c.expectClose(0, wire.CodeNotAllowed); !strings.Contains(text, "channel_max") {
+	c.send(3, &amqpwire.ChannelOpen{})
+	if text := c.expectClose(0, amqpwire.CodeNotAllowed); !strings.Contains(text, "channel_max") {
 		t.Errorf("text %q", text)
 	}
 
 	c = dialRaw(t, b.addr, 0)
 	c.openChannel(1)
 	c.openChannel(2)
-	c.send(2, &wire.ChannelClose{})
-	c.expect(2, wire.ChannelCloseOKID)
+	c.send(2, &amqpwire.ChannelClose{})
+	c.expect(2, amqpwire.ChannelCloseOKID)
 	c.openChannel(2) // a closed channel frees its slot
 }
 
@@ -192,13 +192,13 @@ func TestFramesDiscardedWhileChannelCloses(t *testing.T) {
 	b := startBroker(t)
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.BasicAck{DeliveryTag: 7}) // 406
-	c.sendContent(1, &wire.BasicPublish{RoutingKey: "nowhere"}, &wire.Properties{}, []byte("ignored"))
-	c.send(1, &wire.QueueDeclare{Queue: "ignored"})
-	c.expectClose(1, wire.CodePreconditionFailed)
+	c.send(1, &amqpwire.BasicAck{DeliveryTag: 7}) // 406
+	c.sendContent(1, &amqpwire.BasicPublish{RoutingKey: "nowhere"}, &amqpwire.Properties{}, []byte("ignored"))
+	c.send(1, &amqpwire.QueueDeclare{Queue: "ignored"})
+	c.expectClose(1, amqpwire.CodePreconditionFailed)
 	c.openChannel(1)
-	c.send(1, &wire.QueueDeclare{Queue: "ignored", Passive: true})
-	c.expectClose(1, wire.CodeNotFound) // the declare sent while closing did nothing
+	c.send(1, &amqpwire.QueueDeclare{Queue: "ignored", Passive: true})
+	c.expectClose(1, amqpwire.CodeNotFound) // the declare sent while closing did nothing
 }
 
 // TestMandatoryReturnPrecedesConfirm checks frame order: basic.return for
@@ -208,26 +208,26 @@ func TestMandatoryReturnPrecedesConfirm(t *testing.T) {
 	b := startBroker(t)
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.ConfirmSelect{})
-	c.expect(1, wire.ConfirmSelectOKID)
+	c.send(1, &amqpwire.ConfirmSelect{})
+	c.expect(1, amqpwire.ConfirmSelectOKID)
 
-	c.sendContent(1, &wire.BasicPublish{RoutingKey: "no-such-queue", Mandatory: true}, &wire.Properties{}, []byte("m"))
-	ret := c.expect(1, wire.BasicReturnID).(*wire.BasicReturn)
-	if ret.ReplyCode != wire.CodeNoRoute || ret.ReplyText != "NO_ROUTE" || ret.RoutingKey != "no-such-queue" {
+	c.sendContent(1, &amqpwire.BasicPublish{RoutingKey: "no-such-queue", Mandatory: true}, &amqpwire.Properties{}, []byte("m"))
+	ret := c.expect(1, amqpwire.BasicReturnID).(*amqpwire.BasicReturn)
+	if ret.ReplyCode != amqpwire.CodeNoRoute || ret.ReplyText != "NO_ROUTE" || ret.RoutingKey != "no-such-queue" {
 		t.Errorf("return = %+v", ret)
 	}
-	if f := c.readFrame(); f.Type != wire.FrameHeader {
+	if f := c.readFrame(); f.Type != amqpwire.FrameHeader {
 		t.Fatalf("got %s frame after basic.return, want its content header", f.Type)
 	}
-	if f := c.readFrame(); f.Type != wire.FrameBody || string(f.Payload) != "m" {
+	if f := c.readFrame(); f.Type != amqpwire.FrameBody || string(f.Payload) != "m" {
 		t.Fatalf("returned body = %s %q", f.Type, f.Payload)
 	}
-	if ack := c.expect(1, wire.BasicAckID).(*wire.BasicAck); ack.DeliveryTag != 1 {
+	if ack := c.expect(1, amqpwire.BasicAckID).(*amqpwire.BasicAck); ack.DeliveryTag != 1 {
 		t.Errorf("ack = %+v, want tag 1", ack)
 	}
 
-	c.sendContent(1, &wire.BasicPublish{RoutingKey: "no-such-queue"}, &wire.Properties{}, []byte("dropped"))
-	if ack := c.expect(1, wire.BasicAckID).(*wire.BasicAck); ack.DeliveryTag != 2 {
+	c.sendContent(1, &amqpwire.BasicPublish{RoutingKey: "no-such-queue"}, &amqpwire.Properties{}, []byte("dropped"))
+	if ack := c.expect(1, amqpwire.BasicAckID).(*amqpwire.BasicAck); ack.DeliveryTag != 2 {
 		t.Errorf("ack = %+v, want tag 2", ack)
 	}
 	if got := b.vhost().Unroutable(); got != 2 {
@@ -244,15 +244,15 @@ func TestConfirmsCoalesce(t *testing.T) {
 
 	c := dialRaw(t, b.addr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.ConfirmSelect{})
-	c.expect(1, wire.ConfirmSelectOKID)
+	c.send(1, &amqpwire.ConfirmSelect{})
+	c.expect(1, amqpwire.ConfirmSelectOKID)
 	const n = 500
 	for i := range n {
 		mode := uint8(1)
 		if i%2 == 0 {
 			mode = 2 // persistent to a durable queue: waits for an fsync
 		}
-		if err := c.w.WriteContent(1, &wire.BasicPublish{RoutingKey: "burst"}, &wire.Properties{DeliveryMode: mode}, body(i)); err != nil {
+		if err := c.w.WriteContent(1, &amqpwire.BasicPublish{RoutingKey: "burst"}, &amqpwire.Properties{DeliveryMode: mode}, body(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +260,7 @@ func TestConfirmsCoalesce(t *testing.T) {
 	var last uint64
 	frames := 0
 	for last < n {
-		ack := c.expect(1, wire.BasicAckID).(*wire.BasicAck)
+		ack := c.expect(1, amqpwire.BasicAckID).(*amqpwire.BasicAck)
 		frames++
 		if !ack.Multiple || ack.DeliveryTag <= last {
 			t.Fatalf("ack %+v after %d: want multiple=true and a higher tag", ack, last)
@@ -289,7 +289,7 @@ func TestHeartbeats(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if f.Type == wire.FrameHeartbeat {
+		if f.Type == amqpwire.FrameHeartbeat {
 			heartbeats++
 		}
 	}

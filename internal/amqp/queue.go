@@ -1,14 +1,14 @@
 package amqp
 
 import (
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // queueDeclare declares (or with passive, checks) a queue and remembers it
 // as the channel's last queue. An empty name asks for a server-named
 // "amq.gen-" queue.
-func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
+func (ch *channel) queueDeclare(m *amqpwire.QueueDeclare) error {
 	name := m.Queue
 	if name == "" && m.Passive {
 		// RabbitMQ lets a passive declare of "" name the last queue.
@@ -26,7 +26,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 		return mqError(err, m.ID())
 	}
 	ch.lastQueue = info.Name
-	ch.reply(m.NoWait, &wire.QueueDeclareOK{
+	ch.reply(m.NoWait, &amqpwire.QueueDeclareOK{
 		Queue:         info.Name,
 		MessageCount:  uint32(max(info.Messages, 0)),
 		ConsumerCount: uint32(max(info.Consumers, 0)),
@@ -34,7 +34,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	return nil
 }
 
-func (ch *channel) queueBind(m *wire.QueueBind) error {
+func (ch *channel) queueBind(m *amqpwire.QueueBind) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -47,11 +47,11 @@ func (ch *channel) queueBind(m *wire.QueueBind) error {
 	if err := ch.c.vhost.BindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.QueueBindOK{})
+	ch.reply(m.NoWait, &amqpwire.QueueBindOK{})
 	return nil
 }
 
-func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
+func (ch *channel) queueUnbind(m *amqpwire.QueueUnbind) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -63,11 +63,11 @@ func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
 	if err := ch.c.vhost.UnbindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.c.out.method(ch.id, &wire.QueueUnbindOK{})
+	ch.c.out.method(ch.id, &amqpwire.QueueUnbindOK{})
 	return nil
 }
 
-func (ch *channel) queuePurge(m *wire.QueuePurge) error {
+func (ch *channel) queuePurge(m *amqpwire.QueuePurge) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -76,13 +76,13 @@ func (ch *channel) queuePurge(m *wire.QueuePurge) error {
 	if err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.QueuePurgeOK{MessageCount: uint32(max(n, 0))})
+	ch.reply(m.NoWait, &amqpwire.QueuePurgeOK{MessageCount: uint32(max(n, 0))})
 	return nil
 }
 
 // queueDelete deletes a queue; its consumers (on any connection) are
 // cancelled by mq, which reaches the clients as server-sent basic.cancel.
-func (ch *channel) queueDelete(m *wire.QueueDelete) error {
+func (ch *channel) queueDelete(m *amqpwire.QueueDelete) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
@@ -91,6 +91,6 @@ func (ch *channel) queueDelete(m *wire.QueueDelete) error {
 	if err != nil {
 		return mqError(err, m.ID())
 	}
-	ch.reply(m.NoWait, &wire.QueueDeleteOK{MessageCount: uint32(max(n, 0))})
+	ch.reply(m.NoWait, &amqpwire.QueueDeleteOK{MessageCount: uint32(max(n, 0))})
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // rawClient speaks AMQP frame by frame, for what a well-behaved client
@@ -18,8 +18,8 @@ import (
 type rawClient struct {
 	t  testing.TB
 	nc net.Conn
-	fr *wire.FrameReader
-	w  *wire.Writer
+	fr *amqpwire.FrameReader
+	w  *amqpwire.Writer
 }
 
 // dialRaw connects and, unless handshake is false, negotiates and opens
@@ -32,30 +32,30 @@ func dialRaw(t testing.TB, addr string, heartbeat uint16) *rawClient {
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(testTimeout))
-	c := &rawClient{t: t, nc: nc, fr: wire.NewFrameReader(bufio.NewReader(nc), 0), w: wire.NewWriter(nc, 0)}
+	c := &rawClient{t: t, nc: nc, fr: amqpwire.NewFrameReader(bufio.NewReader(nc), 0), w: amqpwire.NewWriter(nc, 0)}
 	c.handshake(heartbeat)
 	return c
 }
 
 func (c *rawClient) handshake(heartbeat uint16) {
 	c.t.Helper()
-	if _, err := io.WriteString(c.nc, wire.ProtocolHeader); err != nil {
+	if _, err := io.WriteString(c.nc, amqpwire.ProtocolHeader); err != nil {
 		c.t.Fatal(err)
 	}
-	c.expect(0, wire.ConnectionStartID)
-	c.send(0, &wire.ConnectionStartOK{
-		ClientProperties: wire.Table{"capabilities": wire.Table{
+	c.expect(0, amqpwire.ConnectionStartID)
+	c.send(0, &amqpwire.ConnectionStartOK{
+		ClientProperties: amqpwire.Table{"capabilities": amqpwire.Table{
 			"connection.blocked": true, "consumer_cancel_notify": true, "authentication_failure_close": true,
 		}},
 		Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
 	})
-	tune := c.expect(0, wire.ConnectionTuneID).(*wire.ConnectionTune)
-	c.send(0, &wire.ConnectionTuneOK{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: heartbeat})
-	c.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
-	c.expect(0, wire.ConnectionOpenOKID)
+	tune := c.expect(0, amqpwire.ConnectionTuneID).(*amqpwire.ConnectionTune)
+	c.send(0, &amqpwire.ConnectionTuneOK{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: heartbeat})
+	c.send(0, &amqpwire.ConnectionOpen{VirtualHost: "/"})
+	c.expect(0, amqpwire.ConnectionOpenOKID)
 }
 
-func (c *rawClient) send(channel uint16, m wire.Method) {
+func (c *rawClient) send(channel uint16, m amqpwire.Method) {
 	c.t.Helper()
 	if err := c.w.WriteMethod(channel, m); err != nil {
 		c.t.Fatal(err)
@@ -63,7 +63,7 @@ func (c *rawClient) send(channel uint16, m wire.Method) {
 	c.flush()
 }
 
-func (c *rawClient) sendContent(channel uint16, m wire.Method, props *wire.Properties, body []byte) {
+func (c *rawClient) sendContent(channel uint16, m amqpwire.Method, props *amqpwire.Properties, body []byte) {
 	c.t.Helper()
 	if err := c.w.WriteContent(channel, m, props, body); err != nil {
 		c.t.Fatal(err)
@@ -71,7 +71,7 @@ func (c *rawClient) sendContent(channel uint16, m wire.Method, props *wire.Prope
 	c.flush()
 }
 
-func (c *rawClient) sendFrame(f wire.Frame) {
+func (c *rawClient) sendFrame(f amqpwire.Frame) {
 	c.t.Helper()
 	if err := c.w.WriteFrame(f); err != nil {
 		c.t.Fatal(err)
@@ -89,20 +89,20 @@ func (c *rawClient) flush() {
 // openChannel opens channel id.
 func (c *rawClient) openChannel(id uint16) {
 	c.t.Helper()
-	c.send(id, &wire.ChannelOpen{})
-	c.expect(id, wire.ChannelOpenOKID)
+	c.send(id, &amqpwire.ChannelOpen{})
+	c.expect(id, amqpwire.ChannelOpenOKID)
 }
 
 // readFrame returns the next frame that is not a heartbeat; the payload
 // is copied.
-func (c *rawClient) readFrame() wire.Frame {
+func (c *rawClient) readFrame() amqpwire.Frame {
 	c.t.Helper()
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			c.t.Fatalf("read frame: %v", err)
 		}
-		if f.Type != wire.FrameHeartbeat {
+		if f.Type != amqpwire.FrameHeartbeat {
 			f.Payload = append([]byte(nil), f.Payload...)
 			return f
 		}
@@ -111,14 +111,14 @@ func (c *rawClient) readFrame() wire.Frame {
 
 // readMethod returns the next method frame's channel and method, skipping
 // content frames.
-func (c *rawClient) readMethod() (uint16, wire.Method) {
+func (c *rawClient) readMethod() (uint16, amqpwire.Method) {
 	c.t.Helper()
 	for {
 		f := c.readFrame()
-		if f.Type != wire.FrameMethod {
+		if f.Type != amqpwire.FrameMethod {
 			continue
 		}
-		m, err := wire.DecodeMethod(f.Payload)
+		m, err := amqpwire.DecodeMethod(f.Payload)
 		if err != nil {
 			c.t.Fatalf("decode method: %v", err)
 		}
@@ -127,7 +127,7 @@ func (c *rawClient) readMethod() (uint16, wire.Method) {
 }
 
 // expect reads the next method, which must be want on channel.
-func (c *rawClient) expect(channel uint16, want wire.MethodID) wire.Method {
+func (c *rawClient) expect(channel uint16, want amqpwire.MethodID) amqpwire.Method {
 	c.t.Helper()
 	ch, m := c.readMethod()
 	if ch != channel || m.ID() != want {
@@ -143,17 +143,17 @@ func (c *rawClient) expectClose(channel uint16, code uint16) string {
 	for {
 		ch, m := c.readMethod()
 		switch m := m.(type) {
-		case *wire.ConnectionClose:
+		case *amqpwire.ConnectionClose:
 			if channel != 0 || m.ReplyCode != code {
 				c.t.Fatalf("connection.close %d %q, want code %d on channel %d", m.ReplyCode, m.ReplyText, code, channel)
 			}
-			c.send(0, &wire.ConnectionCloseOK{})
+			c.send(0, &amqpwire.ConnectionCloseOK{})
 			return m.ReplyText
-		case *wire.ChannelClose:
+		case *amqpwire.ChannelClose:
 			if ch != channel || m.ReplyCode != code {
 				c.t.Fatalf("channel.close %d %q on channel %d, want code %d on channel %d", m.ReplyCode, m.ReplyText, ch, code, channel)
 			}
-			c.send(ch, &wire.ChannelCloseOK{})
+			c.send(ch, &amqpwire.ChannelCloseOK{})
 			return m.ReplyText
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/mq"
@@ -404,17 +404,17 @@ func TestStreamQueueBatchedPublishConfirms(t *testing.T) {
 	}
 	c := dialRaw(t, s.amqpAddr, 0)
 	c.openChannel(1)
-	c.send(1, &wire.ConfirmSelect{})
-	c.expect(1, wire.ConfirmSelectOKID)
+	c.send(1, &amqpwire.ConfirmSelect{})
+	c.expect(1, amqpwire.ConfirmSelectOKID)
 	const n, oversized = 40, 21 // tag 21: the 21st publish
 	for tag := 1; tag <= n; tag++ {
 		b := body(tag)
 		if tag == oversized {
 			b = bytes.Repeat([]byte("x"), 5000)
 		}
-		props := &wire.Properties{DeliveryMode: 2, Headers: wire.Table{"tag": int64(tag)}}
-		props.Present = wire.FlagDeliveryMode | wire.FlagHeaders
-		if err := c.w.WriteContent(1, &wire.BasicPublish{RoutingKey: "raw"}, props, b); err != nil {
+		props := &amqpwire.Properties{DeliveryMode: 2, Headers: amqpwire.Table{"tag": int64(tag)}}
+		props.Present = amqpwire.FlagDeliveryMode | amqpwire.FlagHeaders
+		if err := c.w.WriteContent(1, &amqpwire.BasicPublish{RoutingKey: "raw"}, props, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +422,7 @@ func TestStreamQueueBatchedPublishConfirms(t *testing.T) {
 	confirmed := 0
 	for confirmed < n {
 		switch m := mustMethod(t, c, 1).(type) {
-		case *wire.BasicAck:
+		case *amqpwire.BasicAck:
 			if m.DeliveryTag <= uint64(confirmed) || (!m.Multiple && m.DeliveryTag != uint64(confirmed+1)) {
 				t.Fatalf("ack %d (multiple %v) after %d confirmed", m.DeliveryTag, m.Multiple, confirmed)
 			}
@@ -430,7 +430,7 @@ func TestStreamQueueBatchedPublishConfirms(t *testing.T) {
 				t.Fatalf("ack up to %d covers the oversized message %d", m.DeliveryTag, oversized)
 			}
 			confirmed = int(m.DeliveryTag)
-		case *wire.BasicNack:
+		case *amqpwire.BasicNack:
 			if m.DeliveryTag != oversized || confirmed != oversized-1 {
 				t.Fatalf("nack %d (multiple %v) after %d confirmed", m.DeliveryTag, m.Multiple, confirmed)
 			}
@@ -478,7 +478,7 @@ func TestStreamQueueBatchedPublishConfirms(t *testing.T) {
 }
 
 // mustMethod reads the next method, which must be on channel.
-func mustMethod(t *testing.T, c *rawClient, channel uint16) wire.Method {
+func mustMethod(t *testing.T, c *rawClient, channel uint16) amqpwire.Method {
 	t.Helper()
 	ch, m := c.readMethod()
 	if ch != channel {

@@ -3,7 +3,7 @@ package amqp
 import (
 	"errors"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -25,20 +25,20 @@ type txSettle struct {
 	taken []pendingDelivery
 }
 
-func (ch *channel) txSelect(m *wire.TxSelect) error {
+func (ch *channel) txSelect(m *amqpwire.TxSelect) error {
 	if ch.confirm != nil {
-		return wire.Errorf(wire.CodePreconditionFailed, "cannot switch from confirm to tx mode").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot switch from confirm to tx mode").In(m.ID())
 	}
 	if ch.tx == nil {
 		ch.tx = &txState{}
 	}
-	ch.c.out.method(ch.id, &wire.TxSelectOK{})
+	ch.c.out.method(ch.id, &amqpwire.TxSelectOK{})
 	return nil
 }
 
 // publish holds a message for commit. Like RabbitMQ the exchange must
 // exist at publish time.
-func (tx *txState) publish(ch *channel, msg *mq.Message, m *wire.BasicPublish) error {
+func (tx *txState) publish(ch *channel, msg *mq.Message, m *amqpwire.BasicPublish) error {
 	if msg.Exchange != "" {
 		if err := ch.c.vhost.DeclareExchange(mq.ExchangeDef{Name: msg.Exchange}, true); err != nil {
 			return mqError(err, m.ID())
@@ -65,10 +65,10 @@ func (tx *txState) takeSettled() []pendingDelivery {
 
 // txCommit publishes the held messages, waits until the persistent ones
 // are on disk, applies the held settlements and answers commit-ok.
-func (ch *channel) txCommit(m *wire.TxCommit) error {
+func (ch *channel) txCommit(m *amqpwire.TxCommit) error {
 	tx := ch.tx
 	if tx == nil {
-		return wire.Errorf(wire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
 	}
 	c := ch.c
 	publishes, settles := tx.publishes, tx.settles
@@ -100,7 +100,7 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 			// A message its stream refused is dropped, not a failed
 			// commit, as a full queue's refusal is.
 			if err := d.Err(); err != nil && !errors.Is(err, mq.ErrStreamRefused) {
-				return wire.Errorf(wire.CodeInternalError, "commit failed: %v", err).In(m.ID())
+				return amqpwire.Errorf(amqpwire.CodeInternalError, "commit failed: %v", err).In(m.ID())
 			}
 		case <-c.abort:
 			return errAborted
@@ -109,22 +109,22 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 	for _, s := range settles {
 		ch.settle(s.op, s.taken)
 	}
-	c.out.method(ch.id, &wire.TxCommitOK{})
+	c.out.method(ch.id, &amqpwire.TxCommitOK{})
 	return nil
 }
 
 // txRollback drops the held publishes; deliveries acked in the transaction
 // become unacknowledged again, as in RabbitMQ.
-func (ch *channel) txRollback(m *wire.TxRollback) error {
+func (ch *channel) txRollback(m *amqpwire.TxRollback) error {
 	tx := ch.tx
 	if tx == nil {
-		return wire.Errorf(wire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "channel is not transactional").In(m.ID())
 	}
 	tx.publishes = nil
 	restored := tx.takeSettled()
 	ch.mu.Lock()
 	ch.unacked.restore(restored)
 	ch.mu.Unlock()
-	ch.c.out.method(ch.id, &wire.TxRollbackOK{})
+	ch.c.out.method(ch.id, &amqpwire.TxRollbackOK{})
 	return nil
 }

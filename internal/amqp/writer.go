@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -25,12 +25,12 @@ const (
 type outItem struct {
 	kind        outKind
 	channel     uint16
-	method      wire.Method // outMethod, outContent
-	msg         *mq.Message // outDeliver, outContent
-	tag         uint64      // outDeliver: delivery tag; outAck/outNack: publish sequence number
-	consumerTag string      // outDeliver
-	redelivered bool        // outDeliver
-	size        int64       // bytes counted against the outbound limit
+	method      amqpwire.Method // outMethod, outContent
+	msg         *mq.Message     // outDeliver, outContent
+	tag         uint64          // outDeliver: delivery tag; outAck/outNack: publish sequence number
+	consumerTag string          // outDeliver
+	redelivered bool            // outDeliver
+	size        int64           // bytes counted against the outbound limit
 }
 
 // outbound is the queue between a connection's producers (its reader, the
@@ -71,7 +71,7 @@ func (o *outbound) push(it outItem) {
 }
 
 // method queues a method frame.
-func (o *outbound) method(channel uint16, m wire.Method) {
+func (o *outbound) method(channel uint16, m amqpwire.Method) {
 	o.push(outItem{kind: outMethod, channel: channel, method: m})
 }
 
@@ -231,10 +231,10 @@ func (c *conn) writeItem(it *outItem) {
 	case outContent:
 		err = c.writeContent(it.channel, it.method, it.msg)
 	case outAck:
-		c.ackScratch = wire.BasicAck{DeliveryTag: it.tag, Multiple: true}
+		c.ackScratch = amqpwire.BasicAck{DeliveryTag: it.tag, Multiple: true}
 		err = c.writer().WriteMethod(it.channel, &c.ackScratch)
 	case outNack:
-		err = c.writer().WriteMethod(it.channel, &wire.BasicNack{DeliveryTag: it.tag})
+		err = c.writer().WriteMethod(it.channel, &amqpwire.BasicNack{DeliveryTag: it.tag})
 	}
 	if err != nil {
 		c.writeFailed(err)
@@ -243,7 +243,7 @@ func (c *conn) writeItem(it *outItem) {
 
 // writeContent writes m with msg's properties and body, forwarding the
 // properties as received when mq kept them.
-func (c *conn) writeContent(channel uint16, m wire.Method, msg *mq.Message) error {
+func (c *conn) writeContent(channel uint16, m amqpwire.Method, msg *mq.Message) error {
 	if len(msg.RawProperties) > 0 || msg.Properties.Flags() == 0 {
 		return c.writer().WriteContentRaw(channel, m, msg.RawProperties, msg.Body)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -156,7 +156,7 @@ func TestNotFoundAsRabbitMQ(t *testing.T) {
 
 func TestQueuesExchangesBindings(t *testing.T) {
 	srv, v := newAPI(t)
-	if _, err := v.DeclareQueue(mq.QueueDef{Name: "q1", Durable: true, Args: wire.Table{"x-max-length": int32(7)}}, false); err != nil {
+	if _, err := v.DeclareQueue(mq.QueueDef{Name: "q1", Durable: true, Args: amqpwire.Table{"x-max-length": int32(7)}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.DeclareExchange(mq.ExchangeDef{Name: "x1", Type: "topic", Durable: true}, false); err != nil {

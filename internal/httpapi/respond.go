@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -47,8 +47,8 @@ func writeMQError(w http.ResponseWriter, err error) {
 		writeBadRequest(w, pe.Reason)
 		return
 	}
-	var we *wire.Error
-	if errors.As(err, &we) && (we.Code == wire.CodeNotFound || we.Code == wire.CodeNotAllowed) {
+	var we *amqpwire.Error
+	if errors.As(err, &we) && (we.Code == amqpwire.CodeNotFound || we.Code == amqpwire.CodeNotAllowed) {
 		writeNotFound(w)
 		return
 	}
@@ -61,7 +61,7 @@ func jsonValue(v any) any {
 	switch x := v.(type) {
 	case []byte:
 		return string(x)
-	case wire.Table:
+	case amqpwire.Table:
 		return jsonTable(x)
 	case []any:
 		out := make([]any, len(x))
@@ -74,7 +74,7 @@ func jsonValue(v any) any {
 }
 
 // jsonTable is jsonValue for a table; never nil, so it encodes as {}.
-func jsonTable(t wire.Table) map[string]any {
+func jsonTable(t amqpwire.Table) map[string]any {
 	out := make(map[string]any, len(t))
 	for k, v := range t {
 		out[k] = jsonValue(v)

@@ -1,7 +1,7 @@
 package mq
 
 import (
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
@@ -15,25 +15,25 @@ type bindingRef struct {
 // exist (404), neither may be the default exchange (403), an exclusive
 // queue must be conn's (405), a headers binding needs a valid x-match (406).
 // Binding twice is not an error.
-func (v *VHost) BindQueue(queue, exchange, key string, args wire.Table, conn ConnID) error {
+func (v *VHost) BindQueue(queue, exchange, key string, args amqpwire.Table, conn ConnID) error {
 	return v.bind(exchange, queue, false, key, args, conn)
 }
 
 // UnbindQueue is queue.unbind. A binding that does not exist is not an
 // error; the exchange and queue must (404). An auto-delete exchange left
 // without bindings is deleted.
-func (v *VHost) UnbindQueue(queue, exchange, key string, args wire.Table, conn ConnID) error {
+func (v *VHost) UnbindQueue(queue, exchange, key string, args amqpwire.Table, conn ConnID) error {
 	return v.unbind(exchange, queue, false, key, args, conn)
 }
 
 // BindExchange is exchange.bind: messages routed by src that match key and
 // args are routed on by dst.
-func (v *VHost) BindExchange(dst, src, key string, args wire.Table) error {
+func (v *VHost) BindExchange(dst, src, key string, args amqpwire.Table) error {
 	return v.bind(src, dst, true, key, args, 0)
 }
 
 // UnbindExchange is exchange.unbind.
-func (v *VHost) UnbindExchange(dst, src, key string, args wire.Table) error {
+func (v *VHost) UnbindExchange(dst, src, key string, args amqpwire.Table) error {
 	return v.unbind(src, dst, true, key, args, 0)
 }
 
@@ -70,7 +70,7 @@ func (v *VHost) resolveBinding(srcName, dstName string, toExchange bool, key str
 	return src, d, nil
 }
 
-func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args wire.Table, conn ConnID) error {
+func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
 	src, d, err := v.resolveBinding(srcName, dstName, toExchange, key, conn)
@@ -96,7 +96,7 @@ func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args 
 	return nil
 }
 
-func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, args wire.Table, conn ConnID) error {
+func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
 	v.defMu.Lock()
 	var cleanup deletions
 	err := func() error {
@@ -127,7 +127,7 @@ func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, arg
 
 // addBindingLocked adds a binding and its back-reference. Caller holds mu
 // for writing (or is loading, before anyone else can see the vhost).
-func (v *VHost) addBindingLocked(src *exchange, d dest, key string, args wire.Table) (bool, error) {
+func (v *VHost) addBindingLocked(src *exchange, d dest, key string, args amqpwire.Table) (bool, error) {
 	added, err := src.bindings.Add(routing.Binding[dest]{Dest: d, Key: key, Args: args})
 	if err != nil || !added {
 		return false, err

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // fakeClock is the registry clock in tests of timed behaviour: time moves
@@ -41,7 +41,7 @@ func (e *env) tick(clk *fakeClock, d time.Duration) {
 	e.r.timers.fire(e.r.nowMs())
 }
 
-func (e *env) declareQueueArgs(name string, durable bool, args wire.Table) {
+func (e *env) declareQueueArgs(name string, durable bool, args amqpwire.Table) {
 	e.t.Helper()
 	if _, err := e.v.DeclareQueue(QueueDef{Name: name, Durable: durable, Args: args}, false); err != nil {
 		e.t.Fatalf("DeclareQueue(%s, %v): %v", name, args, err)
@@ -86,13 +86,13 @@ func deaths(t *testing.T, m *Message) []map[string]any {
 
 // roundTrip encodes a message's properties and decodes them, as a client
 // receiving it would see them.
-func roundTrip(t *testing.T, m *Message) wire.Properties {
+func roundTrip(t *testing.T, m *Message) amqpwire.Properties {
 	t.Helper()
 	raw, err := encodeProperties(m)
 	if err != nil {
 		t.Fatalf("encode properties: %v", err)
 	}
-	var p wire.Properties
+	var p amqpwire.Properties
 	if err := p.Decode(raw); err != nil {
 		t.Fatalf("decode properties: %v", err)
 	}

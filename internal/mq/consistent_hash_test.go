@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestConsistentHashExchange(t *testing.T) {
 	e := newEnv(t)
 	wantCode(t, e.v.DeclareExchange(ExchangeDef{Name: "bad", Type: "x-consistent-hash",
-		Args: wire.Table{"hash-header": "h", "hash-property": "message_id"}}, false),
-		wire.CodePreconditionFailed, "PRECONDITION_FAILED - hash-header and hash-property are mutually exclusive")
+		Args: amqpwire.Table{"hash-header": "h", "hash-property": "message_id"}}, false),
+		amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - hash-header and hash-property are mutually exclusive")
 	wantCode(t, e.v.DeclareExchange(ExchangeDef{Name: "bad", Type: "x-consistent-hash",
-		Args: wire.Table{"hash-property": "user_id"}}, false),
-		wire.CodePreconditionFailed, "PRECONDITION_FAILED - Unsupported property: user_id")
+		Args: amqpwire.Table{"hash-property": "user_id"}}, false),
+		amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - Unsupported property: user_id")
 
 	e.declareExchange("orders", "x-consistent-hash", true, nil)
 	// Bound out of name order: the definition store returns bindings in
@@ -24,7 +24,7 @@ func TestConsistentHashExchange(t *testing.T) {
 		e.declareQueue(q, true)
 		e.bind(q, "orders", "20", nil)
 	}
-	wantCode(t, e.v.BindQueue("o1", "orders", "heavy", nil, 1), wire.CodePreconditionFailed,
+	wantCode(t, e.v.BindQueue("o1", "orders", "heavy", nil, 1), amqpwire.CodePreconditionFailed,
 		`PRECONDITION_FAILED - The binding key must be an integer: <<"heavy">>`)
 
 	// Each key always lands in the same queue, and every queue gets some.
@@ -61,13 +61,13 @@ func TestConsistentHashExchange(t *testing.T) {
 	}
 
 	// hash-header: the header's value decides, not the routing key.
-	e.declareExchange("by-user", "x-consistent-hash", false, wire.Table{"hash-header": "user"})
+	e.declareExchange("by-user", "x-consistent-hash", false, amqpwire.Table{"hash-header": "user"})
 	for _, q := range queues {
 		e.bind(q, "by-user", "10", nil)
 	}
 	for i := range 50 {
 		m := msg("by-user", fmt.Sprintf("rk-%d", i), "")
-		m.Properties.Headers = wire.Table{"user": int32(7)}
+		m.Properties.Headers = amqpwire.Table{"user": int32(7)}
 		e.publish(m)
 	}
 	got := 0

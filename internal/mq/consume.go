@@ -1,6 +1,6 @@
 package mq
 
-import "github.com/wharf-mq/wharf/internal/amqp/wire"
+import "github.com/wharf-mq/wharf/internal/amqpwire"
 
 // Subscription is one consumer of one queue (basic.consume).
 type Subscription struct {
@@ -253,7 +253,7 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 			if q.damage != nil {
 				return nil, false, errCrashed(queue, v.name)
 			}
-			return nil, false, wire.Errorf(wire.CodeInternalError, "cannot read message from %s", resource("queue", queue, v.name))
+			return nil, false, amqpwire.Errorf(amqpwire.CodeInternalError, "cannot read message from %s", resource("queue", queue, v.name))
 		}
 		q.ready.popLevel(l)
 		if e.expiresAt != 0 {

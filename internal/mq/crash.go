@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -28,7 +28,7 @@ import (
 
 // errCrashed is the answer to operations on a crashed queue.
 func errCrashed(queue, vhost string) *Error {
-	return wire.Errorf(wire.CodeNotFound, "%s has crashed and failed to restart: its stored messages "+
+	return amqpwire.Errorf(amqpwire.CodeNotFound, "%s has crashed and failed to restart: its stored messages "+
 		"could not be read (the broker log says why)", resource("queue", queue, vhost))
 }
 

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -78,15 +78,15 @@ func (e *env) wantCrashed(name string) {
 	text := "NOT_FOUND - queue '" + name + "' in vhost '/' has crashed and failed to restart: " +
 		"its stored messages could not be read (the broker log says why)"
 	_, err := e.v.DeclareQueue(QueueDef{Name: name}, true)
-	wantCode(e.t, err, wire.CodeNotFound, text)
+	wantCode(e.t, err, amqpwire.CodeNotFound, text)
 	_, err = e.v.DeclareQueue(QueueDef{Name: name, Durable: true}, false)
-	wantCode(e.t, err, wire.CodeNotFound, text)
+	wantCode(e.t, err, amqpwire.CodeNotFound, text)
 	_, _, err = e.v.Get(name, true, 1)
-	wantCode(e.t, err, wire.CodeNotFound, text)
+	wantCode(e.t, err, amqpwire.CodeNotFound, text)
 	_, err = e.v.Consume(name, ConsumeSpec{Tag: "c", Consumer: newConsumer(-1)})
-	wantCode(e.t, err, wire.CodeNotFound, text)
+	wantCode(e.t, err, amqpwire.CodeNotFound, text)
 	_, err = e.v.PurgeQueue(name, 1)
-	wantCode(e.t, err, wire.CodeNotFound, text)
+	wantCode(e.t, err, amqpwire.CodeNotFound, text)
 	if res := e.publish(persistent("", name, "x")); res.Routed != 1 || res.Rejected != 1 {
 		e.t.Fatalf("publish to the crashed queue: %+v, want it refused", res)
 	}
@@ -147,7 +147,7 @@ func TestDamagedReadCrashesTheQueue(t *testing.T) {
 	for {
 		_, ok, err := e.v.Get("bad", true, 1)
 		if err != nil {
-			wantCode(t, err, wire.CodeNotFound, "")
+			wantCode(t, err, amqpwire.CodeNotFound, "")
 			break
 		}
 		if !ok {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Dead-lettering, as RabbitMQ 4.x does it (rabbit_dead_letter, mc): a
@@ -99,7 +99,7 @@ func deadLetterMessage(queue string, dl deadLetter) (*Message, []any) {
 	m := &Message{Exchange: o.dlx, RoutingKey: old.RoutingKey, Properties: old.Properties, Body: old.Body}
 	h := maps.Clone(old.Properties.Headers)
 	if h == nil {
-		h = wire.Table{}
+		h = amqpwire.Table{}
 	}
 	keys, _ := routingKeys(old) // the message's key and CC (BCC is gone since it was published)
 	deaths := recordDeath(h["x-death"], queue, dl.reason, old.Exchange, keys, old.Properties.Expiration, dl.at)
@@ -118,7 +118,7 @@ func deadLetterMessage(queue string, dl deadLetter) (*Message, []any) {
 	}
 	m.Properties.Headers = h
 	m.Properties.Expiration = ""
-	m.Properties.Present &^= wire.FlagExpiration
+	m.Properties.Present &^= amqpwire.FlagExpiration
 	return m, deaths
 }
 
@@ -144,7 +144,7 @@ func recordDeath(header any, queue string, reason deathReason, exchange string, 
 	for i, k := range keys {
 		rks[i] = k
 	}
-	death := wire.Table{
+	death := amqpwire.Table{
 		"count":        int64(1),
 		"reason":       string(reason),
 		"queue":        queue,
@@ -176,7 +176,7 @@ func isDeathCycle(target string, deaths []any) bool {
 
 func asTable(v any) map[string]any {
 	switch t := v.(type) {
-	case wire.Table:
+	case amqpwire.Table:
 		return t
 	case map[string]any:
 		return t
@@ -210,7 +210,7 @@ func withDeliveryCount(m *Message, n uint32) *Message {
 	c := *m
 	c.Properties.Headers = maps.Clone(m.Properties.Headers)
 	if c.Properties.Headers == nil {
-		c.Properties.Headers = wire.Table{}
+		c.Properties.Headers = amqpwire.Table{}
 	}
 	c.Properties.Headers["x-delivery-count"] = int64(n)
 	c.RawProperties = nil

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // The TTL + DLX retry ladder: a work queue dead-letters rejected messages
@@ -16,15 +16,15 @@ func TestRetryLadder(t *testing.T) {
 	e, clk := newTimedEnv(t)
 	e.declareExchange("work", "direct", true, nil)
 	e.declareExchange("retry", "direct", true, nil)
-	e.declareQueueArgs("jobs", true, wire.Table{"x-dead-letter-exchange": "retry"})
-	e.declareQueueArgs("jobs.retry", true, wire.Table{"x-message-ttl": int32(5000), "x-dead-letter-exchange": "work"})
+	e.declareQueueArgs("jobs", true, amqpwire.Table{"x-dead-letter-exchange": "retry"})
+	e.declareQueueArgs("jobs.retry", true, amqpwire.Table{"x-message-ttl": int32(5000), "x-dead-letter-exchange": "work"})
 	e.declareQueue("jobs.parked", true)
 	e.bind("jobs", "work", "job", nil)
 	e.bind("jobs.retry", "retry", "job", nil)
 
 	m := persistent("work", "job", "resize image 7")
 	m.Properties.ContentType = "application/json"
-	m.Properties.Headers = wire.Table{"tenant": "acme"}
+	m.Properties.Headers = amqpwire.Table{"tenant": "acme"}
 	waitDurable(t, e.publish(m))
 
 	nacks := 0
@@ -93,7 +93,7 @@ func TestRetryLadder(t *testing.T) {
 func TestDeadLetterRoutingKeyExpirationAndCC(t *testing.T) {
 	e, clk := newTimedEnv(t)
 	e.declareExchange("dlx", "direct", false, nil)
-	e.declareQueueArgs("src", false, wire.Table{
+	e.declareQueueArgs("src", false, amqpwire.Table{
 		"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dead",
 	})
 	e.declareQueue("dead", false)
@@ -103,7 +103,7 @@ func TestDeadLetterRoutingKeyExpirationAndCC(t *testing.T) {
 
 	m := msg("", "src", "short-lived")
 	m.Properties.Expiration = "1500"
-	m.Properties.Headers = wire.Table{"CC": []any{"other"}}
+	m.Properties.Headers = amqpwire.Table{"CC": []any{"other"}}
 	e.publish(m)
 	e.tick(clk, 1499*time.Millisecond)
 	if e.messages("src") != 1 {
@@ -117,7 +117,7 @@ func TestDeadLetterRoutingKeyExpirationAndCC(t *testing.T) {
 		t.Errorf("dead letter published to %q/%q", d.Message.Exchange, d.Message.RoutingKey)
 	}
 	p := roundTrip(t, d.Message)
-	if p.Expiration != "" || p.Present&wire.FlagExpiration != 0 {
+	if p.Expiration != "" || p.Present&amqpwire.FlagExpiration != 0 {
 		t.Errorf("expiration kept: %q", p.Expiration)
 	}
 	if _, ok := p.Headers["CC"]; ok {
@@ -132,7 +132,7 @@ func TestDeadLetterRoutingKeyExpirationAndCC(t *testing.T) {
 
 func TestExpiredMessagesNeverReachConsumers(t *testing.T) {
 	e, clk := newTimedEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-message-ttl": int32(1000), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-message-ttl": int32(1000), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
 	e.declareQueue("dlq", false)
 	c := newConsumer(0) // no credit yet
 	sub := e.consume("q", c, false)
@@ -149,7 +149,7 @@ func TestExpiredMessagesNeverReachConsumers(t *testing.T) {
 		t.Fatalf("dead-letter queue holds %v", got)
 	}
 	// basic.get skips expired messages too.
-	e.declareQueueArgs("g", false, wire.Table{"x-message-ttl": int32(10)})
+	e.declareQueueArgs("g", false, amqpwire.Table{"x-message-ttl": int32(10)})
 	e.publish(msg("", "g", "a"))
 	clk.advance(20 * time.Millisecond)
 	e.publish(msg("", "g", "b"))
@@ -157,7 +157,7 @@ func TestExpiredMessagesNeverReachConsumers(t *testing.T) {
 		t.Fatalf("get returned %v", got)
 	}
 	// TTL 0: delivered if a consumer takes it at once, dropped otherwise.
-	e.declareQueueArgs("zero", false, wire.Table{"x-message-ttl": int32(0)})
+	e.declareQueueArgs("zero", false, amqpwire.Table{"x-message-ttl": int32(0)})
 	e.publish(msg("", "zero", "nobody"))
 	e.wantEmpty("zero")
 	z := newConsumer(-1)
@@ -170,7 +170,7 @@ func TestExpiredMessagesNeverReachConsumers(t *testing.T) {
 
 func TestPerMessageTTLLowerOfTheTwo(t *testing.T) {
 	e, clk := newTimedEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-message-ttl": int32(1000)})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-message-ttl": int32(1000)})
 	long := msg("", "q", "long")
 	long.Properties.Expiration = "60000" // the queue's 1 s wins
 	short := msg("", "q", "short")
@@ -202,7 +202,7 @@ func TestPerMessageTTLLowerOfTheTwo(t *testing.T) {
 	}
 
 	// A requeued message keeps its expiry.
-	e.declareQueueArgs("rq", false, wire.Table{"x-message-ttl": int32(1000)})
+	e.declareQueueArgs("rq", false, amqpwire.Table{"x-message-ttl": int32(1000)})
 	e.publish(msg("", "rq", "x"))
 	d := e.get("rq")
 	e.tick(clk, 2*time.Second)
@@ -214,7 +214,7 @@ func TestPerMessageTTLLowerOfTheTwo(t *testing.T) {
 func TestDeadLetterCycles(t *testing.T) {
 	e, clk := newTimedEnv(t)
 	// Expiring back into itself is a cycle without rejection: dropped.
-	e.declareQueueArgs("loop", false, wire.Table{
+	e.declareQueueArgs("loop", false, amqpwire.Table{
 		"x-message-ttl": int32(100), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "loop",
 	})
 	e.publish(msg("", "loop", "m"))
@@ -222,8 +222,8 @@ func TestDeadLetterCycles(t *testing.T) {
 	e.wantEmpty("loop")
 
 	// Two queues expiring into each other: dropped when it comes back.
-	e.declareQueueArgs("a", false, wire.Table{"x-message-ttl": int32(100), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "b"})
-	e.declareQueueArgs("b", false, wire.Table{"x-message-ttl": int32(100), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "a"})
+	e.declareQueueArgs("a", false, amqpwire.Table{"x-message-ttl": int32(100), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "b"})
+	e.declareQueueArgs("b", false, amqpwire.Table{"x-message-ttl": int32(100), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "a"})
 	e.publish(msg("", "a", "m"))
 	e.tick(clk, 100*time.Millisecond)
 	if e.messages("b") != 1 {
@@ -234,7 +234,7 @@ func TestDeadLetterCycles(t *testing.T) {
 	e.wantEmpty("b")
 
 	// A rejection in the cycle keeps it going: each pass counts.
-	e.declareQueueArgs("r", false, wire.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "r"})
+	e.declareQueueArgs("r", false, amqpwire.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "r"})
 	e.publish(msg("", "r", "m"))
 	for pass := 1; pass <= 3; pass++ {
 		d := e.get("r")
@@ -247,7 +247,7 @@ func TestDeadLetterCycles(t *testing.T) {
 	}
 
 	// A dead-letter exchange that does not exist drops the message.
-	e.declareQueueArgs("lost", false, wire.Table{"x-dead-letter-exchange": "nowhere"})
+	e.declareQueueArgs("lost", false, amqpwire.Table{"x-dead-letter-exchange": "nowhere"})
 	e.publish(msg("", "lost", "m"))
 	d := e.get("lost")
 	e.v.Discard("lost", d.Tag)
@@ -266,7 +266,7 @@ func TestInvalidExpirationProperty(t *testing.T) {
 		m := msg("", "q", "x")
 		m.Properties.Expiration = exp
 		_, err := e.v.Publish(m)
-		wantCode(t, err, wire.CodePreconditionFailed, text)
+		wantCode(t, err, amqpwire.CodePreconditionFailed, text)
 	}
 	e.wantEmpty("q")
 }

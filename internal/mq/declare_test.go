@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestPredeclaredExchanges(t *testing.T) {
@@ -21,7 +21,7 @@ func TestPredeclaredExchanges(t *testing.T) {
 		}
 	}
 	_, err := e.r.VHost("nope")
-	wantCode(t, err, wire.CodeNotAllowed, "NOT_ALLOWED - vhost nope not found")
+	wantCode(t, err, amqpwire.CodeNotAllowed, "NOT_ALLOWED - vhost nope not found")
 }
 
 func TestExchangeDeclareErrors(t *testing.T) {
@@ -45,15 +45,15 @@ func TestExchangeDeclareErrors(t *testing.T) {
 			"PRECONDITION_FAILED - inequivalent arg 'auto_delete' for exchange 'x' in vhost '/': received 'true' but current is 'false'"},
 		{ExchangeDef{Name: "x", Type: "direct", Durable: true, Internal: true},
 			"PRECONDITION_FAILED - inequivalent arg 'internal' for exchange 'x' in vhost '/': received 'true' but current is 'false'"},
-		{ExchangeDef{Name: "x", Type: "direct", Durable: true, Args: wire.Table{"alternate-exchange": "ae"}},
+		{ExchangeDef{Name: "x", Type: "direct", Durable: true, Args: amqpwire.Table{"alternate-exchange": "ae"}},
 			"PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for exchange 'x' in vhost '/': received the value 'ae' of type 'longstr' but current is none"},
 	}
 	for _, c := range cases {
-		wantCode(t, v.DeclareExchange(c.def, false), wire.CodePreconditionFailed, c.text)
+		wantCode(t, v.DeclareExchange(c.def, false), amqpwire.CodePreconditionFailed, c.text)
 	}
 
 	// Passive: 404 for a missing exchange, fine for an existing one whatever the flags.
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "missing"}, true), wire.CodeNotFound,
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "missing"}, true), amqpwire.CodeNotFound,
 		"NOT_FOUND - no exchange 'missing' in vhost '/'")
 	if err := v.DeclareExchange(ExchangeDef{Name: "x", Type: "fanout"}, true); err != nil {
 		t.Errorf("passive declare of existing exchange: %v", err)
@@ -63,25 +63,25 @@ func TestExchangeDeclareErrors(t *testing.T) {
 	}
 
 	// Reserved names and the default exchange.
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "amq.custom", Type: "direct"}, false), wire.CodeAccessRefused,
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "amq.custom", Type: "direct"}, false), amqpwire.CodeAccessRefused,
 		"ACCESS_REFUSED - exchange name 'amq.custom' contains reserved prefix 'amq.*'")
 	if err := v.DeclareExchange(ExchangeDef{Name: "amq.direct", Type: "direct", Durable: true}, false); err != nil {
 		t.Errorf("equivalent redeclare of amq.direct: %v", err)
 	}
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "amq.direct", Type: "fanout", Durable: true}, false), wire.CodePreconditionFailed, "")
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "", Type: "direct"}, false), wire.CodeAccessRefused,
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "amq.direct", Type: "fanout", Durable: true}, false), amqpwire.CodePreconditionFailed, "")
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "", Type: "direct"}, false), amqpwire.CodeAccessRefused,
 		"ACCESS_REFUSED - operation not permitted on the default exchange")
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "y", Type: "x-nope"}, false), wire.CodeCommandInvalid,
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "y", Type: "x-nope"}, false), amqpwire.CodeCommandInvalid,
 		"COMMAND_INVALID - unknown exchange type 'x-nope'")
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "y", Type: "direct", Args: wire.Table{"alternate-exchange": int32(1)}}, false),
-		wire.CodePreconditionFailed, "PRECONDITION_FAILED - invalid type 'signedint' for arg 'alternate-exchange' in exchange 'y' in vhost '/'")
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "y", Type: "direct", Args: amqpwire.Table{"alternate-exchange": int32(1)}}, false),
+		amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - invalid type 'signedint' for arg 'alternate-exchange' in exchange 'y' in vhost '/'")
 }
 
 func TestExchangeDelete(t *testing.T) {
 	e := newEnv(t)
 	v := e.v
-	wantCode(t, v.DeleteExchange("", false), wire.CodeAccessRefused, "ACCESS_REFUSED - operation not permitted on the default exchange")
-	wantCode(t, v.DeleteExchange("amq.fanout", false), wire.CodeAccessRefused,
+	wantCode(t, v.DeleteExchange("", false), amqpwire.CodeAccessRefused, "ACCESS_REFUSED - operation not permitted on the default exchange")
+	wantCode(t, v.DeleteExchange("amq.fanout", false), amqpwire.CodeAccessRefused,
 		"ACCESS_REFUSED - deletion of system exchange 'amq.fanout' in vhost '/' not allowed")
 	if err := v.DeleteExchange("missing", false); err != nil {
 		t.Errorf("delete of a missing exchange: %v", err)
@@ -89,11 +89,11 @@ func TestExchangeDelete(t *testing.T) {
 	e.declareExchange("x", "fanout", false, nil)
 	e.declareQueue("q", false)
 	e.bind("q", "x", "", nil)
-	wantCode(t, v.DeleteExchange("x", true), wire.CodePreconditionFailed, "PRECONDITION_FAILED - exchange 'x' in vhost '/' in use")
+	wantCode(t, v.DeleteExchange("x", true), amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - exchange 'x' in vhost '/' in use")
 	if err := v.DeleteExchange("x", false); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "x"}, true), wire.CodeNotFound, "")
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "x"}, true), amqpwire.CodeNotFound, "")
 	if n := len(v.Bindings()); n != 0 {
 		t.Errorf("%d bindings left after deleting their exchange", n)
 	}
@@ -107,40 +107,40 @@ func TestExchangeDelete(t *testing.T) {
 func TestQueueDeclareErrors(t *testing.T) {
 	e := newEnv(t)
 	v := e.v
-	if _, err := v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: wire.Table{"x-max-length": int32(10)}}, false); err != nil {
+	if _, err := v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: amqpwire.Table{"x-max-length": int32(10)}}, false); err != nil {
 		t.Fatal(err)
 	}
 	// int64 and int32 are the same type class: equivalent.
-	if _, err := v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: wire.Table{"x-max-length": int64(10), "x-unknown": "ignored"}}, false); err != nil {
+	if _, err := v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: amqpwire.Table{"x-max-length": int64(10), "x-unknown": "ignored"}}, false); err != nil {
 		t.Errorf("equivalent redeclare: %v", err)
 	}
 	cases := []struct {
 		def  QueueDef
 		text string
 	}{
-		{QueueDef{Name: "q", Durable: false, Args: wire.Table{"x-max-length": int32(10)}},
+		{QueueDef{Name: "q", Durable: false, Args: amqpwire.Table{"x-max-length": int32(10)}},
 			"PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q' in vhost '/': received 'false' but current is 'true'"},
-		{QueueDef{Name: "q", Durable: true, AutoDelete: true, Args: wire.Table{"x-max-length": int32(10)}},
+		{QueueDef{Name: "q", Durable: true, AutoDelete: true, Args: amqpwire.Table{"x-max-length": int32(10)}},
 			"PRECONDITION_FAILED - inequivalent arg 'auto_delete' for queue 'q' in vhost '/': received 'true' but current is 'false'"},
-		{QueueDef{Name: "q", Durable: true, Args: wire.Table{"x-max-length": int32(11)}},
+		{QueueDef{Name: "q", Durable: true, Args: amqpwire.Table{"x-max-length": int32(11)}},
 			"PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received the value '11' of type 'signedint' but current is the value '10' of type 'signedint'"},
 		{QueueDef{Name: "q", Durable: true},
 			"PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received none but current is the value '10' of type 'signedint'"},
 	}
 	for _, c := range cases {
 		_, err := v.DeclareQueue(c.def, false)
-		wantCode(t, err, wire.CodePreconditionFailed, c.text)
+		wantCode(t, err, amqpwire.CodePreconditionFailed, c.text)
 	}
 	// x-queue-type classic equals no x-queue-type.
 	e.declareQueue("plain", false)
-	if _, err := v.DeclareQueue(QueueDef{Name: "plain", Args: wire.Table{"x-queue-type": "classic"}}, false); err != nil {
+	if _, err := v.DeclareQueue(QueueDef{Name: "plain", Args: amqpwire.Table{"x-queue-type": "classic"}}, false); err != nil {
 		t.Errorf("x-queue-type classic vs none: %v", err)
 	}
 
 	_, err := v.DeclareQueue(QueueDef{Name: "missing"}, true)
-	wantCode(t, err, wire.CodeNotFound, "NOT_FOUND - no queue 'missing' in vhost '/'")
+	wantCode(t, err, amqpwire.CodeNotFound, "NOT_FOUND - no queue 'missing' in vhost '/'")
 	_, err = v.DeclareQueue(QueueDef{Name: "amq.q"}, false)
-	wantCode(t, err, wire.CodeAccessRefused, "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'")
+	wantCode(t, err, amqpwire.CodeAccessRefused, "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'")
 
 	info, err := v.DeclareQueue(QueueDef{}, false)
 	if err != nil {
@@ -187,20 +187,20 @@ func TestExclusiveQueues(t *testing.T) {
 		"declared on another connection or the exclusive property value does not match that of the original declaration."
 
 	_, err := v.DeclareQueue(QueueDef{Name: "ex", Exclusive: true, Owner: other}, false)
-	wantCode(t, err, wire.CodeResourceLocked, locked)
+	wantCode(t, err, amqpwire.CodeResourceLocked, locked)
 	_, err = v.DeclareQueue(QueueDef{Name: "ex", Owner: other}, true)
-	wantCode(t, err, wire.CodeResourceLocked, locked)
+	wantCode(t, err, amqpwire.CodeResourceLocked, locked)
 	_, err = v.DeclareQueue(QueueDef{Name: "ex", Owner: owner}, false) // owner, but not exclusive this time
-	wantCode(t, err, wire.CodeResourceLocked, "")
+	wantCode(t, err, amqpwire.CodeResourceLocked, "")
 	_, err = v.Consume("ex", ConsumeSpec{Conn: other, Consumer: newConsumer(-1)})
-	wantCode(t, err, wire.CodeResourceLocked, "")
+	wantCode(t, err, amqpwire.CodeResourceLocked, "")
 	_, _, err = v.Get("ex", true, other)
-	wantCode(t, err, wire.CodeResourceLocked, "")
+	wantCode(t, err, amqpwire.CodeResourceLocked, "")
 	_, err = v.PurgeQueue("ex", other)
-	wantCode(t, err, wire.CodeResourceLocked, "")
-	wantCode(t, v.BindQueue("ex", "amq.direct", "k", nil, other), wire.CodeResourceLocked, "")
+	wantCode(t, err, amqpwire.CodeResourceLocked, "")
+	wantCode(t, v.BindQueue("ex", "amq.direct", "k", nil, other), amqpwire.CodeResourceLocked, "")
 	_, err = v.DeleteQueue("ex", false, false, other)
-	wantCode(t, err, wire.CodeResourceLocked, "")
+	wantCode(t, err, amqpwire.CodeResourceLocked, "")
 
 	// The owner can do all of it; anyone can publish to it.
 	if _, err := v.DeclareQueue(QueueDef{Name: "ex", Exclusive: true, Owner: owner}, false); err != nil {
@@ -227,7 +227,7 @@ func TestExclusiveQueues(t *testing.T) {
 	}
 	v.ConnectionClosed(owner)
 	_, err = v.DeclareQueue(QueueDef{Name: "ex", Owner: owner}, true)
-	wantCode(t, err, wire.CodeNotFound, "")
+	wantCode(t, err, amqpwire.CodeNotFound, "")
 	if n := len(v.Bindings()); n != 0 {
 		t.Errorf("%d bindings left", n)
 	}
@@ -253,7 +253,7 @@ func TestAutoDeleteQueue(t *testing.T) {
 	}
 	s2.Cancel()
 	_, err := v.DeclareQueue(QueueDef{Name: "ad"}, true)
-	wantCode(t, err, wire.CodeNotFound, "")
+	wantCode(t, err, amqpwire.CodeNotFound, "")
 	if c1.cancelled.Load()+c2.cancelled.Load() != 0 {
 		t.Error("Cancelled called for consumers that cancelled themselves")
 	}
@@ -279,7 +279,7 @@ func TestAutoDeleteExchange(t *testing.T) {
 	if _, err := v.DeleteQueue("q2", false, false, 1); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "adx"}, true), wire.CodeNotFound, "")
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "adx"}, true), amqpwire.CodeNotFound, "")
 
 	// Exchange-to-exchange: an auto-delete source goes when its last
 	// destination exchange is deleted.
@@ -293,7 +293,7 @@ func TestAutoDeleteExchange(t *testing.T) {
 	if err := v.DeleteExchange("dst", false); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "src"}, true), wire.CodeNotFound, "")
+	wantCode(t, v.DeclareExchange(ExchangeDef{Name: "src"}, true), amqpwire.CodeNotFound, "")
 }
 
 func TestBindErrors(t *testing.T) {
@@ -301,14 +301,14 @@ func TestBindErrors(t *testing.T) {
 	v := e.v
 	e.declareQueue("q", false)
 	e.declareExchange("h", "headers", false, nil)
-	wantCode(t, v.BindQueue("q", "", "q", nil, 1), wire.CodeAccessRefused, "ACCESS_REFUSED - operation not permitted on the default exchange")
-	wantCode(t, v.UnbindQueue("q", "", "q", nil, 1), wire.CodeAccessRefused, "")
-	wantCode(t, v.BindExchange("", "h", "", nil), wire.CodeAccessRefused, "")
-	wantCode(t, v.BindExchange("h", "", "", nil), wire.CodeAccessRefused, "")
-	wantCode(t, v.BindQueue("q", "nox", "k", nil, 1), wire.CodeNotFound, "NOT_FOUND - no exchange 'nox' in vhost '/'")
-	wantCode(t, v.BindQueue("noq", "amq.direct", "k", nil, 1), wire.CodeNotFound, "NOT_FOUND - no queue 'noq' in vhost '/'")
-	wantCode(t, v.BindQueue("noq", "nox", "k", nil, 1), wire.CodeNotFound, "NOT_FOUND - no exchange 'nox' in vhost '/'")
-	wantCode(t, v.BindQueue("q", "h", "", wire.Table{"x-match": "some"}, 1), wire.CodePreconditionFailed,
+	wantCode(t, v.BindQueue("q", "", "q", nil, 1), amqpwire.CodeAccessRefused, "ACCESS_REFUSED - operation not permitted on the default exchange")
+	wantCode(t, v.UnbindQueue("q", "", "q", nil, 1), amqpwire.CodeAccessRefused, "")
+	wantCode(t, v.BindExchange("", "h", "", nil), amqpwire.CodeAccessRefused, "")
+	wantCode(t, v.BindExchange("h", "", "", nil), amqpwire.CodeAccessRefused, "")
+	wantCode(t, v.BindQueue("q", "nox", "k", nil, 1), amqpwire.CodeNotFound, "NOT_FOUND - no exchange 'nox' in vhost '/'")
+	wantCode(t, v.BindQueue("noq", "amq.direct", "k", nil, 1), amqpwire.CodeNotFound, "NOT_FOUND - no queue 'noq' in vhost '/'")
+	wantCode(t, v.BindQueue("noq", "nox", "k", nil, 1), amqpwire.CodeNotFound, "NOT_FOUND - no exchange 'nox' in vhost '/'")
+	wantCode(t, v.BindQueue("q", "h", "", amqpwire.Table{"x-match": "some"}, 1), amqpwire.CodePreconditionFailed,
 		`PRECONDITION_FAILED - Invalid x-match field value <<"some">>; expected all, any, all-with-x, or any-with-x`)
 	// Unbinding what was never bound is fine; binding twice is one binding.
 	if err := v.UnbindQueue("q", "amq.direct", "nothing", nil, 1); err != nil {
@@ -370,15 +370,15 @@ func TestNamesMustBeUTF8(t *testing.T) {
 	e.declareQueue("q", true)
 	e.declareExchange("x", "direct", true, nil)
 	_, err := e.v.DeclareQueue(QueueDef{Name: "q\xff", Durable: true}, false)
-	wantCode(t, err, wire.CodeFrameError, text)
+	wantCode(t, err, amqpwire.CodeFrameError, text)
 	_, err = e.v.DeclareQueue(QueueDef{Name: "q\xff"}, true)
-	wantCode(t, err, wire.CodeFrameError, text)
-	wantCode(t, e.v.DeclareExchange(ExchangeDef{Name: "x\xff", Type: "direct", Durable: true}, false), wire.CodeFrameError, text)
-	wantCode(t, e.v.BindQueue("q", "x", "k\xff", nil, 1), wire.CodeFrameError, text)
-	wantCode(t, e.v.BindExchange("x", "amq.topic", "k\xfe", nil), wire.CodeFrameError, text)
-	wantCode(t, e.v.UnbindQueue("q", "x", "k\xff", nil, 1), wire.CodeFrameError, text)
+	wantCode(t, err, amqpwire.CodeFrameError, text)
+	wantCode(t, e.v.DeclareExchange(ExchangeDef{Name: "x\xff", Type: "direct", Durable: true}, false), amqpwire.CodeFrameError, text)
+	wantCode(t, e.v.BindQueue("q", "x", "k\xff", nil, 1), amqpwire.CodeFrameError, text)
+	wantCode(t, e.v.BindExchange("x", "amq.topic", "k\xfe", nil), amqpwire.CodeFrameError, text)
+	wantCode(t, e.v.UnbindQueue("q", "x", "k\xff", nil, 1), amqpwire.CodeFrameError, text)
 	_, err = e.r.AddVHost("v\xff")
-	wantCode(t, err, wire.CodeFrameError, text)
+	wantCode(t, err, amqpwire.CodeFrameError, text)
 
 	names := []string{"очередь", "キュー", "q\u00e9"}
 	for _, n := range names {

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
@@ -53,7 +53,7 @@ type exchangeRecord struct {
 	Type       string `json:"type"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Internal   bool   `json:"internal,omitempty"`
-	Args       []byte `json:"args,omitempty"` // wire.AppendTable encoding, so field types survive
+	Args       []byte `json:"args,omitempty"` // amqpwire.AppendTable encoding, so field types survive
 }
 
 type queueRecord struct {
@@ -93,18 +93,18 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func encodeArgs(t wire.Table) ([]byte, error) {
+func encodeArgs(t amqpwire.Table) ([]byte, error) {
 	if len(t) == 0 {
 		return nil, nil
 	}
-	return wire.AppendTable(nil, t)
+	return amqpwire.AppendTable(nil, t)
 }
 
-func decodeArgs(b []byte) (wire.Table, error) {
+func decodeArgs(b []byte) (amqpwire.Table, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	t, _, err := wire.ReadTable(b)
+	t, _, err := amqpwire.ReadTable(b)
 	return t, err
 }
 

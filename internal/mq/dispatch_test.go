@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestRoundRobinWithCredit(t *testing.T) {
@@ -247,7 +247,7 @@ func TestGet(t *testing.T) {
 		t.Fatalf("get on empty queue: %v %v", ok, err)
 	}
 	_, _, err := e.v.Get("missing", false, 1)
-	wantCode(t, err, wire.CodeNotFound, "NOT_FOUND - no queue 'missing' in vhost '/'")
+	wantCode(t, err, amqpwire.CodeNotFound, "NOT_FOUND - no queue 'missing' in vhost '/'")
 	for _, b := range bodies("m", 3) {
 		e.publish(msg("", "q", b))
 	}
@@ -286,7 +286,7 @@ func TestPurge(t *testing.T) {
 		t.Errorf("after requeue: %v", got)
 	}
 	_, err = e.v.PurgeQueue("missing", 1)
-	wantCode(t, err, wire.CodeNotFound, "")
+	wantCode(t, err, amqpwire.CodeNotFound, "")
 }
 
 func TestDeleteQueueConditions(t *testing.T) {
@@ -294,11 +294,11 @@ func TestDeleteQueueConditions(t *testing.T) {
 	e.declareQueue("q", false)
 	e.publish(msg("", "q", "m"))
 	_, err := e.v.DeleteQueue("q", false, true, 1)
-	wantCode(t, err, wire.CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty")
+	wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty")
 	c := newConsumer(0)
 	sub := e.consume("q", c, false)
 	_, err = e.v.DeleteQueue("q", true, false, 1)
-	wantCode(t, err, wire.CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' in use")
+	wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' in use")
 	sub.Cancel()
 	n, err := e.v.DeleteQueue("q", true, false, 1)
 	if err != nil || n != 1 {
@@ -350,13 +350,13 @@ func TestExclusiveConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.v.Consume("q", ConsumeSpec{Conn: 2, Consumer: newConsumer(-1)})
-	wantCode(t, err, wire.CodeAccessRefused, "ACCESS_REFUSED - queue 'q' in vhost '/' in exclusive use")
+	wantCode(t, err, amqpwire.CodeAccessRefused, "ACCESS_REFUSED - queue 'q' in vhost '/' in exclusive use")
 	sub.Cancel()
 	s2, err := e.v.Consume("q", ConsumeSpec{Conn: 2, Consumer: newConsumer(-1)})
 	if err != nil {
 		t.Fatalf("consume after the exclusive consumer left: %v", err)
 	}
 	_, err = e.v.Consume("q", ConsumeSpec{Exclusive: true, Conn: 1, Consumer: newConsumer(-1)})
-	wantCode(t, err, wire.CodeAccessRefused, "")
+	wantCode(t, err, amqpwire.CodeAccessRefused, "")
 	s2.Cancel()
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -23,7 +23,7 @@ func TestRestartKeepsPersistentMessagesOnly(t *testing.T) {
 		if i%2 == 0 {
 			m := persistent("", "dq", body)
 			m.Properties.ContentType = "text/plain"
-			m.Properties.Headers = wire.Table{"n": int32(i)}
+			m.Properties.Headers = amqpwire.Table{"n": int32(i)}
 			last = e.publish(m)
 			want = append(want, body)
 		} else {
@@ -359,7 +359,7 @@ func TestRecoveredBacklogIsPagedIn(t *testing.T) {
 func TestDurableDefinitionsSurviveRestart(t *testing.T) {
 	e := newEnv(t)
 	v := e.v
-	e.declareExchange("dx", "topic", true, wire.Table{"alternate-exchange": "ae"})
+	e.declareExchange("dx", "topic", true, amqpwire.Table{"alternate-exchange": "ae"})
 	e.declareExchange("ae", "fanout", true, nil)
 	e.declareExchange("tx", "direct", false, nil)
 	e.declareQueue("dq", true)
@@ -375,11 +375,11 @@ func TestDurableDefinitionsSurviveRestart(t *testing.T) {
 	if err := v.DeclareExchange(ExchangeDef{Name: "adx", Type: "headers", Durable: true, AutoDelete: true}, false); err != nil {
 		t.Fatal(err)
 	}
-	e.bind("dq", "adx", "", wire.Table{"x-match": "any", "k": int32(1)})
+	e.bind("dq", "adx", "", amqpwire.Table{"x-match": "any", "k": int32(1)})
 	e.restart()
 	v = e.v
 
-	if err := v.DeclareExchange(ExchangeDef{Name: "dx", Type: "topic", Durable: true, Args: wire.Table{"alternate-exchange": "ae"}}, false); err != nil {
+	if err := v.DeclareExchange(ExchangeDef{Name: "dx", Type: "topic", Durable: true, Args: amqpwire.Table{"alternate-exchange": "ae"}}, false); err != nil {
 		t.Errorf("durable exchange not equivalent after restart: %v", err)
 	}
 	if err := v.DeclareExchange(ExchangeDef{Name: "tx"}, true); err == nil {
@@ -397,7 +397,7 @@ func TestDurableDefinitionsSurviveRestart(t *testing.T) {
 	wantRouted(t, e.routedTo(msg("amq.topic", "x.y", "1"), "dq", "lost"), "lost") // x.y does not match a.#
 	wantRouted(t, e.routedTo(msg("dx", "a.b", "2"), "dq", "lost"), "dq")
 	m := msg("adx", "", "3")
-	m.Properties.Headers = wire.Table{"k": int64(1)}
+	m.Properties.Headers = amqpwire.Table{"k": int64(1)}
 	wantRouted(t, e.routedTo(m, "dq", "lost"), "dq")
 
 	// Deleting removes the definitions.

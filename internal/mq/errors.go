@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Error is an AMQP exception: a reply code and a RabbitMQ-like reply text
-// ("NOT_FOUND - no queue 'q' in vhost '/'"). It is wire.Error, so the front
+// ("NOT_FOUND - no queue 'q' in vhost '/'"). It is amqpwire.Error, so the front
 // end can send it as it is: err.In(methodID).CloseMethod(). Codes used here:
 // 403 ACCESS_REFUSED, 404 NOT_FOUND, 405 RESOURCE_LOCKED, 406
 // PRECONDITION_FAILED (channel errors), 503 COMMAND_INVALID (unknown
 // exchange type, a connection error) and 541 INTERNAL_ERROR (storage
 // failure).
-type Error = wire.Error
+type Error = amqpwire.Error
 
 // ErrClosed is returned by operations on a closed Registry.
 var ErrClosed = errors.New("mq: registry is closed")
@@ -32,15 +32,15 @@ func resource(kind, name, vhost string) string {
 }
 
 func errNotFound(kind, name, vhost string) *Error {
-	return wire.Errorf(wire.CodeNotFound, "no %s", resource(kind, name, vhost))
+	return amqpwire.Errorf(amqpwire.CodeNotFound, "no %s", resource(kind, name, vhost))
 }
 
 func errAccessRefused(format string, args ...any) *Error {
-	return wire.Errorf(wire.CodeAccessRefused, format, args...)
+	return amqpwire.Errorf(amqpwire.CodeAccessRefused, format, args...)
 }
 
 func errPrecondition(format string, args ...any) *Error {
-	return wire.Errorf(wire.CodePreconditionFailed, format, args...)
+	return amqpwire.Errorf(amqpwire.CodePreconditionFailed, format, args...)
 }
 
 func errDefaultExchange() *Error {
@@ -48,7 +48,7 @@ func errDefaultExchange() *Error {
 }
 
 func errLocked(queue, vhost string) *Error {
-	return wire.Errorf(wire.CodeResourceLocked,
+	return amqpwire.Errorf(amqpwire.CodeResourceLocked,
 		"cannot obtain exclusive access to locked %s. It could be originally declared on another "+
 			"connection or the exclusive property value does not match that of the original declaration.",
 		resource("queue", queue, vhost))
@@ -57,7 +57,7 @@ func errLocked(queue, vhost string) *Error {
 // errInternal reports a storage failure as 541 INTERNAL_ERROR, which closes
 // the connection; the cause stays reachable through the log.
 func errInternal(what string, err error) *Error {
-	return wire.Errorf(wire.CodeInternalError, "%s: %v", what, err)
+	return amqpwire.Errorf(amqpwire.CodeInternalError, "%s: %v", what, err)
 }
 
 // inequivalent is RabbitMQ's 406 for a redeclaration that differs from the
@@ -87,7 +87,7 @@ func formatValue(v any) string {
 func checkUTF8(names ...string) error {
 	for _, n := range names {
 		if !utf8.ValidString(n) {
-			return wire.Errorf(wire.CodeFrameError, "Malformed UTF-8 in shortstr")
+			return amqpwire.Errorf(amqpwire.CodeFrameError, "Malformed UTF-8 in shortstr")
 		}
 	}
 	return nil

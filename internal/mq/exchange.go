@@ -3,7 +3,7 @@ package mq
 import (
 	"strings"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
@@ -73,7 +73,7 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 	}
 	kind, ok := routing.ParseKind(d.Type)
 	if !ok {
-		return wire.Errorf(wire.CodeCommandInvalid, "unknown exchange type '%s'", d.Type)
+		return amqpwire.Errorf(amqpwire.CodeCommandInvalid, "unknown exchange type '%s'", d.Type)
 	}
 	if x != nil {
 		return v.exchangeEquivalent(x, d)
@@ -139,7 +139,7 @@ func (v *VHost) exchangeEquivalent(x *exchange, d ExchangeDef) error {
 // argsEquivalent compares the listed arguments as RabbitMQ's
 // rabbit_misc:assert_args_equivalence does: same type class (all integer
 // types are one class) and equal value, or both absent.
-func argsEquivalent(kind, name, vhost string, current, received wire.Table, keys []string) error {
+func argsEquivalent(kind, name, vhost string, current, received amqpwire.Table, keys []string) error {
 	for _, k := range keys {
 		cv, cok := current[k]
 		rv, rok := received[k]

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Dead-lettering, limits, TTLs, priorities and single active consumers
@@ -19,11 +19,11 @@ func TestConcurrentDeadLetteringAndLimits(t *testing.T) {
 	// retry: 1 ms TTL back to work; a rejected message cycles through
 	// retry until it has died 3 times, then consumers ack it.
 	e.declareExchange("dlx", "fanout", false, nil)
-	e.declareQueueArgs("work", true, wire.Table{"x-max-length": int32(40), "x-max-priority": int32(3),
+	e.declareQueueArgs("work", true, amqpwire.Table{"x-max-length": int32(40), "x-max-priority": int32(3),
 		"x-dead-letter-exchange": "dlx"})
-	e.declareQueueArgs("retry", false, wire.Table{"x-message-ttl": int32(1),
+	e.declareQueueArgs("retry", false, amqpwire.Table{"x-message-ttl": int32(1),
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"})
-	e.declareQueueArgs("sac", false, wire.Table{"x-single-active-consumer": true})
+	e.declareQueueArgs("sac", false, amqpwire.Table{"x-single-active-consumer": true})
 	e.bind("retry", "dlx", "", nil)
 	e.bind("sac", "dlx", "", nil)
 
@@ -34,7 +34,7 @@ func TestConcurrentDeadLetteringAndLimits(t *testing.T) {
 	for i := range 3 {
 		c := newChanConsumer(8)
 		sub, err := e.v.Consume("work", ConsumeSpec{Tag: fmt.Sprint("w", i), Conn: 1, Consumer: c,
-			Args: wire.Table{"x-priority": int32(i % 2)}})
+			Args: amqpwire.Table{"x-priority": int32(i % 2)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // memDefs is an in-memory DefinitionStore. Shared between two registries
@@ -137,14 +137,14 @@ func (e *env) declareQueue(name string, durable bool) {
 	}
 }
 
-func (e *env) declareExchange(name, typ string, durable bool, args wire.Table) {
+func (e *env) declareExchange(name, typ string, durable bool, args amqpwire.Table) {
 	e.t.Helper()
 	if err := e.v.DeclareExchange(ExchangeDef{Name: name, Type: typ, Durable: durable, Args: args}, false); err != nil {
 		e.t.Fatalf("DeclareExchange(%s): %v", name, err)
 	}
 }
 
-func (e *env) bind(queue, exchange, key string, args wire.Table) {
+func (e *env) bind(queue, exchange, key string, args amqpwire.Table) {
 	e.t.Helper()
 	if err := e.v.BindQueue(queue, exchange, key, args, 1); err != nil {
 		e.t.Fatalf("BindQueue(%s, %s, %q): %v", queue, exchange, key, err)

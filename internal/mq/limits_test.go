@@ -4,12 +4,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestDropHead(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-max-length": int32(3), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-max-length": int32(3), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
 	e.declareQueue("dlq", false)
 	for _, b := range bodies("m", 5) {
 		if res := e.publish(msg("", "q", b)); res.Routed != 1 || res.Rejected != 0 {
@@ -30,7 +30,7 @@ func TestDropHead(t *testing.T) {
 	}
 
 	// Bytes: bodies of 4 bytes, limit 10 → two fit.
-	e.declareQueueArgs("b", false, wire.Table{"x-max-length-bytes": int64(10)})
+	e.declareQueueArgs("b", false, amqpwire.Table{"x-max-length-bytes": int64(10)})
 	for _, body := range []string{"aaaa", "bbbb", "cccc"} {
 		e.publish(msg("", "b", body))
 	}
@@ -39,7 +39,7 @@ func TestDropHead(t *testing.T) {
 	}
 
 	// Unacknowledged messages do not count.
-	e.declareQueueArgs("u", false, wire.Table{"x-max-length": int32(1)})
+	e.declareQueueArgs("u", false, amqpwire.Table{"x-max-length": int32(1)})
 	e.publish(msg("", "u", "first"))
 	d := e.get("u")
 	e.publish(msg("", "u", "second"))
@@ -53,7 +53,7 @@ func TestDropHead(t *testing.T) {
 
 func TestRejectPublish(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
 	e.declareQueue("other", false)
 	e.declareExchange("fan", "fanout", false, nil)
 	e.bind("q", "fan", "", nil)
@@ -89,13 +89,13 @@ func TestRejectPublish(t *testing.T) {
 	}
 
 	// Persistent message refused by a durable queue: nothing to wait for.
-	e.declareQueueArgs("dq", true, wire.Table{"x-max-length-bytes": int32(3), "x-overflow": "reject-publish"})
+	e.declareQueueArgs("dq", true, amqpwire.Table{"x-max-length-bytes": int32(3), "x-overflow": "reject-publish"})
 	if res := e.publish(persistent("", "dq", "toolong")); res.Rejected != 1 || res.Durable.Pending() {
 		t.Fatalf("durable reject: %+v", res)
 	}
 
 	// reject-publish-dlx: refused and dead-lettered.
-	e.declareQueueArgs("x", false, wire.Table{
+	e.declareQueueArgs("x", false, amqpwire.Table{
 		"x-max-length": int32(1), "x-overflow": "reject-publish-dlx",
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "x.dlq",
 	})
@@ -116,26 +116,26 @@ func TestRejectPublish(t *testing.T) {
 func TestQueueArgumentErrors(t *testing.T) {
 	e := newEnv(t)
 	cases := []struct {
-		args wire.Table
+		args amqpwire.Table
 		text string
 	}{
-		{wire.Table{"x-max-length": int32(-1)}, "invalid arg 'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}"},
-		{wire.Table{"x-max-length": "10"}, `invalid arg 'x-max-length' for queue 'q' in vhost '/': "expected integer, got longstr"`},
-		{wire.Table{"x-expires": int32(0)}, "invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}"},
-		{wire.Table{"x-message-ttl": int64(315_360_000_001)}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_too_large,315360000001}"},
-		{wire.Table{"x-overflow": "drop-tail"}, "invalid arg 'x-overflow' for queue 'q' in vhost '/': invalid_overflow"},
-		{wire.Table{"x-max-priority": int32(256)}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/': {max_value_exceeded,256}"},
-		{wire.Table{"x-single-active-consumer": "yes"}, "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,longstr}"},
-		{wire.Table{"x-dead-letter-routing-key": "k"}, "invalid arg 'x-dead-letter-routing-key' for queue 'q' in vhost '/': routing_key_but_no_dlx_defined"},
-		{wire.Table{"x-queue-type": "fifo"}, `invalid arg 'x-queue-type' for queue 'q' in vhost '/': "unsupported queue type 'fifo'"`},
-		{wire.Table{"x-delivery-limit": int32(5)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"},
-		{wire.Table{"x-consumer-timeout": int32(-5)}, "invalid arg 'x-consumer-timeout' for queue 'q' in vhost '/': {value_negative,-5}"},
+		{amqpwire.Table{"x-max-length": int32(-1)}, "invalid arg 'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}"},
+		{amqpwire.Table{"x-max-length": "10"}, `invalid arg 'x-max-length' for queue 'q' in vhost '/': "expected integer, got longstr"`},
+		{amqpwire.Table{"x-expires": int32(0)}, "invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}"},
+		{amqpwire.Table{"x-message-ttl": int64(315_360_000_001)}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_too_large,315360000001}"},
+		{amqpwire.Table{"x-overflow": "drop-tail"}, "invalid arg 'x-overflow' for queue 'q' in vhost '/': invalid_overflow"},
+		{amqpwire.Table{"x-max-priority": int32(256)}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/': {max_value_exceeded,256}"},
+		{amqpwire.Table{"x-single-active-consumer": "yes"}, "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,longstr}"},
+		{amqpwire.Table{"x-dead-letter-routing-key": "k"}, "invalid arg 'x-dead-letter-routing-key' for queue 'q' in vhost '/': routing_key_but_no_dlx_defined"},
+		{amqpwire.Table{"x-queue-type": "fifo"}, `invalid arg 'x-queue-type' for queue 'q' in vhost '/': "unsupported queue type 'fifo'"`},
+		{amqpwire.Table{"x-delivery-limit": int32(5)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"},
+		{amqpwire.Table{"x-consumer-timeout": int32(-5)}, "invalid arg 'x-consumer-timeout' for queue 'q' in vhost '/': {value_negative,-5}"},
 	}
 	for _, c := range cases {
 		_, err := e.v.DeclareQueue(QueueDef{Name: "q", Args: c.args}, false)
-		wantCode(t, err, wire.CodePreconditionFailed, "PRECONDITION_FAILED - "+c.text)
+		wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - "+c.text)
 	}
 	// Valid ones pass, including arguments of no queue type.
-	e.declareQueueArgs("ok", false, wire.Table{"x-max-length": uint8(3), "x-overflow": "reject-publish",
+	e.declareQueueArgs("ok", false, amqpwire.Table{"x-max-length": uint8(3), "x-overflow": "reject-publish",
 		"x-max-priority": int32(255), "x-queue-mode": "lazy", "x-whatever": "ignored"})
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Policy is a RabbitMQ 4.x policy: the settings of Definition apply to
@@ -289,13 +289,13 @@ func (v *VHost) policyFor(exchange bool, kind queueType, name string) *policy {
 
 // effectiveArgs merges a queue's arguments with its policy's definition:
 // the arguments the queue then behaves as if declared with.
-func effectiveArgs(args wire.Table, p *policy) wire.Table {
+func effectiveArgs(args amqpwire.Table, p *policy) amqpwire.Table {
 	if p == nil {
 		return args
 	}
 	out := maps.Clone(args)
 	if out == nil {
-		out = wire.Table{}
+		out = amqpwire.Table{}
 	}
 	for k, val := range p.Definition {
 		key := policyKeys[k]
@@ -320,7 +320,7 @@ func effectiveArgs(args wire.Table, p *policy) wire.Table {
 }
 
 // effectiveQueueArgs is effectiveArgs for a queue about to be declared.
-func (v *VHost) effectiveQueueArgs(d QueueDef) (wire.Table, *policy) {
+func (v *VHost) effectiveQueueArgs(d QueueDef) (amqpwire.Table, *policy) {
 	p := v.policyFor(false, queueTypeOf(d.Args), d.Name)
 	return effectiveArgs(d.Args, p), p
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func (e *env) setPolicy(name, pattern, applyTo string, priority int, def string) {
@@ -83,10 +83,10 @@ func TestPolicyValidation(t *testing.T) {
 
 func TestPolicyPrecedence(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("low-arg", false, wire.Table{
+	e.declareQueueArgs("low-arg", false, amqpwire.Table{
 		"x-max-length": int32(5), "x-message-ttl": int32(1000), "x-dead-letter-exchange": "arg-dlx", "x-overflow": "reject-publish",
 	})
-	e.declareQueueArgs("high-arg", false, wire.Table{"x-max-length": int32(500), "x-expires": int32(900_000)})
+	e.declareQueueArgs("high-arg", false, amqpwire.Table{"x-max-length": int32(500), "x-expires": int32(900_000)})
 	e.declareQueue("plain", false)
 	e.setPolicy("p", ".*", "queues", 0,
 		`{"max-length":50,"message-ttl":60000,"expires":600000,"dead-letter-exchange":"pol-dlx","dead-letter-routing-key":"rk","overflow":"drop-head"}`)
@@ -116,7 +116,7 @@ func TestPolicyPrecedence(t *testing.T) {
 func TestPolicyPriorityAndApplyTo(t *testing.T) {
 	e := newEnv(t)
 	e.declareQueue("orders.a", false)
-	e.declareQueueArgs("orders.q", true, wire.Table{"x-queue-type": "quorum"})
+	e.declareQueueArgs("orders.q", true, amqpwire.Table{"x-queue-type": "quorum"})
 	e.declareExchange("orders.x", "direct", false, nil)
 	e.setPolicy("all-orders", "^orders\\.", "queues", 1, `{"max-length":10}`)
 	e.setPolicy("orders-strong", "^orders\\.", "queues", 5, `{"max-length":3}`)
@@ -150,7 +150,7 @@ func TestPolicyPriorityAndApplyTo(t *testing.T) {
 	if err := e.v.DeletePolicy("orders-strong"); err == nil {
 		t.Error("deleting a missing policy succeeded")
 	} else {
-		wantCode(t, err, wire.CodeNotFound, "NOT_FOUND - no policy 'orders-strong' in vhost '/'")
+		wantCode(t, err, amqpwire.CodeNotFound, "NOT_FOUND - no policy 'orders-strong' in vhost '/'")
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func prioMsg(queue, body string, prio uint8) *Message {
@@ -16,7 +16,7 @@ func prioMsg(queue, body string, prio uint8) *Message {
 
 func TestPriorityQueueOrder(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-max-priority": int32(10)})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-max-priority": int32(10)})
 	for _, p := range []struct {
 		body string
 		prio uint8
@@ -34,7 +34,7 @@ func TestPriorityQueueOrder(t *testing.T) {
 		t.Fatalf("delivery order %v\nwant %v", got, want)
 	}
 	// Later publishes interleave by priority as consumers take them.
-	e.declareQueueArgs("w", false, wire.Table{"x-max-priority": int32(3)})
+	e.declareQueueArgs("w", false, amqpwire.Table{"x-max-priority": int32(3)})
 	for i := range 3 {
 		e.publish(prioMsg("w", fmt.Sprintf("p0-%d", i), 0))
 	}
@@ -53,7 +53,7 @@ func TestPriorityQueueOrder(t *testing.T) {
 
 func TestPriorityQueueSurvivesRestart(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("q", true, wire.Table{"x-max-priority": int32(5)})
+	e.declareQueueArgs("q", true, amqpwire.Table{"x-max-priority": int32(5)})
 	var last PublishResult
 	for i, prio := range []uint8{1, 5, 1, 3} {
 		m := persistent("", "q", fmt.Sprintf("m%d-p%d", i, prio))
@@ -73,7 +73,7 @@ func TestConsumerPriorities(t *testing.T) {
 	consume := func(c *testConsumer, prio any) *Subscription {
 		t.Helper()
 		sub, err := e.v.Consume("q", ConsumeSpec{Tag: fmt.Sprintf("%p", c), NoAck: true, Conn: 1, Consumer: c,
-			Args: wire.Table{"x-priority": prio}})
+			Args: amqpwire.Table{"x-priority": prio}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,14 +105,14 @@ func TestConsumerPriorities(t *testing.T) {
 	if got := hi1.bodies(); got[len(got)-1] != "n" {
 		t.Errorf("credited high-priority consumer did not get the next message: %v", got)
 	}
-	_, err := e.v.Consume("q", ConsumeSpec{Tag: "bad", Conn: 1, Consumer: newConsumer(1), Args: wire.Table{"x-priority": "high"}})
-	wantCode(t, err, wire.CodePreconditionFailed,
+	_, err := e.v.Consume("q", ConsumeSpec{Tag: "bad", Conn: 1, Consumer: newConsumer(1), Args: amqpwire.Table{"x-priority": "high"}})
+	wantCode(t, err, amqpwire.CodePreconditionFailed,
 		`PRECONDITION_FAILED - invalid arg 'x-priority' for queue 'q' in vhost '/': "expected integer, got longstr"`)
 }
 
 func TestSingleActiveConsumerFailover(t *testing.T) {
 	e := newEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-single-active-consumer": true})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-single-active-consumer": true})
 	a, b, c := newConsumer(-1), newConsumer(-1), newConsumer(-1)
 	sa := e.consume("q", a, false)
 	sb := e.consume("q", b, false)

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"strconv"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
@@ -86,7 +86,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 		now = v.r.nowMs()
 		props, err := encodeProperties(m)
 		if err != nil {
-			return PublishResult{}, wire.Errorf(wire.CodePreconditionFailed, "cannot encode message properties: %v", err)
+			return PublishResult{}, amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot encode message properties: %v", err)
 		}
 		batch = encodeMessage(m, props, now)
 	}

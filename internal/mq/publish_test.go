@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // routed publishes and returns, per queue, the bodies it now holds.
@@ -51,16 +51,16 @@ func TestRoutingByExchangeType(t *testing.T) {
 	wantRouted(t, e.routedTo(msg("t", "order.eu.west.created", "3"), qs...), "orders", "all")
 	wantRouted(t, e.routedTo(msg("t", "invoice", "4"), qs...), "all")
 
-	e.bind("any", "amq.headers", "", wire.Table{"x-match": "any", "a": "1", "b": "2"})
-	e.bind("allh", "amq.headers", "", wire.Table{"x-match": "all", "a": "1", "b": "2"})
-	hm := func(h wire.Table) *Message {
+	e.bind("any", "amq.headers", "", amqpwire.Table{"x-match": "any", "a": "1", "b": "2"})
+	e.bind("allh", "amq.headers", "", amqpwire.Table{"x-match": "all", "a": "1", "b": "2"})
+	hm := func(h amqpwire.Table) *Message {
 		m := msg("amq.headers", "ignored", "h")
 		m.Properties.Headers = h
 		return m
 	}
-	wantRouted(t, e.routedTo(hm(wire.Table{"a": "1"}), qs...), "any")
-	wantRouted(t, e.routedTo(hm(wire.Table{"a": "1", "b": "2", "c": "3"}), qs...), "any", "allh")
-	wantRouted(t, e.routedTo(hm(wire.Table{"c": "3"}), qs...))
+	wantRouted(t, e.routedTo(hm(amqpwire.Table{"a": "1"}), qs...), "any")
+	wantRouted(t, e.routedTo(hm(amqpwire.Table{"a": "1", "b": "2", "c": "3"}), qs...), "any", "allh")
+	wantRouted(t, e.routedTo(hm(amqpwire.Table{"c": "3"}), qs...))
 
 	e.bind("fan1", "amq.fanout", "a", nil)
 	e.bind("fan2", "amq.fanout", "b", nil)
@@ -80,12 +80,12 @@ func TestRoutingByExchangeType(t *testing.T) {
 func TestPublishErrorsAndUnroutable(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.v.Publish(msg("nope", "k", "x"))
-	wantCode(t, err, wire.CodeNotFound, "NOT_FOUND - no exchange 'nope' in vhost '/'")
+	wantCode(t, err, amqpwire.CodeNotFound, "NOT_FOUND - no exchange 'nope' in vhost '/'")
 	if err := e.v.DeclareExchange(ExchangeDef{Name: "int", Type: "fanout", Internal: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.v.Publish(msg("int", "k", "x"))
-	wantCode(t, err, wire.CodeAccessRefused, "ACCESS_REFUSED - cannot publish to internal exchange 'int' in vhost '/'")
+	wantCode(t, err, amqpwire.CodeAccessRefused, "ACCESS_REFUSED - cannot publish to internal exchange 'int' in vhost '/'")
 
 	before := e.v.Unroutable()
 	if res := e.publish(msg("amq.direct", "nobody", "x")); res.Routed != 0 || res.Durable.Pending() {
@@ -161,7 +161,7 @@ func TestAlternateExchange(t *testing.T) {
 	e.declareQueue("unrouted", false)
 	e.declareExchange("ae", "fanout", false, nil)
 	e.bind("unrouted", "ae", "", nil)
-	e.declareExchange("x", "direct", false, wire.Table{"alternate-exchange": "ae"})
+	e.declareExchange("x", "direct", false, amqpwire.Table{"alternate-exchange": "ae"})
 	e.bind("main", "x", "k", nil)
 
 	wantRouted(t, e.routedTo(msg("x", "k", "1"), "main", "unrouted"), "main")
@@ -180,12 +180,12 @@ func TestAlternateExchange(t *testing.T) {
 	}
 
 	// Alternate-exchange chains that loop end.
-	e.declareExchange("ae2", "direct", false, wire.Table{"alternate-exchange": "loop"})
-	e.declareExchange("loop", "direct", false, wire.Table{"alternate-exchange": "ae2"})
+	e.declareExchange("ae2", "direct", false, amqpwire.Table{"alternate-exchange": "loop"})
+	e.declareExchange("loop", "direct", false, amqpwire.Table{"alternate-exchange": "ae2"})
 	wantRouted(t, e.routedTo(msg("loop", "k", "4"), "main", "unrouted"))
 
 	// A missing alternate exchange is ignored.
-	e.declareExchange("x2", "direct", false, wire.Table{"alternate-exchange": "missing"})
+	e.declareExchange("x2", "direct", false, amqpwire.Table{"alternate-exchange": "missing"})
 	if res := e.publish(msg("x2", "k", "5")); res.Routed != 0 {
 		t.Errorf("routed %d", res.Routed)
 	}
@@ -197,7 +197,7 @@ func TestSenderSelectedDistribution(t *testing.T) {
 		e.declareQueue(q, false)
 	}
 	m := msg("", "a", "cc")
-	m.Properties.Headers = wire.Table{"CC": []any{"b"}, "BCC": []any{"c"}, "keep": "me"}
+	m.Properties.Headers = amqpwire.Table{"CC": []any{"b"}, "BCC": []any{"c"}, "keep": "me"}
 	got := e.routedTo(m, "a", "b", "c")
 	wantRouted(t, got, "a", "b", "c")
 	// The copy delivered has no BCC header; the publisher's message is untouched.

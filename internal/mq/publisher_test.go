@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func (p *Publisher) mustPublish(t *testing.T, m *Message) PublishResult {
@@ -41,7 +41,7 @@ func TestPublisherBatchesStreamRecordsUntilFlush(t *testing.T) {
 	for i := range 3 {
 		m := persistent("", "s", fmt.Sprint("s", i))
 		m.Properties.MessageID = fmt.Sprint("id-", i)
-		m.Properties.Headers = wire.Table{"n": int32(i), "tag": "t"}
+		m.Properties.Headers = amqpwire.Table{"n": int32(i), "tag": "t"}
 		ds = append(ds, p.mustPublish(t, m).Durable)
 	}
 	// Not logged: takes no place in the commit.
@@ -106,7 +106,7 @@ func TestPublisherBatchKeepsEachMessagesProperties(t *testing.T) {
 		m.Properties.MessageID = fmt.Sprint("id-", i)
 		m.Properties.Priority = uint8(i)
 		if i != 1 {
-			m.Properties.Headers = wire.Table{"n": int32(i), "x-kafka-key": fmt.Sprint("k", i)}
+			m.Properties.Headers = amqpwire.Table{"n": int32(i), "x-kafka-key": fmt.Sprint("k", i)}
 		}
 		p.mustPublish(t, m)
 	}
@@ -296,7 +296,7 @@ func TestPublisherUnencodableMessage(t *testing.T) {
 	e.declareStream("s", nil)
 	p := e.v.NewPublisher()
 	bad := persistent("", "s", "bad")
-	bad.Properties.Headers = wire.Table{"h": struct{}{}} // no AMQP field type
+	bad.Properties.Headers = amqpwire.Table{"h": struct{}{}} // no AMQP field type
 	if res := p.mustPublish(t, bad); res.Rejected != 1 || res.Durable.Pending() {
 		t.Fatalf("unencodable message: %+v", res)
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
@@ -135,7 +135,7 @@ func (o *queueOptions) level(p uint8) int {
 }
 
 // queueTypeOf returns the x-queue-type of args (classic when absent).
-func queueTypeOf(args wire.Table) queueType {
+func queueTypeOf(args amqpwire.Table) queueType {
 	s, _ := argString(args["x-queue-type"])
 	switch s {
 	case "quorum":
@@ -149,7 +149,7 @@ func queueTypeOf(args wire.Table) queueType {
 // checkQueueArgs validates a new queue's arguments as RabbitMQ does, with
 // its 406 texts: the type first, then the values of the arguments the type
 // takes, then no argument that only other types take.
-func checkQueueArgs(name, vhost string, args wire.Table) error {
+func checkQueueArgs(name, vhost string, args amqpwire.Table) error {
 	q := resource("queue", name, vhost)
 	if v, ok := args["x-queue-type"]; ok {
 		if err := checkQueueTypeArg(v); err != "" {
@@ -185,7 +185,7 @@ func checkQueueArgs(name, vhost string, args wire.Table) error {
 // An argument check returns "" or the error term as RabbitMQ prints it
 // with ~p: {value_negative,-1}, invalid_overflow, "expected integer, got
 // longstr".
-type argCheck func(v any, args wire.Table) string
+type argCheck func(v any, args amqpwire.Table) string
 
 var queueArgChecks = map[string]argCheck{
 	"x-expires":                       checkExpires,
@@ -220,14 +220,14 @@ func checkQueueTypeArg(v any) string {
 	return strconv.Quote(fmt.Sprintf("unsupported queue type '%s'", s))
 }
 
-func checkInt(v any, _ wire.Table) string {
+func checkInt(v any, _ amqpwire.Table) string {
 	if _, ok := argInt(v); !ok {
 		return strconv.Quote("expected integer, got " + routing.TypeName(v))
 	}
 	return ""
 }
 
-func checkNonNegInt(v any, args wire.Table) string {
+func checkNonNegInt(v any, args amqpwire.Table) string {
 	if err := checkInt(v, args); err != "" {
 		return err
 	}
@@ -237,7 +237,7 @@ func checkNonNegInt(v any, args wire.Table) string {
 	return ""
 }
 
-func checkPositive(v any, args wire.Table) string {
+func checkPositive(v any, args amqpwire.Table) string {
 	if err := checkNonNegInt(v, args); err != "" {
 		return err
 	}
@@ -257,7 +257,7 @@ func checkExpiry(n int64) string {
 	return ""
 }
 
-func checkExpires(v any, args wire.Table) string {
+func checkExpires(v any, args amqpwire.Table) string {
 	if err := checkInt(v, args); err != "" {
 		return err
 	}
@@ -268,7 +268,7 @@ func checkExpires(v any, args wire.Table) string {
 	return checkExpiry(n)
 }
 
-func checkMessageTTL(v any, args wire.Table) string {
+func checkMessageTTL(v any, args amqpwire.Table) string {
 	if err := checkInt(v, args); err != "" {
 		return err
 	}
@@ -276,7 +276,7 @@ func checkMessageTTL(v any, args wire.Table) string {
 	return checkExpiry(n)
 }
 
-func checkMaxPriority(v any, args wire.Table) string {
+func checkMaxPriority(v any, args amqpwire.Table) string {
 	if err := checkNonNegInt(v, args); err != "" {
 		return err
 	}
@@ -286,7 +286,7 @@ func checkMaxPriority(v any, args wire.Table) string {
 	return ""
 }
 
-func checkQueueVersion(v any, args wire.Table) string {
+func checkQueueVersion(v any, args amqpwire.Table) string {
 	if err := checkNonNegInt(v, args); err != "" {
 		return err
 	}
@@ -296,14 +296,14 @@ func checkQueueVersion(v any, args wire.Table) string {
 	return ""
 }
 
-func checkString(v any, _ wire.Table) string {
+func checkString(v any, _ amqpwire.Table) string {
 	if _, ok := argString(v); !ok {
 		return "{unacceptable_type," + routing.TypeName(v) + "}"
 	}
 	return ""
 }
 
-func checkDLRK(v any, args wire.Table) string {
+func checkDLRK(v any, args amqpwire.Table) string {
 	if err := checkString(v, args); err != "" {
 		return err
 	}
@@ -313,7 +313,7 @@ func checkDLRK(v any, args wire.Table) string {
 	return ""
 }
 
-func checkBool(v any, _ wire.Table) string {
+func checkBool(v any, _ amqpwire.Table) string {
 	if _, ok := v.(bool); !ok {
 		return "{unacceptable_type," + routing.TypeName(v) + "}"
 	}
@@ -321,7 +321,7 @@ func checkBool(v any, _ wire.Table) string {
 }
 
 func checkOneOf(invalid string, values ...string) argCheck {
-	return func(v any, _ wire.Table) string {
+	return func(v any, _ amqpwire.Table) string {
 		s, ok := argString(v)
 		if !ok {
 			return "{unacceptable_type," + routing.TypeName(v) + "}"
@@ -335,7 +335,7 @@ func checkOneOf(invalid string, values ...string) argCheck {
 
 // checkConsumeArgs validates basic.consume arguments: x-priority must be
 // an integer.
-func checkConsumeArgs(queue, vhost string, args wire.Table) error {
+func checkConsumeArgs(queue, vhost string, args amqpwire.Table) error {
 	if v, ok := args["x-priority"]; ok {
 		if err := checkInt(v, args); err != "" {
 			return errPrecondition("invalid arg 'x-priority' for %s: %s", resource("queue", queue, vhost), err)
@@ -359,7 +359,7 @@ func argString(v any) (string, bool) {
 // parseQueueOptions interprets validated arguments. Values that checking
 // would have refused (a definition stored by an older version) are
 // ignored.
-func parseQueueOptions(args wire.Table) queueOptions {
+func parseQueueOptions(args amqpwire.Table) queueOptions {
 	o := queueOptions{kind: queueTypeOf(args), messageTTL: -1, maxLength: -1, maxBytes: -1, levels: 1, deliveryLimit: -1}
 	if o.kind == streamQueue {
 		return o

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // QueueDetail is what the management API shows of a queue.
@@ -13,7 +13,7 @@ type QueueDetail struct {
 	Durable, Exclusive, AutoDelete bool
 	// Type is classic, quorum or stream.
 	Type string
-	Args wire.Table // as declared (a copy)
+	Args amqpwire.Table // as declared (a copy)
 	// Messages counts ready and unacknowledged messages; MessagesReady
 	// and MessagesUnacknowledged split it.
 	Messages, MessagesReady, MessagesUnacknowledged int

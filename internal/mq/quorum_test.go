@@ -4,13 +4,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
-var quorum = wire.Table{"x-queue-type": "quorum"}
+var quorum = amqpwire.Table{"x-queue-type": "quorum"}
 
-func withArgs(base wire.Table, kv ...any) wire.Table {
-	t := wire.Table{}
+func withArgs(base amqpwire.Table, kv ...any) amqpwire.Table {
+	t := amqpwire.Table{}
 	for k, v := range base {
 		t[k] = v
 	}
@@ -39,17 +39,17 @@ func TestQuorumDeclareRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := e.v.DeclareQueue(c.def, false)
-		wantCode(t, err, wire.CodePreconditionFailed, "PRECONDITION_FAILED - "+c.text)
+		wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - "+c.text)
 	}
 	e.declareQueueArgs("q", true, withArgs(quorum, "x-delivery-limit", int32(3), "x-overflow", "drop-head",
 		"x-single-active-consumer", true, "x-dead-letter-strategy", "at-least-once"))
 	// Redeclaration compares the quorum arguments, x-queue-type included.
 	_, err := e.v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: withArgs(quorum, "x-delivery-limit", int32(4),
 		"x-overflow", "drop-head", "x-single-active-consumer", true, "x-dead-letter-strategy", "at-least-once")}, false)
-	wantCode(t, err, wire.CodePreconditionFailed, "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'q' in vhost '/': "+
+	wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'q' in vhost '/': "+
 		"received the value '4' of type 'signedint' but current is the value '3' of type 'signedint'")
 	_, err = e.v.DeclareQueue(QueueDef{Name: "q", Durable: true}, false)
-	wantCode(t, err, wire.CodePreconditionFailed, "")
+	wantCode(t, err, amqpwire.CodePreconditionFailed, "")
 }
 
 // A poison message that consumers keep rejecting with requeue is

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -253,7 +253,7 @@ func (r *Registry) VHost(name string) (*VHost, error) {
 // 530 NOT_ALLOWED, a connection error (also what operations on a vhost
 // deleted meanwhile get).
 func errNoVHost(name string) *Error {
-	return wire.Errorf(wire.CodeNotAllowed, "vhost %s not found", name)
+	return amqpwire.Errorf(amqpwire.CodeNotAllowed, "vhost %s not found", name)
 }
 
 // VHosts returns the names of all virtual hosts, sorted.

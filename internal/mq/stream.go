@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
@@ -125,7 +125,7 @@ func (c StreamConfig) TopicConfigs() map[string]string {
 
 // streamConfigOf reads a stream queue's retention from its (checked)
 // arguments.
-func streamConfigOf(args wire.Table) StreamConfig {
+func streamConfigOf(args amqpwire.Table) StreamConfig {
 	c := StreamConfig{MaxBytes: -1}
 	if s, ok := argString(args["x-max-age"]); ok {
 		if ms, ok := parseMaxAge(s); ok {
@@ -167,7 +167,7 @@ func parseMaxAge(s string) (int64, bool) {
 	return n * unit, true
 }
 
-func checkMaxAge(v any, _ wire.Table) string {
+func checkMaxAge(v any, _ amqpwire.Table) string {
 	s, ok := v.(string) // RabbitMQ takes only a longstr here
 	if !ok {
 		return "{unacceptable_type," + routing.TypeName(v) + "}"
@@ -391,5 +391,5 @@ func (q *queue) streamLength() int {
 // errStreamNotSupported is RabbitMQ's answer to basic.get and queue.purge
 // on a stream: 540 NOT_IMPLEMENTED, which closes the connection.
 func errStreamNotSupported(what, queue, vhost string) *Error {
-	return wire.Errorf(wire.CodeNotImplemented, "%s not supported by stream queues %s", what, resource("queue", queue, vhost))
+	return amqpwire.Errorf(amqpwire.CodeNotImplemented, "%s not supported by stream queues %s", what, resource("queue", queue, vhost))
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -70,17 +70,17 @@ const maxShortstr = 255
 // propertyHeader maps one AMQP property to its Kafka header.
 type propertyHeader struct {
 	name string
-	flag wire.PropertyFlags
+	flag amqpwire.PropertyFlags
 	// appendValue appends the property's header value (text) to dst.
-	appendValue func(dst []byte, p *wire.Properties) []byte
-	set         func(p *wire.Properties, v string) bool // false: not a valid value
+	appendValue func(dst []byte, p *amqpwire.Properties) []byte
+	set         func(p *amqpwire.Properties, v string) bool // false: not a valid value
 }
 
-func stringProperty(name string, flag wire.PropertyFlags, field func(p *wire.Properties) *string) propertyHeader {
+func stringProperty(name string, flag amqpwire.PropertyFlags, field func(p *amqpwire.Properties) *string) propertyHeader {
 	return propertyHeader{
 		name: name, flag: flag,
-		appendValue: func(dst []byte, p *wire.Properties) []byte { return append(dst, *field(p)...) },
-		set: func(p *wire.Properties, v string) bool {
+		appendValue: func(dst []byte, p *amqpwire.Properties) []byte { return append(dst, *field(p)...) },
+		set: func(p *amqpwire.Properties, v string) bool {
 			if len(v) > maxShortstr {
 				return false
 			}
@@ -90,11 +90,11 @@ func stringProperty(name string, flag wire.PropertyFlags, field func(p *wire.Pro
 	}
 }
 
-func octetProperty(name string, flag wire.PropertyFlags, field func(p *wire.Properties) *uint8) propertyHeader {
+func octetProperty(name string, flag amqpwire.PropertyFlags, field func(p *amqpwire.Properties) *uint8) propertyHeader {
 	return propertyHeader{
 		name: name, flag: flag,
-		appendValue: func(dst []byte, p *wire.Properties) []byte { return strconv.AppendUint(dst, uint64(*field(p)), 10) },
-		set: func(p *wire.Properties, v string) bool {
+		appendValue: func(dst []byte, p *amqpwire.Properties) []byte { return strconv.AppendUint(dst, uint64(*field(p)), 10) },
+		set: func(p *amqpwire.Properties, v string) bool {
 			n, err := strconv.ParseUint(v, 10, 8)
 			if err != nil {
 				return false
@@ -106,18 +106,18 @@ func octetProperty(name string, flag wire.PropertyFlags, field func(p *wire.Prop
 }
 
 var propertyHeaders = [...]propertyHeader{
-	stringProperty("amqp.content-type", wire.FlagContentType, func(p *wire.Properties) *string { return &p.ContentType }),
-	stringProperty("amqp.content-encoding", wire.FlagContentEncoding, func(p *wire.Properties) *string { return &p.ContentEncoding }),
-	octetProperty("amqp.delivery-mode", wire.FlagDeliveryMode, func(p *wire.Properties) *uint8 { return &p.DeliveryMode }),
-	octetProperty("amqp.priority", wire.FlagPriority, func(p *wire.Properties) *uint8 { return &p.Priority }),
-	stringProperty("amqp.correlation-id", wire.FlagCorrelationID, func(p *wire.Properties) *string { return &p.CorrelationID }),
-	stringProperty("amqp.reply-to", wire.FlagReplyTo, func(p *wire.Properties) *string { return &p.ReplyTo }),
-	stringProperty("amqp.expiration", wire.FlagExpiration, func(p *wire.Properties) *string { return &p.Expiration }),
-	stringProperty("amqp.message-id", wire.FlagMessageID, func(p *wire.Properties) *string { return &p.MessageID }),
+	stringProperty("amqp.content-type", amqpwire.FlagContentType, func(p *amqpwire.Properties) *string { return &p.ContentType }),
+	stringProperty("amqp.content-encoding", amqpwire.FlagContentEncoding, func(p *amqpwire.Properties) *string { return &p.ContentEncoding }),
+	octetProperty("amqp.delivery-mode", amqpwire.FlagDeliveryMode, func(p *amqpwire.Properties) *uint8 { return &p.DeliveryMode }),
+	octetProperty("amqp.priority", amqpwire.FlagPriority, func(p *amqpwire.Properties) *uint8 { return &p.Priority }),
+	stringProperty("amqp.correlation-id", amqpwire.FlagCorrelationID, func(p *amqpwire.Properties) *string { return &p.CorrelationID }),
+	stringProperty("amqp.reply-to", amqpwire.FlagReplyTo, func(p *amqpwire.Properties) *string { return &p.ReplyTo }),
+	stringProperty("amqp.expiration", amqpwire.FlagExpiration, func(p *amqpwire.Properties) *string { return &p.Expiration }),
+	stringProperty("amqp.message-id", amqpwire.FlagMessageID, func(p *amqpwire.Properties) *string { return &p.MessageID }),
 	{
-		name: "amqp.timestamp", flag: wire.FlagTimestamp,
-		appendValue: func(dst []byte, p *wire.Properties) []byte { return strconv.AppendInt(dst, p.Timestamp.Unix(), 10) },
-		set: func(p *wire.Properties, v string) bool {
+		name: "amqp.timestamp", flag: amqpwire.FlagTimestamp,
+		appendValue: func(dst []byte, p *amqpwire.Properties) []byte { return strconv.AppendInt(dst, p.Timestamp.Unix(), 10) },
+		set: func(p *amqpwire.Properties, v string) bool {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return false
@@ -126,10 +126,10 @@ var propertyHeaders = [...]propertyHeader{
 			return true
 		},
 	},
-	stringProperty("amqp.type", wire.FlagType, func(p *wire.Properties) *string { return &p.Type }),
-	stringProperty("amqp.user-id", wire.FlagUserID, func(p *wire.Properties) *string { return &p.UserID }),
-	stringProperty("amqp.app-id", wire.FlagAppID, func(p *wire.Properties) *string { return &p.AppID }),
-	stringProperty("amqp.cluster-id", wire.FlagClusterID, func(p *wire.Properties) *string { return &p.ClusterID }),
+	stringProperty("amqp.type", amqpwire.FlagType, func(p *amqpwire.Properties) *string { return &p.Type }),
+	stringProperty("amqp.user-id", amqpwire.FlagUserID, func(p *amqpwire.Properties) *string { return &p.UserID }),
+	stringProperty("amqp.app-id", amqpwire.FlagAppID, func(p *amqpwire.Properties) *string { return &p.AppID }),
+	stringProperty("amqp.cluster-id", amqpwire.FlagClusterID, func(p *amqpwire.Properties) *string { return &p.ClusterID }),
 }
 
 var propertyHeaderByName = func() map[string]*propertyHeader {
@@ -192,10 +192,10 @@ func (e *streamEncoder) appendRecord(b *record.Builder, m *Message, tsDelta int6
 	}
 	var key []byte
 	if len(p.Headers) > 0 {
-		var typed wire.Table
+		var typed amqpwire.Table
 		hs, key, typed = e.appendHeaders(hs, p.Headers)
 		if len(typed) > 0 {
-			table, err := wire.AppendTable(nil, typed)
+			table, err := amqpwire.AppendTable(nil, typed)
 			if err != nil {
 				return fmt.Errorf("encode message headers: %w", err)
 			}
@@ -215,7 +215,7 @@ func (e *streamEncoder) appendRecord(b *record.Builder, m *Message, tsDelta int6
 // appendHeaders adds a header per AMQP application header, sorted by
 // name, and returns the Kafka key (x-kafka-key) and the headers whose
 // type must be kept in amqp.header-types.
-func (e *streamEncoder) appendHeaders(hs []record.RecordHeader, headers wire.Table) (_ []record.RecordHeader, key []byte, typed wire.Table) {
+func (e *streamEncoder) appendHeaders(hs []record.RecordHeader, headers amqpwire.Table) (_ []record.RecordHeader, key []byte, typed amqpwire.Table) {
 	names := e.names[:0]
 	for name := range headers {
 		names = append(names, name)
@@ -248,9 +248,9 @@ func (e *streamEncoder) appendHeaders(hs []record.RecordHeader, headers wire.Tab
 	return hs, key, typed
 }
 
-func setTyped(t wire.Table, name string, v any) wire.Table {
+func setTyped(t amqpwire.Table, name string, v any) amqpwire.Table {
 	if t == nil {
-		t = make(wire.Table)
+		t = make(amqpwire.Table)
 	}
 	t[name] = v
 	return t
@@ -268,11 +268,11 @@ func headerText(v any) []byte {
 		return strconv.AppendFloat(nil, float64(x), 'g', -1, 32)
 	case float64:
 		return strconv.AppendFloat(nil, x, 'g', -1, 64)
-	case wire.Decimal:
+	case amqpwire.Decimal:
 		return []byte(decimalText(x))
 	case time.Time:
 		return []byte(x.UTC().Format(time.RFC3339))
-	case []any, wire.Table, map[string]any:
+	case []any, amqpwire.Table, map[string]any:
 		b, err := json.Marshal(jsonValue(x))
 		if err != nil {
 			return []byte(fmt.Sprint(x))
@@ -285,7 +285,7 @@ func headerText(v any) []byte {
 	return []byte(fmt.Sprint(v))
 }
 
-func decimalText(d wire.Decimal) string {
+func decimalText(d amqpwire.Decimal) string {
 	s := strconv.FormatInt(int64(d.Value), 10)
 	if d.Scale == 0 {
 		return s
@@ -308,7 +308,7 @@ func jsonValue(v any) any {
 	switch x := v.(type) {
 	case []byte:
 		return string(x)
-	case wire.Decimal:
+	case amqpwire.Decimal:
 		return json.Number(decimalText(x))
 	case time.Time:
 		return x.UTC().Format(time.RFC3339)
@@ -318,7 +318,7 @@ func jsonValue(v any) any {
 			out[i] = jsonValue(e)
 		}
 		return out
-	case wire.Table:
+	case amqpwire.Table:
 		return jsonValue(map[string]any(x))
 	case map[string]any:
 		out := make(map[string]any, len(x))
@@ -339,8 +339,8 @@ func decodeStreamMessage(r record.Record, offset int64, queue string) *Message {
 		m.Body = []byte{}
 	}
 	p := &m.Properties
-	headers := make(wire.Table, len(r.Headers)+2)
-	var typed wire.Table
+	headers := make(amqpwire.Table, len(r.Headers)+2)
+	var typed amqpwire.Table
 	for _, h := range r.Headers {
 		switch ph := propertyHeaderByName[h.Key]; {
 		case ph != nil:
@@ -355,7 +355,7 @@ func decodeStreamMessage(r record.Record, offset int64, queue string) *Message {
 			m.RoutingKey = string(h.Value)
 			continue
 		case h.Key == kafkaHdrTypes:
-			if t, _, err := wire.ReadTable(h.Value); err == nil {
+			if t, _, err := amqpwire.ReadTable(h.Value); err == nil {
 				typed = t
 				continue
 			}
@@ -377,7 +377,7 @@ func decodeStreamMessage(r record.Record, offset int64, queue string) *Message {
 	}
 	headers[StreamOffsetHeader] = offset
 	p.Headers = headers
-	p.Present |= wire.FlagHeaders
+	p.Present |= amqpwire.FlagHeaders
 	// Encoded once here, so the front end forwards the bytes and can
 	// count them; the checks above keep every property encodable.
 	if raw, err := p.Encode(nil); err == nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -38,21 +38,21 @@ func TestStreamCodecAMQPRoundTrip(t *testing.T) {
 	m := &Message{
 		Exchange: "orders-x", RoutingKey: "eu.new",
 		Body: []byte("payload"),
-		Properties: wire.Properties{
+		Properties: amqpwire.Properties{
 			ContentType: "application/json", ContentEncoding: "gzip", DeliveryMode: 2, Priority: 0,
 			CorrelationID: "corr", ReplyTo: "replies", Expiration: "60000", MessageID: "id-7",
 			Timestamp: ts, Type: "order.created", UserID: "guest", AppID: "shop", ClusterID: "c1",
-			Present: wire.FlagPriority, // present but zero: must survive
-			Headers: wire.Table{
+			Present: amqpwire.FlagPriority, // present but zero: must survive
+			Headers: amqpwire.Table{
 				"trace":         "abc",
 				"count":         int32(3),
 				"big":           int64(1 << 40),
 				"ok":            true,
 				"ratio":         1.5,
-				"price":         wire.Decimal{Scale: 2, Value: 1234},
+				"price":         amqpwire.Decimal{Scale: 2, Value: 1234},
 				"when":          ts,
 				"raw":           []byte{0, 1, 2},
-				"nested":        wire.Table{"a": "b", "n": int16(2)},
+				"nested":        amqpwire.Table{"a": "b", "n": int16(2)},
 				"list":          []any{"x", int8(1)},
 				"nothing":       nil,
 				"amqp.reserved": "looks like a property",
@@ -90,7 +90,7 @@ func TestStreamCodecAMQPRoundTrip(t *testing.T) {
 	}
 	gp, wp := got.Properties, m.Properties
 	gp.Headers, wp.Headers = nil, nil
-	if gp.Flags()&^wire.FlagHeaders != wp.Flags()&^wire.FlagHeaders {
+	if gp.Flags()&^amqpwire.FlagHeaders != wp.Flags()&^amqpwire.FlagHeaders {
 		t.Errorf("property flags %016b, want %016b", gp.Flags(), wp.Flags())
 	}
 	gp.Present, wp.Present = 0, 0
@@ -100,7 +100,7 @@ func TestStreamCodecAMQPRoundTrip(t *testing.T) {
 	if got.Exchange != "orders-x" || got.RoutingKey != "eu.new" || string(got.Body) != "payload" {
 		t.Errorf("exchange %q key %q body %q", got.Exchange, got.RoutingKey, got.Body)
 	}
-	var decoded wire.Properties
+	var decoded amqpwire.Properties
 	if err := decoded.Decode(got.RawProperties); err != nil || decoded.MessageID != "id-7" {
 		t.Errorf("RawProperties do not decode to the properties: %v %+v", err, decoded)
 	}
@@ -112,7 +112,7 @@ func TestStreamCodecMinimalMessage(t *testing.T) {
 		t.Fatalf("key %v value %v: want a null key and an empty, non-null value", r.Key, r.Value)
 	}
 	got := decodeStreamMessage(r, 0, "s")
-	if got.Properties.Flags() != wire.FlagHeaders || len(got.Properties.Headers) != 1 {
+	if got.Properties.Flags() != amqpwire.FlagHeaders || len(got.Properties.Headers) != 1 {
 		t.Fatalf("properties %+v", got.Properties)
 	}
 }
@@ -136,10 +136,10 @@ func TestStreamCodecKafkaRecord(t *testing.T) {
 	if m.Exchange != "" || m.RoutingKey != "orders" {
 		t.Errorf("exchange %q routing key %q, want \"\" and the queue name", m.Exchange, m.RoutingKey)
 	}
-	if m.Properties.ContentType != "text/plain" || m.Properties.Flags()&wire.FlagPriority != 0 {
+	if m.Properties.ContentType != "text/plain" || m.Properties.Flags()&amqpwire.FlagPriority != 0 {
 		t.Errorf("properties %+v", m.Properties)
 	}
-	want := wire.Table{
+	want := amqpwire.Table{
 		"trace": "t-1", "empty": nil, "dup": "second", "amqp.priority": "high", "amqp.other": "x",
 		KafkaKeyHeader: "k1", StreamOffsetHeader: int64(7),
 	}

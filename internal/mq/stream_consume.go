@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -29,9 +29,9 @@ func (v *VHost) consumeStream(q *queue, s ConsumeSpec) (*Subscription, error) {
 	case s.Prefetch <= 0:
 		return nil, errPrecondition("consumer prefetch count is not set for stream %s", res)
 	case s.NoAck:
-		return nil, wire.Errorf(wire.CodeNotImplemented, "automatic acknowledgement not supported by stream %s", res)
+		return nil, amqpwire.Errorf(amqpwire.CodeNotImplemented, "automatic acknowledgement not supported by stream %s", res)
 	case s.GlobalPrefetch > 0:
-		return nil, wire.Errorf(wire.CodeNotImplemented, "%s does not support global qos", res)
+		return nil, amqpwire.Errorf(amqpwire.CodeNotImplemented, "%s does not support global qos", res)
 	}
 	spec, present := s.Args[StreamOffsetHeader]
 	start, err := q.streamStart(spec, present)

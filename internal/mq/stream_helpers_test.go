@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -175,13 +175,13 @@ func newStreamEnv(t *testing.T, tweak ...func(*Config)) (*env, *fakeStreams) {
 	return newEnv(t, tweak...), fs
 }
 
-func streamArgs(extra wire.Table) wire.Table {
-	args := wire.Table{"x-queue-type": "stream"}
+func streamArgs(extra amqpwire.Table) amqpwire.Table {
+	args := amqpwire.Table{"x-queue-type": "stream"}
 	maps.Copy(args, extra)
 	return args
 }
 
-func (e *env) declareStream(name string, extra wire.Table) {
+func (e *env) declareStream(name string, extra amqpwire.Table) {
 	e.t.Helper()
 	e.declareQueueArgs(name, true, streamArgs(extra))
 }
@@ -219,9 +219,9 @@ func (c *streamConsumer) addCredit(n int) {
 // default) with a consumer prefetch, and resumes it.
 func (e *env) consumeStream(queue string, c *streamConsumer, offset any) *Subscription {
 	e.t.Helper()
-	var args wire.Table
+	var args amqpwire.Table
 	if offset != nil {
-		args = wire.Table{StreamOffsetHeader: offset}
+		args = amqpwire.Table{StreamOffsetHeader: offset}
 	}
 	sub, err := e.v.Consume(queue, ConsumeSpec{Tag: fmt.Sprintf("ctag-%p", c), Conn: 1, Consumer: c, Args: args, Prefetch: 100})
 	if err != nil {

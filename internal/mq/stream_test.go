@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestStreamDeclareRefusals(t *testing.T) {
@@ -24,13 +24,13 @@ func TestStreamDeclareRefusals(t *testing.T) {
 			"PRECONDITION_FAILED - invalid property 'auto-delete' for " + q},
 		{"server-named", QueueDef{Durable: true, Args: streamArgs(nil)}, 406,
 			"PRECONDITION_FAILED - Cannot declare a server-named queue for type rabbit_stream_queue"},
-		{"bad max-age", QueueDef{Name: "s", Durable: true, Args: streamArgs(wire.Table{"x-max-age": "7days"})}, 406,
+		{"bad max-age", QueueDef{Name: "s", Durable: true, Args: streamArgs(amqpwire.Table{"x-max-age": "7days"})}, 406,
 			"PRECONDITION_FAILED - invalid arg 'x-max-age' for " + q + ": invalid_max_age"},
-		{"max-age not a string", QueueDef{Name: "s", Durable: true, Args: streamArgs(wire.Table{"x-max-age": int64(7)})}, 406,
+		{"max-age not a string", QueueDef{Name: "s", Durable: true, Args: streamArgs(amqpwire.Table{"x-max-age": int64(7)})}, 406,
 			"PRECONDITION_FAILED - invalid arg 'x-max-age' for " + q + ": {unacceptable_type,long}"},
-		{"classic argument", QueueDef{Name: "s", Durable: true, Args: streamArgs(wire.Table{"x-message-ttl": int64(5)})}, 406,
+		{"classic argument", QueueDef{Name: "s", Durable: true, Args: streamArgs(amqpwire.Table{"x-message-ttl": int64(5)})}, 406,
 			"PRECONDITION_FAILED - invalid arg 'x-message-ttl' for " + q + " of queue type rabbit_stream_queue"},
-		{"segment too large", QueueDef{Name: "s", Durable: true, Args: streamArgs(wire.Table{"x-stream-max-segment-size-bytes": int64(3_000_000_001)})}, 406,
+		{"segment too large", QueueDef{Name: "s", Durable: true, Args: streamArgs(amqpwire.Table{"x-stream-max-segment-size-bytes": int64(3_000_000_001)})}, 406,
 			"PRECONDITION_FAILED - Exceeded max value for x-stream-max-segment-size-bytes"},
 		{"not a topic name", QueueDef{Name: "a b", Durable: true, Args: streamArgs(nil)}, 406, ""},
 		{"internal topic", QueueDef{Name: "__consumer_offsets", Durable: true, Args: streamArgs(nil)}, 406, ""},
@@ -56,9 +56,9 @@ func TestStreamDeclareWithoutStreamStore(t *testing.T) {
 func TestStreamRetentionArgumentsBecomeTopicConfigs(t *testing.T) {
 	e, fs := newStreamEnv(t)
 	e.declareStream("plain", nil)
-	e.declareStream("kept", wire.Table{"x-max-age": "7D", "x-max-length-bytes": int64(1_000_000),
+	e.declareStream("kept", amqpwire.Table{"x-max-age": "7D", "x-max-length-bytes": int64(1_000_000),
 		"x-stream-max-segment-size-bytes": int64(100_000)})
-	e.declareStream("hours", wire.Table{"x-max-age": "2h"})
+	e.declareStream("hours", amqpwire.Table{"x-max-age": "2h"})
 	want := map[string]map[string]string{
 		"plain": {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": "500000000", "cleanup.policy": "delete"},
 		"kept":  {"retention.ms": "604800000", "retention.bytes": "1000000", "segment.bytes": "100000", "cleanup.policy": "delete"},
@@ -73,7 +73,7 @@ func TestStreamRetentionArgumentsBecomeTopicConfigs(t *testing.T) {
 		}
 	}
 	// Redeclaring with other retention is inequivalent, as in RabbitMQ.
-	_, err := e.v.DeclareQueue(QueueDef{Name: "hours", Durable: true, Args: streamArgs(wire.Table{"x-max-age": "3h"})}, false)
+	_, err := e.v.DeclareQueue(QueueDef{Name: "hours", Durable: true, Args: streamArgs(amqpwire.Table{"x-max-age": "3h"})}, false)
 	wantCode(t, err, 406, "")
 	if len(fs.config("hours")) == 0 || fs.config("hours")["retention.ms"] != "7200000" {
 		t.Fatal("a refused redeclare changed the topic")
@@ -185,10 +185,10 @@ func TestStreamConsumeRefusals(t *testing.T) {
 		{ConsumeSpec{Consumer: c, NoAck: true}, 406, "PRECONDITION_FAILED - consumer prefetch count is not set for stream " + q},
 		{ConsumeSpec{Consumer: c, NoAck: true, Prefetch: 10}, 540, "NOT_IMPLEMENTED - automatic acknowledgement not supported by stream " + q},
 		{ConsumeSpec{Consumer: c, Prefetch: 10, GlobalPrefetch: 10}, 540, "NOT_IMPLEMENTED - " + q + " does not support global qos"},
-		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: wire.Table{"x-stream-offset": "sometime"}}, 406,
+		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: amqpwire.Table{"x-stream-offset": "sometime"}}, 406,
 			"PRECONDITION_FAILED - invalid arg 'x-stream-offset' for " + q + ": 'sometime'"},
-		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: wire.Table{"x-stream-offset": true}}, 406, ""},
-		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: wire.Table{"x-stream-offset": int64(-1)}}, 406, ""},
+		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: amqpwire.Table{"x-stream-offset": true}}, 406, ""},
+		{ConsumeSpec{Consumer: c, Prefetch: 10, Args: amqpwire.Table{"x-stream-offset": int64(-1)}}, 406, ""},
 	}
 	for _, cs := range cases {
 		_, err := e.v.Consume("s", cs.spec)
@@ -207,7 +207,7 @@ func TestStreamDeleteRemovesTopicAndCancelsConsumers(t *testing.T) {
 	cancelled := make(chan struct{})
 	c := newStreamConsumer(-1)
 	sub, err := e.v.Consume("s", ConsumeSpec{Tag: "t", Conn: 1, Consumer: c, Prefetch: 10,
-		Args: wire.Table{StreamOffsetHeader: "first"}, Cancelled: func() { close(cancelled) }})
+		Args: amqpwire.Table{StreamOffsetHeader: "first"}, Cancelled: func() { close(cancelled) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestStreamTopicNamesPerVHost(t *testing.T) {
 
 func TestStreamSurvivesRestart(t *testing.T) {
 	e, _ := newStreamEnv(t)
-	e.declareStream("s", wire.Table{"x-max-age": "1D"})
+	e.declareStream("s", amqpwire.Table{"x-max-age": "1D"})
 	m := persistent("", "s", "kept")
 	m.Properties.MessageID = "id-1"
 	waitDurable(t, e.publish(m))
@@ -282,7 +282,7 @@ func TestStreamRoutingAndDeadLettering(t *testing.T) {
 	e.declareStream("s", nil)
 	e.declareExchange("fan", "fanout", true, nil)
 	e.bind("s", "fan", "", nil)
-	e.declareQueueArgs("dlq-source", true, wire.Table{"x-dead-letter-exchange": "fan"})
+	e.declareQueueArgs("dlq-source", true, amqpwire.Table{"x-dead-letter-exchange": "fan"})
 	e.publish(msg("fan", "rk", "routed"))
 	e.publish(msg("", "dlq-source", "rejected"))
 	d := e.get("dlq-source")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // timeoutConsumer is a consumer that hears of timed-out deliveries.
@@ -41,7 +41,7 @@ func (e *env) consumeTimed(queue string, c *timeoutConsumer) {
 
 func TestConsumerTimeout(t *testing.T) {
 	e, clk := newTimedEnv(t, func(c *Config) { c.ConsumerTimeout = time.Minute })
-	e.declareQueueArgs("q", false, wire.Table{"x-consumer-timeout": int32(5000)})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-consumer-timeout": int32(5000)})
 	c := &timeoutConsumer{testConsumer: newConsumer(-1)}
 	plain := newConsumer(-1) // no hook: not watched, not disturbed
 	e.consumeTimed("q", c)
@@ -97,14 +97,14 @@ func TestConsumerTimeout(t *testing.T) {
 
 func TestQueueExpires(t *testing.T) {
 	e, clk := newTimedEnv(t)
-	e.declareQueueArgs("q", false, wire.Table{"x-expires": int32(1000)})
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-expires": int32(1000)})
 	e.publish(msg("", "q", "m")) // publishing is not a use
 	e.tick(clk, 600*time.Millisecond)
 	if _, ok, _ := e.v.Get("q", false, 1); !ok { // basic.get is
 		t.Fatal("get found nothing")
 	}
 	e.tick(clk, 900*time.Millisecond)
-	e.declareQueueArgs("q", false, wire.Table{"x-expires": int32(1000)}) // so is a redeclare
+	e.declareQueueArgs("q", false, amqpwire.Table{"x-expires": int32(1000)}) // so is a redeclare
 	e.tick(clk, 900*time.Millisecond)
 	if e.messages("q") != 0 { // passive declare: also a use
 		t.Fatal("unexpected messages")
@@ -128,7 +128,7 @@ func TestQueueExpires(t *testing.T) {
 
 	// Durable: deleted with its definition and files; the clock restarts
 	// with the broker.
-	e.declareQueueArgs("d", true, wire.Table{"x-expires": int32(1000)})
+	e.declareQueueArgs("d", true, amqpwire.Table{"x-expires": int32(1000)})
 	e.tick(clk, 900*time.Millisecond)
 	e.restart()
 	e.tick(clk, 900*time.Millisecond)
@@ -157,14 +157,14 @@ func TestQueueExpires(t *testing.T) {
 func TestTTLAndLimitsAfterRestart(t *testing.T) {
 	e, clk := newTimedEnv(t)
 	e.declareQueue("expired", true)
-	e.declareQueueArgs("ttl", true, wire.Table{"x-message-ttl": int32(60_000),
+	e.declareQueueArgs("ttl", true, amqpwire.Table{"x-message-ttl": int32(60_000),
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "expired"})
 	waitDurable(t, e.publish(persistent("", "ttl", "early")))
 	e.tick(clk, 30*time.Second)
 	waitDurable(t, e.publish(persistent("", "ttl", "late")))
 
-	e.declareQueueArgs("full", true, wire.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
-	e.declareQueueArgs("bytes", true, wire.Table{"x-max-length-bytes": int32(8)}) // drop-head
+	e.declareQueueArgs("full", true, amqpwire.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
+	e.declareQueueArgs("bytes", true, amqpwire.Table{"x-max-length-bytes": int32(8)}) // drop-head
 	for _, b := range []string{"f1", "f2"} {
 		waitDurable(t, e.publish(persistent("", "full", b)))
 	}

@@ -3,7 +3,7 @@ package mq
 import (
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // ConnID identifies a client connection (the owner of exclusive queues).
@@ -20,7 +20,7 @@ type QueueTag uint64
 type ExchangeDef struct {
 	Name, Type                    string
 	Durable, AutoDelete, Internal bool
-	Args                          wire.Table
+	Args                          amqpwire.Table
 }
 
 // QueueDef describes a queue as queue.declare does. Name "" asks for a
@@ -41,7 +41,7 @@ type ExchangeDef struct {
 type QueueDef struct {
 	Name                           string
 	Durable, Exclusive, AutoDelete bool
-	Args                           wire.Table
+	Args                           amqpwire.Table
 	Owner                          ConnID
 }
 
@@ -58,11 +58,11 @@ type QueueInfo struct {
 // Messages as read-only (one Message may be delivered from several queues).
 type Message struct {
 	Exchange, RoutingKey string
-	Properties           wire.Properties
+	Properties           amqpwire.Properties
 	// RawProperties are Properties as encoded on the wire (property flags
-	// and list, wire.Content.RawProperties), if the caller has them: they
+	// and list, amqpwire.Content.RawProperties), if the caller has them: they
 	// are logged as they are and can be forwarded with
-	// wire.Writer.WriteContentRaw. nil means "encode Properties".
+	// amqpwire.Writer.WriteContentRaw. nil means "encode Properties".
 	RawProperties []byte
 	Body          []byte
 }
@@ -138,9 +138,9 @@ type TimeoutNotifier interface {
 // ConsumeSpec is a basic.consume.
 type ConsumeSpec struct {
 	Tag       string
-	NoAck     bool       // deliveries are settled when handed over
-	Exclusive bool       // no other consumer may consume from the queue meanwhile
-	Args      wire.Table // x-priority (integer, default 0): consumer priority
+	NoAck     bool           // deliveries are settled when handed over
+	Exclusive bool           // no other consumer may consume from the queue meanwhile
+	Args      amqpwire.Table // x-priority (integer, default 0): consumer priority
 	Conn      ConnID
 	Consumer  Consumer
 	// Prefetch is the consumer's prefetch limit (basic.qos global=false

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // The x-consistent-hash exchange type, as RabbitMQ's
@@ -36,7 +36,7 @@ var hashProperties = []string{"correlation_id", "message_id", "timestamp"}
 
 // ParseHashOn reads an x-consistent-hash exchange's arguments. The error
 // texts are the plugin's, for a 406 PRECONDITION_FAILED.
-func ParseHashOn(args wire.Table) (HashOn, error) {
+func ParseHashOn(args amqpwire.Table) (HashOn, error) {
 	var h HashOn
 	header, hasHeader := stringArg(args, "hash-header")
 	property, hasProperty := stringArg(args, "hash-property")
@@ -50,7 +50,7 @@ func ParseHashOn(args wire.Table) (HashOn, error) {
 	return h, nil
 }
 
-func stringArg(args wire.Table, key string) (string, bool) {
+func stringArg(args amqpwire.Table, key string) (string, bool) {
 	switch v := args[key].(type) {
 	case string:
 		return v, true
@@ -67,7 +67,7 @@ const absentHashValue = "\x00undefined"
 
 // Value returns the string an x-consistent-hash exchange hashes for a
 // message: its (first) routing key, or the chosen header or property.
-func (h HashOn) Value(routingKey string, p *wire.Properties) string {
+func (h HashOn) Value(routingKey string, p *amqpwire.Properties) string {
 	switch {
 	case h.Header != "":
 		v, ok := p.Headers[h.Header]

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func hashTable(t *testing.T, weights map[string]string, order []string) *Table[string] {
@@ -128,29 +128,29 @@ func TestConsistentHashBindingKeys(t *testing.T) {
 }
 
 func TestHashOn(t *testing.T) {
-	if _, err := ParseHashOn(wire.Table{"hash-header": "h", "hash-property": "message_id"}); err == nil ||
+	if _, err := ParseHashOn(amqpwire.Table{"hash-header": "h", "hash-property": "message_id"}); err == nil ||
 		err.Error() != "hash-header and hash-property are mutually exclusive" {
 		t.Errorf("both: %v", err)
 	}
-	if _, err := ParseHashOn(wire.Table{"hash-property": "app_id"}); err == nil || err.Error() != "Unsupported property: app_id" {
+	if _, err := ParseHashOn(amqpwire.Table{"hash-property": "app_id"}); err == nil || err.Error() != "Unsupported property: app_id" {
 		t.Errorf("bad property: %v", err)
 	}
-	p := &wire.Properties{
-		Headers:   wire.Table{"user": int32(42), "name": []byte("ann")},
+	p := &amqpwire.Properties{
+		Headers:   amqpwire.Table{"user": int32(42), "name": []byte("ann")},
 		MessageID: "m-1",
 		Timestamp: time.Unix(1700000000, 0),
 	}
 	cases := []struct {
-		args wire.Table
+		args amqpwire.Table
 		want string
 	}{
 		{nil, "rk"},
-		{wire.Table{"hash-header": "user"}, "42"},
-		{wire.Table{"hash-header": "name"}, "ann"},
-		{wire.Table{"hash-header": "missing"}, absentHashValue},
-		{wire.Table{"hash-property": "message_id"}, "m-1"},
-		{wire.Table{"hash-property": "correlation_id"}, absentHashValue},
-		{wire.Table{"hash-property": "timestamp"}, "1700000000"},
+		{amqpwire.Table{"hash-header": "user"}, "42"},
+		{amqpwire.Table{"hash-header": "name"}, "ann"},
+		{amqpwire.Table{"hash-header": "missing"}, absentHashValue},
+		{amqpwire.Table{"hash-property": "message_id"}, "m-1"},
+		{amqpwire.Table{"hash-property": "correlation_id"}, absentHashValue},
+		{amqpwire.Table{"hash-property": "timestamp"}, "1700000000"},
 	}
 	for _, c := range cases {
 		h, err := ParseHashOn(c.args)
@@ -162,8 +162,8 @@ func TestHashOn(t *testing.T) {
 		}
 	}
 	// An int64 header hashes as the same int32 value does.
-	h, _ := ParseHashOn(wire.Table{"hash-header": "user"})
-	if h.Value("", &wire.Properties{Headers: wire.Table{"user": int64(42)}}) != "42" {
+	h, _ := ParseHashOn(amqpwire.Table{"hash-header": "user"})
+	if h.Value("", &amqpwire.Properties{Headers: amqpwire.Table{"user": int64(42)}}) != "42" {
 		t.Error("integer widths hash differently")
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // MatchMode is a headers binding's x-match argument.
@@ -23,7 +23,7 @@ const (
 // ParseMatchMode reads the x-match argument of a headers binding. A missing
 // x-match is MatchAll. The error text is RabbitMQ's, for a 406
 // PRECONDITION_FAILED.
-func ParseMatchMode(args wire.Table) (MatchMode, error) {
+func ParseMatchMode(args amqpwire.Table) (MatchMode, error) {
 	v, ok := args["x-match"]
 	if !ok {
 		return MatchAll, nil
@@ -57,7 +57,7 @@ func ParseMatchMode(args wire.Table) (MatchMode, error) {
 // present with any value; otherwise the values must be equal (see
 // ValuesEqual). With no arguments taking part, all-modes match and
 // any-modes do not, as in RabbitMQ. An invalid x-match behaves as all.
-func HeadersMatch(args, headers wire.Table) bool {
+func HeadersMatch(args, headers amqpwire.Table) bool {
 	mode, err := ParseMatchMode(args)
 	if err != nil {
 		mode = MatchAll
@@ -65,7 +65,7 @@ func HeadersMatch(args, headers wire.Table) bool {
 	return headersMatch(mode, args, headers)
 }
 
-func headersMatch(mode MatchMode, args, headers wire.Table) bool {
+func headersMatch(mode MatchMode, args, headers amqpwire.Table) bool {
 	withX := mode == MatchAllWithX || mode == MatchAnyWithX
 	any := mode == MatchAny || mode == MatchAnyWithX
 	for k, want := range args {
@@ -112,7 +112,7 @@ func ValuesEqual(a, b any) bool {
 	case time.Time:
 		bv, ok := b.(time.Time)
 		return ok && av.Equal(bv)
-	case wire.Table:
+	case amqpwire.Table:
 		bv, ok := asTable(b)
 		return ok && tablesEqual(av, bv)
 	case map[string]any:
@@ -148,7 +148,7 @@ func tablesEqual(a, b map[string]any) bool {
 
 func asTable(v any) (map[string]any, bool) {
 	switch t := v.(type) {
-	case wire.Table:
+	case amqpwire.Table:
 		return t, true
 	case map[string]any:
 		return t, true
@@ -227,7 +227,7 @@ func TypeName(v any) string {
 		return "float"
 	case float64:
 		return "double"
-	case wire.Decimal:
+	case amqpwire.Decimal:
 		return "decimal"
 	case string:
 		return "longstr"
@@ -237,7 +237,7 @@ func TypeName(v any) string {
 		return "array"
 	case time.Time:
 		return "timestamp"
-	case wire.Table, map[string]any:
+	case amqpwire.Table, map[string]any:
 		return "table"
 	}
 	return fmt.Sprintf("%T", v)
@@ -251,7 +251,7 @@ func TypeClass(v any) string {
 		return "int"
 	}
 	switch v.(type) {
-	case wire.Decimal:
+	case amqpwire.Decimal:
 		return "int"
 	case float32, float64:
 		return "float"

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 func TestTopicMatch(t *testing.T) {
@@ -57,37 +57,37 @@ func TestTopicMatch(t *testing.T) {
 }
 
 func TestHeadersMatch(t *testing.T) {
-	msg := wire.Table{"format": "pdf", "type": "report", "size": int32(10), "x-trace": "on"}
+	msg := amqpwire.Table{"format": "pdf", "type": "report", "size": int32(10), "x-trace": "on"}
 	cases := []struct {
 		name string
-		args wire.Table
+		args amqpwire.Table
 		want bool
 	}{
-		{"all default, all present", wire.Table{"format": "pdf", "type": "report"}, true},
-		{"all explicit, one differs", wire.Table{"x-match": "all", "format": "pdf", "type": "log"}, false},
-		{"all, one missing", wire.Table{"format": "pdf", "missing": "v"}, false},
-		{"any, one matches", wire.Table{"x-match": "any", "format": "zip", "type": "report"}, true},
-		{"any, none matches", wire.Table{"x-match": "any", "format": "zip", "type": "log"}, false},
-		{"all, no args", wire.Table{"x-match": "all"}, true},
-		{"any, no args", wire.Table{"x-match": "any"}, false},
-		{"all ignores x- args", wire.Table{"format": "pdf", "x-trace": "off"}, true},
-		{"any ignores x- args", wire.Table{"x-match": "any", "x-trace": "on"}, false},
-		{"all-with-x compares x- args", wire.Table{"x-match": "all-with-x", "format": "pdf", "x-trace": "off"}, false},
-		{"all-with-x matching x- arg", wire.Table{"x-match": "all-with-x", "x-trace": "on"}, true},
-		{"any-with-x on x- arg", wire.Table{"x-match": "any-with-x", "x-trace": "on", "format": "zip"}, true},
-		{"void matches presence", wire.Table{"format": nil}, true},
-		{"void needs presence", wire.Table{"nope": nil}, false},
-		{"integer widths compare by value", wire.Table{"size": int64(10)}, true},
-		{"integer value differs", wire.Table{"size": int64(11)}, false},
-		{"float never equals integer", wire.Table{"size": float64(10)}, false},
-		{"bytes equal string", wire.Table{"format": []byte("pdf")}, true},
+		{"all default, all present", amqpwire.Table{"format": "pdf", "type": "report"}, true},
+		{"all explicit, one differs", amqpwire.Table{"x-match": "all", "format": "pdf", "type": "log"}, false},
+		{"all, one missing", amqpwire.Table{"format": "pdf", "missing": "v"}, false},
+		{"any, one matches", amqpwire.Table{"x-match": "any", "format": "zip", "type": "report"}, true},
+		{"any, none matches", amqpwire.Table{"x-match": "any", "format": "zip", "type": "log"}, false},
+		{"all, no args", amqpwire.Table{"x-match": "all"}, true},
+		{"any, no args", amqpwire.Table{"x-match": "any"}, false},
+		{"all ignores x- args", amqpwire.Table{"format": "pdf", "x-trace": "off"}, true},
+		{"any ignores x- args", amqpwire.Table{"x-match": "any", "x-trace": "on"}, false},
+		{"all-with-x compares x- args", amqpwire.Table{"x-match": "all-with-x", "format": "pdf", "x-trace": "off"}, false},
+		{"all-with-x matching x- arg", amqpwire.Table{"x-match": "all-with-x", "x-trace": "on"}, true},
+		{"any-with-x on x- arg", amqpwire.Table{"x-match": "any-with-x", "x-trace": "on", "format": "zip"}, true},
+		{"void matches presence", amqpwire.Table{"format": nil}, true},
+		{"void needs presence", amqpwire.Table{"nope": nil}, false},
+		{"integer widths compare by value", amqpwire.Table{"size": int64(10)}, true},
+		{"integer value differs", amqpwire.Table{"size": int64(11)}, false},
+		{"float never equals integer", amqpwire.Table{"size": float64(10)}, false},
+		{"bytes equal string", amqpwire.Table{"format": []byte("pdf")}, true},
 	}
 	for _, c := range cases {
 		if got := HeadersMatch(c.args, msg); got != c.want {
 			t.Errorf("%s: HeadersMatch(%v) = %v, want %v", c.name, c.args, got, c.want)
 		}
 	}
-	if HeadersMatch(wire.Table{"format": "pdf"}, nil) {
+	if HeadersMatch(amqpwire.Table{"format": "pdf"}, nil) {
 		t.Error("binding with an argument matched a message without headers")
 	}
 	if !HeadersMatch(nil, nil) {
@@ -96,17 +96,17 @@ func TestHeadersMatch(t *testing.T) {
 }
 
 func TestParseMatchModeErrors(t *testing.T) {
-	if _, err := ParseMatchMode(wire.Table{"x-match": "some"}); err == nil {
+	if _, err := ParseMatchMode(amqpwire.Table{"x-match": "some"}); err == nil {
 		t.Error("x-match some accepted")
 	} else if want := `Invalid x-match field value <<"some">>; expected all, any, all-with-x, or any-with-x`; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
-	if _, err := ParseMatchMode(wire.Table{"x-match": int32(1)}); err == nil {
+	if _, err := ParseMatchMode(amqpwire.Table{"x-match": int32(1)}); err == nil {
 		t.Error("non-string x-match accepted")
 	}
 }
 
-func route[D comparable](tb *Table[D], key string, headers wire.Table) []D {
+func route[D comparable](tb *Table[D], key string, headers amqpwire.Table) []D {
 	var out []D
 	tb.Route(key, headers, func(d D) { out = append(out, d) })
 	slices.SortFunc(out, func(a, b D) int {
@@ -135,7 +135,7 @@ func TestDirectTable(t *testing.T) {
 	if added, _ := tb.Add(Binding[string]{Dest: "q1", Key: "k"}); added {
 		t.Error("duplicate binding added")
 	}
-	mustAdd(t, tb, "q1", "k", wire.Table{"a": int32(1)}) // other args: another binding
+	mustAdd(t, tb, "q1", "k", amqpwire.Table{"a": int32(1)}) // other args: another binding
 	if tb.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", tb.Len())
 	}
@@ -147,10 +147,10 @@ func TestDirectTable(t *testing.T) {
 	}
 	// int64(1) encodes differently from int32(1): another binding, as in
 	// RabbitMQ, where binding arguments keep their types.
-	if tb.Remove(Binding[string]{Dest: "q1", Key: "k", Args: wire.Table{"a": int64(1)}}) {
+	if tb.Remove(Binding[string]{Dest: "q1", Key: "k", Args: amqpwire.Table{"a": int64(1)}}) {
 		t.Error("Remove matched arguments of another type")
 	}
-	if !tb.Remove(Binding[string]{Dest: "q1", Key: "k", Args: wire.Table{"a": int32(1)}}) {
+	if !tb.Remove(Binding[string]{Dest: "q1", Key: "k", Args: amqpwire.Table{"a": int32(1)}}) {
 		t.Error("Remove with equal args failed")
 	}
 	if tb.Remove(Binding[string]{Dest: "q1", Key: "nope"}) {
@@ -189,20 +189,20 @@ func TestFanoutTopicHeadersTables(t *testing.T) {
 	}
 
 	hdr := NewTable[string](Headers)
-	mustAdd(t, hdr, "all", "", wire.Table{"x-match": "all", "a": "1", "b": "2"})
-	mustAdd(t, hdr, "any", "", wire.Table{"x-match": "any", "a": "1", "b": "2"})
-	if got := route(hdr, "", wire.Table{"a": "1"}); !slices.Equal(got, []string{"any"}) {
+	mustAdd(t, hdr, "all", "", amqpwire.Table{"x-match": "all", "a": "1", "b": "2"})
+	mustAdd(t, hdr, "any", "", amqpwire.Table{"x-match": "any", "a": "1", "b": "2"})
+	if got := route(hdr, "", amqpwire.Table{"a": "1"}); !slices.Equal(got, []string{"any"}) {
 		t.Errorf("headers a=1: %v", got)
 	}
-	if got := route(hdr, "", wire.Table{"a": "1", "b": "2"}); !slices.Equal(got, []string{"all", "any"}) {
+	if got := route(hdr, "", amqpwire.Table{"a": "1", "b": "2"}); !slices.Equal(got, []string{"all", "any"}) {
 		t.Errorf("headers a=1,b=2: %v", got)
 	}
-	if _, err := hdr.Add(Binding[string]{Dest: "bad", Args: wire.Table{"x-match": "nope"}}); err == nil {
+	if _, err := hdr.Add(Binding[string]{Dest: "bad", Args: amqpwire.Table{"x-match": "nope"}}); err == nil {
 		t.Error("invalid x-match accepted by Add")
 	}
 }
 
-func mustAdd(t *testing.T, tb *Table[string], dest, key string, args wire.Table) {
+func mustAdd(t *testing.T, tb *Table[string], dest, key string, args amqpwire.Table) {
 	t.Helper()
 	added, err := tb.Add(Binding[string]{Dest: dest, Key: key, Args: args})
 	if err != nil || !added {

@@ -3,7 +3,7 @@ package routing
 import (
 	"fmt"
 
-	"github.com/wharf-mq/wharf/internal/amqp/wire"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Kind is an exchange type.
@@ -58,7 +58,7 @@ func (k Kind) String() string {
 type Binding[D comparable] struct {
 	Dest D
 	Key  string
-	Args wire.Table
+	Args amqpwire.Table
 }
 
 // entry is a binding with what matching needs precomputed.
@@ -101,7 +101,7 @@ func (t *Table[D]) Len() int { return t.length }
 // x-match must be valid, a consistent-hash binding's key must be a positive
 // integer. The error text is RabbitMQ's, meant for a 406
 // PRECONDITION_FAILED.
-func Validate(k Kind, key string, args wire.Table) error {
+func Validate(k Kind, key string, args amqpwire.Table) error {
 	switch k {
 	case Headers:
 		_, err := ParseMatchMode(args)
@@ -115,11 +115,11 @@ func Validate(k Kind, key string, args wire.Table) error {
 
 // ArgsKey returns the canonical encoding of binding arguments, which is
 // what makes two bindings with equal arguments the same binding.
-func ArgsKey(args wire.Table) (string, error) {
+func ArgsKey(args amqpwire.Table) (string, error) {
 	if len(args) == 0 {
 		return "", nil
 	}
-	b, err := wire.AppendTable(nil, args)
+	b, err := amqpwire.AppendTable(nil, args)
 	if err != nil {
 		return "", err
 	}
@@ -276,7 +276,7 @@ func (t *Table[D]) Bindings() []Binding[D] {
 // For a consistent-hash table routingKey is the value to hash (see
 // HashOn.Value) and exactly one destination is chosen, if there is any
 // binding.
-func (t *Table[D]) Route(routingKey string, headers wire.Table, fn func(D)) {
+func (t *Table[D]) Route(routingKey string, headers amqpwire.Table, fn func(D)) {
 	switch t.kind {
 	case Direct:
 		for _, e := range t.byKey[routingKey] {

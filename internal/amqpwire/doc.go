@@ -1,4 +1,4 @@
-// Package wire is the AMQP 0-9-1 wire layer: frames, method codecs, field
+// Package amqpwire is the AMQP 0-9-1 wire layer: frames, method codecs, field
 // tables, content headers and reply codes. It knows nothing about
 // connections, channels, exchanges or queues; the AMQP server builds those on
 // top of it.
@@ -6,20 +6,20 @@
 // Reading, on a server connection:
 //
 //	br := bufio.NewReaderSize(conn, 64<<10)
-//	if err := wire.ReadProtocolHeader(br); err != nil {
-//		// *ProtocolHeaderError: io.WriteString(conn, wire.ProtocolHeader), then close.
+//	if err := amqpwire.ReadProtocolHeader(br); err != nil {
+//		// *ProtocolHeaderError: io.WriteString(conn, amqpwire.ProtocolHeader), then close.
 //	}
-//	fr := wire.NewFrameReader(br, wire.FrameMinSize) // raise with SetFrameMax after tune-ok
-//	var asm wire.Assembler                          // one per channel
+//	fr := amqpwire.NewFrameReader(br, amqpwire.FrameMinSize) // raise with SetFrameMax after tune-ok
+//	var asm amqpwire.Assembler                          // one per channel
 //	f, err := fr.ReadFrame()
 //	cmd, complete, err := asm.Add(f)                // method + header + body -> Command
 //
 // Writing: a Writer batches frames into a bufio.Writer; Flush when the
 // connection has nothing more to send for now.
 //
-//	w := wire.NewWriter(conn, 64<<10)
-//	w.WriteMethod(ch, &wire.QueueDeclareOK{Queue: "q"})
-//	w.WriteContentRaw(ch, &wire.BasicDeliver{...}, rawProperties, body)
+//	w := amqpwire.NewWriter(conn, 64<<10)
+//	w.WriteMethod(ch, &amqpwire.QueueDeclareOK{Queue: "q"})
+//	w.WriteContentRaw(ch, &amqpwire.BasicDeliver{...}, rawProperties, body)
 //	w.Flush()
 //
 // Errors: every protocol violation found while decoding is an *Error carrying
@@ -32,6 +32,6 @@
 // The method structs, their codecs, the method registry and the reply-code
 // constants are generated from the spec shipped in github.com/rabbitmq/amqp091-go
 // by internal/gen into methods_gen.go.
-package wire
+package amqpwire
 
 //go:generate go run ./internal/gen -out methods_gen.go

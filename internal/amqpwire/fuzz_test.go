@@ -1,4 +1,4 @@
-package wire
+package amqpwire
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 // bytes that decode to the same thing and encode identically again
 // (decode -> encode -> decode is stable). Run one with e.g.
 //
-//	go test -run '^$' -fuzz FuzzDecodeMethod -fuzztime 30s ./internal/amqp/wire
+//	go test -run '^$' -fuzz FuzzDecodeMethod -fuzztime 30s ./internal/amqpwire
 
 func FuzzDecodeMethod(f *testing.F) {
 	for _, m := range seedMethods() {

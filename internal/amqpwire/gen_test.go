@@ -1,4 +1,4 @@
-package wire
+package amqpwire
 
 import (
 	"bytes"
@@ -29,6 +29,6 @@ func TestGeneratedCodeIsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(fresh, committed) {
-		t.Fatal("methods_gen.go is stale: run `go generate ./internal/amqp/wire`")
+		t.Fatal("methods_gen.go is stale: run `go generate ./internal/amqpwire`")
 	}
 }

@@ -1,7 +1,7 @@
-// Command gen writes methods_gen.go for package wire from the AMQP 0-9-1
+// Command gen writes methods_gen.go for package amqpwire from the AMQP 0-9-1
 // machine-readable specification that ships inside the amqp091-go module.
 //
-// It is run by `go generate` in internal/amqp/wire:
+// It is run by `go generate` in internal/amqpwire:
 //
 //	go run ./internal/gen -out methods_gen.go
 //

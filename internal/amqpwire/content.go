@@ -1,4 +1,4 @@
-package wire
+package amqpwire
 
 // ContentHeader is the payload of a header frame: it follows a method that
 // carries content and announces the body size and the message properties.
