@@ -120,6 +120,15 @@
 // must return near their count before the garbage.
 // -reliability.bad-rounds repeats the garbage.
 //
+// TestDecompressionBombs sends, for gzip, lz4 and zstd, two concurrent raw
+// Produce requests (acks=all) of 48 partitions, each partition one valid
+// batch of 600 records of 100,000 zero bytes: 60 MB of records from 64 KB
+// of gzip, 246 KB of lz4 or 12 KB of zstd. Every partition must get
+// MESSAGE_TOO_LARGE (its records decompress past max.message.bytes),
+// nothing may be appended, and the node's live heap, sampled every 2 ms,
+// may not grow by more than 512 MiB at its peak; afterwards a franz-go
+// producer with gzip compression and a consumer still work on the topic.
+//
 // TestFuzzTargets, with -reliability.fuzztime=D, lists every fuzz target of
 // the module (go test -list) and runs each for D as a subprocess
 // (go test -run=^$ -fuzz=^Name$ -fuzztime=D pkg), one after the other since
