@@ -82,6 +82,22 @@
 //     checked in TestCorruptionThroughTheNode. A partition left online is
 //     reported with what a franz-go consumer got from it (which must never
 //     be a record other than the acknowledged one).
+//   - TestCorruptCoordinatorPartitions: commits offsets for a group on each
+//     of the 4 partitions of __consumer_offsets and runs a transaction for a
+//     transactional id on each of the 4 of __transaction_state, stops the
+//     node cleanly, flips a byte inside a batch of partition 1 of both, and
+//     restarts with the scrubber off (the coordinators' own reads find the
+//     damage). The node must start and log which partitions cannot be read;
+//     FindCoordinator, kadm's offset fetch and commit, InitProducerId and
+//     DescribeTransactions answer COORDINATOR_NOT_AVAILABLE for the group
+//     and the id on partition 1 only; the other groups kept their offsets,
+//     a franz-go consumer group of one of them consumes and commits, a
+//     transactional producer on a healthy partition commits, and Kafka
+//     produce/fetch and AMQP publish/get work.
+//   - TestCoordinatorPartitionGoesOffline: the same damage done while the
+//     node runs, with the scrubber reading every log every 100 ms: once it
+//     takes the partitions offline, the same group and id are fenced and
+//     the others serve.
 //
 // # Disk full
 //
