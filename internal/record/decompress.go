@@ -69,7 +69,7 @@ func (inf *inflater) release() {
 // open starts decoding src, a batch's records compressed with c, and
 // returns a reader of at most limit decompressed bytes (past that it fails
 // with errTooLarge). Snappy has no streaming decoder here: use unsnappy.
-func (inf *inflater) open(c Compression, src []byte, limit int) (io.Reader, error) {
+func (inf *inflater) open(c Compression, src []byte, limit int) (*cappedReader, error) {
 	inf.src.Reset(src)
 	var (
 		r   io.Reader
@@ -168,7 +168,7 @@ func decompress(c Compression, src []byte, limit int) ([]byte, error) {
 	if c == Snappy {
 		out, err = unsnappy(nil, src, limit)
 	} else {
-		var r io.Reader
+		var r *cappedReader
 		if r, err = inf.open(c, src, limit); err != nil {
 			return nil, err
 		}

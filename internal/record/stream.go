@@ -13,7 +13,7 @@ import (
 // Reading from a decoder it holds the unconsumed bytes in buf, which grows
 // only as far as the largest record needs.
 type recordStream struct {
-	src        io.Reader // nil when buf holds everything
+	src        *cappedReader // nil when buf holds everything
 	codec      Compression
 	limit      int // what src is capped at, for error messages
 	buf        []byte
@@ -53,8 +53,18 @@ func (inf *inflater) records(c Compression, payload []byte, limit int) (*recordS
 
 // fill returns the unconsumed bytes, reading until they start with a whole
 // record or the stream ends (the record reader then reports what is cut).
+// A record whose stated length goes past what the limit leaves is
+// ErrTooLarge at once, before any of it is decompressed.
 func (s *recordStream) fill() ([]byte, error) {
-	for !s.eof && !startsWithRecord(s.buf[s.start:s.end]) {
+	for !s.eof {
+		unread := s.buf[s.start:s.end]
+		size, known := recordSize(unread)
+		if known && size <= len(unread) {
+			break
+		}
+		if known && size-len(unread) > s.src.left {
+			return nil, codecError(s.codec, s.limit, errTooLarge)
+		}
 		if err := s.read(); err != nil {
 			return nil, err
 		}
@@ -102,16 +112,17 @@ func (s *recordStream) finish() error {
 	return nil
 }
 
-// startsWithRecord reports whether b starts with a whole record: its
-// length varint and that many bytes. A length no record can have counts as
-// whole, so that the record reader reports it at once.
-func startsWithRecord(b []byte) bool {
+// recordSize is the size of the record b starts with: its length varint
+// plus that many bytes; not known while the varint is cut short. A length
+// no record can have gives size 0, so that the record reader reports it at
+// once.
+func recordSize(b []byte) (size int, known bool) {
 	length, n := binary.Varint(b)
 	switch {
-	case n == 0: // the length itself is cut short
-		return false
+	case n == 0:
+		return 0, false
 	case n < 0 || length < 0 || length > math.MaxInt32:
-		return true
+		return 0, true
 	}
-	return int64(len(b)-n) >= length
+	return n + int(length), true
 }
