@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
@@ -107,7 +108,9 @@ func (inf *inflater) open(c Compression, src []byte, limit int) (*cappedReader, 
 func zstdWindow(limit int) int { return max(8<<20, limit) }
 
 // openZstd resets the inflater's zstd decoder, decoding synchronously
-// (no goroutines) with the window bounded.
+// (no goroutines) with the window bounded. The decoder keeps the largest
+// window it has used, so an inflater holds at most zstdWindow of the
+// largest limit it was opened with.
 func (inf *inflater) openZstd(limit int) (io.Reader, error) {
 	window := zstd.WithDecoderMaxWindow(uint64(zstdWindow(limit)))
 	if inf.zstd == nil {
@@ -165,9 +168,12 @@ func decompress(c Compression, src []byte, limit int) ([]byte, error) {
 		out []byte
 		err error
 	)
-	if c == Snappy {
+	switch c {
+	case Snappy:
 		out, err = unsnappy(nil, src, limit)
-	} else {
+	case Zstd:
+		out, err = unzstd(src, limit)
+	default:
 		var r *cappedReader
 		if r, err = inf.open(c, src, limit); err != nil {
 			return nil, err
@@ -178,6 +184,31 @@ func decompress(c Compression, src []byte, limit int) ([]byte, error) {
 		return nil, codecError(c, limit, err)
 	}
 	return out, nil
+}
+
+// zstdDecodeAll decodes whole zstd batches for decompress: DecodeAll
+// decodes straight into its output, so unlike a streaming decoder it keeps
+// no window of the largest frame it has seen. It is safe for concurrent
+// use; its memory bound is the package-wide limit, smaller limits are
+// checked afterwards.
+var zstdDecodeAll = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(MaxDecompressedSize),
+		zstd.WithDecoderMaxWindow(MaxDecompressedSize),
+	)
+})
+
+func unzstd(src []byte, limit int) ([]byte, error) {
+	dec, err := zstdDecodeAll()
+	if err != nil {
+		return nil, err
+	}
+	out, err := dec.DecodeAll(src, nil)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || len(out) > limit {
+		return nil, errTooLarge
+	}
+	return out, err
 }
 
 // readAll reads r to its end into a new slice.
