@@ -690,6 +690,9 @@ func (c *Coordinator) sweep(now time.Time) {
 	all := slices.Collect(maps.Values(c.txns))
 	c.mu.Unlock()
 	for _, t := range all {
+		if c.Available(t.id) != nil {
+			continue // nothing can be written for it; it waits as it is
+		}
 		if !t.mu.TryLock() {
 			continue // busy: an operation is running on it
 		}
@@ -778,8 +781,8 @@ func (c *Coordinator) expireIDs(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, t := range c.txns {
-		if !t.mu.TryLock() {
-			continue // busy, so not idle
+		if c.Available(id) != nil || !t.mu.TryLock() {
+			continue // its tombstone cannot be written; or busy, so not idle
 		}
 		if t.expired(now, c.cfg.IDExpiration) {
 			if err := c.writeTombstone(id); err != nil {
