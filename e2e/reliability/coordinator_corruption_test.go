@@ -396,12 +396,15 @@ func checkOrdinaryTraffic(t *testing.T, addr, amqpURL, topic string) {
 	if err := ch.PublishWithContext(ctx, "", q.Name, false, false, amqp.Publishing{Body: []byte("hello")}); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	var got amqp.Delivery
+	var (
+		got    amqp.Delivery
+		getErr error
+	)
 	if !waitFor(10*time.Second, func() bool {
-		msg, ok, err := ch.Get(q.Name, true)
-		got = msg
-		return ok || err != nil
-	}) || string(got.Body) != "hello" {
-		t.Errorf("the message published over AMQP came back as %q", got.Body)
+		var ok bool
+		got, ok, getErr = ch.Get(q.Name, true)
+		return ok || getErr != nil
+	}) || getErr != nil || string(got.Body) != "hello" {
+		t.Errorf("the message published over AMQP came back as %q (err %v)", got.Body, getErr)
 	}
 }
