@@ -84,9 +84,11 @@ func TestCoordinatorPartitionGoesOffline(t *testing.T) {
 		flipInsideBatch(t, filepath.Join(dataDir, fmt.Sprintf("%s-%d", tp, damagedPartition)))
 		offline = append(offline, mustTopic(t, n, tp).Partitions()[damagedPartition])
 	}
+	flipped := time.Now()
 	if !waitFor(20*time.Second, func() bool { return offline[0].Offline() != nil && offline[1].Offline() != nil }) {
 		t.Fatal("the scrubber did not take the damaged partitions offline within 20 s")
 	}
+	t.Logf("both partitions offline %v after the flips", time.Since(flipped).Round(time.Millisecond))
 	s.checkFenced(t, n.KafkaAddr())
 	s.checkHealthyServe(t, n.KafkaAddr())
 }
