@@ -112,6 +112,22 @@
 //     partition offline (an error line naming the file; the Kafka view
 //     checked in TestCorruptionThroughTheNode) and serve every
 //     acknowledged record of the other two.
+//   - TestCorruptCoordinatorPartitions: commits offsets for a group on each
+//     of the 4 partitions of __consumer_offsets and runs a transaction for a
+//     transactional id on each of the 4 of __transaction_state, stops the
+//     node cleanly, flips a byte inside a batch of partition 1 of both, and
+//     restarts with the scrubber off (the coordinators' own reads find the
+//     damage). The node must start and log which partitions cannot be read;
+//     FindCoordinator, kadm's offset fetch and commit, InitProducerId and
+//     DescribeTransactions answer COORDINATOR_NOT_AVAILABLE for the group
+//     and the id on partition 1 only; the other groups kept their offsets,
+//     a franz-go consumer group of one of them consumes and commits, a
+//     transactional producer on a healthy partition commits, and Kafka
+//     produce/fetch and AMQP publish/get work.
+//   - TestCoordinatorPartitionGoesOffline: the same damage done while the
+//     node runs, with the scrubber reading every log every 100 ms: once it
+//     takes the partitions offline, the same group and id are fenced and
+//     the others serve.
 //
 // # Metadata loss
 //
@@ -173,6 +189,15 @@
 // 5 s, consumers must receive everything acknowledged, and the goroutines
 // must return near their count before the garbage.
 // -reliability.bad-rounds repeats the garbage.
+//
+// TestDecompressionBombs sends, for gzip, lz4 and zstd, two concurrent raw
+// Produce requests (acks=all) of 48 partitions, each partition one valid
+// batch of 600 records of 100,000 zero bytes: 60 MB of records from 64 KB
+// of gzip, 246 KB of lz4 or 12 KB of zstd. Every partition must get
+// MESSAGE_TOO_LARGE (its records decompress past max.message.bytes),
+// nothing may be appended, and the node's live heap, sampled every 2 ms,
+// may not grow by more than 512 MiB at its peak; afterwards a franz-go
+// producer with gzip compression and a consumer still work on the topic.
 //
 // # Out of file descriptors
 //

@@ -200,16 +200,11 @@ func validateBatches(records []byte, cfg topicConfig) ([]record.Header, error) {
 		case size > maxBatch:
 			return nil, fmt.Errorf("%w: batch of %d bytes, limit %d", ErrRecordTooLarge, size, maxBatch)
 		}
-		if _, err := record.Validate(rest[:h.Size()]); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+		if err := validateBatch(rest[:h.Size()], maxBatch, cfg.compact()); err != nil {
+			return nil, err
 		}
 		if h.RecordCount == 0 {
 			return nil, fmt.Errorf("%w: a produced batch must hold at least one record", ErrInvalidRecord)
-		}
-		if cfg.compact() {
-			if err := requireKeys(rest[:h.Size()]); err != nil {
-				return nil, err
-			}
 		}
 		headers = append(headers, h)
 		rest = rest[h.Size():]
@@ -217,20 +212,25 @@ func validateBatches(records []byte, cfg topicConfig) ([]record.Header, error) {
 	return headers, nil
 }
 
-// requireKeys refuses a batch holding a record without a key, as Kafka does
-// on a compacted topic: compaction keeps the latest record per key, so a
-// keyless record has no meaning there.
-func requireKeys(batch []byte) error {
-	recs, err := record.Records(batch)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+// validateBatch decodes every record of a batch, streaming a compressed
+// one through a bounded decoder. Its records may not decompress past
+// max.message.bytes: Kafka's producers size their batches uncompressed
+// (franz-go, librdkafka and sarama at 1,000,000 bytes or so, below the
+// default 1 MiB), and Java's split a batch refused as too large, so only a
+// decompression bomb is turned away. On a compacted topic every record
+// needs a key, as in Kafka: compaction keeps the latest record per key, so
+// a keyless record has no meaning there.
+func validateBatch(batch []byte, maxBatch int64, compacted bool) error {
+	_, err := record.ValidateWithin(batch, record.Limits{MaxSize: int(maxBatch), KeyRequired: compacted})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, record.ErrTooLarge):
+		return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+	case errors.Is(err, record.ErrNoKey):
+		return fmt.Errorf("%w: compacted topic cannot accept a record without a key (%v)", ErrInvalidRecord, err)
 	}
-	for _, r := range recs {
-		if r.Key == nil {
-			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", ErrInvalidRecord)
-		}
-	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
 }
 
 // magicOffset is where every Kafka message format keeps its version byte.

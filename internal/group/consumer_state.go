@@ -274,7 +274,9 @@ func (g *group) reconcile(m *consumerMember, owned []TopicPartitions, now time.T
 }
 
 // subscribedTopics resolves every member's subscription against the
-// broker's topics. Internal topics are never matched by a regex.
+// broker's topics. A regex is matched against every topic, internal ones
+// included, as Kafka's coordinator matches it against every topic of its
+// metadata image: a member whose regex names __consumer_offsets gets it.
 func (g *group) subscribedTopics() map[string]topicMeta {
 	out := map[string]topicMeta{}
 	b := g.c.cfg.Broker
@@ -292,9 +294,6 @@ func (g *group) subscribedTopics() map[string]topicMeta {
 	}
 	if hasRegex {
 		for _, t := range b.Topics() {
-			if t.Internal() {
-				continue
-			}
 			if _, done := out[t.Name()]; done {
 				continue
 			}

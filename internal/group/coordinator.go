@@ -29,7 +29,9 @@ type Coordinator struct {
 }
 
 // Open creates __consumer_offsets if it does not exist, rebuilds every
-// group from it and starts the goroutine that runs the groups' timers.
+// group from it and starts the goroutine that runs the groups' timers. A
+// partition of __consumer_offsets that is offline or cannot be read fences
+// only its own groups (Available).
 func Open(cfg Config) (*Coordinator, error) {
 	c, err := open(cfg)
 	if err != nil {
@@ -61,9 +63,7 @@ func open(cfg Config) (*Coordinator, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	if err := c.load(); err != nil {
-		return nil, err
-	}
+	c.load()
 	return c, nil
 }
 
@@ -92,6 +92,14 @@ func (c *Coordinator) Close() error {
 	return nil
 }
 
+// Available reports whether this node can coordinate group now: nil, or
+// ErrCoordinatorNotAvailable while the group's partition of
+// __consumer_offsets is offline or could not be read at start. Every
+// operation on the group answers the same.
+func (c *Coordinator) Available(group string) error {
+	return c.store.available(c.store.partitionFor(group))
+}
+
 // PartitionFor is the partition of __consumer_offsets that holds a group.
 func (c *Coordinator) PartitionFor(group string) int32 { return c.store.partitionFor(group) }
 
@@ -100,8 +108,12 @@ func (c *Coordinator) HeartbeatInterval() time.Duration { return c.cfg.ConsumerH
 
 // withGroup runs fn on the named group with the group locked. With create
 // it makes the group if there is none; without, a missing group is
-// ErrGroupIDNotFound. A group that fn leaves holding nothing is dropped.
+// ErrGroupIDNotFound. A group that fn leaves holding nothing is dropped. A
+// group whose partition is unavailable is ErrCoordinatorNotAvailable.
 func (c *Coordinator) withGroup(name string, create bool, fn func(g *group)) error {
+	if err := c.Available(name); err != nil {
+		return err
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -138,11 +150,13 @@ func (c *Coordinator) withGroup(name string, create bool, fn func(g *group)) err
 	}
 }
 
-// snapshot returns every group, for operations that visit them all.
+// snapshot returns every group whose partition is available, for
+// operations that visit them all.
 func (c *Coordinator) snapshot() []*group {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Collect(maps.Values(c.groups))
+	groups := slices.Collect(maps.Values(c.groups))
+	c.mu.Unlock()
+	return slices.DeleteFunc(groups, func(g *group) bool { return c.store.available(g.partition) != nil })
 }
 
 // validGroupID applies Kafka's rule: a group id may not be empty, except

@@ -42,4 +42,13 @@
 // records go to partition abs(javaHashCode(group)) % partitions, Kafka's
 // mapping. At start the coordinator reads the whole topic and rebuilds every
 // group; a null value (tombstone) removes what its key names.
+//
+// A partition that cannot be read to its end at start (a batch failing its
+// CRC, or the partition offline), or that the broker takes offline later
+// (its scrubber found damage), fences only its own groups: every operation
+// on them, and FindCoordinator for them, answers COORDINATOR_NOT_AVAILABLE,
+// as Kafka does while no broker has that partition loaded, and the groups
+// of the other partitions are served as usual. What was read of a damaged
+// partition's groups is dropped; they come back once the partition is
+// repaired and the node restarted.
 package group

@@ -6,11 +6,13 @@ import (
 
 // load rebuilds every group from __consumer_offsets. Records are applied
 // in log order, so the last record for a key wins, as compaction would
-// leave it.
-func (c *Coordinator) load() error {
+// leave it. The groups of a partition that cannot be read to its end are
+// dropped, whatever was read of them: they are unavailable until the
+// partition is repaired (offsetsStore.available).
+func (c *Coordinator) load() {
 	start := time.Now()
 	records := 0
-	err := c.store.replay(replayHandler{
+	c.store.replay(replayHandler{
 		record: func(r replayed) {
 			records++
 			if r.producerID >= 0 {
@@ -26,11 +28,16 @@ func (c *Coordinator) load() error {
 			c.log.Warn("skipping a record of "+OffsetsTopic+" that does not decode", "offset", offset, "err", err)
 		},
 	})
-	if err != nil {
-		return err
+	for partition, err := range c.store.unreadable {
+		c.log.Error("a partition of "+OffsetsTopic+" cannot be read: its groups are unavailable (COORDINATOR_NOT_AVAILABLE) until it is repaired",
+			"partition", partition, "err", err)
 	}
 	now := c.cfg.Now()
 	for name, g := range c.groups {
+		if _, unreadable := c.store.unreadable[g.partition]; unreadable {
+			delete(c.groups, name)
+			continue
+		}
 		g.finishLoad(now)
 		if g.holdsNothing() && len(g.pendingTxn) == 0 {
 			delete(c.groups, name)
@@ -39,7 +46,6 @@ func (c *Coordinator) load() error {
 		g.scheduleWake()
 	}
 	c.log.Info("groups loaded", "groups", len(c.groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
-	return nil
 }
 
 // applyRecord applies one record to the in-memory state being loaded.

@@ -15,6 +15,10 @@ import (
 type offsetsStore struct {
 	parts []*broker.Partition
 	now   func() time.Time
+	// unreadable holds why each partition that could not be read to its
+	// end at start failed; its groups are not loaded and stay unavailable.
+	// Written only by replay, before the coordinator serves anything.
+	unreadable map[int32]error
 }
 
 // maxBatchBytes keeps each appended batch well under the broker's default
@@ -34,14 +38,7 @@ func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("group: %s has no partitions", OffsetsTopic)
 	}
-	for _, p := range parts {
-		if err := p.Offline(); err != nil {
-			// Kafka would not load the groups of that partition either;
-			// refusing to start is the honest answer on one node.
-			return nil, fmt.Errorf("group: %s-%d is offline: %w", OffsetsTopic, p.Index(), err)
-		}
-	}
-	return &offsetsStore{parts: parts, now: cfg.Now}, nil
+	return &offsetsStore{parts: parts, now: cfg.Now, unreadable: map[int32]error{}}, nil
 }
 
 // createOffsetsTopic creates the topic compacted, as Kafka does: only the
@@ -56,6 +53,21 @@ func createOffsetsTopic(b *broker.Broker, partitions int32) (*broker.Topic, erro
 		return b.Topic(OffsetsTopic)
 	}
 	return t, err
+}
+
+// available reports whether the groups of a partition can be served: not
+// while the partition is offline (damage found at start or by the broker's
+// scrubber since) or could not be read at start. Kafka answers the same
+// while a coordinator partition is not loaded.
+func (s *offsetsStore) available(partition int32) error {
+	err := s.unreadable[partition]
+	if err == nil {
+		err = s.parts[partition].Offline()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s-%d is unavailable: %v", ErrCoordinatorNotAvailable, OffsetsTopic, partition, err)
+	}
+	return nil
 }
 
 // partitionFor is the partition holding a group's records: Kafka's
@@ -147,14 +159,16 @@ type replayHandler struct {
 
 // replay reads every partition from its start and hands each record and
 // marker to h in offset order. A record that does not decode goes to bad
-// and is skipped: one bad record must not cost every group.
-func (s *offsetsStore) replay(h replayHandler) error {
+// and is skipped: one bad record must not cost every group. A partition
+// that cannot be read to its end (offline, or a batch that fails its
+// check) is noted in s.unreadable and the others are still read: one
+// damaged partition must not cost the groups of the others.
+func (s *offsetsStore) replay(h replayHandler) {
 	for _, p := range s.parts {
 		if err := replayPartition(p, h); err != nil {
-			return fmt.Errorf("group: reading %s-%d: %w", OffsetsTopic, p.Index(), err)
+			s.unreadable[p.Index()] = err
 		}
 	}
-	return nil
 }
 
 func replayPartition(p *broker.Partition, rh replayHandler) error {

@@ -10,7 +10,10 @@ import (
 // Every group is coordinated by this node. v0-v3 ask for one key, v4+ for
 // a batch. Transactional ids (key type 1) are coordinated by this node too
 // (internal/txn). Share groups (type 2) and unknown types are
-// INVALID_REQUEST.
+// INVALID_REQUEST. A key whose partition of __consumer_offsets or
+// __transaction_state is offline or could not be read is
+// COORDINATOR_NOT_AVAILABLE, as Kafka answers while no broker has that
+// partition loaded.
 
 const (
 	coordinatorTypeGroup       = 0
@@ -26,7 +29,7 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.R
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if err := s.coordinatorFor(req.CoordinatorType); err != nil {
+		if err := s.coordinatorFor(req.CoordinatorType, key); err != nil {
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
@@ -44,15 +47,21 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.R
 	return resp, nil
 }
 
-// coordinatorFor reports whether this node coordinates a key type.
-func (s *Server) coordinatorFor(keyType int8) error {
+// coordinatorFor reports whether this node can coordinate a key now.
+func (s *Server) coordinatorFor(keyType int8, key string) error {
 	switch keyType {
 	case coordinatorTypeGroup:
-		_, err := s.coordinator()
-		return err
+		groups, err := s.coordinator()
+		if err != nil {
+			return err
+		}
+		return groups.Available(key)
 	case coordinatorTypeTransaction:
-		_, err := s.transactions()
-		return err
+		txns, err := s.transactions()
+		if err != nil {
+			return err
+		}
+		return txns.Available(key)
 	}
 	return kafkaErrorf(kerr.InvalidRequest, "unsupported coordinator type %d", keyType)
 }

@@ -10,7 +10,8 @@ import (
 
 // DescribeTransactions (key 65), v0: the state, producer, timeout and
 // partitions of transactional ids, for tools (kafka-transactions.sh,
-// kadm). An unknown id is TRANSACTIONAL_ID_NOT_FOUND.
+// kadm). An unknown id is TRANSACTIONAL_ID_NOT_FOUND, one whose partition
+// of __transaction_state is unavailable COORDINATOR_NOT_AVAILABLE.
 func (s *Server) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	txns, err := s.transactions()
@@ -18,8 +19,12 @@ func (s *Server) handleDescribeTransactions(req *kmsg.DescribeTransactionsReques
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
 		st.StartTimestamp, st.ProducerID, st.ProducerEpoch = -1, -1, -1
-		if err != nil {
-			st.ErrorCode = errorCode(err)
+		idErr := err
+		if idErr == nil {
+			idErr = txns.Available(id)
+		}
+		if idErr != nil {
+			st.ErrorCode = errorCode(idErr)
 			resp.TransactionStates = append(resp.TransactionStates, st)
 			continue
 		}

@@ -22,8 +22,8 @@ func seedBatches(f *testing.F) [][]byte {
 	return seeds
 }
 
-// FuzzValidate checks that Validate never panics, fails only with ErrShort
-// or ErrCorrupt, and that what it accepts also passes Verify and decodes
+// FuzzValidate checks that Validate never panics, fails only with ErrShort,
+// ErrCorrupt or ErrTooLarge, and that what it accepts also passes Verify and decodes
 // with Records into a batch NewBatch can rebuild. Each input is also tried
 // with its CRC made right, so that mutations reach the record decoder
 // instead of stopping at the checksum.
@@ -44,10 +44,11 @@ func FuzzValidate(f *testing.F) {
 // checkValidate asserts the properties FuzzValidate promises for one input.
 func checkValidate(t *testing.T, b []byte) {
 	const limit = 1 << 20 // a small decompression limit keeps the fuzzer fast
-	h, err := validate(b, limit)
+	limits := Limits{MaxSize: HeaderSize + limit}
+	h, err := ValidateWithin(b, limits)
 	if err != nil {
-		if !errors.Is(err, ErrShort) && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("error is neither ErrShort nor ErrCorrupt: %v", err)
+		if !errors.Is(err, ErrShort) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("error is neither ErrShort, ErrCorrupt nor ErrTooLarge: %v", err)
 		}
 		if _, rerr := records(b, limit); rerr == nil {
 			t.Fatalf("Records accepted what Validate rejected (%v)", err)
@@ -75,7 +76,7 @@ func checkValidate(t *testing.T, b []byte) {
 	c := bytes.Clone(b)
 	SetBaseOffset(c, 77)
 	SetLogAppendTime(c, 88)
-	if _, err := validate(c, limit); err != nil {
+	if _, err := ValidateWithin(c, limits); err != nil {
 		t.Fatalf("after rewrites: %v", err)
 	}
 }

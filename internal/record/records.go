@@ -49,7 +49,7 @@ func records(b []byte, limit int) ([]Record, error) {
 	var data []byte
 	if h.Compression() == None {
 		data = append([]byte(nil), payload...)
-	} else if data, err = decompress(h.Compression(), nil, payload, limit); err != nil {
+	} else if data, err = decompress(h.Compression(), payload, limit); err != nil {
 		return nil, err
 	}
 	// RecordCount is untrusted until the records decode; the bytes bound

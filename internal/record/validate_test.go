@@ -248,14 +248,14 @@ func TestDecompressionBounded(t *testing.T) {
 	for _, c := range codecs[1:] {
 		t.Run(c.name, func(t *testing.T) {
 			b := franzBatch(t, c, 1, franzRecords(recs), 0)
-			if _, err := validate(b, 128<<10); err != nil {
+			if _, err := ValidateWithin(b, Limits{MaxSize: HeaderSize + 128<<10}); err != nil {
 				t.Fatalf("under the limit: %v", err)
 			}
-			_, err := validate(b, 16<<10)
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "more than 16384 bytes") {
+			_, err := ValidateWithin(b, Limits{MaxSize: HeaderSize + 16<<10})
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 16384 bytes") {
 				t.Fatalf("over the limit: err %v", err)
 			}
-			if _, err := records(b, 16<<10); !errors.Is(err, ErrCorrupt) {
+			if _, err := records(b, 16<<10); !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("Records over the limit: err %v", err)
 			}
 		})
@@ -270,8 +270,8 @@ func TestZipBomb(t *testing.T) {
 		if len(b) > 64<<10 {
 			t.Fatalf("bomb is %d bytes; the test wants a small one", len(b))
 		}
-		if _, err := Validate(b); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("err %v, want ErrCorrupt", err)
+		if _, err := Validate(b); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("err %v, want ErrTooLarge", err)
 		}
 	})
 	t.Run("snappy claims a huge block", func(t *testing.T) {
@@ -280,8 +280,8 @@ func TestZipBomb(t *testing.T) {
 		payload = append(payload, snappy.Encode(nil, []byte("x"))[1:]...)
 		b := franzBatch(t, codec{"bomb", Snappy, func(testing.TB, []byte) []byte { return payload }}, 1, nil, 0)
 		_, err := Validate(b)
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "more than") {
-			t.Fatalf("err %v, want ErrCorrupt over the limit", err)
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than") {
+			t.Fatalf("err %v, want ErrTooLarge", err)
 		}
 	})
 }

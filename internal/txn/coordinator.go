@@ -43,6 +43,8 @@ const (
 // committed in the transaction.
 type GroupCompleter interface {
 	PartitionFor(group string) int32
+	// Available is nil unless the group's partition cannot be used.
+	Available(group string) error
 	CompleteTxn(partition int32, producerID int64, commit bool)
 }
 
@@ -105,7 +107,9 @@ type Coordinator struct {
 // exists; it is created on first use), finishes transactions that were committing or aborting when
 // the broker stopped, and starts the timeout goroutine. Transactions that
 // were open stay open: their producer may go on, or the timeout aborts
-// them.
+// them. A partition of __transaction_state that is offline or cannot be
+// read fences only its own ids (Available); their transactions stay as
+// they were until it is repaired.
 func Open(cfg Config) (*Coordinator, error) {
 	if cfg.Broker == nil {
 		return nil, errors.New("txn: no broker")
@@ -134,13 +138,17 @@ func Open(cfg Config) (*Coordinator, error) {
 		if store, err = openStore(cfg.Broker, cfg.Partitions); err != nil {
 			return nil, err
 		}
-		if txns, err = store.load(); err != nil {
-			return nil, err
-		}
+		txns = store.load()
 	}
 	c := &Coordinator{
 		cfg: cfg, b: cfg.Broker, log: cfg.Logger.With("component", "txn"), now: cfg.Now, store: store,
 		txns: txns, stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if store != nil {
+		for partition, err := range store.unreadable {
+			c.log.Error("a partition of "+StateTopic+" cannot be read: its transactional ids are unavailable (COORDINATOR_NOT_AVAILABLE) until it is repaired",
+				"partition", partition, "err", err)
+		}
 	}
 	for _, t := range txns {
 		t.mu.Lock()
@@ -165,6 +173,20 @@ func (c *Coordinator) Close() error {
 	c.completionsMu.Unlock()
 	c.completions.Wait()
 	return nil
+}
+
+// Available reports whether this node can coordinate transactional id
+// now: nil, or ErrCoordinatorNotAvailable while the id's partition of
+// __transaction_state is offline or could not be read at start. Every
+// operation on the id answers the same.
+func (c *Coordinator) Available(id string) error {
+	c.storeMu.Lock()
+	s := c.store
+	c.storeMu.Unlock()
+	if s == nil {
+		return nil // created on first use
+	}
+	return s.available(id)
 }
 
 // stateStore returns __transaction_state, creating it on first use.
@@ -227,7 +249,11 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return InitResult{}, fmt.Errorf("%w: %v, the maximum is %v", ErrInvalidTransactionTimeout, timeout, c.cfg.MaxTimeout)
 	}
-	if _, err := c.stateStore(); err != nil {
+	s, err := c.stateStore()
+	if err != nil {
+		return InitResult{}, err
+	}
+	if err := s.available(id); err != nil {
 		return InitResult{}, err
 	}
 	deadline := time.Now().Add(completionWait)
@@ -334,10 +360,15 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 
 // AddOffsets adds the group's partition of __consumer_offsets to the
 // producer's transaction, so that EndTxn also decides the offsets the
-// producer commits for the group (TxnOffsetCommit).
+// producer commits for the group (TxnOffsetCommit). A group whose
+// partition is unavailable is refused before it joins the transaction:
+// its marker could not be written, and the transaction could not end.
 func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group string) error {
 	if c.cfg.Groups == nil {
 		return fmt.Errorf("%w: no group coordinator", ErrCoordinatorNotAvailable)
+	}
+	if err := c.cfg.Groups.Available(group); err != nil {
+		return fmt.Errorf("%w: group %q: %v", ErrCoordinatorNotAvailable, group, err)
 	}
 	t, err := c.lockCurrent(id, producerID, epoch)
 	if err != nil {
@@ -371,6 +402,9 @@ func (c *Coordinator) checkPartition(tp TopicPartition) error {
 // the next transaction must not start before the last one's markers are
 // in every partition.
 func (c *Coordinator) lockCurrent(id string, producerID int64, epoch int16) (*txn, error) {
+	if err := c.Available(id); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(completionWait)
 	for {
 		t := c.lookup(id)
@@ -656,6 +690,9 @@ func (c *Coordinator) sweep(now time.Time) {
 	all := slices.Collect(maps.Values(c.txns))
 	c.mu.Unlock()
 	for _, t := range all {
+		if c.Available(t.id) != nil {
+			continue // nothing can be written for it; it waits as it is
+		}
 		if !t.mu.TryLock() {
 			continue // busy: an operation is running on it
 		}
@@ -713,6 +750,9 @@ func (c *Coordinator) List() []Description {
 	c.mu.Unlock()
 	var out []Description
 	for _, t := range all {
+		if c.Available(t.id) != nil {
+			continue // as Kafka lists only the ids of its loaded partitions
+		}
 		t.mu.Lock()
 		if t.producerID >= 0 {
 			out = append(out, t.describe())
@@ -741,8 +781,8 @@ func (c *Coordinator) expireIDs(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, t := range c.txns {
-		if !t.mu.TryLock() {
-			continue // busy, so not idle
+		if c.Available(id) != nil || !t.mu.TryLock() {
+			continue // its tombstone cannot be written; or busy, so not idle
 		}
 		if t.expired(now, c.cfg.IDExpiration) {
 			if err := c.writeTombstone(id); err != nil {

@@ -34,10 +34,12 @@ func (c *fakeClock) add(d time.Duration) time.Time {
 }
 
 // fakeGroups records the transaction outcomes the coordinator reports for
-// __consumer_offsets; every group is on partition 0.
+// __consumer_offsets; every group is on partition 0, and available unless
+// it is named down.
 type fakeGroups struct {
 	mu        sync.Mutex
 	completed []completion
+	down      string
 }
 
 type completion struct {
@@ -47,6 +49,13 @@ type completion struct {
 }
 
 func (g *fakeGroups) PartitionFor(string) int32 { return 0 }
+
+func (g *fakeGroups) Available(group string) error {
+	if group == g.down {
+		return errors.New("its partition is offline")
+	}
+	return nil
+}
 
 func (g *fakeGroups) CompleteTxn(partition int32, producerID int64, commit bool) {
 	g.mu.Lock()
@@ -237,6 +246,14 @@ func TestStateMachine(t *testing.T) {
 	results, err := e.c.AddPartitions("a", r.ProducerID, r.Epoch, []TopicPartition{{"t", 0}, {"t", 9}})
 	if err != nil || results[0] != nil || !errors.Is(results[1], ErrUnknownTopicOrPartition) {
 		t.Fatalf("AddPartitions with t-9: %v %v", results, err)
+	}
+	e.wantState("a", "Empty")
+
+	// A group whose partition of __consumer_offsets is unavailable: its
+	// marker could not be written, so it does not join.
+	e.groups.down = "down"
+	if err := e.c.AddOffsets("a", r.ProducerID, r.Epoch, "down"); !errors.Is(err, ErrCoordinatorNotAvailable) {
+		t.Fatalf("AddOffsets of an unavailable group: %v, want ErrCoordinatorNotAvailable", err)
 	}
 	e.wantState("a", "Empty")
 

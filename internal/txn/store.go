@@ -25,6 +25,10 @@ const StateTopic = "__transaction_state"
 // is appended durably before it is answered; start-up reads it back.
 type stateStore struct {
 	parts []*broker.Partition
+	// unreadable holds why each partition that could not be read to its
+	// end at start failed; its ids are not loaded and stay unavailable.
+	// Written only by load, before the coordinator serves anything.
+	unreadable map[int32]error
 }
 
 func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
@@ -46,16 +50,27 @@ func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("txn: %s has no partitions", StateTopic)
 	}
-	for _, p := range parts {
-		if err := p.Offline(); err != nil {
-			return nil, fmt.Errorf("txn: %s-%d is offline: %w", StateTopic, p.Index(), err)
-		}
-	}
-	return &stateStore{parts: parts}, nil
+	return &stateStore{parts: parts, unreadable: map[int32]error{}}, nil
 }
 
 func (s *stateStore) partitionFor(id string) *broker.Partition {
 	return s.parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(s.parts))]
+}
+
+// available reports whether the id's partition can be used: not while it
+// is offline (damage found at start or by the broker's scrubber since) or
+// could not be read at start. Kafka answers the same while a coordinator
+// partition is not loaded.
+func (s *stateStore) available(id string) error {
+	p := s.partitionFor(id)
+	err := s.unreadable[p.Index()]
+	if err == nil {
+		err = p.Offline()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s-%d is unavailable: %v", ErrCoordinatorNotAvailable, StateTopic, p.Index(), err)
+	}
+	return nil
 }
 
 // append appends the transaction's current state and returns what waits
@@ -104,15 +119,21 @@ func (s *stateStore) writeTombstone(id string, now time.Time) error {
 	return nil
 }
 
-// load reads every partition and returns the latest state of each id.
-func (s *stateStore) load() (map[string]*txn, error) {
+// load reads every partition and returns the latest state of each id. A
+// partition that cannot be read to its end (offline, or a batch that fails
+// its check) is noted in s.unreadable and none of its ids is returned: one
+// damaged partition must not cost the ids of the others.
+func (s *stateStore) load() map[string]*txn {
 	out := map[string]*txn{}
 	for _, p := range s.parts {
-		if err := loadPartition(p, out); err != nil {
-			return nil, fmt.Errorf("txn: reading %s-%d: %w", StateTopic, p.Index(), err)
+		ids := map[string]*txn{}
+		if err := loadPartition(p, ids); err != nil {
+			s.unreadable[p.Index()] = err
+			continue
 		}
+		maps.Copy(out, ids)
 	}
-	return out, nil
+	return out
 }
 
 func loadPartition(p *broker.Partition, out map[string]*txn) error {
