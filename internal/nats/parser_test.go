@@ -99,18 +99,18 @@ func TestParserSplitAnywhere(t *testing.T) {
 
 func TestParserErrors(t *testing.T) {
 	cases := map[string]error{
-		"FOO\r\n":                    errUnknownOp,
-		"PUBX foo 1\r\n":             errUnknownOp,
-		"\r\n":                       errUnknownOp,
-		"PUB foo 1\r\nxy\r\n":        errUnknownOp,
-		"MSG foo 1 1\r\n":            errUnknownOp,
-		"PUB foo\r\n":                errProtocol,
-		"PUB foo 1234567890\r\n":     errProtocol, // ten digits: no size
-		"SUB a b c d\r\n":            errProtocol,
-		"UNSUB 1 2 3\r\n":            errProtocol,
-		"HPUB foo 1 1\r\n":           errProtocol, // headers not enabled
-		"PUB foo 2000000\r\n":        errMaxPayload,
-		"-ERR 'boom'\r\n":            errProtocol,
+		"FOO\r\n":                errUnknownOp,
+		"PUBX foo 1\r\n":         errUnknownOp,
+		"\r\n":                   errUnknownOp,
+		"PUB foo 1\r\nxy\r\n":    errUnknownOp,
+		"MSG foo 1 1\r\n":        errUnknownOp,
+		"PUB foo\r\n":            errProtocol,
+		"PUB foo 1234567890\r\n": errProtocol, // ten digits: no size
+		"SUB a b c d\r\n":        errProtocol,
+		"UNSUB 1 2 3\r\n":        errProtocol,
+		"HPUB foo 1 1\r\n":       errProtocol, // headers not enabled
+		"PUB foo 2000000\r\n":    errMaxPayload,
+		"-ERR 'boom'\r\n":        errProtocol,
 		"SUB " + strings.Repeat("a", 5000) + " 1\r\n": errControlLine,
 	}
 	for input, want := range cases {
