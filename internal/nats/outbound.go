@@ -3,16 +3,16 @@ package nats
 import "sync"
 
 // outbound is what waits to be written to one client: protocol replies
-// and messages, appended by the connection's reader and by the readers of
+// and messages, queued by the connection's reader and by the readers of
 // every connection that publishes to it, taken in batches by the
 // connection's writer goroutine.
 type outbound struct {
 	mu      sync.Mutex
-	buf     []byte // queued, not yet taken by the writer
-	pending int    // bytes queued or being written
-	limit   int    // Config.MaxPending
-	closed  bool   // shut: nothing more is queued
-	flush   bool   // shut with what is queued still to be written
+	queued  chunkQueue // not yet taken by the writer
+	pending int        // bytes queued or being written
+	limit   int        // Config.MaxPending
+	closed  bool       // shut: nothing more is queued
+	flush   bool       // shut with what is queued still to be written
 	// stall is made when pending passes three quarters of limit and
 	// closed once the writer catches up: publishers to a client falling
 	// behind wait on it a little (see conn.stallOn), as nats-server's
@@ -33,10 +33,13 @@ func (o *outbound) signal() {
 	}
 }
 
-// grewLocked records that o.buf grew from before bytes, and reports
-// whether the client is now past its limit. o.mu is held.
-func (o *outbound) grewLocked(before int) (overLimit bool) {
-	o.pending += len(o.buf) - before
+// writeLocked queues parts, one after the other, and reports whether the
+// client is now past its limit. o.mu is held and o is not closed.
+func (o *outbound) writeLocked(parts ...[]byte) (overLimit bool) {
+	for _, p := range parts {
+		o.queued.write(p)
+		o.pending += len(p)
+	}
 	if o.pending > o.limit {
 		return true
 	}
@@ -46,16 +49,14 @@ func (o *outbound) grewLocked(before int) (overLimit bool) {
 	return false
 }
 
-// queue appends b, which is a protocol line, unless o is shut.
+// queue appends b, a protocol line, unless o is shut.
 func (o *outbound) queue(b []byte) (overLimit bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return false
 	}
-	before := len(o.buf)
-	o.buf = append(o.buf, b...)
-	return o.grewLocked(before)
+	return o.writeLocked(b)
 }
 
 // shut stops o taking more bytes; unless flush, what is queued is
@@ -69,42 +70,32 @@ func (o *outbound) shut(flush bool) bool {
 	}
 	o.closed, o.flush = true, flush
 	if !flush {
-		o.buf, o.pending = nil, 0
+		o.queued.free()
+		o.pending = 0
 	}
 	o.releaseStallLocked()
 	o.signal()
 	return true
 }
 
-// take hands the writer everything queued, leaving spare (emptied) in its
-// place, and reports whether o is shut (then nothing more will come).
-func (o *outbound) take(spare []byte) (buf []byte, closed bool) {
+// take moves everything queued into batch (emptied first) and reports
+// whether o is shut, in which case nothing more will be queued.
+func (o *outbound) take(batch *chunkQueue) (closed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	buf, o.buf = o.buf, spare[:0]
-	if o.closed && !o.flush {
-		buf = buf[:0]
-	}
-	return buf, o.closed
+	o.queued, *batch = *batch, o.queued
+	return o.closed
 }
 
-// keptWriteBuffer is the largest buffer the writer keeps for the next
-// batch; a larger one, left by a burst, goes to the garbage collector.
-const keptWriteBuffer = 1 << 20
-
-// written records that buf was written and returns it, emptied, for reuse
-// (or nil when it grew too large to keep).
-func (o *outbound) written(buf []byte) []byte {
+// written records that batch was written.
+func (o *outbound) written(batch *chunkQueue) {
 	o.mu.Lock()
-	o.pending = max(o.pending-len(buf), 0) // shut without flush zeroes it mid-write
+	o.pending = max(o.pending-batch.size, 0) // shut without flush zeroes it mid-write
 	if o.pending <= o.limit/2 {
 		o.releaseStallLocked()
 	}
 	o.mu.Unlock()
-	if cap(buf) > keptWriteBuffer {
-		return nil
-	}
-	return buf[:0]
+	batch.free()
 }
 
 func (o *outbound) releaseStallLocked() {

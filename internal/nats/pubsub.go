@@ -157,6 +157,12 @@ func (s *subscription) Deliver(m *subjects.Message) bool {
 		}
 	}
 	withHeader := m.Header != nil && c.headers.Load()
+	var scratch [256]byte
+	line := msgLine(scratch[:0], s.sid, m, withHeader)
+	header := m.Header
+	if !withHeader {
+		header = nil
+	}
 
 	o := &c.out
 	o.mu.Lock()
@@ -164,35 +170,7 @@ func (s *subscription) Deliver(m *subjects.Message) bool {
 		o.mu.Unlock()
 		return false
 	}
-	before := len(o.buf)
-	b := o.buf
-	if withHeader {
-		b = append(b, "HMSG "...)
-	} else {
-		b = append(b, "MSG "...)
-	}
-	b = append(b, m.Subject...)
-	b = append(b, ' ')
-	b = append(b, s.sid...)
-	b = append(b, ' ')
-	if len(m.Reply) > 0 {
-		b = append(b, m.Reply...)
-		b = append(b, ' ')
-	}
-	if withHeader {
-		b = strconv.AppendInt(b, int64(len(m.Header)), 10)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(len(m.Header)+len(m.Payload)), 10)
-		b = append(b, "\r\n"...)
-		b = append(b, m.Header...)
-	} else {
-		b = strconv.AppendInt(b, int64(len(m.Payload)), 10)
-		b = append(b, "\r\n"...)
-	}
-	b = append(b, m.Payload...)
-	b = append(b, "\r\n"...)
-	o.buf = b
-	overLimit := o.grewLocked(before)
+	overLimit := o.writeLocked(line, header, m.Payload, crlf)
 	stall := o.stall
 	o.mu.Unlock()
 
@@ -208,6 +186,34 @@ func (s *subscription) Deliver(m *subjects.Message) bool {
 		publisher.stallOn(stall)
 	}
 	return true
+}
+
+var crlf = []byte("\r\n")
+
+// msgLine appends the MSG or HMSG control line of m for subscription sid
+// to b.
+func msgLine(b, sid []byte, m *subjects.Message, withHeader bool) []byte {
+	if withHeader {
+		b = append(b, "HMSG "...)
+	} else {
+		b = append(b, "MSG "...)
+	}
+	b = append(b, m.Subject...)
+	b = append(b, ' ')
+	b = append(b, sid...)
+	b = append(b, ' ')
+	if len(m.Reply) > 0 {
+		b = append(b, m.Reply...)
+		b = append(b, ' ')
+	}
+	if withHeader {
+		b = strconv.AppendInt(b, int64(len(m.Header)), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(len(m.Header)+len(m.Payload)), 10)
+	} else {
+		b = strconv.AppendInt(b, int64(len(m.Payload)), 10)
+	}
+	return append(b, "\r\n"...)
 }
 
 // maxFlushBatch bounds the connections a read remembers to wake; beyond

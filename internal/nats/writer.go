@@ -2,6 +2,7 @@ package nats
 
 import (
 	"errors"
+	"net"
 	"os"
 	"time"
 )
@@ -22,7 +23,8 @@ func (c *conn) writeLoop() {
 		defer t.Stop()
 		authDeadline = t.C
 	}
-	var spare []byte
+	var batch chunkQueue
+	var iov net.Buffers // batch's chunks as writev consumes them
 	for {
 		select {
 		case <-c.out.wake:
@@ -36,10 +38,11 @@ func (c *conn) writeLoop() {
 			}
 			continue
 		}
-		buf, closed := c.out.take(spare)
-		if len(buf) > 0 {
+		closed := c.out.take(&batch)
+		if batch.size > 0 {
 			c.nc.SetWriteDeadline(time.Now().Add(cfg.WriteDeadline))
-			if _, err := c.nc.Write(buf); err != nil {
+			iov = append(iov[:0], batch.chunks...)
+			if _, err := iov.WriteTo(c.nc); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					c.log.Warn("slow consumer detected: write deadline exceeded; closing", "write_deadline", cfg.WriteDeadline)
 				} else {
@@ -49,7 +52,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 		}
-		spare = c.out.written(buf)
+		c.out.written(&batch)
 		if closed {
 			return
 		}
