@@ -25,13 +25,14 @@ import (
 
 // wharfCommand is the command that runs Wharf on the given data directory
 // and listeners: the built binary, or the profiled re-execution.
-func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, error) {
+func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr, natsAddr string) (*exec.Cmd, error) {
 	if s.opts.wharfProfile == "" {
 		return exec.Command(s.wharfBin, "serve",
 			"--data-dir", dataDir,
 			"--kafka-addr", kafkaAddr,
 			"--amqp-addr", amqpAddr,
 			"--http-addr", "",
+			"--nats-addr", natsAddr,
 			"--log-level", "warn"), nil
 	}
 	self, err := os.Executable()
@@ -48,11 +49,11 @@ func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, er
 		return nil, err
 	}
 	return exec.Command(self, "-wharf-serve", "-wharf-serve-profile", abs,
-		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr), nil
+		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr, "-wharf-serve-nats-addr", natsAddr), nil
 }
 
 // serveProfiledWharf is the body of the -wharf-serve child.
-func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
+func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr string) error {
 	f, err := os.Create(profile)
 	if err != nil {
 		return err
@@ -66,6 +67,7 @@ func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
 		DataDir:   dataDir,
 		KafkaAddr: kafkaAddr,
 		AMQPAddr:  amqpAddr,
+		NATSAddr:  natsAddr,
 		Fsync:     broker.FsyncOnAcksAll,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
