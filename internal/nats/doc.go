@@ -26,6 +26,7 @@
 //	conn.go     one connection: reader loop, CONNECT, PING, closing
 //	pubsub.go   SUB, UNSUB, PUB and delivery (the router's Sink)
 //	outbound.go the bytes waiting for a client, and its slow-consumer bound
+//	chunks.go   the pooled chunks those bytes are kept in
 //	writer.go   the connection's writer goroutine, pings, auth timeout
 //	auth.go     user/password and token checks
 //	info.go     INFO and CONNECT as JSON

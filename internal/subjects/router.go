@@ -48,12 +48,6 @@ type Subscription struct {
 	removed atomic.Bool
 }
 
-// Pattern is the subject pattern the subscription was made with.
-func (s *Subscription) Pattern() string { return s.pattern }
-
-// Queue is the subscription's queue group, "" for none.
-func (s *Subscription) Queue() string { return s.queue }
-
 // Sink is the subscription's receiving end.
 func (s *Subscription) Sink() Sink { return s.sink }
 
@@ -65,7 +59,6 @@ type Router struct {
 	// generation changes with every Subscribe and Unsubscribe, so that
 	// cached results are known to be stale.
 	generation atomic.Uint64
-	count      int
 }
 
 // level is one token position of the tree: the literal tokens seen there,
@@ -90,13 +83,6 @@ func New() *Router { return &Router{root: &level{}} }
 // Generation is a number that changes whenever the set of subscriptions
 // changes.
 func (r *Router) Generation() uint64 { return r.generation.Load() }
-
-// Count is the number of subscriptions.
-func (r *Router) Count() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.count
-}
 
 // Subscribe registers sink's interest in pattern, in queue group queue
 // ("" for none).
@@ -126,7 +112,6 @@ func (r *Router) Subscribe(pattern, queue string, sink Sink) (*Subscription, err
 		}
 		members[sub] = struct{}{}
 	}
-	r.count++
 	r.generation.Add(1)
 	return sub, nil
 }
@@ -142,7 +127,6 @@ func (r *Router) Unsubscribe(sub *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.root.remove(strings.Split(sub.pattern, string(Separator)), sub)
-	r.count--
 	r.generation.Add(1)
 }
 

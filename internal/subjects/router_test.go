@@ -186,10 +186,7 @@ func TestUnsubscribeInvalidatesCacheAndPrunes(t *testing.T) {
 	if res := cache.Match(r, subject); !res.Empty() {
 		t.Fatalf("cache kept %d plain and %d groups after unsubscribe", len(res.Plain), len(res.Queues))
 	}
-	if r.Count() != 0 {
-		t.Fatalf("Count = %d after removing everything", r.Count())
-	}
-	if len(r.root.literal) != 0 || r.root.any != nil || r.root.rest != nil {
+	if !r.empty() {
 		t.Fatal("tree not pruned after the last unsubscribe")
 	}
 }
@@ -229,7 +226,13 @@ func TestConcurrentSubscribePublish(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if r.Count() != 0 {
-		t.Fatalf("Count = %d", r.Count())
+	if !r.empty() {
+		t.Fatal("tree not empty after every subscription was removed")
 	}
+}
+
+func (r *Router) empty() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.root.literal) == 0 && r.root.any == nil && r.root.rest == nil
 }
