@@ -118,21 +118,10 @@ func (c *conn) noResponders(subject, reply []byte) {
 		if !ok || s.conn != c {
 			continue
 		}
-		const status = "NATS/1.0 503\r\nNats-Subject: "
-		hdrLen := len(status) + len(subject) + len("\r\n\r\n")
-		b := make([]byte, 0, 64+len(reply)+len(s.sid)+hdrLen)
-		b = append(b, "HMSG "...)
-		b = append(b, reply...)
-		b = append(b, ' ')
-		b = append(b, s.sid...)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(hdrLen), 10)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(hdrLen), 10)
-		b = append(b, "\r\n"+status...)
-		b = append(b, subject...)
-		b = append(b, "\r\n\r\n\r\n"...)
-		c.queue(b)
+		header := append([]byte("NATS/1.0 503\r\nNats-Subject: "), subject...)
+		header = append(header, "\r\n\r\n"...)
+		line := msgLine(nil, s.sid, &subjects.Message{Subject: reply, Header: header}, true)
+		c.queue(append(append(line, header...), crlf...))
 		return
 	}
 }
