@@ -1,7 +1,7 @@
 // Command compare runs the same workloads, through the same stock clients,
 // against Wharf and against its peers — RabbitMQ for AMQP, franz-go's kfake
-// test double for Kafka, NATS JetStream (nats-server built from the Go
-// module proxy) for persistent streaming — beside the machine's own disk
+// test double for Kafka, nats-server (built from the Go module proxy) for
+// persistent streaming with JetStream and for Core NATS pub/sub — beside the machine's own disk
 // and loopback limits, and prints one Markdown table of figures and
 // Wharf/peer ratios, which it also writes to docs/benchmarks.md with a
 // description of the machine.
@@ -53,7 +53,7 @@ func main() {
 	flag.IntVar(&o.scaleCount, "scale-count", 10000, "partitions and queues created by -scale")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory on the disk to measure; every server's data goes in a temporary directory under it")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file to write, relative to the module root (empty: print only)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, idle, catchup, scale (default: the first four; -scale adds the last three)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, nats, idle, catchup, scale (default: the first five; -scale adds the last three)")
 	flag.StringVar(&o.wharfProfile, "wharf-cpuprofile", "", "run Wharf as a profiled re-execution of this program (same node.Start as `wharf serve`) and write its CPU profile here")
 
 	// Child modes: this program re-executed as a server process.
@@ -66,6 +66,7 @@ func main() {
 	wsData := flag.String("wharf-serve-data-dir", "", "internal: data directory")
 	wsKafka := flag.String("wharf-serve-kafka-addr", "", "internal: Kafka address")
 	wsAMQP := flag.String("wharf-serve-amqp-addr", "", "internal: AMQP address")
+	wsNATS := flag.String("wharf-serve-nats-addr", "", "internal: NATS address")
 	flag.Parse()
 
 	switch {
@@ -73,7 +74,7 @@ func main() {
 		exitOn(serveKfake(*kfakeDir, *kfakePort, *kfakeSync))
 		return
 	case *wharfServe:
-		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP))
+		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS))
 		return
 	}
 

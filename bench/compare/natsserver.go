@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The JetStream peer is a current nats-server, built from the Go module
+// The NATS peer is a current nats-server, built from the Go module
 // proxy the first time the benchmark needs it (it is not a dependency of
 // Wharf's module) and kept in the user's cache directory.
 const (
@@ -81,6 +81,18 @@ func buildNATSServer(ctx context.Context) (string, error) {
 // startNATS runs nats-server with JetStream storing in dir, synced as mode
 // says, on a free loopback port, and waits until it accepts.
 func (s *suite) startNATS(ctx context.Context, bin, dir string, mode natsSync) (*natsServer, error) {
+	return s.startNATSWith(ctx, bin, dir, func(addr string) string { return natsConfig(addr, dir, mode) })
+}
+
+// startCoreNATS runs nats-server with its default settings (Core NATS, no
+// JetStream) on a free loopback port, its files in dir.
+func (s *suite) startCoreNATS(ctx context.Context, bin, dir string) (*natsServer, error) {
+	return s.startNATSWith(ctx, bin, dir, func(addr string) string { return fmt.Sprintf("listen: %q\n", addr) })
+}
+
+// startNATSWith runs nats-server from the configuration config writes for
+// a free loopback address, its files in dir, and waits until it accepts.
+func (s *suite) startNATSWith(ctx context.Context, bin, dir string, config func(addr string) string) (*natsServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -93,7 +105,7 @@ func (s *suite) startNATS(ctx context.Context, bin, dir string, mode natsSync) (
 		n.version = strings.TrimSpace(strings.TrimPrefix(string(out), "nats-server:"))
 	}
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte(natsConfig(n.addr, dir, mode)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(config(n.addr)), 0o644); err != nil {
 		return nil, err
 	}
 	n.child, err = s.procs.start("nats-server", exec.Command(bin, "-c", conf), filepath.Join(dir, "server.log"))

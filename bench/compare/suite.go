@@ -71,6 +71,7 @@ func run(ctx context.Context, o options) error {
 		{"amqp", false, s.amqpSection},
 		{"kafka", false, s.kafkaSection},
 		{"stream", false, s.streamSection},
+		{"nats", false, s.natsSection},
 		{"idle", true, s.idleSection},
 		{"catchup", true, s.catchupSection},
 		{"scale", true, s.scaleSection},

@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-// wharfServer is a `wharf serve` subprocess with its Kafka and AMQP
+// wharfServer is a `wharf serve` subprocess with its Kafka, AMQP and NATS
 // listeners on free loopback ports.
 type wharfServer struct {
 	*child
 	dataDir   string
 	kafkaAddr string
 	amqpAddr  string
+	natsAddr  string
 }
 
 // buildWharf compiles ./cmd/wharf from the module at root into dir and
@@ -33,7 +34,7 @@ func buildWharf(ctx context.Context, root, dir string) (string, error) {
 
 // startWharf runs `wharf serve` on dataDir with the binary's default
 // durability (acks=all and confirms wait for a group-committed fdatasync)
-// and waits until both listeners accept.
+// and waits until every listener accepts.
 func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, error) {
 	kport, err := freePort()
 	if err != nil {
@@ -43,8 +44,12 @@ func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, e
 	if err != nil {
 		return nil, err
 	}
-	w := &wharfServer{dataDir: dataDir, kafkaAddr: loopback(kport), amqpAddr: loopback(aport)}
-	cmd, err := s.wharfCommand(dataDir, w.kafkaAddr, w.amqpAddr)
+	nport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &wharfServer{dataDir: dataDir, kafkaAddr: loopback(kport), amqpAddr: loopback(aport), natsAddr: loopback(nport)}
+	cmd, err := s.wharfCommand(dataDir, w.kafkaAddr, w.amqpAddr, w.natsAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +57,7 @@ func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, e
 	if err != nil {
 		return nil, err
 	}
-	for _, addr := range []string{w.kafkaAddr, w.amqpAddr} {
+	for _, addr := range []string{w.kafkaAddr, w.amqpAddr, w.natsAddr} {
 		if err := waitForTCP(ctx, w.child, addr, 2*time.Minute); err != nil {
 			w.terminate(10 * time.Second)
 			return nil, err

@@ -25,7 +25,7 @@ import (
 
 // wharfCommand is the command that runs Wharf on the given data directory
 // and listeners: the built binary, or the profiled re-execution.
-func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, error) {
+func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr, natsAddr string) (*exec.Cmd, error) {
 	if s.opts.wharfProfile == "" {
 		return exec.Command(s.wharfBin, "serve",
 			"--data-dir", dataDir,
@@ -36,6 +36,7 @@ func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, er
 			// the default cap (an eighth of the open-file limit); the peers
 			// have no cap either.
 			"--max-connections", "0",
+			"--nats-addr", natsAddr,
 			"--log-level", "warn"), nil
 	}
 	self, err := os.Executable()
@@ -52,11 +53,11 @@ func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr string) (*exec.Cmd, er
 		return nil, err
 	}
 	return exec.Command(self, "-wharf-serve", "-wharf-serve-profile", abs,
-		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr), nil
+		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr, "-wharf-serve-nats-addr", natsAddr), nil
 }
 
 // serveProfiledWharf is the body of the -wharf-serve child.
-func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
+func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr string) error {
 	f, err := os.Create(profile)
 	if err != nil {
 		return err
@@ -70,6 +71,7 @@ func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr string) error {
 		DataDir:   dataDir,
 		KafkaAddr: kafkaAddr,
 		AMQPAddr:  amqpAddr,
+		NATSAddr:  natsAddr,
 		Fsync:     broker.FsyncOnAcksAll,
 		// No cap, as the built binary runs with --max-connections 0.
 		MaxConnections: -1,

@@ -96,7 +96,7 @@ type server struct {
 func startServer(t *testing.T, bin string, extra ...string) *server {
 	t.Helper()
 	s := &server{dataDir: t.TempDir(), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	args := []string{"serve", "--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "debug"}
+	args := []string{"serve", "--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--nats-addr", "127.0.0.1:0", "--log-level", "debug"}
 	s.cmd = exec.Command(bin, append(args, extra...)...)
 	s.cmd.Env = cleanEnv("WHARF_DATA_DIR="+s.dataDir, "WHARF_KAFKA_ADDR=256.0.0.1:1")
 	s.cmd.Stderr = s.stderr

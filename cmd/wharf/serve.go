@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/node"
 )
@@ -52,11 +54,13 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	queuedMax := fs.Int64("kafka-queued-max-request-bytes", kafka.DefaultQueuedMaxRequestBytes,
 		"bytes of Kafka requests read and not yet answered, across all connections, plus what decoding them may allocate while they decode (like queued.max.request.bytes); a connection waits for room before its next request; 0: no bound")
 	maxConns := fs.Int("max-connections", netserve.DefaultMaxConnections(),
-		"open connections per listener (Kafka, AMQP, HTTP); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
+		"open connections per listener (Kafka, AMQP, HTTP, NATS); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
+	natsFlags := natsServeFlags(fs)
 	env := bindEnv(fs, "data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
-		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections")
+		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload")
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -93,6 +97,10 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if *maxConns == 0 {
 		*maxConns = -1 // the node's "no cap"
 	}
+	natsCfg, err := natsFlags.config()
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
 	n, err := node.Start(node.Config{
@@ -100,6 +108,8 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaAddr:         *kafkaAddr,
 		AMQPAddr:          *amqpAddr,
 		HTTPAddr:          *httpAddr,
+		NATSAddr:          *natsFlags.addr,
+		NATS:              natsCfg,
 		AdvertisedHost:    *advertisedHost,
 		Fsync:             policy,
 		FlushInterval:     *flushInterval,
@@ -125,6 +135,9 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	}
 	if n.HTTPAddr() != "" {
 		fmt.Fprintf(std.out, "HTTP management API listening on %s\n", n.HTTPAddr())
+	}
+	if n.NATSAddr() != "" {
+		fmt.Fprintf(std.out, "NATS listening on %s\n", n.NATSAddr())
 	}
 	fmt.Fprintf(std.out, "Data directory %s\n", *dataDir)
 
@@ -183,4 +196,41 @@ func scrubBytesPerSecond(flag int64) (int64, error) {
 		return -1, nil
 	}
 	return flag, nil
+}
+
+// natsFlags are the NATS listener's flags, named after nats-server's
+// --user, --pass and --auth.
+type natsFlags struct {
+	addr, user, password, token *string
+	maxPayload                  *int
+}
+
+func natsServeFlags(fs *flag.FlagSet) natsFlags {
+	return natsFlags{
+		addr:       fs.String("nats-addr", ":4222", "Core NATS listener address (empty: no NATS listener)"),
+		user:       fs.String("nats-user", "", "user NATS clients must connect as (with --nats-password)"),
+		password:   fs.String("nats-password", "", "password of --nats-user"),
+		token:      fs.String("nats-token", "", "token NATS clients must connect with (instead of a user)"),
+		maxPayload: fs.Int("nats-max-payload", nats.DefaultMaxPayload, "largest message a NATS client may publish (max_payload)"),
+	}
+}
+
+// config checks the NATS flags and turns them into the front end's
+// settings.
+func (f natsFlags) config() (nats.Config, error) {
+	var cfg nats.Config
+	switch {
+	case (*f.user == "") != (*f.password == ""):
+		return cfg, usagef("--nats-user and --nats-password go together")
+	case *f.user != "" && *f.token != "":
+		return cfg, usagef("--nats-token and --nats-user exclude each other, as in nats-server")
+	case *f.maxPayload < 1 || *f.maxPayload > nats.DefaultMaxPending:
+		return cfg, usagef("--nats-max-payload must be between 1 and %d, got %d", nats.DefaultMaxPending, *f.maxPayload)
+	}
+	if *f.user != "" {
+		cfg.Users = map[string]string{*f.user: *f.password}
+	}
+	cfg.Token = *f.token
+	cfg.MaxPayload = *f.maxPayload
+	return cfg, nil
 }

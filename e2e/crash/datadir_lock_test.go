@@ -23,7 +23,7 @@ func TestSecondBrokerOnOneDataDirIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	second := exec.CommandContext(ctx, bin, "serve", "--data-dir", dataDir,
-		"--kafka-addr", freeLoopbackAddr(t), "--amqp-addr=", "--http-addr=")
+		"--kafka-addr", freeLoopbackAddr(t), "--amqp-addr=", "--http-addr=", "--nats-addr=")
 	second.Env = environWithoutWharf()
 	out, err := second.CombinedOutput()
 	var exitErr *exec.ExitError

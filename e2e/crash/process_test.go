@@ -148,6 +148,7 @@ func startBrokerWithFileLimit(t *testing.T, bin, dataDir, logPath string, withAM
 		"--kafka-addr", addr,
 		"--amqp-addr=" + amqpAddr, // empty: no AMQP listener
 		"--http-addr=",            // bind nothing else, so parallel runs cannot collide
+		"--nats-addr=",
 		"--log-level", "info",
 	}
 	if nofile > 0 {

@@ -97,7 +97,7 @@ func (h *harness) restartAt(addr string) *broker {
 	}
 	defer logFile.Close() // the child has its own copy
 	cmd := exec.Command(h.bin, "serve", "--data-dir", h.dataDir, "--kafka-addr", addr,
-		"--amqp-addr=", "--http-addr=", "--log-level", "info")
+		"--amqp-addr=", "--http-addr=", "--nats-addr=", "--log-level", "info")
 	cmd.Env = environWithoutWharf()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -190,7 +190,7 @@ func startLimitedBroker(t *testing.T, nofile int, args ...string) *limitedBroker
 	defer logFile.Close() // the child has its own descriptor
 	argv := append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh", wharfBinary(t), "serve",
 		"--data-dir", filepath.Join(dir, "data"),
-		"--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, args...)
+		"--kafka-addr", "127.0.0.1:0", "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--nats-addr="}, args...)
 	b.cmd = exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WHARF_") {

@@ -19,7 +19,9 @@ import (
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/subjects"
 	"github.com/wharf-mq/wharf/internal/txn"
 	"github.com/wharf-mq/wharf/internal/version"
 )
@@ -44,6 +46,12 @@ type Config struct {
 	// 0 picks a free port; Node.HTTPAddr reports it. Its users are the
 	// AMQP listener's (AMQP.Users, AMQP.LoopbackUsers).
 	HTTPAddr string
+	// NATSAddr is the Core NATS listener's address, e.g. ":4222"; empty
+	// binds nothing. Port 0 picks a free port; Node.NATSAddr reports it.
+	NATSAddr string
+	// NATS tunes the NATS front end (users or token, limits). Its Logger
+	// defaults to Logger.
+	NATS nats.Config
 
 	// AdvertisedHost is the host clients are told to connect to in Metadata
 	// responses. Empty: the listener's host, or "localhost" when the listener
@@ -69,7 +77,7 @@ type Config struct {
 	KafkaQueuedMaxRequestBytes     int64         // memory of Kafka requests in flight (negative: unbounded)
 	KafkaConnectionsMaxIdle        time.Duration // close idle Kafka connections after (negative: never)
 
-	// MaxConnections caps the open connections of each listener (Kafka,
+	// MaxConnections caps the open connections of each listener (Kafka, NATS,
 	// AMQP, HTTP): one more is closed at once (netserve.LimitListener).
 	// 0: netserve.DefaultMaxConnections, an eighth of the open-file
 	// limit; negative: no cap.
@@ -103,6 +111,9 @@ type Node struct {
 
 	httpListener net.Listener // nil when Config.HTTPAddr is empty
 	httpServer   *httpapi.Server
+
+	natsListener net.Listener // nil when Config.NATSAddr is empty
+	natsServer   *nats.Server
 
 	serving   sync.WaitGroup // one per listener's Serve goroutine
 	doneOnce  sync.Once
@@ -175,6 +186,20 @@ func Start(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: listen for HTTP on %q: %w", cfg.HTTPAddr, err)
 		}
 	}
+	natsLn, natsSrv, err := startNATS(cfg, logger)
+	if err != nil {
+		ln.Close()
+		if amqpLn != nil {
+			amqpLn.Close()
+		}
+		if httpLn != nil {
+			httpLn.Close()
+		}
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed listen", "err", cerr)
+		}
+		return nil, err
+	}
 	// The group coordinator rebuilds every group from __consumer_offsets
 	// before the first request can reach it.
 	groupCfg := cfg.Groups
@@ -188,6 +213,9 @@ func Start(cfg Config) (*Node, error) {
 		}
 		if httpLn != nil {
 			httpLn.Close()
+		}
+		if natsLn != nil {
+			natsLn.Close()
 		}
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed group coordinator start", "err", cerr)
@@ -208,6 +236,9 @@ func Start(cfg Config) (*Node, error) {
 		if httpLn != nil {
 			httpLn.Close()
 		}
+		if natsLn != nil {
+			natsLn.Close()
+		}
 		groups.Close()
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed transaction coordinator start", "err", cerr)
@@ -226,6 +257,8 @@ func Start(cfg Config) (*Node, error) {
 		kafkaListener:   ln,
 		amqpListener:    amqpLn,
 		httpListener:    httpLn,
+		natsListener:    natsLn,
+		natsServer:      natsSrv,
 		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
@@ -269,7 +302,33 @@ func Start(cfg Config) (*Node, error) {
 		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}
+	if natsLn != nil {
+		n.serve("nats", func() error { return n.natsServer.Serve(n.limited("nats", natsLn)) })
+		logger.Info("nats listener started", "addr", n.NATSAddr())
+	}
 	return n, nil
+}
+
+// startNATS binds the NATS listener and builds its server over a subject
+// router of its own (Core NATS keeps nothing on the broker's logs), or
+// returns nils when cfg.NATSAddr is empty.
+func startNATS(cfg Config, logger *slog.Logger) (net.Listener, *nats.Server, error) {
+	if cfg.NATSAddr == "" {
+		return nil, nil, nil
+	}
+	natsCfg := cfg.NATS
+	if natsCfg.Logger == nil {
+		natsCfg.Logger = logger // the server tags its lines component=nats
+	}
+	srv, err := nats.NewServer(subjects.New(), natsCfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.NATSAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: listen for NATS on %q: %w", cfg.NATSAddr, err)
+	}
+	return ln, srv, nil
 }
 
 // serve runs one listener's server until Close shuts it down. A return
@@ -317,6 +376,15 @@ func (n *Node) HTTPAddr() string {
 		return ""
 	}
 	return n.httpListener.Addr().String()
+}
+
+// NATSAddr is the address the NATS listener is bound to, or "" when the
+// node was started without one.
+func (n *Node) NATSAddr() string {
+	if n.natsListener == nil {
+		return ""
+	}
+	return n.natsListener.Addr().String()
 }
 
 // KafkaAddr is the address the Kafka listener is bound to, e.g.
@@ -367,6 +435,12 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.httpServer != nil {
 			if err := n.httpServer.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("node: shut down http server: %w", err))
+			}
+		}
+		// NATS holds nothing on the broker: its clients go first.
+		if n.natsServer != nil {
+			if err := n.natsServer.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("node: shut down nats server: %w", err))
 			}
 		}
 		if n.amqpServer != nil {
