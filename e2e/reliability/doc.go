@@ -190,6 +190,15 @@
 // must return near their count before the garbage.
 // -reliability.bad-rounds repeats the garbage.
 //
+// TestNonUTF8NamesRefused sends names that are not valid UTF-8 through
+// amqp091-go (which sends a Go string's bytes as they are): queue and
+// exchange names, binding and routing keys. Each must close its connection
+// with 501 FRAME_ERROR "Malformed UTF-8 in shortstr", as RabbitMQ does, and
+// leave nothing behind (stored as JSON, "q\xff" would come back as
+// "q\uFFFD" after a restart); another connection is unaffected, and queues
+// with valid UTF-8 names of any script keep their names and messages across
+// a restart.
+//
 // TestDecompressionBombs sends, for gzip, lz4 and zstd, two concurrent raw
 // Produce requests (acks=all) of 48 partitions, each partition one valid
 // batch of 600 records of 100,000 zero bytes: 60 MB of records from 64 KB
@@ -230,8 +239,9 @@
 //
 // # Running
 //
-// The short versions run in a plain go test (about 35 s for the package).
-// TestPowerLossNode, TestDiskFull, TestBadInput and the two
+// The short versions run in a plain go test (about 50 s for the package).
+// TestPowerLossNode, TestPowerLossNodeAMQPConsumers, TestDiskFull,
+// TestDiskFullTopicCreation, TestBadInput and the two
 // file-descriptor tests (which build the binary) are skipped with -short.
 // Long runs:
 //
@@ -243,7 +253,7 @@
 // Flags:
 //
 //	-reliability.cuts N             power cuts of TestPowerLossSeglog (default 12)
-//	-reliability.broker-cuts N      power cuts of TestPowerLossNode (default 2)
+//	-reliability.broker-cuts N      power cuts of TestPowerLossNode and TestPowerLossNodeAMQPConsumers (default 2)
 //	-reliability.disk-fill-rounds N fill/free rounds of TestDiskFull (default 1)
 //	-reliability.bad-rounds N       rounds of garbage in TestBadInput (default 1)
 //	-reliability.conns N            idle connections in TestBadInput (default 2000)
