@@ -23,12 +23,23 @@
 // Append writes each produce payload with one write(2). A durable append
 // (acks=all) returns only after an fsync covering it; concurrent durable
 // appenders share fsyncs through a leader-based group commit with no
-// goroutine of its own (durability.go). Sync is the same operation for the
-// broker's background flusher, and also persists the recovery point, at
-// most every 250 ms, so the acknowledgement path stays one fsync. Rolling a
-// segment fsyncs the segment it closes (and its indexes) before the next one
-// is created: a torn write can only be in the last segment, and closed
-// segments' index files can be trusted.
+// goroutine of its own (durability.go), one fsync of the log in flight at
+// a time. Sync is the same operation for the broker's background flusher,
+// and also persists the recovery point, at most every 250 ms, so the
+// acknowledgement path stays one fsync. Rolling a segment fsyncs the
+// segment it closes (and its indexes) before the next one is created: a
+// torn write can only be in the last segment, and closed segments' index
+// files can be trusted. Index entries reach their files only then and at
+// Close; the active segment's are rebuilt after a crash.
+//
+// A failed fsync fails the log: Linux reports a write-back error to one
+// fsync and forgets it, so a retry, or a second fsync of the same file
+// running beside the failing one, can succeed for data that is gone. Every
+// fsync of a segment file therefore goes through its file handle, one at a
+// time, and the handle keeps the first failure (handles.go); the log then
+// refuses appends, syncs and durable waits for anything not durable before,
+// until it is reopened (Kafka's offline log directory). SetSyncFault
+// (syncfault.go) injects such failures in tests.
 //
 // # Recovery
 //

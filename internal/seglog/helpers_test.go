@@ -43,7 +43,7 @@ func mustOpen(t testing.TB, dir string, cfg Config) *Log {
 func (l *Log) crash() {
 	l.mu.Lock()
 	l.closed = true
-	for l.syncing {
+	for l.committing {
 		l.syncDone.Wait()
 	}
 	segs := l.segments

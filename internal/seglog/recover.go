@@ -11,8 +11,9 @@ import (
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
-// load builds the in-memory state from the directory (see Open).
-func (l *Log) load() error {
+// load builds the in-memory state from the directory (see Open), which
+// Open found missing along with the ancestors in created.
+func (l *Log) load(created []string) error {
 	if err := l.recoverCleanerFiles(); err != nil {
 		return err
 	}
@@ -55,9 +56,14 @@ func (l *Log) load() error {
 			return err
 		}
 		l.segments = append(l.segments, s)
-		// An empty log needs its directory entries durable only once it
-		// holds durable data: the first group commit fsyncs the directory.
-		l.dirUnsynced = true
+	}
+	if !clean || len(bases) == 0 {
+		// The names leading to the data may not be durable yet: those
+		// Open just made, or those a process that crashed left. The
+		// first commit round or roll fsyncs them (l.synced stays below
+		// the data until then), so a new log costs no fsync until it
+		// holds durable data.
+		l.unsyncedDirs = dirsToSync(l.dir, created)
 	}
 	if err := l.dropEmptySegments(); err != nil {
 		return err
@@ -119,6 +125,9 @@ func (l *Log) load() error {
 		l.cleanerOffset = 0
 	}
 	l.synced = l.end
+	if len(l.unsyncedDirs) > 0 {
+		l.synced = l.start
+	}
 	l.lastCheckpoint = time.Now()
 	active.rollTime = firstBatchTime(active)
 
@@ -372,9 +381,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
 		}
-		err = f.Truncate(good)
-		s.file.wrote()
-		if err != nil {
+		if err := f.Truncate(good); err != nil {
 			return err
 		}
 		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
@@ -388,9 +395,12 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 		return err
 	}
 	if tail {
-		// The tail's index is rebuilt by every recovery, so only its data
+		// The process that wrote the tail may have died before fsyncing
+		// it: count its content (and any cut) as written, so the fsync
+		// runs. Its index is rebuilt by every recovery, so only its data
 		// needs the fsync.
-		return s.file.datasync(f)
+		s.file.wrote(s.size)
+		return s.file.sync(f)
 	}
 	return s.syncAll()
 }

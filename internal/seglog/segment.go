@@ -73,7 +73,7 @@ func openSegment(dir string, base int64) (*segment, error) {
 		return nil, err
 	}
 	s.size = fi.Size()
-	s.file = files.handle(s.logPath)
+	s.file = files.handle(s.logPath, s.size)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -153,7 +153,7 @@ func (s *segment) syncAll() error {
 		if err != nil {
 			return err
 		}
-		err = s.file.datasync(f)
+		err = s.file.sync(f)
 		s.file.unpin()
 		if err != nil {
 			return err
