@@ -10,7 +10,7 @@ import (
 // fsync; keeping it off the acknowledgement path keeps that path at one fsync.
 const checkpointInterval = 250 * time.Millisecond
 
-// Group commit.
+// Group commit: the commit pipeline.
 //
 // Appends write under mu and return; a durable append then waits until
 // synced covers its last offset. Making data durable is a commit round: it
@@ -18,11 +18,17 @@ const checkpointInterval = 250 * time.Millisecond
 // segment (which holds every byte not yet durable, because a roll fsyncs
 // the segment it closes) and the directories whose entries are not yet
 // durable, and, back under mu, advances synced to the target and wakes the
-// waiters. There is no flusher goroutine: whichever waiter finds no round
-// in flight (committing) runs the next one. Waiters whose data was written
-// after a round took its target find synced still short and one of them
-// runs the next round, covering all of them with one fsync. So N
-// concurrent appenders cost about two fsyncs per round instead of N.
+// waiters. Exactly one round is in flight at a time (committing).
+//
+// A waiter that finds no round in flight runs one itself, so a lone
+// writer's fsync costs no hand-off to another goroutine. When that round
+// ends and waiters want offsets it did not cover (appended while its fsync
+// ran), the next round starts at once, covering everything appended by
+// then, in commitLoop, a goroutine of the log's that runs rounds back to
+// back while anyone waits and then ends; the disk never waits for a woken
+// waiter to be scheduled. So a durable append waits for at most the round
+// in flight when it was written and the one after it, and N concurrent
+// appenders share one fsync per round instead of paying N.
 
 // waitDurableLocked returns once every offset below upTo is durable. The
 // caller holds mu (write); it is released while waiting and during fsync.
@@ -36,18 +42,47 @@ func (l *Log) waitDurableLocked(upTo int64) error {
 		case l.closed:
 			return ErrClosed
 		}
+		l.wanted = max(l.wanted, upTo)
 		if l.committing {
 			l.syncDone.Wait()
 			continue
 		}
 		l.committing = true
 		err := l.roundLocked()
-		l.committing = false
+		if err == nil && l.moreWantedLocked() {
+			go l.commitLoop() // takes over committing
+		} else {
+			l.committing = false
+		}
 		l.syncDone.Broadcast()
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// commitLoop runs commit rounds back to back while waiters want offsets
+// no round has covered, then ends. It stops once the log is closed or
+// failed (Close waits for it, see shutdown), and after a round that could
+// not run: the waiters then find no round in flight and run the next one
+// themselves, so that one of them gets the error if it persists.
+func (l *Log) commitLoop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.moreWantedLocked() {
+		if err := l.roundLocked(); err != nil {
+			break
+		}
+		l.syncDone.Broadcast()
+	}
+	l.committing = false
+	l.syncDone.Broadcast()
+}
+
+// moreWantedLocked reports whether a waiter wants an offset no round has
+// made durable yet, and a round may run.
+func (l *Log) moreWantedLocked() bool {
+	return l.wanted > l.synced && l.failed == nil && !l.closed
 }
 
 // roundLocked runs one commit round. Caller holds mu and has set
@@ -68,13 +103,16 @@ func (l *Log) roundLocked() error {
 	generation, dataEnd := active.file.writeState()
 	l.mu.Unlock()
 
+	started := time.Now()
 	err = active.file.syncUpTo(f, generation, dataEnd)
 	active.file.unpin()
 	if err == nil {
 		err = syncDirs(dirs)
 	}
+	busy := time.Since(started)
 
 	l.mu.Lock()
+	l.syncBusy += busy
 	switch {
 	case isFsyncFailure(err):
 		l.failLocked(fmt.Errorf("seglog: %w", err))

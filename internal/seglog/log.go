@@ -33,8 +33,10 @@ type Log struct {
 	failed     error            // sticky: a write or fsync failed and durability of later data is unknown
 	corrupt    *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
 	committing bool             // a commit round is in flight (see durability.go)
+	wanted     int64            // the highest offset a durable waiter has waited for, plus one
 	synced     int64            // every offset below this is on stable storage, and so are the names leading to it
 	syncRounds int64            // commit rounds run, for the benchmark
+	syncBusy   time.Duration    // time commit rounds spent in fsync, for the benchmark
 	// unsyncedDirs are directories whose fsync the log's data needs before
 	// it counts as durable: the log's own (its segment files' entries)
 	// first, then the parents of the directories Open created. They are
