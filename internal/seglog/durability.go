@@ -130,11 +130,16 @@ func (l *Log) roundLocked() error {
 	return nil
 }
 
-// syncAllLocked makes everything durable, for Close: it fsyncs the active
-// segment's data and index files, and the directories still waiting for an
-// fsync. Caller holds mu; no round is in flight.
+// syncAllLocked makes everything durable, for Close: it trims the active
+// segment's preallocated space, fsyncs its data and index files, and the
+// directories still waiting for an fsync. Caller holds mu; no round is in
+// flight.
 func (l *Log) syncAllLocked() error {
-	if err := l.activeLocked().syncAll(); err != nil {
+	active := l.activeLocked()
+	if err := active.trimPreallocation(); err != nil {
+		return err
+	}
+	if err := active.syncAll(); err != nil {
 		return err
 	}
 	if err := syncDirs(l.unsyncedDirs); err != nil {

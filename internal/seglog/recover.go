@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -373,7 +374,11 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (offset %d is below the recovery point %d)", bad, next, recoveryPoint)}
 		}
-		q, found, err := findValidBatchAfter(f, good, s.size, next)
+		dataEnd, err := dataEndAfter(f, good, s.size)
+		if err != nil {
+			return err
+		}
+		q, found, err := findValidBatchAfter(f, good, dataEnd, s.size, next)
 		if err != nil {
 			return err
 		}
@@ -384,9 +389,15 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 		if err := f.Truncate(good); err != nil {
 			return err
 		}
-		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
-			"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
-		s.size = good
+		if dataEnd > good {
+			l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
+				"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
+		} else {
+			// Preallocated space, or blocks of unsynced writes a crash lost.
+			l.logger.Info("cut zero-filled tail of log segment", "file", s.logPath, "pos", good,
+				"bytes", s.size-good, "next_offset", next)
+		}
+		s.size, s.allocated = good, good
 		s.truncated = true
 	}
 	s.next = next
@@ -453,14 +464,15 @@ func (l *Log) scanVerified(s *segment, f *os.File, gaps bool) (good, next int64,
 	return pos, next, nil
 }
 
-// findValidBatchAfter looks for any position after bad where a batch with an
-// offset >= minOffset passes record.Verify, reading the file a window at a
-// time. Candidates must have a sound header and a length that fits before
-// the CRC is computed, so random garbage costs little.
-func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, error) {
+// findValidBatchAfter looks for any position after bad and before
+// startsBefore where a batch with an offset >= minOffset passes
+// record.Verify within the file's size bytes, reading the file a window at
+// a time. Candidates must have a sound header and a length that fits
+// before the CRC is computed, so random garbage costs little.
+func findValidBatchAfter(f *os.File, bad, startsBefore, size, minOffset int64) (int64, bool, error) {
 	const window = 1 << 20
 	buf := make([]byte, window+record.HeaderSize)
-	for from := bad + 1; from+record.HeaderSize <= size; from += window {
+	for from := bad + 1; from < startsBefore && from+record.HeaderSize <= size; from += window {
 		n := min(int64(len(buf)), size-from)
 		b := buf[:n]
 		if _, err := f.ReadAt(b, from); err != nil && err != io.EOF {
@@ -469,6 +481,9 @@ func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, e
 		for i := 0; i < window && i+record.HeaderSize <= len(b); i++ {
 			h, err := peekHead(b[i:])
 			q := from + int64(i)
+			if q >= startsBefore {
+				break
+			}
 			if err != nil || h.baseOffset < minOffset || q+h.size > size {
 				continue
 			}
@@ -482,4 +497,32 @@ func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, e
 		}
 	}
 	return 0, false, nil
+}
+
+// dataEndAfter returns the position just past the last byte of f in
+// [from, size) that is not zero, or from if they all are: space
+// preallocated past the last batch (segment.go), or blocks a crash lost. No
+// batch starts at or after it, since a batch's length field is not zero.
+// It reads backwards a window at a time, so a long zero tail costs a
+// comparison per window rather than a batch check per byte.
+func dataEndAfter(f *os.File, from, size int64) (int64, error) {
+	const window = 1 << 20
+	buf := make([]byte, min(window, max(size-from, 0)))
+	zeros := make([]byte, len(buf))
+	for end := size; end > from; {
+		start := max(from, end-window)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if !bytes.Equal(b, zeros[:len(b)]) {
+			i := len(b) - 1
+			for b[i] == 0 {
+				i--
+			}
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return from, nil
 }
