@@ -37,12 +37,12 @@ type Log struct {
 	synced     int64            // every offset below this is on stable storage, and so are the names leading to it
 	syncRounds int64            // commit rounds run, for the benchmark
 	syncBusy   time.Duration    // time commit rounds spent in fsync, for the benchmark
-	// unsyncedDirs are directories whose fsync the log's data needs before
-	// it counts as durable: the log's own (its segment files' entries)
-	// first, then the parents of the directories Open created. They are
-	// set when Open created the log or found it not closed cleanly, and
-	// fsynced by the first commit round or roll, so that a new log costs
-	// no fsync until it holds durable data.
+	// unsyncedDirs are directories whose fsync a new log's data needs
+	// before it counts as durable: the log's own (its segment files'
+	// entries) first, its parent, then the parents of the other
+	// directories Open created. The first commit round, roll or Close
+	// fsyncs them, so that a new log costs no fsync until it holds
+	// durable data.
 	unsyncedDirs []string
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file

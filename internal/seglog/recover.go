@@ -57,13 +57,11 @@ func (l *Log) load(created []string) error {
 			return err
 		}
 		l.segments = append(l.segments, s)
-	}
-	if !clean || len(bases) == 0 {
-		// The names leading to the data may not be durable yet: those
-		// Open just made, or those a process that crashed left. The
-		// first commit round or roll fsyncs them (l.synced stays below
-		// the data until then), so a new log costs no fsync until it
-		// holds durable data.
+		// A new log: the names leading to it are not durable yet. The
+		// first commit round or roll fsyncs them, so a new log costs no
+		// fsync until it holds durable data. (A log that already held
+		// acknowledged data had its names fsynced by the process that
+		// acknowledged it.)
 		l.unsyncedDirs = dirsToSync(l.dir, created)
 	}
 	if err := l.dropEmptySegments(); err != nil {
@@ -126,9 +124,6 @@ func (l *Log) load(created []string) error {
 		l.cleanerOffset = 0
 	}
 	l.synced = l.end
-	if len(l.unsyncedDirs) > 0 {
-		l.synced = l.start
-	}
 	l.lastCheckpoint = time.Now()
 	active.rollTime = firstBatchTime(active)
 
@@ -393,8 +388,9 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
 				"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
 		} else {
-			// Preallocated space, or blocks of unsynced writes a crash lost.
-			l.logger.Info("cut zero-filled tail of log segment", "file", s.logPath, "pos", good,
+			// Preallocated space, or blocks of unsynced writes a crash
+			// lost: expected after every unclean stop.
+			l.logger.Debug("cut zero-filled tail of log segment", "file", s.logPath, "pos", good,
 				"bytes", s.size-good, "next_offset", next)
 		}
 		s.size, s.allocated = good, good

@@ -237,36 +237,6 @@ func TestNewLogNamesAreDurableBeforeTheFirstAck(t *testing.T) {
 	}
 }
 
-// TestNamesAreDurableBeforeAckAfterAnUncleanStop: a process that died
-// may have left the log's directory entries unsynced; the first durable
-// wait after reopening fsyncs them, even for data that was already there.
-func TestNamesAreDurableBeforeAckAfterAnUncleanStop(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "log")
-	l := mustOpen(t, dir, DefaultConfig())
-	end := appendBatches(t, l, 2, 1, 0)
-	l.crash()
-	l = mustOpen(t, dir, DefaultConfig())
-	defer l.Close()
-	var mu sync.Mutex
-	var synced []string
-	defer SetSyncFault(func(path string) error {
-		mu.Lock()
-		synced = append(synced, path)
-		mu.Unlock()
-		return nil
-	})()
-	if err := l.WaitDurable(end); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, want := range []string{dir, filepath.Dir(dir)} {
-		if !slices.Contains(synced, want) {
-			t.Errorf("data acknowledged before %s was fsynced (fsyncs: %q)", want, synced)
-		}
-	}
-}
-
 // TestClosedLogIsNotDurable: WaitDurable on a closed log returns ErrClosed,
 // never success (TestClosedLog checks Sync), and a durable waiter whose
 // data a Delete dropped unsynced gets ErrClosed too, while one the round
