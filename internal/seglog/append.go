@@ -191,8 +191,13 @@ func (l *Log) rollLocked() error {
 		return fmt.Errorf("seglog: roll: trim %s: %w", old.logPath, err)
 	}
 	if err := old.syncAll(); err != nil {
-		l.failLocked(fmt.Errorf("seglog: roll: %w", err))
-		return l.failed
+		if isFsyncFailure(err) {
+			l.failLocked(fmt.Errorf("seglog: roll: %w", err))
+			return l.failed
+		}
+		// Writing the index entries (out of space, say) or opening a file
+		// failed: nothing was lost, the next append tries the roll again.
+		return fmt.Errorf("seglog: roll: %w", err)
 	}
 	seg, err := createSegment(l.dir, l.end)
 	if err != nil {

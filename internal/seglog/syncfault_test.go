@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -194,6 +195,44 @@ func TestFailedRollFsyncFailsTheLog(t *testing.T) {
 		end = l.EndOffset()
 	}
 	wantFailedLog(t, l, end)
+}
+
+// TestRollThatCannotWriteItsIndexIsRetried: a roll that fails for any
+// other reason than an fsync (here the index file cannot be opened; on a
+// full disk, its entries cannot be written) fails the append that rolled,
+// not the log: once the cause is gone the next append rolls.
+func TestRollThatCannotWriteItsIndexIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, smallConfig())
+	defer l.Close()
+	appendBatches(t, l, 3, 3, 0)
+	index := segmentPath(dir, 0, indexSuffix)
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(index, 0o755); err != nil { // opening it for writing fails
+		t.Fatal(err)
+	}
+	var rollErr error
+	for len(segmentFiles(t, dir)) == 1 && rollErr == nil {
+		_, rollErr = l.Append(makeBatch(l.EndOffset(), 3, 0), AppendOptions{})
+	}
+	if rollErr == nil {
+		t.Fatal("the roll succeeded without its index file")
+	}
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	end := appendBatches(t, l, 20, 3, 0)
+	if n := len(segmentFiles(t, dir)); n < 2 {
+		t.Fatalf("%d segments after the roll was retried", n)
+	}
+	if err := l.WaitDurable(end); err != nil {
+		t.Fatalf("durable wait after the retried roll: %v", err)
+	}
+	if got := int64(len(readAll(t, l, 1<<20))); got != end {
+		t.Fatalf("read %d records, want %d", got, end)
+	}
 }
 
 // TestNewLogNamesAreDurableBeforeTheFirstAck: Open creates the log's
