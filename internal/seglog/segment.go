@@ -136,10 +136,11 @@ func syncIndexFiles(idxFile, timFile *os.File) error {
 // writes would save that as well, at the price of writing every byte
 // twice.) The log keeps its own end (size); the file's length (allocated)
 // runs ahead of it by as much as the segment already holds, between
-// minPreallocation and maxPreallocation, never past segment.bytes. The unused space is cut off when the segment
-// stops being active (roll, Close), so closed segments, Size and disk usage
-// hold only batches. After a crash the zeros past the last batch read as
-// the end of the log (recover.go), never as data.
+// minPreallocation and maxPreallocation, never past segment.bytes. The
+// unused space is cut off when the segment stops being active (roll,
+// Close), so closed segments, Size and disk usage hold only batches. After
+// a crash the zeros past the last batch read as the end of the log
+// (recover.go), never as data.
 const (
 	minPreallocation = 64 << 10
 	maxPreallocation = 4 << 20
