@@ -11,20 +11,5 @@ func fallocate(f *os.File, off, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	raw, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fallocate(int(fd), 0, off, n)
-			if serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
+	return onDescriptor(f, func(fd int) error { return syscall.Fallocate(fd, 0, off, n) })
 }
