@@ -62,7 +62,11 @@
 // tail: in the last segment, above the recovery point, and with no valid
 // batch anywhere after it. Anything else is a *CorruptionError and nothing
 // is truncated: a flipped bit in the middle of a log must take the partition
-// offline, not silently drop the acknowledged data after it.
+// offline, not silently drop the acknowledged data after it. The active
+// segment's file runs ahead of its data with preallocated zeros
+// (segment.go); after a crash those zeros are where the log ends, cut off
+// without a warning, and a torn batch followed by them is a torn tail like
+// any other.
 //
 // # Scrubbing
 //
