@@ -110,6 +110,24 @@ func BenchmarkDiskFsyncPerChunk(b *testing.B) {
 	}
 }
 
+// BenchmarkDiskGroupCommit is the group-commit baseline: each op is one
+// chunk written to a preallocated file in b.TempDir() while up to 5 chunks
+// await the fdatasync rounds that run back to back.
+func BenchmarkDiskGroupCommit(b *testing.B) {
+	for _, chunk := range []int64{1 << 10, 16 << 10, 64 << 10, 1 << 20} {
+		b.Run(strings.ReplaceAll(sizeString(chunk), " ", ""), func(b *testing.B) {
+			dir := b.TempDir()
+			b.SetBytes(chunk)
+			b.ResetTimer()
+			_, rounds, err := diskGroupCommit(dir, chunk*int64(b.N), chunk, groupCommitInFlight, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/float64(max(rounds, 1)), "chunks/fsync")
+		})
+	}
+}
+
 // BenchmarkDiskStreaming is the disk's streaming figure: each op is a 1 MiB
 // write, with an fsync every 64 MiB and at the end.
 func BenchmarkDiskStreaming(b *testing.B) {

@@ -129,25 +129,34 @@ func splitBatches(records []byte) ([]appendBatch, error) {
 	return batches, nil
 }
 
-// writeLocked writes the payload at the segment's write position. A short
-// write is cut off again so the file never holds a partial batch; if even
-// that fails the log is failed.
+// writeLocked writes the payload at the segment's write position, first
+// preallocating the file ahead of it when the write would pass the space
+// already allocated (segment.preallocate). A failed write is cut off again
+// so the file never holds a partial batch; if even that fails the log is
+// failed.
 func (l *Log) writeLocked(seg *segment, payload []byte) error {
 	f, err := seg.file.pin()
 	if err != nil {
 		return err
 	}
 	defer seg.file.unpin()
+	end := seg.size + int64(len(payload))
+	if end > seg.allocated {
+		seg.preallocate(f, preallocationEnd(end, l.cfg.SegmentBytes))
+	}
 	_, err = f.WriteAt(payload, seg.size)
-	seg.file.wrote()
 	if err == nil {
+		seg.file.wrote(end)
 		return nil
 	}
 	err = fmt.Errorf("seglog: write %s: %w", seg.logPath, err)
 	// Truncate whatever the byte count says: os.File.WriteAt reports 0
 	// when a short pwrite is followed by ENOSPC, though bytes did reach
-	// the file.
-	if terr := f.Truncate(seg.size); terr != nil {
+	// the file. This drops the preallocated space too.
+	terr := f.Truncate(seg.size)
+	seg.file.wrote(seg.size)
+	seg.allocated = seg.size
+	if terr != nil {
 		l.failLocked(fmt.Errorf("%w; removing the partial write failed: %v", err, terr))
 	}
 	return err
@@ -171,27 +180,45 @@ func (l *Log) maybeRollLocked(size, count int64) error {
 }
 
 // rollLocked closes the active segment and starts a new one at the end
-// offset. The closed segment and its indexes are fsynced first, and the new
-// file's directory entry after: so a torn write can only ever be in the last
-// segment, and a closed segment's index files can be trusted after a crash.
-// This fsync runs under mu, stalling appends once per segment.
+// offset. The closed segment is trimmed to its data and fsynced with its
+// indexes first, and the directory after the new file is created: so a
+// torn write can only ever be in the last segment, a closed segment holds
+// nothing but whole batches, and its index files can be trusted after a
+// crash. The fsyncs run under mu, stalling appends once per segment.
 func (l *Log) rollLocked() error {
 	old := l.activeLocked()
-	if err := old.syncAll(); err != nil {
-		l.failLocked(fmt.Errorf("seglog: fsync %s: %w", old.logPath, err))
-		return l.failed
+	if err := old.trimPreallocation(); err != nil {
+		return fmt.Errorf("seglog: roll: trim %s: %w", old.logPath, err)
 	}
-	l.markSyncedLocked(old.next)
-	l.syncDone.Broadcast()
+	if err := old.syncAll(); err != nil {
+		if isFsyncFailure(err) {
+			l.failLocked(fmt.Errorf("seglog: roll: %w", err))
+			return l.failed
+		}
+		// Writing the index entries (out of space, say) or opening a file
+		// failed: nothing was lost, the next append tries the roll again.
+		return fmt.Errorf("seglog: roll: %w", err)
+	}
 	seg, err := createSegment(l.dir, l.end)
 	if err != nil {
 		return fmt.Errorf("seglog: roll: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	dirs := l.unsyncedDirs // the log's own directory first, if any
+	if len(dirs) == 0 {
+		dirs = []string{l.dir}
+	}
+	if err := syncDirs(dirs); err != nil {
 		seg.removeFiles()
 		seg.release()
+		if isFsyncFailure(err) {
+			l.failLocked(fmt.Errorf("seglog: roll: %w", err))
+			return l.failed
+		}
 		return fmt.Errorf("seglog: roll: %w", err)
 	}
+	l.unsyncedDirs = nil
+	l.markSyncedLocked(old.next)
+	l.syncDone.Broadcast()
 	l.segments = append(l.segments, seg)
 	return nil
 }

@@ -5,28 +5,31 @@ import (
 	"syscall"
 )
 
-// datasync flushes f's data (and the metadata needed to read it back, such
+// fdatasync flushes f's data (and the metadata needed to read it back, such
 // as its size) with fdatasync(2), which skips timestamps fsync would write.
-func datasync(f *os.File) error {
-	before := statForHook(f) // nil unless a test installed SetSyncHook
+func fdatasync(f *os.File) error {
+	if err := onDescriptor(f, syscall.Fdatasync); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// onDescriptor runs call on f's descriptor, again while it fails with
+// EINTR.
+func onDescriptor(f *os.File, call func(fd int) error) error {
 	raw, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var serr error
+	var callErr error
 	if err := raw.Control(func(fd uintptr) {
 		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
+			if callErr = call(int(fd)); callErr != syscall.EINTR {
 				return
 			}
 		}
 	}); err != nil {
 		return err
 	}
-	if serr != nil {
-		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
-	}
-	reportSync(f, before)
-	return nil
+	return callErr
 }

@@ -4,5 +4,5 @@ package seglog
 
 import "os"
 
-// datasync flushes f to stable storage (fsync; fdatasync is Linux-only here).
-func datasync(f *os.File) error { return syncFile(f) }
+// fdatasync flushes f to stable storage (fsync; fdatasync is Linux-only here).
+func fdatasync(f *os.File) error { return f.Sync() }

@@ -22,13 +22,32 @@
 //
 // Append writes each produce payload with one write(2). A durable append
 // (acks=all) returns only after an fsync covering it; concurrent durable
-// appenders share fsyncs through a leader-based group commit with no
-// goroutine of its own (durability.go). Sync is the same operation for the
+// appenders share fsyncs through group commit (durability.go), a pipeline
+// with exactly one fsync of the log in flight at a time. A commit round
+// takes the log end offset as its target, fdatasyncs the active segment
+// (and, the first time, the directories leading to a new log), and marks
+// everything below the target durable. A waiter waits for the round in
+// flight and, if its data came after that round's target, for the next
+// one, which starts the moment the previous fsync returns and covers
+// everything appended by then: the first waiter to find no round in flight
+// runs one itself, and while waiters keep wanting more a short-lived
+// goroutine of the log runs rounds back to back, so the disk never waits
+// for a woken waiter to be scheduled. Sync is the same operation for the
 // broker's background flusher, and also persists the recovery point, at
 // most every 250 ms, so the acknowledgement path stays one fsync. Rolling a
-// segment fsyncs the segment it closes (and its indexes) before the next one
-// is created: a torn write can only be in the last segment, and closed
-// segments' index files can be trusted.
+// segment fsyncs the segment it closes (and its indexes) before the next
+// one is created: a torn write can only be in the last segment, and closed
+// segments' index files can be trusted. Index entries reach their files
+// only then and at Close; the active segment's are rebuilt after a crash.
+//
+// A failed fsync fails the log: Linux reports a write-back error to one
+// fsync and forgets it, so a retry, or a second fsync of the same file
+// running beside the failing one, can succeed for data that is gone. Every
+// fsync of a segment file therefore goes through its file handle, one at a
+// time, and the handle keeps the first failure (handles.go); the log then
+// refuses appends, syncs and durable waits for anything not durable before,
+// until it is reopened (Kafka's offline log directory). SetSyncFault
+// (syncfault.go) injects such failures in tests.
 //
 // # Recovery
 //
@@ -43,7 +62,11 @@
 // tail: in the last segment, above the recovery point, and with no valid
 // batch anywhere after it. Anything else is a *CorruptionError and nothing
 // is truncated: a flipped bit in the middle of a log must take the partition
-// offline, not silently drop the acknowledged data after it.
+// offline, not silently drop the acknowledged data after it. The active
+// segment's file runs ahead of its data with preallocated zeros
+// (segment.go); after a crash those zeros are where the log ends, cut off
+// without a warning, and a torn batch followed by them is a torn tail like
+// any other.
 //
 // # Scrubbing
 //

@@ -10,18 +10,25 @@ import (
 // fsync; keeping it off the acknowledgement path keeps that path at one fsync.
 const checkpointInterval = 250 * time.Millisecond
 
-// Group commit.
+// Group commit: the commit pipeline.
 //
 // Appends write under mu and return; a durable append then waits until
-// synced covers its last offset. There is no flusher goroutine: whichever
-// waiter finds no fsync in flight becomes the leader. It records the current
-// end offset as its target, releases mu, fsyncs the active segment (which
-// holds every unsynced byte, because a roll fsyncs the segment it closes)
-// and, back under mu, advances synced to the target and wakes everyone.
-// Waiters whose data was written after the leader took its target find
-// synced still short and one of them leads the next round, covering all of
-// them with one fsync. So N concurrent appenders cost about two fsyncs per
-// round instead of N.
+// synced covers its last offset. Making data durable is a commit round: it
+// takes the end offset as its target, releases mu, fdatasyncs the active
+// segment (which holds every byte not yet durable, because a roll fsyncs
+// the segment it closes) and the directories whose entries are not yet
+// durable, and, back under mu, advances synced to the target and wakes the
+// waiters. Exactly one round is in flight at a time (committing).
+//
+// A waiter that finds no round in flight runs one itself, so a lone
+// writer's fsync costs no hand-off to another goroutine. When that round
+// ends and waiters want offsets it did not cover (appended while its fsync
+// ran), the next round starts at once, covering everything appended by
+// then, in commitLoop, a goroutine of the log's that runs rounds back to
+// back while anyone waits and then ends; the disk never waits for a woken
+// waiter to be scheduled. So a durable append waits for at most the round
+// in flight when it was written and the one after it, and N concurrent
+// appenders share one fsync per round instead of paying N.
 
 // waitDurableLocked returns once every offset below upTo is durable. The
 // caller holds mu (write); it is released while waiting and during fsync.
@@ -34,67 +41,112 @@ func (l *Log) waitDurableLocked(upTo int64) error {
 			return l.failed
 		case l.closed:
 			return ErrClosed
-		case l.syncing:
+		}
+		l.wanted = max(l.wanted, upTo)
+		if l.committing {
 			l.syncDone.Wait()
-		default:
-			if err := l.leadSyncLocked(); err != nil {
-				return err
-			}
+			continue
+		}
+		l.committing = true
+		err := l.roundLocked()
+		if err == nil && l.moreWantedLocked() {
+			go l.commitLoop() // takes over committing
+		} else {
+			l.committing = false
+		}
+		l.syncDone.Broadcast()
+		if err != nil {
+			return err
 		}
 	}
 }
 
-// leadSyncLocked runs one group-commit round. Caller holds mu. An fsync
-// that fails fails the log; a file or directory that cannot be opened (out
-// of descriptors, say) only fails this round, whose error it returns.
-func (l *Log) leadSyncLocked() (transient error) {
-	l.syncing = true
+// commitLoop runs commit rounds back to back while waiters want offsets
+// no round has covered, then ends. It stops once the log is closed or
+// failed (Close waits for it, see shutdown), and after a round that could
+// not run: the waiters then find no round in flight and run the next one
+// themselves, so that one of them gets the error if it persists.
+func (l *Log) commitLoop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.moreWantedLocked() {
+		if err := l.roundLocked(); err != nil {
+			break
+		}
+		l.syncDone.Broadcast()
+	}
+	l.committing = false
+	l.syncDone.Broadcast()
+}
+
+// moreWantedLocked reports whether a waiter wants an offset no round has
+// made durable yet, and a round may run.
+func (l *Log) moreWantedLocked() bool {
+	return l.wanted > l.synced && l.failed == nil && !l.closed
+}
+
+// roundLocked runs one commit round. Caller holds mu and has set
+// committing. An fsync that fails fails the log; anything else (a file or
+// directory that cannot be opened, out of descriptors say) fails only this
+// round, whose error it returns.
+func (l *Log) roundLocked() error {
 	l.syncRounds++
 	target := l.end
 	active := l.activeLocked()
-	// Index entries are written to their files here, in one small write each,
-	// rather than on every append; the files are only needed by Open and are
-	// rebuilt for the active segment after a crash anyway.
-	indexErr := active.flushIndex()
-	f, transient := active.file.pin()
-	generation := active.file.generation()
-	syncDirToo := l.dirUnsynced
+	dirs := l.unsyncedDirs
+	f, err := active.file.pin()
+	if err != nil {
+		return fmt.Errorf("seglog: sync %s: %w", active.logPath, err)
+	}
+	// Read under mu, where the writes were counted: exactly what the
+	// round covers (target).
+	generation, dataEnd := active.file.writeState()
 	l.mu.Unlock()
 
-	var err error // from fsync itself
-	if transient == nil {
-		// Not active.file.datasync: the generation must be read under mu,
-		// where the writes it covers were counted.
-		err = active.file.datasyncUpTo(f, generation)
-		active.file.unpin()
+	started := time.Now()
+	err = active.file.syncUpTo(f, generation, dataEnd)
+	active.file.unpin()
+	if err == nil {
+		err = syncDirs(dirs)
 	}
-	if err == nil && transient == nil && syncDirToo {
-		// The directory is fsynced again next round if this fails.
-		transient = syncDir(l.dir)
-	}
+	busy := time.Since(started)
 
 	l.mu.Lock()
-	l.syncing = false
-	if err == nil && transient == nil && syncDirToo {
-		l.dirUnsynced = false
-	}
+	l.syncBusy += busy
 	switch {
-	case transient != nil:
-		transient = fmt.Errorf("seglog: sync %s: %w", active.logPath, transient)
+	case isFsyncFailure(err):
+		l.failLocked(fmt.Errorf("seglog: %w", err))
+		return l.failed
 	case err != nil:
-		// After a failed fsync the kernel may have dropped the dirty pages;
-		// retrying could report success for lost data. Fail the log.
-		l.failLocked(fmt.Errorf("seglog: fsync %s: %w", active.logPath, err))
-	default:
-		l.markSyncedLocked(target)
+		return fmt.Errorf("seglog: sync %s: %w", active.logPath, err)
+	case l.failed != nil:
+		// Something else failed the log meanwhile: acknowledge nothing more.
+		return l.failed
 	}
-	if indexErr != nil {
-		// The data is safe; the entries stay pending and are retried at the
-		// next flush (a crash rebuilds the active segment's index anyway).
-		l.logger.Warn("writing index entries failed", "file", active.logPath, "err", indexErr)
+	if len(dirs) > 0 {
+		l.unsyncedDirs = nil
 	}
-	l.syncDone.Broadcast()
-	return transient
+	l.markSyncedLocked(target)
+	return nil
+}
+
+// syncAllLocked makes everything durable, for Close: it trims the active
+// segment's preallocated space, fsyncs its data and index files, and the
+// directories still waiting for an fsync. Caller holds mu; no round is in
+// flight.
+func (l *Log) syncAllLocked() error {
+	active := l.activeLocked()
+	if err := active.trimPreallocation(); err != nil {
+		return err
+	}
+	if err := active.syncAll(); err != nil {
+		return err
+	}
+	if err := syncDirs(l.unsyncedDirs); err != nil {
+		return err
+	}
+	l.unsyncedDirs = nil
+	return nil
 }
 
 // markSyncedLocked records that every offset below upTo is durable.
@@ -104,6 +156,10 @@ func (l *Log) markSyncedLocked(upTo int64) {
 	}
 }
 
+// failLocked fails the log: from now on appends, syncs and durable waits
+// return err, until the log is reopened (Kafka's offline log directory,
+// PostgreSQL's panic on a failed fsync). Nothing appended before and not
+// yet durable is ever acknowledged as durable.
 func (l *Log) failLocked(err error) {
 	if l.failed == nil {
 		l.failed = err

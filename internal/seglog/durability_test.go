@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/wharf-mq/wharf/internal/record"
 )
@@ -155,4 +157,69 @@ func TestSyncPersistsRecoveryPoint(t *testing.T) {
 	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
 		t.Fatalf("recovery point %d, want %d", rp, end)
 	}
+}
+
+// TestCommitPipeline: while a commit round's fsync is in flight, durable
+// appends queue; when it returns, its own waiter is answered at once and
+// one more round covers everything that queued, with no third fsync. The
+// goroutine running the extra round ends when nobody waits (synctest fails
+// the test if any goroutine is left).
+func TestCommitPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		l := mustOpen(t, dir, DefaultConfig())
+		defer l.Close()
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		entered := make(chan int64, 4) // the number of each fsync of the segment, as it completes
+		release := make(chan struct{})
+		var fsyncs atomic.Int64
+		defer SetSyncFault(func(path string) error {
+			if path == segmentPath(dir, 0, logSuffix) {
+				entered <- fsyncs.Add(1)
+				<-release
+			}
+			return nil
+		})()
+		defer close(release) // frees an unexpected third fsync when the test fails
+		durableAppend := func(done chan<- int64) {
+			res, err := l.Append(makeBatch(0, 1, 0), AppendOptions{Durable: true})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res.BaseOffset
+		}
+		first := make(chan int64, 1)
+		go durableAppend(first)
+		if n := <-entered; n != 1 {
+			t.Fatalf("fsync %d first", n)
+		}
+		queued := make(chan int64, 3)
+		for range 3 {
+			go durableAppend(queued)
+		}
+		synctest.Wait() // all three appended and wait
+		release <- struct{}{}
+		if n := <-entered; n != 2 {
+			t.Fatalf("fsync %d second", n)
+		}
+		synctest.Wait()
+		select {
+		case <-first:
+		default:
+			t.Fatal("the first append waits for the second round, which it does not need")
+		}
+		if len(queued) != 0 {
+			t.Fatal("an append written during the first round returned before the second")
+		}
+		release <- struct{}{}
+		for range 3 {
+			<-queued
+		}
+		synctest.Wait()
+		if n := fsyncs.Load(); n != 2 {
+			t.Fatalf("%d fsyncs for appends that two rounds cover", n)
+		}
+	})
 }

@@ -9,7 +9,10 @@ var (
 	// ErrOffsetOutOfRange is returned for an offset below the log start
 	// offset or above the log end offset.
 	ErrOffsetOutOfRange = errors.New("seglog: offset out of range")
-	// ErrClosed is returned by every method of a closed log.
+	// ErrClosed is returned by every method of a closed log. From Sync and
+	// WaitDurable it means the data waited for is not known to be durable
+	// (a waiter whose data Close's final fsync covered gets nil instead),
+	// so it must never be taken for success.
 	ErrClosed = errors.New("seglog: log is closed")
 )
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,18 +84,39 @@ func writeMarker(dir string) error {
 	return err
 }
 
-// syncDir fsyncs a directory so that creates, renames and unlinks in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// missingDirs returns dir and those of its ancestors that do not exist,
+// nearest first: the directories a MkdirAll of dir would create.
+func missingDirs(dir string) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; {
+		_, err := os.Stat(d)
+		if err == nil {
+			return missing, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		missing = append(missing, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			return missing, nil
+		}
+		d = parent
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+}
+
+// dirsToSync lists the directories to fsync so that a log in dir is found
+// after a crash: dir itself (its files' entries), its parent (dir's entry)
+// and the parent of each directory in created.
+func dirsToSync(dir string, created []string) []string {
+	dir = filepath.Clean(dir)
+	dirs := []string{dir, filepath.Dir(dir)}
+	for _, c := range created {
+		if p := filepath.Dir(c); !slices.Contains(dirs, p) {
+			dirs = append(dirs, p)
+		}
 	}
-	return err
+	return dirs
 }
 
 // listSegmentBases returns the base offsets of the dir's .log files in

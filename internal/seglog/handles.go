@@ -28,6 +28,13 @@ import (
 // write through it still awaits an fsync, only after the cache fsynced it:
 // a write-back error must be reported to the descriptor the data went
 // through. Idle files with no unsynced writes go first.
+//
+// Every fsync of a .log file goes through its handle (syncUpTo), one at a
+// time, and the first that fails is kept: from then on the handle reports
+// that error to every fsync asked of it. Linux reports a write-back error
+// to one fsync of a file and then forgets it, so a second fsync running
+// beside the failing one, or any later one, can succeed although the pages
+// it should cover are gone; only the failure itself tells the truth.
 
 var files = newFileCache(maxOpenFilesFromLimit())
 
@@ -74,28 +81,44 @@ type fileHandle struct {
 
 	// Write generations: written counts writes (under the owning Log's
 	// lock), synced is the value of written that the last successful
-	// fsync covered. They differ while a write awaits its fsync.
+	// fsync covered. They differ while a write awaits its fsync. dataEnd
+	// is where the data written through the handle ends (past it a file
+	// may have preallocated space), for the fsync observer.
 	written atomic.Int64
 	synced  atomic.Int64
+	dataEnd atomic.Int64
 
-	cacheSyncErr atomic.Pointer[error] // sticky: an fsync by syncAndClose failed
+	syncMu   sync.Mutex
+	syncDone *sync.Cond // on syncMu: broadcast when an fsync ends
+	syncing  bool       // guarded by syncMu: an fsync of the file is in flight
+	syncErr  error      // guarded by syncMu; sticky: an fsync of the file failed
 }
 
 // errRetired is returned by pin after the segment was closed.
 var errRetired = errors.New("seglog: segment file already closed")
 
-// handle returns a handle for path, closed until it is first pinned.
-func (c *fileCache) handle(path string) *fileHandle {
-	return &fileHandle{cache: c, path: path}
+// handle returns a handle for path, a file holding size bytes of data,
+// closed until it is first pinned.
+func (c *fileCache) handle(path string, size int64) *fileHandle {
+	h := newFileHandle(c, path)
+	h.dataEnd.Store(size)
+	return h
 }
 
-// adopt returns a handle for f, already open under path.
+// adopt returns a handle for f, a new empty file already open under path.
 func (c *fileCache) adopt(path string, f *os.File) *fileHandle {
-	h := &fileHandle{cache: c, path: path, f: f}
+	h := newFileHandle(c, path)
+	h.f = f
 	c.mu.Lock()
 	h.elem = c.lru.PushFront(h)
 	c.mu.Unlock()
 	c.makeRoom()
+	return h
+}
+
+func newFileHandle(c *fileCache, path string) *fileHandle {
+	h := &fileHandle{cache: c, path: path}
+	h.syncDone = sync.NewCond(&h.syncMu)
 	return h
 }
 
@@ -181,27 +204,25 @@ func (c *fileCache) makeRoom() {
 // used first, fsyncing those with unsynced writes outside the lock.
 func (c *fileCache) syncAndClose(n int) {
 	type job struct {
-		h   *fileHandle
-		gen int64
+		h            *fileHandle
+		gen, dataEnd int64
 	}
 	var jobs []job
 	c.mu.Lock()
 	for e := c.lru.Back(); e != nil && len(jobs) < n; e = e.Prev() {
 		if h := e.Value.(*fileHandle); h.pins == 0 {
 			h.pins++ // ours until closed: nobody else closes it meanwhile
-			jobs = append(jobs, job{h, h.generation()})
+			gen, dataEnd := h.writeState()
+			jobs = append(jobs, job{h, gen, dataEnd})
 		}
 	}
 	c.mu.Unlock()
 	for _, j := range jobs {
 		if j.h.dirty() {
-			if err := datasync(j.h.f); err == nil {
-				j.h.syncedUpTo(j.gen)
-			} else {
-				// The file stays dirty and open; the owning log's next
-				// fsync reports the error (datasyncUpTo) and fails it.
-				j.h.cacheSyncErr.Store(&err)
-			}
+			// A failure stays with the handle, which reports it to the
+			// owning log's next fsync (and so fails the log); the file
+			// may then be closed like a clean one.
+			j.h.syncUpTo(j.h.f, j.gen, j.dataEnd)
 		}
 		c.mu.Lock()
 		j.h.pins--
@@ -213,50 +234,75 @@ func (c *fileCache) syncAndClose(n int) {
 	}
 }
 
-// wrote records a write through the pinned file; until an fsync covers
-// it, the cache keeps the file open.
-func (h *fileHandle) wrote() { h.written.Add(1) }
+// wrote records a write (or truncation) through the pinned file that left
+// its data ending at dataEnd; until an fsync covers it, the cache keeps the
+// file open.
+func (h *fileHandle) wrote(dataEnd int64) {
+	h.dataEnd.Store(dataEnd)
+	h.written.Add(1)
+}
 
-// generation is the write count an fsync started now would cover.
-func (h *fileHandle) generation() int64 { return h.written.Load() }
+// writeState returns the write count an fsync started now would cover and
+// where the data those writes left ends.
+func (h *fileHandle) writeState() (generation, dataEnd int64) {
+	return h.written.Load(), h.dataEnd.Load()
+}
 
-// syncedUpTo records that a successful fsync covered every write counted
-// up to generation g.
-func (h *fileHandle) syncedUpTo(g int64) {
-	for {
-		cur := h.synced.Load()
-		if g <= cur || h.synced.CompareAndSwap(cur, g) {
-			return
-		}
+// sync fsyncs the pinned file f unless nothing was written since the last
+// successful fsync.
+func (h *fileHandle) sync(f *os.File) error {
+	g, dataEnd := h.writeState()
+	return h.syncUpTo(f, g, dataEnd)
+}
+
+// syncUpTo makes the writes counted up to generation g, which left the data
+// ending at dataEnd, durable. It waits for an fsync of the file in flight,
+// then fsyncs the pinned file f unless a successful fsync already covered
+// g. Once an fsync of the file failed it returns that error (see the top of
+// this file). The fsync observer is told that dataEnd bytes are durable:
+// no more, although writes that landed meanwhile may be covered too, so
+// that what it counts durable is exactly what the caller acknowledges.
+func (h *fileHandle) syncUpTo(f *os.File, g, dataEnd int64) error {
+	h.syncMu.Lock()
+	for h.syncing {
+		h.syncDone.Wait()
 	}
-}
-
-// datasync fsyncs the pinned file f and marks the writes before it synced.
-func (h *fileHandle) datasync(f *os.File) error {
-	return h.datasyncUpTo(f, h.generation())
-}
-
-// datasyncUpTo fsyncs the pinned file f, which covers the writes counted up
-// to generation g. It also reports a failure of an fsync the cache ran on
-// the file to close it (syncAndClose): the kernel reports a write-back
-// error to one fsync per descriptor, and the log must hear of it.
-func (h *fileHandle) datasyncUpTo(f *os.File, g int64) error {
-	if err := datasync(f); err != nil {
+	if err := h.syncErr; err != nil || h.synced.Load() >= g {
+		h.syncMu.Unlock()
 		return err
 	}
-	if err := h.cacheSyncErr.Load(); err != nil {
-		return *err
+	h.syncing = true
+	h.syncMu.Unlock()
+
+	err := syncData(f, dataEnd)
+
+	h.syncMu.Lock()
+	h.syncing = false
+	if err != nil {
+		h.syncErr = err
+	} else if g > h.synced.Load() {
+		h.synced.Store(g)
 	}
-	h.syncedUpTo(g)
-	return nil
+	h.syncDone.Broadcast()
+	h.syncMu.Unlock()
+	return err
+}
+
+// failed reports whether an fsync of the file failed.
+func (h *fileHandle) failed() bool {
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	return h.syncErr != nil
 }
 
 // dirty reports whether a write through the file awaits an fsync.
 func (h *fileHandle) dirty() bool { return h.written.Load() != h.synced.Load() }
 
-// idleLocked reports whether the cache may close the file now.
+// idleLocked reports whether the cache may close the file now: nobody
+// uses it, and no write awaits an fsync through it (or its fsync failed,
+// and the handle keeps the error).
 func (h *fileHandle) idleLocked() bool {
-	return h.pins == 0 && !h.dirty()
+	return h.pins == 0 && (!h.dirty() || h.failed())
 }
 
 // retire closes the file for good. The caller holds the last reference to

@@ -43,7 +43,7 @@ func mustOpen(t testing.TB, dir string, cfg Config) *Log {
 func (l *Log) crash() {
 	l.mu.Lock()
 	l.closed = true
-	for l.syncing {
+	for l.committing {
 		l.syncDone.Wait()
 	}
 	segs := l.segments
@@ -170,23 +170,45 @@ func fileSize(t testing.TB, path string) int64 {
 	return fi.Size()
 }
 
-// batchPositions returns the start position of every batch in a segment file.
+// batchPositions returns the start position of every batch in a segment
+// file, stopping at preallocated zeros a crashed log left after its data.
 func batchPositions(t testing.TB, path string) []int64 {
+	positions, _ := batchLayout(t, path)
+	return positions
+}
+
+// segmentDataEnd returns where the last batch of a segment file ends: its length
+// without the preallocated zeros a crashed log left.
+func segmentDataEnd(t testing.TB, path string) int64 {
+	_, end := batchLayout(t, path)
+	return end
+}
+
+func batchLayout(t testing.TB, path string) (positions []int64, dataEnd int64) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []int64
-	for pos := 0; pos < len(b); {
+	pos := 0
+	for pos < len(b) && !allZero(b[pos:]) {
 		h, err := record.ParseHeader(b[pos:])
 		if err != nil {
 			t.Fatalf("%s:%d: %v", path, pos, err)
 		}
-		out = append(out, int64(pos))
+		positions = append(positions, int64(pos))
 		pos += h.Size()
 	}
-	return out
+	return positions, int64(pos)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // flipByte inverts one byte of a file.

@@ -22,23 +22,28 @@ type Log struct {
 	logger *slog.Logger
 
 	mu       sync.RWMutex
-	syncDone *sync.Cond // on &mu: broadcast whenever synced, syncing or failed change
+	syncDone *sync.Cond // on &mu: broadcast whenever synced, committing or failed change
 
 	// Guarded by mu.
-	cfg      Config
-	segments []*segment // ordered by base offset; the last is the active segment; never empty while open
-	start    int64      // log start offset
-	end      int64      // log end offset: the next offset to assign
-	closed   bool
-	failed   error            // sticky: a write or fsync failed and durability of later data is unknown
-	corrupt  *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
-	syncing  bool             // a group-commit leader is in fsync (see durability.go)
-	// dirUnsynced: Open created the first segment and did not fsync the
-	// directory; the first group commit does, before anything written to
-	// that segment counts as durable (Close's marker fsyncs it too).
-	dirUnsynced bool
-	synced      int64 // every offset below this is on stable storage
-	syncRounds  int64 // group-commit fsyncs run, for the benchmark
+	cfg        Config
+	segments   []*segment // ordered by base offset; the last is the active segment; never empty while open
+	start      int64      // log start offset
+	end        int64      // log end offset: the next offset to assign
+	closed     bool
+	failed     error            // sticky: a write or fsync failed and durability of later data is unknown
+	corrupt    *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
+	committing bool             // a commit round is in flight (see durability.go)
+	wanted     int64            // the highest offset a durable waiter has waited for, plus one
+	synced     int64            // every offset below this is on stable storage, and so are the names leading to it
+	syncRounds int64            // commit rounds run, for the benchmark
+	syncBusy   time.Duration    // time commit rounds spent in fsync, for the benchmark
+	// unsyncedDirs are directories whose fsync a new log's data needs
+	// before it counts as durable: the log's own (its segment files'
+	// entries) first, its parent, then the parents of the other
+	// directories Open created. The first commit round, roll or Close
+	// fsyncs them, so that a new log costs no fsync until it holds
+	// durable data.
+	unsyncedDirs []string
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu
@@ -62,12 +67,16 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	created, err := missingDirs(dir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, logger: logger.With("log", dir), cfg: cfg.normalized()}
 	l.syncDone = sync.NewCond(&l.mu)
-	if err := l.load(); err != nil {
+	if err := l.load(created); err != nil {
 		for _, s := range l.segments {
 			s.release()
 		}
@@ -162,8 +171,8 @@ func (l *Log) Delete() error {
 	return os.RemoveAll(l.dir)
 }
 
-// shutdown marks the log closed, waits for an in-flight group commit and,
-// if syncFirst, fsyncs the active segment and its indexes. It hands back the
+// shutdown marks the log closed, waits for an in-flight commit round and,
+// if syncFirst, makes everything durable (syncAllLocked). It hands back the
 // segments (nil if the log was already closed) for the caller to release
 // once it is done with the directory.
 func (l *Log) shutdown(syncFirst bool) (segs []*segment, end int64, err error) {
@@ -173,13 +182,13 @@ func (l *Log) shutdown(syncFirst bool) (segs []*segment, end int64, err error) {
 		return nil, 0, nil
 	}
 	l.closed = true
-	for l.syncing {
+	for l.committing {
 		l.syncDone.Wait()
 	}
 	if syncFirst {
 		err = l.failed
 		if err == nil {
-			err = l.activeLocked().syncAll()
+			err = l.syncAllLocked()
 		}
 		if err == nil {
 			l.synced = l.end

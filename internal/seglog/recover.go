@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +12,9 @@ import (
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
-// load builds the in-memory state from the directory (see Open).
-func (l *Log) load() error {
+// load builds the in-memory state from the directory (see Open), which
+// Open found missing along with the ancestors in created.
+func (l *Log) load(created []string) error {
 	if err := l.recoverCleanerFiles(); err != nil {
 		return err
 	}
@@ -55,9 +57,12 @@ func (l *Log) load() error {
 			return err
 		}
 		l.segments = append(l.segments, s)
-		// An empty log needs its directory entries durable only once it
-		// holds durable data: the first group commit fsyncs the directory.
-		l.dirUnsynced = true
+		// A new log: the names leading to it are not durable yet. The
+		// first commit round or roll fsyncs them, so a new log costs no
+		// fsync until it holds durable data. (A log that already held
+		// acknowledged data had its names fsynced by the process that
+		// acknowledged it.)
+		l.unsyncedDirs = dirsToSync(l.dir, created)
 	}
 	if err := l.dropEmptySegments(); err != nil {
 		return err
@@ -364,7 +369,11 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (offset %d is below the recovery point %d)", bad, next, recoveryPoint)}
 		}
-		q, found, err := findValidBatchAfter(f, good, s.size, next)
+		dataEnd, err := dataEndAfter(f, good, s.size)
+		if err != nil {
+			return err
+		}
+		q, found, err := findValidBatchAfter(f, good, dataEnd, s.size, next)
 		if err != nil {
 			return err
 		}
@@ -372,14 +381,19 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return &CorruptionError{File: s.logPath, Pos: good,
 				Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
 		}
-		err = f.Truncate(good)
-		s.file.wrote()
-		if err != nil {
+		if err := f.Truncate(good); err != nil {
 			return err
 		}
-		l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
-			"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
-		s.size = good
+		if dataEnd > good {
+			l.logger.Warn("truncated torn tail of log segment", "file", s.logPath, "pos", good,
+				"bytes_dropped", s.size-good, "next_offset", next, "reason", bad)
+		} else {
+			// Preallocated space, or blocks of unsynced writes a crash
+			// lost: expected after every unclean stop.
+			l.logger.Debug("cut zero-filled tail of log segment", "file", s.logPath, "pos", good,
+				"bytes", s.size-good, "next_offset", next)
+		}
+		s.size, s.allocated = good, good
 		s.truncated = true
 	}
 	s.next = next
@@ -388,9 +402,12 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 		return err
 	}
 	if tail {
-		// The tail's index is rebuilt by every recovery, so only its data
+		// The process that wrote the tail may have died before fsyncing
+		// it: count its content (and any cut) as written, so the fsync
+		// runs. Its index is rebuilt by every recovery, so only its data
 		// needs the fsync.
-		return s.file.datasync(f)
+		s.file.wrote(s.size)
+		return s.file.sync(f)
 	}
 	return s.syncAll()
 }
@@ -443,14 +460,15 @@ func (l *Log) scanVerified(s *segment, f *os.File, gaps bool) (good, next int64,
 	return pos, next, nil
 }
 
-// findValidBatchAfter looks for any position after bad where a batch with an
-// offset >= minOffset passes record.Verify, reading the file a window at a
-// time. Candidates must have a sound header and a length that fits before
-// the CRC is computed, so random garbage costs little.
-func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, error) {
+// findValidBatchAfter looks for any position after bad and before
+// startsBefore where a batch with an offset >= minOffset passes
+// record.Verify within the file's size bytes, reading the file a window at
+// a time. Candidates must have a sound header and a length that fits
+// before the CRC is computed, so random garbage costs little.
+func findValidBatchAfter(f *os.File, bad, startsBefore, size, minOffset int64) (int64, bool, error) {
 	const window = 1 << 20
 	buf := make([]byte, window+record.HeaderSize)
-	for from := bad + 1; from+record.HeaderSize <= size; from += window {
+	for from := bad + 1; from < startsBefore && from+record.HeaderSize <= size; from += window {
 		n := min(int64(len(buf)), size-from)
 		b := buf[:n]
 		if _, err := f.ReadAt(b, from); err != nil && err != io.EOF {
@@ -459,6 +477,9 @@ func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, e
 		for i := 0; i < window && i+record.HeaderSize <= len(b); i++ {
 			h, err := peekHead(b[i:])
 			q := from + int64(i)
+			if q >= startsBefore {
+				break
+			}
 			if err != nil || h.baseOffset < minOffset || q+h.size > size {
 				continue
 			}
@@ -472,4 +493,32 @@ func findValidBatchAfter(f *os.File, bad, size, minOffset int64) (int64, bool, e
 		}
 	}
 	return 0, false, nil
+}
+
+// dataEndAfter returns the position just past the last byte of f in
+// [from, size) that is not zero, or from if they all are: space
+// preallocated past the last batch (segment.go), or blocks a crash lost. No
+// batch starts at or after it, since a batch's length field is not zero.
+// It reads backwards a window at a time, so a long zero tail costs a
+// comparison per window rather than a batch check per byte.
+func dataEndAfter(f *os.File, from, size int64) (int64, error) {
+	const window = 1 << 20
+	buf := make([]byte, min(window, max(size-from, 0)))
+	zeros := make([]byte, len(buf))
+	for end := size; end > from; {
+		start := max(from, end-window)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if !bytes.Equal(b, zeros[:len(b)]) {
+			i := len(b) - 1
+			for b[i] == 0 {
+				i--
+			}
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return from, nil
 }

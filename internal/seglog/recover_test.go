@@ -76,32 +76,42 @@ func TestIndexLongerThanLogIsRebuilt(t *testing.T) {
 	}
 }
 
-// tornTailCases damage the last batch of the last segment the ways a crash
-// can: cut mid-batch, cut mid-batch with zeros after (file size persisted,
-// data not), only a few header bytes, a whole batch of zeros, and a complete
-// batch with a bad CRC that nothing valid follows.
+// tornTailCases damage the last batch of the last segment, which ends at
+// dataEnd, the ways a crash can: cut mid-batch, cut mid-batch with zeros
+// after (file size persisted, data not), only a few header bytes, a whole
+// batch of zeros, and a complete batch with a bad CRC that nothing valid
+// follows.
 var tornTailCases = []struct {
 	name   string
-	damage func(t *testing.T, path string, lastPos int64)
+	damage func(t *testing.T, path string, lastPos, dataEnd int64)
 }{
-	{"cut mid-batch", func(t *testing.T, path string, lastPos int64) {
+	{"cut mid-batch", func(t *testing.T, path string, lastPos, _ int64) {
 		os.Truncate(path, lastPos+40)
 	}},
-	{"cut and zero-filled", func(t *testing.T, path string, lastPos int64) {
+	{"cut and zero-filled", func(t *testing.T, path string, lastPos, _ int64) {
 		os.Truncate(path, lastPos+70)
 		appendBytes(t, path, make([]byte, 500))
 	}},
-	{"short header", func(t *testing.T, path string, lastPos int64) {
+	{"short header", func(t *testing.T, path string, lastPos, _ int64) {
 		os.Truncate(path, lastPos+5)
 	}},
-	{"all zeros", func(t *testing.T, path string, lastPos int64) {
-		size := fileSize(t, path)
+	{"all zeros", func(t *testing.T, path string, lastPos, dataEnd int64) {
 		os.Truncate(path, lastPos)
-		appendBytes(t, path, make([]byte, size-lastPos))
+		appendBytes(t, path, make([]byte, dataEnd-lastPos))
 	}},
-	{"complete batch with bad crc", func(t *testing.T, path string, lastPos int64) {
-		flipByte(t, path, fileSize(t, path)-3)
+	{"complete batch with bad crc", func(t *testing.T, path string, _, dataEnd int64) {
+		os.Truncate(path, dataEnd)
+		flipByte(t, path, dataEnd-3)
 	}},
+}
+
+// zeroTail extends the file with zeros to size, as the preallocated space
+// past a torn write reads after a crash.
+func zeroTail(t *testing.T, path string, size int64) {
+	t.Helper()
+	if n := size - fileSize(t, path); n > 0 {
+		appendBytes(t, path, make([]byte, n))
+	}
 }
 
 func appendBytes(t *testing.T, path string, b []byte) {
@@ -116,37 +126,55 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	}
 }
 
+// TestTornTailIsTruncated damages the tail each way tornTailCases do,
+// with the file ending where the damage leaves it and with the active
+// segment's preallocated zeros after it.
 func TestTornTailIsTruncated(t *testing.T) {
 	for _, tc := range tornTailCases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			l := mustOpen(t, dir, smallConfig())
-			appendBatches(t, l, 30, 3, 0)
-			l.crash()
-			files := segmentFiles(t, dir)
-			last := files[len(files)-1]
-			positions := batchPositions(t, last)
-			lastPos := positions[len(positions)-1]
-			s, _ := os.ReadFile(last)
-			h, _ := record.ParseHeader(s[lastPos:])
-			tc.damage(t, last, lastPos)
+		for _, preallocated := range []bool{false, true} {
+			name := tc.name
+			if preallocated {
+				name += ", preallocated space after"
+			}
+			t.Run(name, func(t *testing.T) { testTornTail(t, tc.damage, preallocated) })
+		}
+	}
+}
 
-			l = mustOpen(t, dir, smallConfig())
-			defer l.Close()
-			if got := fileSize(t, last); got != lastPos {
-				t.Fatalf("segment is %d bytes after recovery, want %d", got, lastPos)
-			}
-			if l.EndOffset() != h.BaseOffset {
-				t.Fatalf("end offset %d, want %d", l.EndOffset(), h.BaseOffset)
-			}
-			res, err := l.Append(makeBatch(h.BaseOffset, 2, 0), AppendOptions{Durable: true})
-			if err != nil || res.BaseOffset != h.BaseOffset {
-				t.Fatalf("append after recovery: %+v %v", res, err)
-			}
-			if got := readAll(t, l, 500); int64(len(got)) != h.BaseOffset+2 {
-				t.Fatalf("read %d records", len(got))
-			}
-		})
+func testTornTail(t *testing.T, damage func(t *testing.T, path string, lastPos, dataEnd int64), preallocated bool) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, smallConfig())
+	appendBatches(t, l, 30, 3, 0)
+	l.crash()
+	files := segmentFiles(t, dir)
+	last := files[len(files)-1]
+	positions, dataEnd := batchPositions(t, last), segmentDataEnd(t, last)
+	lastPos := positions[len(positions)-1]
+	s, _ := os.ReadFile(last)
+	h, _ := record.ParseHeader(s[lastPos:])
+	allocated := fileSize(t, last)
+	if allocated <= dataEnd {
+		t.Fatalf("active segment has no preallocated space: %d bytes of data, file of %d", dataEnd, allocated)
+	}
+	damage(t, last, lastPos, dataEnd)
+	if preallocated {
+		zeroTail(t, last, allocated)
+	}
+
+	l = mustOpen(t, dir, smallConfig())
+	defer l.Close()
+	if got := fileSize(t, last); got != lastPos {
+		t.Fatalf("segment is %d bytes after recovery, want %d", got, lastPos)
+	}
+	if l.EndOffset() != h.BaseOffset {
+		t.Fatalf("end offset %d, want %d", l.EndOffset(), h.BaseOffset)
+	}
+	res, err := l.Append(makeBatch(h.BaseOffset, 2, 0), AppendOptions{Durable: true})
+	if err != nil || res.BaseOffset != h.BaseOffset {
+		t.Fatalf("append after recovery: %+v %v", res, err)
+	}
+	if got := readAll(t, l, 500); int64(len(got)) != h.BaseOffset+2 {
+		t.Fatalf("read %d records", len(got))
 	}
 }
 
@@ -206,9 +234,9 @@ func TestFlippedByteInNonLastSegmentIsCorruption(t *testing.T) {
 		t.Fatalf("%d segments", len(files))
 	}
 	path := files[1]
-	positions := batchPositions(t, path)
+	positions, dataEnd := batchPositions(t, path), segmentDataEnd(t, path)
 	bad := positions[len(positions)-1] // its last batch: nothing follows it in this file
-	flipByte(t, path, fileSize(t, path)-2)
+	flipByte(t, path, dataEnd-2)
 	sizes := map[string]int64{}
 	for _, f := range files {
 		sizes[f] = fileSize(t, f)
@@ -238,8 +266,8 @@ func TestTornLookingBatchBelowRecoveryPointIsCorruption(t *testing.T) {
 		t.Fatalf("recovery point %d, want 30", rp)
 	}
 	path := segmentPath(dir, 0, logSuffix)
-	positions := batchPositions(t, path)
-	flipByte(t, path, fileSize(t, path)-2) // the last batch was fsynced: not a torn write
+	positions, dataEnd := batchPositions(t, path), segmentDataEnd(t, path)
+	flipByte(t, path, dataEnd-2) // the last batch was fsynced: not a torn write
 
 	_, err := Open(dir, cfg, testLogger(t))
 	wantCorruption(t, err, path, positions[len(positions)-1])
@@ -355,7 +383,8 @@ func TestTornTailBeforeEmptyLastSegment(t *testing.T) {
 	end := appendBatches(t, l, 10, 3, 0)
 	l.crash()
 	path := segmentPath(dir, 0, logSuffix)
-	os.Truncate(path, fileSize(t, path)-10)
+	dataEnd := segmentDataEnd(t, path)
+	os.Truncate(path, dataEnd-10)
 	os.WriteFile(segmentPath(dir, end, logSuffix), nil, 0o644)
 
 	l = mustOpen(t, dir, cfg)

@@ -32,10 +32,11 @@ type segment struct {
 	refs    atomic.Int32
 
 	// Guarded by Log.mu. Bytes below size never change once written.
-	size     int64     // write position: every byte below it belongs to a whole batch
-	next     int64     // offset after the last batch (= base when empty)
-	idx      segIndex  // sparse indexes
-	rollTime time.Time // when the segment started taking data, for segment.ms
+	size      int64     // write position: every byte below it belongs to a whole batch
+	allocated int64     // the file's length as the log made it: size plus preallocated zeros
+	next      int64     // offset after the last batch (= base when empty)
+	idx       segIndex  // sparse indexes
+	rollTime  time.Time // when the segment started taking data, for segment.ms
 
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
 	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
@@ -73,7 +74,8 @@ func openSegment(dir string, base int64) (*segment, error) {
 		return nil, err
 	}
 	s.size = fi.Size()
-	s.file = files.handle(s.logPath)
+	s.allocated = s.size
+	s.file = files.handle(s.logPath, s.size)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -120,6 +122,66 @@ func syncIndexFiles(idxFile, timFile *os.File) error {
 	return syncFile(timFile)
 }
 
+// Preallocation.
+//
+// Appending to a file changes its size, so each fdatasync after an append
+// must also commit that metadata: a journal commit on ext4 or XFS, on top
+// of the data write. The active segment is therefore extended ahead of its
+// data with allocated, zero-filled space (fallocate), and writes go into
+// that space: their fdatasync commits no size change. (Measured on ext4 on
+// a shared virtual disk, writes interleaved op by op: a write + fdatasync
+// of 1 to 64 KiB took 10 to 45% less time than an append; from 256 KiB on,
+// the same. Writing into fallocated blocks still converts them from
+// "unwritten", which is metadata too; zero-filling the space with real
+// writes would save that as well, at the price of writing every byte
+// twice.) The log keeps its own end (size); the file's length (allocated)
+// runs ahead of it by as much as the segment already holds, between
+// minPreallocation and maxPreallocation, never past segment.bytes. The
+// unused space is cut off when the segment stops being active (roll,
+// Close), so closed segments, Size and disk usage hold only batches. After
+// a crash the zeros past the last batch read as the end of the log
+// (recover.go), never as data.
+const (
+	minPreallocation = 64 << 10
+	maxPreallocation = 4 << 20
+)
+
+// preallocationEnd is the length to give a segment whose next write ends
+// at end.
+func preallocationEnd(end, segmentBytes int64) int64 {
+	ahead := min(max(end, minPreallocation), maxPreallocation)
+	return max(end, min(end+ahead, segmentBytes))
+}
+
+// preallocate extends the pinned file f to length to. Where the file
+// system cannot (or is out of space, which the write then reports), writes
+// simply extend the file; part of the range may have been allocated
+// anyway, so the range counts as allocated either way and is trimmed
+// later all the same.
+func (s *segment) preallocate(f *os.File, to int64) {
+	_ = fallocate(f, s.allocated, to-s.allocated)
+	s.allocated = to
+}
+
+// trimPreallocation cuts the file back to its data. The cut counts as a
+// write: the next fsync (syncAll) makes it durable.
+func (s *segment) trimPreallocation() error {
+	if s.allocated <= s.size {
+		return nil
+	}
+	f, err := s.file.pin()
+	if err != nil {
+		return err
+	}
+	defer s.file.unpin()
+	if err := f.Truncate(s.size); err != nil {
+		return err
+	}
+	s.file.wrote(s.size)
+	s.allocated = s.size
+	return nil
+}
+
 func (s *segment) acquire() { s.refs.Add(1) }
 
 // release drops one reference; the last one closes the file for good.
@@ -153,7 +215,7 @@ func (s *segment) syncAll() error {
 		if err != nil {
 			return err
 		}
-		err = s.file.datasync(f)
+		err = s.file.sync(f)
 		s.file.unpin()
 		if err != nil {
 			return err

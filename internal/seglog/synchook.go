@@ -13,11 +13,14 @@ import (
 // durable (its synced offset) is what is under test, so it cannot be the
 // source. SetSyncHook installs an observer that sees every successful
 // fsync of a segment's .log, .index and .timeindex file, in every Log of the
-// process, with the file's size taken just before the fsync started: bytes
-// below that size were written before the fsync and are therefore on stable
-// storage once it returns (bytes appended while it ran may or may not be).
-// e2e/reliability uses it to cut copies of a live data directory back to
-// what a power cut would leave.
+// process, with a size below which every byte was written before the fsync
+// started and is therefore on stable storage once it returns (bytes
+// appended while it ran may or may not be). For index files that is the
+// file's size just before the fsync; for a .log file it is where its data
+// ended when the fsync was asked for (the file itself runs ahead of its
+// data while it is the active segment, see segment.go), which is exactly
+// what the log then acknowledges. e2e/reliability uses it to cut copies of
+// a live data directory back to what a power cut would leave.
 //
 // The small offset files (recovery-point, log-start-offset, cleaner-offset)
 // are not reported: they are only ever replaced whole by a rename after
@@ -33,8 +36,27 @@ type SyncedFile struct {
 	// files are opened under temporary names and renamed later; Stat's
 	// inode identifies them across the rename).
 	Path string
-	// Stat was taken just before the fsync: its Size() bytes are durable.
+	// Stat was taken just before the fsync; its Size() bytes are durable
+	// (for a .log file, Size() is the end of the data the fsync was asked
+	// to cover, not the file's length).
 	Stat os.FileInfo
+}
+
+// dataStat is a file's state with Size() cut to the end of its data.
+type dataStat struct {
+	os.FileInfo
+	dataEnd int64
+}
+
+func (s dataStat) Size() int64 { return s.dataEnd }
+
+// withSize returns before with its size cut to dataEnd when dataEnd >= 0
+// lies below it.
+func withSize(before os.FileInfo, dataEnd int64) os.FileInfo {
+	if before == nil || dataEnd < 0 || dataEnd >= before.Size() {
+		return before
+	}
+	return dataStat{before, dataEnd}
 }
 
 var syncHook atomic.Pointer[func(SyncedFile)]
@@ -75,14 +97,4 @@ func reportSync(f *os.File, before os.FileInfo) {
 	if fn := syncHook.Load(); fn != nil {
 		(*fn)(SyncedFile{Path: f.Name(), Stat: before})
 	}
-}
-
-// syncFile is f.Sync reported to the hook; index files use it.
-func syncFile(f *os.File) error {
-	before := statForHook(f)
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	reportSync(f, before)
-	return nil
 }
