@@ -169,7 +169,12 @@ func (l *Log) failLocked(err error) {
 
 // Sync makes every batch appended so far durable, sharing the fsync with
 // concurrent durable appends, and at most every checkpointInterval persists
-// the recovery point. The broker's background flusher calls it.
+// the recovery point. The broker's background flusher and the queue stores
+// call it. Its error says only whether the data is durable: a recovery
+// point that cannot be written (out of descriptors, say) is logged, not
+// returned, because callers acknowledge on a nil error and the data is on
+// disk either way; the checkpoint only shortens the scan after a crash,
+// and the next Sync tries it again.
 func (l *Log) Sync() error {
 	l.mu.Lock()
 	if l.closed {
@@ -181,7 +186,10 @@ func (l *Log) Sync() error {
 	if err != nil {
 		return err
 	}
-	return l.maybeCheckpoint()
+	if err := l.maybeCheckpoint(); err != nil {
+		l.logger.Warn("writing the recovery point failed; recovery after a crash will scan further back", "err", err)
+	}
+	return nil
 }
 
 // maybeCheckpoint writes the recovery point if it advanced and the last

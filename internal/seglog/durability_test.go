@@ -2,6 +2,8 @@ package seglog
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -156,6 +158,44 @@ func TestSyncPersistsRecoveryPoint(t *testing.T) {
 	}
 	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
 		t.Fatalf("recovery point %d, want %d", rp, end)
+	}
+}
+
+// TestSyncSucceedsWhenOnlyTheRecoveryPointFails: the queue stores
+// acknowledge confirms on Sync's nil error. A recovery point that cannot be
+// written (here a directory in the way of its temporary file; in the field,
+// running out of descriptors) must not turn fsynced data into a nack, and
+// the next Sync writes it once it can.
+func TestSyncSucceedsWhenOnlyTheRecoveryPointFails(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, smallConfig())
+	defer l.Close()
+	end := appendBatches(t, l, 5, 2, 0)
+	blocker := filepath.Join(dir, recoveryPointFile+tempSuffix)
+	if err := os.MkdirAll(filepath.Join(blocker, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expireCheckpointThrottle := func() {
+		l.checkpointMu.Lock()
+		l.lastCheckpoint = l.lastCheckpoint.Add(-checkpointInterval)
+		l.checkpointMu.Unlock()
+	}
+	expireCheckpointThrottle()
+	if err := l.Sync(); err != nil {
+		t.Fatalf("Sync with the data durable but the recovery point unwritable: %v", err)
+	}
+	if l.synced < end {
+		t.Fatalf("synced %d after Sync, want %d", l.synced, end)
+	}
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+	expireCheckpointThrottle()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
+		t.Fatalf("recovery point %d once writable again, want %d", rp, end)
 	}
 }
 
