@@ -48,6 +48,7 @@ type queue struct {
 	// outbox holds messages to dead-letter once the lock is released
 	// (publishing takes other queues' locks, maybe this one's).
 	outbox []deadLetter
+	stats  queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.
@@ -189,6 +190,7 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		q.holdLocked(e, h)
 	}
 	q.ready.PushBack(e)
+	q.stats.published.Add(1)
 	q.dispatchLocked(e)
 	if o.limited() {
 		q.dropOverflowLocked(now)
@@ -314,6 +316,7 @@ func (q *queue) deliveryLocked(e *entry) *Delivery {
 // handOverLocked records that e (already off the ready list) was handed to
 // consumer s, or to basic.get when s is nil.
 func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
+	q.stats.handedOver(s != nil, noAck, e.redelivered)
 	if e.offset >= 0 && e.offset > q.store.delivered {
 		q.store.delivered = e.offset
 	}
