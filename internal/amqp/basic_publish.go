@@ -49,6 +49,7 @@ func (ch *channel) basicPublish(m *wire.BasicPublish, content *wire.Content) err
 		}
 		return nil
 	}
+	ch.countPublished(res, m.Mandatory)
 	if res.Routed == 0 && m.Mandatory {
 		ch.returnMessage(msg)
 	}

@@ -30,7 +30,9 @@ func (ch *channel) txSelect(m *wire.TxSelect) error {
 		return wire.Errorf(wire.CodePreconditionFailed, "cannot switch from confirm to tx mode").In(m.ID())
 	}
 	if ch.tx == nil {
+		ch.mu.Lock()
 		ch.tx = &txState{}
+		ch.mu.Unlock()
 	}
 	ch.c.out.method(ch.id, &wire.TxSelectOK{})
 	return nil
@@ -85,6 +87,7 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 			pub.Flush()
 			return mqError(err, m.ID())
 		}
+		ch.countPublished(res, p.mandatory)
 		if res.Routed == 0 && p.mandatory {
 			ch.returnMessage(p.msg)
 		}
