@@ -27,14 +27,15 @@ func (s *Server) Route(method, pattern string, handle http.HandlerFunc) {
 	s.table = append(s.table, route{method: method, segments: strings.Split(pattern, "/"), handle: handle})
 }
 
-// match reports whether segments fit the route, setting its path values
-// on r if they do.
+// match reports whether the path's segments fit the route. A wildcard
+// takes any segment but an empty one: PUT /api/queues/%2F// must not
+// declare a server-named queue.
 func (rt *route) match(parts []string) bool {
 	if len(parts) != len(rt.segments) {
 		return false
 	}
 	for i, seg := range rt.segments {
-		if !isWildcard(seg) && seg != parts[i] {
+		if isWildcard(seg) && parts[i] == "" || !isWildcard(seg) && seg != parts[i] {
 			return false
 		}
 	}
