@@ -6,6 +6,8 @@
 //	wharf consume TOPIC              print records
 //	wharf groups list|describe|...   inspect and manage consumer groups
 //	wharf policies set|list|clear    manage policies through the HTTP API
+//	wharf queues, exchanges, bindings, connections, definitions
+//	                                 AMQP objects through the HTTP API
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 package main
@@ -42,6 +44,11 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
+		{"queues", "list, get messages from, purge and delete AMQP queues (through the HTTP API)", runQueues},
+		{"exchanges", "list AMQP exchanges (through the HTTP API)", runExchanges},
+		{"bindings", "list AMQP bindings (through the HTTP API)", runBindings},
+		{"connections", "list and close AMQP connections (through the HTTP API)", runConnections},
+		{"definitions", "export and import queues, exchanges, bindings, policies, vhosts (through the HTTP API)", runDefinitions},
 		{"policies", "set, list and clear RabbitMQ-style policies (through the HTTP API)", runPolicies},
 	}
 }
@@ -116,7 +123,7 @@ func printMainUsage(w io.Writer) {
 	fmt.Fprint(w, "Wharf is a message broker that speaks the Kafka protocol.\n\n")
 	fmt.Fprint(w, "Usage:\n  wharf <command> [arguments]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'wharf <command> --help' for a command's flags.\n")
 }
