@@ -48,7 +48,8 @@ func writeBadRequest(w http.ResponseWriter, reason string) {
 }
 
 // writeMQError answers an error from mq as RabbitMQ's API answers the
-// same failure: 404 not_found for NOT_FOUND, 401 "Access refused." for
+// same failure: 404 not_found for NOT_FOUND (and NOT_ALLOWED, mq's
+// missing vhost), 401 "Access refused." for
 // ACCESS_REFUSED (an amq. name, the default exchange), 400 bad_request
 // for an invalid policy and for the other AMQP errors (inequivalent
 // arguments, in use, not empty), with the reply text less its code name;
@@ -68,6 +69,8 @@ func writeMQError(w http.ResponseWriter, err error) {
 	switch we.Code {
 	case wire.CodeNotFound:
 		writeError(w, http.StatusNotFound, "not_found", reason)
+	case wire.CodeNotAllowed: // the vhost went away meanwhile
+		writeNoVHost(w)
 	case wire.CodeAccessRefused:
 		writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
 	default:
