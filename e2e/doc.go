@@ -5,5 +5,12 @@
 // (librdkafka). A test here failing means a client people actually use
 // would break against Wharf.
 //
+// The management API (management_test.go) is driven by the tools that
+// use RabbitMQ's: rabbitmqadmin (Debian's rabbitmq-server ships it; the
+// test fails without it) and amqp091-go's connection recovery. With
+// -e2e.amqp091-recovery, amqp091-go's own TestConnectionRecovery* tests
+// run too, unchanged from the module cache (about two minutes); they
+// need 127.0.0.1:15672 free, the port they hard-code for the API.
+//
 // The package has no non-test code beyond this comment.
 package e2e

@@ -7,6 +7,8 @@
 //	wharf groups list|describe|...   inspect and manage consumer groups
 //	wharf policies set|list|clear    manage policies through the HTTP API
 //	wharf version                    print the version (also --version)
+//	wharf queues, exchanges, bindings, connections, definitions
+//	                                 AMQP objects through the HTTP API
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error.
 package main
@@ -43,6 +45,11 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
+		{"queues", "list, get messages from, purge and delete AMQP queues (through the HTTP API)", runQueues},
+		{"exchanges", "list AMQP exchanges (through the HTTP API)", runExchanges},
+		{"bindings", "list AMQP bindings (through the HTTP API)", runBindings},
+		{"connections", "list and close AMQP connections (through the HTTP API)", runConnections},
+		{"definitions", "export and import queues, exchanges, bindings, policies, vhosts (through the HTTP API)", runDefinitions},
 		{"policies", "set, list and clear RabbitMQ-style policies (through the HTTP API)", runPolicies},
 		{"version", "print the version and commit this binary was built from", runVersion},
 	}
@@ -118,7 +125,7 @@ func printMainUsage(w io.Writer) {
 		"(RabbitMQ's) over one durable log.\n\n")
 	fmt.Fprint(w, "Usage:\n  wharf <command> [arguments]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'wharf <command> --help' for a command's flags; 'wharf --version' prints the version.\n")
 }

@@ -58,6 +58,9 @@ func (ch *channel) settle(op settleOp, taken []pendingDelivery) {
 	if len(taken) == 0 {
 		return
 	}
+	if op == settleAck {
+		ch.stats.add(statAck, uint64(len(taken)))
+	}
 	ch.mu.Lock()
 	for _, p := range taken {
 		if p.cons != nil {

@@ -13,12 +13,14 @@ import (
 // consumer is one basic.consume subscription; it is the mq.Consumer the
 // queue hands deliveries to.
 type consumer struct {
-	ch       *channel
-	tag      string
-	queue    string
-	noAck    bool
-	prefetch int // per-consumer limit fixed at consume time (0: none)
-	sub      atomic.Pointer[mq.Subscription]
+	ch        *channel
+	tag       string
+	queue     string
+	noAck     bool
+	exclusive bool
+	args      amqpwire.Table // basic.consume's arguments, as sent
+	prefetch  int            // per-consumer limit fixed at consume time (0: none)
+	sub       atomic.Pointer[mq.Subscription]
 
 	// Under ch.mu.
 	unacked   int
@@ -59,6 +61,7 @@ func (k *consumer) TryDeliver(d *mq.Delivery) bool {
 		return false
 	}
 	ch.nextTag = tag
+	ch.countHandedOver(true, k.noAck, d.Redelivered)
 	if !k.noAck {
 		ch.unacked.add(pendingDelivery{tag: tag, queue: d.Queue, qtag: d.Tag, cons: k})
 		k.unacked++
@@ -128,7 +131,8 @@ func (ch *channel) basicConsume(m *amqpwire.BasicConsume) error {
 	if tag == "" {
 		tag = newConsumerTag()
 	}
-	k := &consumer{ch: ch, tag: tag, queue: queue, noAck: m.NoAck, prefetch: ch.consumerPrefetch}
+	k := &consumer{ch: ch, tag: tag, queue: queue, noAck: m.NoAck, exclusive: m.Exclusive, args: m.Arguments,
+		prefetch: ch.consumerPrefetch}
 
 	ch.mu.Lock()
 	if _, dup := ch.consumers[tag]; dup {

@@ -17,9 +17,11 @@ func (ch *channel) basicGet(m *amqpwire.BasicGet) error {
 		return mqError(err, m.ID())
 	}
 	if !ok {
+		ch.stats.add(statGetEmpty, 1)
 		ch.c.out.method(ch.id, &amqpwire.BasicGetEmpty{})
 		return nil
 	}
+	ch.countHandedOver(false, m.NoAck, d.Redelivered)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.nextTag++

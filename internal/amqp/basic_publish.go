@@ -49,6 +49,7 @@ func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Cont
 		}
 		return nil
 	}
+	ch.countPublished(res, m.Mandatory)
 	if res.Routed == 0 && m.Mandatory {
 		ch.returnMessage(msg)
 	}

@@ -13,7 +13,9 @@ func (ch *channel) basicQos(m *amqpwire.BasicQos) error {
 		return amqpwire.Errorf(amqpwire.CodeNotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize).In(m.ID())
 	}
 	if !m.Global {
+		ch.mu.Lock()
 		ch.consumerPrefetch = int(m.PrefetchCount)
+		ch.mu.Unlock()
 		ch.c.out.method(ch.id, &amqpwire.BasicQosOK{})
 		return nil
 	}

@@ -117,7 +117,7 @@ func (c *conn) nextFrame() (amqpwire.Frame, error) {
 
 func (c *conn) acquireReadBuffer() {
 	br := readBuffers.Get().(*bufio.Reader)
-	br.Reset(c.nc)
+	br.Reset(&c.recv)
 	c.br = br
 	if c.fr != nil {
 		c.fr.Reset(br)
@@ -141,7 +141,7 @@ func (c *conn) releaseReadBuffer() {
 func (c *conn) writer() *amqpwire.Writer {
 	if c.lw == nil {
 		c.lw = writeBuffers.Get().(*lentWriter)
-		c.lw.dst = c.nc
+		c.lw.dst = &c.sent
 		c.lw.w.SetFrameMax(c.frameMax)
 	}
 	return c.lw.w

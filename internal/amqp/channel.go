@@ -7,6 +7,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/rate"
 )
 
 // channel is one AMQP channel. The reader goroutine owns the fields above
@@ -18,11 +19,19 @@ type channel struct {
 	asm amqpwire.Assembler
 
 	// Reader only.
-	closing          bool   // channel.close sent; waiting for close-ok
-	lastQueue        string // the queue most recently declared: "" in queue names means it
-	consumerPrefetch int    // basic.qos global=false: the limit of consumers created from now on
+	closing   bool   // channel.close sent; waiting for close-ok
+	lastQueue string // the queue most recently declared: "" in queue names means it
+	// Reader only, changed under mu so that the management API may read
+	// them under mu (info.go).
+	consumerPrefetch int // basic.qos global=false: the limit of consumers created from now on
 	confirm          *confirmer
 	tx               *txState
+
+	// stats counts the channel's messages; retired (under the server's
+	// stats.mu) says they have moved to the server's totals.
+	stats   msgCounters
+	rates   rate.Sampler
+	retired bool
 
 	// closedAsync is set when another goroutine closed the channel (the
 	// consumer timeout); the reader then finishes the close.
@@ -65,7 +74,9 @@ func (c *conn) openChannel(f amqpwire.Frame) error {
 	ch := &channel{c: c, id: f.Channel, consumers: make(map[string]*consumer)}
 	ch.asm.MaxBodySize = c.srv.cfg.MaxMessageSize
 	ch.unacked.init()
+	c.chanMu.Lock()
 	c.channels[f.Channel] = ch
+	c.chanMu.Unlock()
 	c.out.method(ch.id, &amqpwire.ChannelOpenOK{})
 	return nil
 }
@@ -192,6 +203,7 @@ func (ch *channel) closeWithError(e *amqpwire.Error) bool {
 	// Requeue first: a client that reacts to channel.close by looking at
 	// the queue finds its messages there.
 	ch.release(consumers, pending)
+	ch.c.srv.retire(ch)
 	ch.c.out.method(ch.id, e.CloseMethod())
 	return true
 }
@@ -205,7 +217,7 @@ func (ch *channel) closingFrame(f amqpwire.Frame) {
 	}
 	switch id, _ := amqpwire.PeekMethodID(f.Payload); id {
 	case amqpwire.ChannelCloseOKID:
-		delete(ch.c.channels, ch.id)
+		ch.c.forgetChannel(ch.id)
 	case amqpwire.ChannelCloseID:
 		ch.c.out.method(ch.id, &amqpwire.ChannelCloseOK{})
 	}
@@ -215,7 +227,7 @@ func (ch *channel) closingFrame(f amqpwire.Frame) {
 // free again at once.
 func (ch *channel) closeByClient() {
 	ch.teardown()
-	delete(ch.c.channels, ch.id)
+	ch.c.forgetChannel(ch.id)
 	ch.c.out.method(ch.id, &amqpwire.ChannelCloseOK{})
 }
 
@@ -228,11 +240,14 @@ func (ch *channel) teardown() {
 	consumers, pending := ch.closeLocked()
 	ch.mu.Unlock()
 	ch.release(consumers, pending)
+	ch.c.srv.retire(ch)
 
 	// The reader's own state.
 	if ch.tx != nil {
 		ch.c.applySettlement(settleRequeue, ch.tx.takeSettled())
+		ch.mu.Lock()
 		ch.tx = nil
+		ch.mu.Unlock()
 	}
 	if ch.confirm != nil {
 		ch.confirm.stop()
@@ -266,6 +281,13 @@ func (ch *channel) release(consumers []*consumer, pending []pendingDelivery) {
 		}
 	}
 	ch.c.applySettlement(settleRequeue, pending)
+}
+
+// forgetChannel frees a channel number once the channel is closed.
+func (c *conn) forgetChannel(id uint16) {
+	c.chanMu.Lock()
+	delete(c.channels, id)
+	c.chanMu.Unlock()
 }
 
 // queueName resolves a queue argument: "" means the channel's most

@@ -15,7 +15,9 @@ func (ch *channel) confirmSelect(m *amqpwire.ConfirmSelect) error {
 		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot switch from tx to confirm mode").In(m.ID())
 	}
 	if ch.confirm == nil {
+		ch.mu.Lock()
 		ch.confirm = newConfirmer(ch)
+		ch.mu.Unlock()
 	}
 	ch.reply(m.NoWait, &amqpwire.ConfirmSelectOK{})
 	return nil
@@ -37,6 +39,7 @@ type confirmer struct {
 
 	mu      sync.Mutex
 	seq     uint64       // last sequence number assigned
+	settled uint64       // last sequence number acked or nacked
 	waiting []confirmRun // publishes not yet confirmed, in order
 	busy    bool         // the goroutine holds one popped from waiting
 	running bool         // the goroutine has been started
@@ -100,6 +103,7 @@ func (cf *confirmer) published(durable mq.Durability, failed bool) {
 // cf.mu must be held, which keeps the inline path and the goroutine in
 // order.
 func (cf *confirmer) emitLocked(r confirmRun) {
+	cf.settled = r.last
 	out := cf.ch.c.out
 	if r.failed {
 		for seq := r.first; seq <= r.last; seq++ {
@@ -108,8 +112,10 @@ func (cf *confirmer) emitLocked(r confirmRun) {
 		return
 	}
 	next := r.first // the first not yet confirmed
+	nacked := uint64(0)
 	var storageErr error
 	r.from.RunErrs(r.to, func(pos int, err error) {
+		nacked++
 		seq := r.first + uint64(pos)
 		if seq > next {
 			out.ack(cf.ch.id, seq-1)
@@ -124,9 +130,17 @@ func (cf *confirmer) emitLocked(r confirmRun) {
 	if next <= r.last {
 		out.ack(cf.ch.id, r.last)
 	}
+	cf.ch.stats.add(statConfirm, r.last-r.first+1-nacked)
 	if storageErr != nil {
 		cf.ch.c.log.Warn("persisting confirmed publishes failed; sending nacks", "first", r.first, "last", r.last, "err", storageErr)
 	}
+}
+
+// unconfirmed is how many publishes await their confirm.
+func (cf *confirmer) unconfirmed() int {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return int(cf.seq - cf.settled)
 }
 
 // run is the confirm goroutine: it takes waiting runs in order, waits for

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/rate"
 )
 
 const (
@@ -46,6 +47,16 @@ type conn struct {
 	nc  net.Conn
 	id  mq.ConnID
 	log *slog.Logger
+	// name is RabbitMQ's name of the connection, "peer -> local", by
+	// which the management API lists and closes it; connectedAt is when
+	// it was accepted.
+	name        string
+	connectedAt time.Time
+
+	// The socket as the read buffer and the writer see it: both count
+	// the bytes that pass (management API traffic statistics).
+	recv trafficReader
+	sent trafficWriter
 
 	// Reader only: the read buffer, borrowed while the client sends (see
 	// buffers.go), and the frame reader over it; input waits for the
@@ -64,16 +75,20 @@ type conn struct {
 	ackScratch     amqpwire.BasicAck
 
 	// Set by the handshake, read-only afterwards.
-	channelMax uint16
-	frameMax   uint32
-	heartbeat  time.Duration
-	user       string
-	vhostName  string
-	vhost      *mq.VHost
-	caps       clientCaps
+	channelMax  uint16
+	frameMax    uint32
+	heartbeat   time.Duration
+	user        string
+	vhostName   string
+	vhost       *mq.VHost
+	caps        clientCaps
+	clientProps amqpwire.Table // from start-ok, as the client sent them
+	mechanism   string         // the SASL mechanism the client logged in with
 
-	// Reader only.
+	// Reader only; the reader changes channels under chanMu, so others
+	// may read it under chanMu (openChannels).
 	channels map[uint16]*channel
+	chanMu   sync.Mutex
 	closing  bool          // connection.close sent; waiting for close-ok
 	pub      *mq.Publisher // the connection's publishes, batched; nil until the first
 
@@ -90,19 +105,25 @@ type conn struct {
 	stopOnce      sync.Once
 	stopping      chan struct{} // closed by forceClose: a publisher blocked by an alarm gives up
 	wg            sync.WaitGroup
+
+	trafficRates rate.Sampler // for ConnectionInfo.Traffic
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	id := mq.ConnID(connIDs.Add(1))
 	c := &conn{
-		srv:      s,
-		nc:       nc,
-		id:       id,
-		log:      s.log.With("conn", uint64(id), "remote", nc.RemoteAddr().String()),
-		out:      newOutbound(s.cfg.OutboundLimit),
-		channels: make(map[uint16]*channel),
-		abort:    make(chan struct{}),
-		stopping: make(chan struct{}),
+		srv:         s,
+		nc:          nc,
+		id:          id,
+		log:         s.log.With("conn", uint64(id), "remote", nc.RemoteAddr().String()),
+		name:        nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String(),
+		connectedAt: time.Now(),
+		recv:        trafficReader{nc: nc},
+		sent:        trafficWriter{nc: nc},
+		out:         newOutbound(s.cfg.OutboundLimit),
+		channels:    make(map[uint16]*channel),
+		abort:       make(chan struct{}),
+		stopping:    make(chan struct{}),
 	}
 	c.input = newInputWaiter(c)
 	c.acquireReadBuffer()

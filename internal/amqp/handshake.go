@@ -67,6 +67,7 @@ func (c *conn) handshake() error {
 	}
 	startOK := m.(*amqpwire.ConnectionStartOK)
 	c.caps = capabilitiesOf(startOK.ClientProperties)
+	c.clientProps, c.mechanism = startOK.ClientProperties, startOK.Mechanism
 	user, aerr := c.srv.users.authenticate(startOK.Mechanism, startOK.Response, c.nc.RemoteAddr())
 	if aerr != nil {
 		c.log.Warn("authentication failed", "mechanism", startOK.Mechanism, "reason", aerr.detail)

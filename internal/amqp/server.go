@@ -23,6 +23,7 @@ type Server struct {
 	log    *slog.Logger
 	users  *userStore
 	alarms *alarms
+	stats  serverStats // message counters of closed channels (stats.go)
 
 	// netsrv accepts, tracks and shuts down the connections, and owns
 	// the alarm monitor's goroutine.

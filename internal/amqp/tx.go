@@ -30,7 +30,9 @@ func (ch *channel) txSelect(m *amqpwire.TxSelect) error {
 		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot switch from confirm to tx mode").In(m.ID())
 	}
 	if ch.tx == nil {
+		ch.mu.Lock()
 		ch.tx = &txState{}
+		ch.mu.Unlock()
 	}
 	ch.c.out.method(ch.id, &amqpwire.TxSelectOK{})
 	return nil
@@ -85,6 +87,7 @@ func (ch *channel) txCommit(m *amqpwire.TxCommit) error {
 			pub.Flush()
 			return mqError(err, m.ID())
 		}
+		ch.countPublished(res, p.mandatory)
 		if res.Routed == 0 && p.mandatory {
 			ch.returnMessage(p.msg)
 		}

@@ -248,3 +248,45 @@ func (s *Server) mustVHost(t *testing.T, name string) *mq.VHost {
 	}
 	return v
 }
+
+// TestRouteAndMount: other packages add endpoints below /api/ (behind
+// the API's authentication, with path values) and handlers beside it.
+func TestRouteAndMount(t *testing.T) {
+	api := New(newRegistry(t), Config{})
+	api.Route("GET", "kafka/topics/{topic}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"topic": r.PathValue("topic")})
+	})
+	api.Mount("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up 1\n") }))
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+
+	if code, body := call(t, srv, "GET", "/api/kafka/topics/a%2Fb", ""); code != 200 || strings.TrimSpace(body) != `{"topic":"a/b"}` {
+		t.Fatalf("routed endpoint: %d %s", code, body)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/api/kafka/topics/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("routed endpoint without credentials: %d", resp.StatusCode)
+	}
+	resp, err = srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "up 1\n" {
+		t.Fatalf("mounted handler: %d %q", resp.StatusCode, b)
+	}
+	if code, _ := call(t, srv, "POST", "/api/kafka/topics/x", `{}`); code != 405 {
+		t.Fatalf("other method: %d", code)
+	}
+	if code, _ := call(t, srv, "GET", "/api/queues/%2F/", ""); code != 200 {
+		t.Fatalf("list with a trailing slash: %d", code)
+	}
+	if code, body := call(t, srv, "PUT", "/api/queues/%2F//", `{}`); code != 404 {
+		t.Fatalf("PUT with an empty queue name: %d %s, want 404", code, body)
+	}
+}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -14,20 +13,28 @@ func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []mq.Policy{}
+	out := []map[string]any{}
 	for _, v := range vs {
-		out = append(out, v.Policies()...)
+		for _, p := range v.Policies() {
+			out = append(out, policyJSON(p))
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, r, out)
+}
+
+// policyJSON is a policy as the API shows it (mq.Policy's JSON form).
+func policyJSON(p mq.Policy) map[string]any {
+	return map[string]any{"vhost": p.VHost, "name": p.Name, "pattern": p.Pattern, "apply-to": p.ApplyTo,
+		"definition": p.Definition, "priority": p.Priority}
 }
 
 // getPolicy is GET /api/policies/{vhost}/{name}.
 func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
-	vs, ok := s.vhostsOf(w, r)
+	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
-	p, found := vs[0].Policy(r.PathValue("name"))
+	p, found := v.Policy(r.PathValue("name"))
 	if !found {
 		writeNotFound(w)
 		return
@@ -47,29 +54,15 @@ type policyBody struct {
 // putPolicy is PUT /api/policies/{vhost}/{name}: 201 when it creates the
 // policy, 204 when it replaces one.
 func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
-	v, err := s.reg.VHost(r.PathValue("vhost"))
-	if err != nil {
-		// RabbitMQ names the missing vhost when a write needs it, where a
-		// read gets the plain 404 (writeNotFound).
-		writeError(w, http.StatusNotFound, "not_found", "vhost_not_found")
+	v, ok := s.writeVHostOf(w, r)
+	if !ok {
 		return
 	}
 	var body policyBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
-		writeBadRequest(w, "failed_to_parse_json: "+err.Error())
+	if !decodeBody(w, r, &body, maxBodyBytes) {
 		return
 	}
-	var missing []string
-	if body.Pattern == nil {
-		missing = append(missing, "pattern")
-	}
-	if body.Definition == nil {
-		missing = append(missing, "definition")
-	}
-	if len(missing) > 0 {
-		writeBadRequest(w, "[{key_missing,"+strings.Join(missing, "},{key_missing,")+"}]")
+	if !requireKeys(w, key{"pattern", body.Pattern != nil}, key{"definition", body.Definition != nil}) {
 		return
 	}
 	priority := 0
@@ -83,25 +76,26 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	_, existed := v.Policy(name)
-	err = v.SetPolicy(mq.Policy{Name: name, Pattern: *body.Pattern, ApplyTo: body.ApplyTo, Priority: priority, Definition: body.Definition})
+	err := v.SetPolicy(mq.Policy{Name: name, Pattern: *body.Pattern, ApplyTo: body.ApplyTo, Priority: priority, Definition: body.Definition})
 	if err != nil {
 		writeMQError(w, err)
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-	} else {
-		w.WriteHeader(http.StatusCreated)
-	}
+	writeCreated(w, existed)
 }
 
 // deletePolicy is DELETE /api/policies/{vhost}/{name}: 204, or 404.
 func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) {
-	vs, ok := s.vhostsOf(w, r)
+	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
-	if err := vs[0].DeletePolicy(r.PathValue("name")); err != nil {
+	name := r.PathValue("name")
+	if _, found := v.Policy(name); !found {
+		writeNotFound(w)
+		return
+	}
+	if err := v.DeletePolicy(name); err != nil {
 		writeMQError(w, err)
 		return
 	}

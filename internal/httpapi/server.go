@@ -1,12 +1,17 @@
-// Package httpapi is Wharf's HTTP management API: the subset of RabbitMQ's
-// management plugin API (JSON over HTTP, basic auth) that tools and
-// `wharf policies` use — overview, vhosts, queues, exchanges, bindings
-// and policies. It holds no state of its own: every answer comes from the
-// mq registry.
+// Package httpapi is Wharf's HTTP management API, compatible with
+// RabbitMQ's management plugin (JSON shapes, field names, status codes,
+// "%2F" for the vhost "/"), so that rabbitmqadmin, client test suites and
+// `wharf queues|exchanges|bindings|connections|definitions|policies` work
+// against it. It translates requests into calls on the mq registry and
+// reads connections from the AMQP front end (AMQPFrontEnd); it holds no
+// state of its own but the samples its rates are computed from.
 //
-// Access is basic auth with the AMQP listener's users. A loopback-only
-// user (guest) must connect from a loopback address and name this machine
-// in Host (host.go); a write needs Content-Type application/json.
+// Endpoints live below /api/ (routes.go lists them); other packages add
+// theirs with Route (authenticated, below /api/) or Mount (any other
+// path, such as /metrics). Access is basic auth with the AMQP listener's
+// users. A loopback-only user (guest) must connect from a loopback
+// address and name this machine in Host (host.go); a write needs
+// Content-Type application/json.
 package httpapi
 
 import (
@@ -15,16 +20,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/rate"
 	"github.com/wharf-mq/wharf/internal/version"
 )
 
@@ -35,8 +40,18 @@ type Config struct {
 	Users map[string]string
 	// LoopbackUsers may only log in from a loopback address. nil: guest.
 	LoopbackUsers []string
+	// AMQP is the AMQP front end whose connections the API lists and
+	// closes, and whose alarms it reports; nil when the node has no AMQP
+	// listener (the lists are then empty).
+	AMQP AMQPFrontEnd
+	// Listeners are the node's listeners, for /api/overview.
+	Listeners []Listener
 	// ClusterName is reported by /api/overview. Default "wharf".
 	ClusterName string
+	// NodeName is the node's name in every object that names one.
+	// Default "wharf@" and the machine's host name, like RabbitMQ's
+	// "rabbit@host".
+	NodeName string
 	// Version is the product version reported by /api/overview.
 	// Default: this build's (internal/version).
 	Version string
@@ -49,17 +64,40 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// AMQPFrontEnd is what the API reads from and asks of the AMQP front end;
+// *amqp.Server implements it.
+type AMQPFrontEnd interface {
+	Connections() []amqp.ConnectionInfo
+	CloseConnection(name, reason string) bool
+	MessageStats() []rate.Stat
+	Resources() amqp.Resources
+}
+
+// Listener is one of the node's listeners: protocol is RabbitMQ's name
+// ("amqp", "http") or "kafka".
+type Listener struct {
+	Protocol string
+	Addr     net.Addr
+}
+
 // defaultIdleTimeout is Config.IdleTimeout's default.
 const defaultIdleTimeout = 60 * time.Second
 
 // Server serves the management API for one registry.
 type Server struct {
 	reg      *mq.Registry
+	amqp     AMQPFrontEnd
 	cfg      Config
 	loopback map[string]bool
 	hostname string // the machine's name, a local Host for loopback-only users
+	started  time.Time
 	table    []route
+	api      http.Handler   // /api/: authenticated, then routed by table
+	mux      *http.ServeMux // whatever Mount adds
 	http     *http.Server
+
+	// queueTotals samples the node's queue depths for /api/overview.
+	queueTotals rate.Sampler
 }
 
 // New returns a Server for reg; it is an http.Handler, and Serve runs it
@@ -74,6 +112,10 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = "wharf"
 	}
+	if cfg.NodeName == "" {
+		host, _ := os.Hostname()
+		cfg.NodeName = "wharf@" + strings.Split(host, ".")[0]
+	}
 	if cfg.Version == "" {
 		cfg.Version = version.String()
 	}
@@ -83,11 +125,16 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{reg: reg, cfg: cfg, loopback: make(map[string]bool), hostname: machineName()}
+	s := &Server{reg: reg, amqp: cfg.AMQP, cfg: cfg, loopback: make(map[string]bool), hostname: machineName(),
+		started: time.Now(), mux: http.NewServeMux()}
+	if s.amqp == nil {
+		s.amqp = noAMQP{reg}
+	}
 	for _, u := range cfg.LoopbackUsers {
 		s.loopback[u] = true
 	}
-	s.table = s.routes()
+	s.routes()
+	s.api = s.Authenticated(http.HandlerFunc(s.dispatch))
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -97,119 +144,59 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	return s
 }
 
-// route is one endpoint: a method on /api/<collection> with as many
-// path segments after it (vhost, name) as the handler reads.
-type route struct {
-	method     string
-	collection string
-	segments   int
-	handle     http.HandlerFunc
-}
+// Mount serves h for pattern (http.ServeMux syntax) outside /api/, e.g.
+// "/metrics" or "/" for a web console. h does its own authentication,
+// with Authenticated if it wants the API's. Call before Serve.
+func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// routes lists every endpoint.
-func (s *Server) routes() []route {
-	return []route{
-		{"GET", "overview", 0, s.overview},
-		{"GET", "vhosts", 0, s.listVHosts},
-		{"GET", "vhosts", 1, s.getVHost},
-		{"GET", "queues", 0, s.listQueues},
-		{"GET", "queues", 1, s.listQueues},
-		{"GET", "queues", 2, s.getQueue},
-		{"GET", "exchanges", 0, s.listExchanges},
-		{"GET", "exchanges", 1, s.listExchanges},
-		{"GET", "exchanges", 2, s.getExchange},
-		{"GET", "bindings", 0, s.listBindings},
-		{"GET", "bindings", 1, s.listBindings},
-		{"GET", "policies", 0, s.listPolicies},
-		{"GET", "policies", 1, s.listPolicies},
-		{"GET", "policies", 2, s.getPolicy},
-		{"PUT", "policies", 2, s.putPolicy},
-		{"DELETE", "policies", 2, s.deletePolicy},
-	}
-}
-
-// dispatch finds the endpoint of a request. Segments are split on the
-// escaped path and unescaped one by one, so the default vhost is the
-// single segment "%2F", as in RabbitMQ (http.ServeMux would clean the
-// resulting "//" away). The segments become the path values "vhost" and
-// "name".
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/")
-	if !ok {
-		writeNotFound(w)
-		return
-	}
-	parts := strings.Split(strings.TrimSuffix(rest, "/"), "/")
-	for i, p := range parts {
-		u, err := url.PathUnescape(p)
-		if err != nil {
-			writeNotFound(w)
-			return
-		}
-		parts[i] = u
-	}
-	methodKnown := false
-	for _, rt := range s.table {
-		if rt.collection != parts[0] || rt.segments != len(parts)-1 {
-			continue
-		}
-		if rt.method != r.Method {
-			methodKnown = true
-			continue
-		}
-		if hasBody(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
-			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"Content-Type must be application/json, got "+strconv.Quote(r.Header.Get("Content-Type")))
-			return
-		}
-		for i, key := range []string{"vhost", "name"}[:rt.segments] {
-			r.SetPathValue(key, parts[i+1])
-		}
-		rt.handle(w, r)
-		return
-	}
-	if methodKnown {
-		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed", r.Method+" is not allowed here")
-		return
-	}
-	writeNotFound(w)
-}
-
-// hasBody reports whether requests of method carry a JSON body here.
-func hasBody(method string) bool { return method == http.MethodPut || method == http.MethodPost }
-
-// isJSON reports whether a Content-Type header announces JSON. Requiring
-// it (RabbitMQ takes any) means a cross-site page cannot write through a
-// visitor's browser without a CORS preflight, which this API never grants.
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
-}
-
-// ServeHTTP authenticates the request, then routes it.
+// ServeHTTP serves the API and what was mounted beside it. The API does
+// its own routing: http.ServeMux would clean the "//" an escaped vhost
+// "/" ("%2F") unescapes to, and redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		writeUnauthorized(w, "Not_Authorized")
+	if strings.HasPrefix(r.URL.EscapedPath(), "/api/") {
+		s.api.ServeHTTP(w, r)
 		return
 	}
-	want, known := s.cfg.Users[user]
-	if !known || subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
-		writeUnauthorized(w, "Login failed")
-		return
-	}
-	if s.loopback[user] {
-		if !netserve.FromLoopback(r.RemoteAddr) {
-			writeUnauthorized(w, "User can only log in via localhost")
+	s.mux.ServeHTTP(w, r)
+}
+
+// userKey is the context key of the authenticated user's name.
+type userKey struct{}
+
+// userOf returns the name of the user a request was authenticated as.
+func userOf(r *http.Request) string {
+	u, _ := r.Context().Value(userKey{}).(string)
+	return u
+}
+
+// Authenticated wraps h with the API's basic auth: 401 without valid
+// credentials (and for a loopback-only user from elsewhere), 403 for a
+// loopback-only user whose Host does not name this machine.
+func (s *Server) Authenticated(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok {
+			writeUnauthorized(w, "Not_Authorized")
 			return
 		}
-		if !s.localHost(r.Host) {
-			writeError(w, http.StatusForbidden, "forbidden",
-				fmt.Sprintf("Host %q does not name this machine; user %s can only log in via localhost", r.Host, user))
+		want, known := s.cfg.Users[user]
+		if !known || subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
+			writeUnauthorized(w, "Login failed")
 			return
 		}
-	}
-	s.dispatch(w, r)
+		if s.loopback[user] {
+			if !netserve.FromLoopback(r.RemoteAddr) {
+				writeUnauthorized(w, "User can only log in via localhost")
+				return
+			}
+			if !s.localHost(r.Host) {
+				writeError(w, http.StatusForbidden, "forbidden",
+					fmt.Sprintf("Host %q does not name this machine; user %s can only log in via localhost", r.Host, user))
+				return
+			}
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+	})
 }
 
 // Serve answers requests on ln until Shutdown.
@@ -224,3 +211,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, and waits (until ctx ends) for requests in
 // flight.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// noAMQP stands for a node without an AMQP listener: no connections, no
+// message totals, no alarms.
+type noAMQP struct{ reg *mq.Registry }
+
+func (noAMQP) Connections() []amqp.ConnectionInfo  { return nil }
+func (noAMQP) CloseConnection(string, string) bool { return false }
+func (noAMQP) MessageStats() []rate.Stat           { return nil }
+func (n noAMQP) Resources() amqp.Resources {
+	return amqp.Resources{MemoryUsed: n.reg.MemoryUsed(), DiskFree: -1}
+}

@@ -55,6 +55,7 @@ type queue struct {
 	// (crash.go). It is then also deleted, as far as the in-memory
 	// machinery goes, but stays in its vhost.
 	crashed atomic.Bool
+	stats   queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.
@@ -203,6 +204,7 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		q.holdLocked(e, h)
 	}
 	q.ready.PushBack(e)
+	q.stats.published.Add(1)
 	q.dispatchLocked(e)
 	if o.limited() {
 		q.dropOverflowLocked(now)
@@ -328,6 +330,7 @@ func (q *queue) deliveryLocked(e *entry) *Delivery {
 // handOverLocked records that e (already off the ready list) was handed to
 // consumer s, or to basic.get when s is nil.
 func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
+	q.stats.handedOver(s != nil, noAck, e.redelivered)
 	if e.offset >= 0 && e.offset > q.store.delivered {
 		q.store.delivered = e.offset
 	}

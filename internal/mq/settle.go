@@ -62,6 +62,7 @@ func (v *VHost) settle(queue string, tags []QueueTag, kind settleKind) {
 		}
 		switch kind {
 		case settleAck:
+			q.stats.acked.Add(1)
 			q.settleLocked(e)
 		case settleDiscard:
 			if now == 0 {

@@ -293,12 +293,18 @@ func Start(cfg Config) (*Node, error) {
 		logger.Info("amqp listener started", "addr", n.AMQPAddr())
 	}
 	if httpLn != nil {
-		n.httpServer = httpapi.New(b.Messaging(), httpapi.Config{
+		apiCfg := httpapi.Config{
 			Users:         cfg.AMQP.Users,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
+			Listeners:     []httpapi.Listener{{Protocol: "kafka", Addr: ln.Addr()}, {Protocol: "http", Addr: httpLn.Addr()}},
 			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
-		})
+		}
+		if n.amqpServer != nil {
+			apiCfg.AMQP = n.amqpServer
+			apiCfg.Listeners = append(apiCfg.Listeners, httpapi.Listener{Protocol: "amqp", Addr: amqpLn.Addr()})
+		}
+		n.httpServer = httpapi.New(b.Messaging(), apiCfg)
 		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}

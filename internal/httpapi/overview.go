@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/rate"
+)
+
+// exchangeTypes are the exchange types mq routes, as /api/overview and
+// /api/nodes list them.
+var exchangeTypes = []map[string]any{
+	{"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
+	{"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
+	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
+	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+	{"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
+}
+
+// overview is GET /api/overview: versions, the node's message totals and
+// rates, queue totals, object counts and listeners.
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	conns := s.amqp.Connections()
+	channels, consumers := 0, 0
+	for _, c := range conns {
+		channels += len(c.Channels)
+		for _, ch := range c.Channels {
+			consumers += len(ch.Consumers)
+		}
+	}
+	var messages, ready, unacked, queues, exchanges int64
+	for _, v := range s.allVHosts() {
+		for _, q := range v.QueueDetails() {
+			messages += int64(q.Messages)
+			ready += int64(q.MessagesReady)
+			unacked += int64(q.MessagesUnacknowledged)
+			queues++
+		}
+		exchanges += int64(len(v.Exchanges()))
+	}
+	totals := []rate.Stat{
+		{Name: "messages", Value: messages},
+		{Name: "messages_ready", Value: ready},
+		{Name: "messages_unacknowledged", Value: unacked},
+	}
+	s.queueTotals.Sample(time.Now(), totals)
+	listeners := make([]map[string]any, 0, len(s.cfg.Listeners))
+	for _, l := range s.cfg.Listeners {
+		host, port := "", 0
+		if a, ok := l.Addr.(*net.TCPAddr); ok {
+			host, port = a.IP.String(), a.Port
+		}
+		listeners = append(listeners, map[string]any{
+			"node": s.cfg.NodeName, "protocol": l.Protocol, "ip_address": host, "port": port, "socket_opts": map[string]any{},
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"product_name":              "Wharf",
+		"product_version":           s.cfg.Version,
+		"management_version":        s.cfg.Version,
+		"rabbitmq_version":          s.cfg.Version,
+		"rates_mode":                "basic",
+		"cluster_name":              s.cfg.ClusterName,
+		"node":                      s.cfg.NodeName,
+		"exchange_types":            exchangeTypes,
+		"disable_stats":             false,
+		"enable_queue_totals":       false,
+		"statistics_db_event_queue": 0,
+		"message_stats":             statsObject(s.amqp.MessageStats()),
+		"queue_totals":              statsObject(totals),
+		"object_totals": map[string]any{
+			"connections": len(conns), "channels": channels, "consumers": consumers, "queues": queues, "exchanges": exchanges,
+		},
+		"listeners": listeners,
+		"contexts":  []any{},
+	})
+}
+
+// whoami is GET /api/whoami. Every user may do everything until users
+// get permissions, so every user is an administrator.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"name": userOf(r), "tags": []string{"administrator"}})
+}
+
+// nodeJSON is the one node, as /api/nodes shows it. mem_used and
+// mem_limit are what the memory alarm compares: message bodies held in
+// memory, against the high-water mark.
+func (s *Server) nodeJSON() map[string]any {
+	res := s.amqp.Resources()
+	fdUsed := 0
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fdUsed = len(fds)
+	}
+	return map[string]any{
+		"name": s.cfg.NodeName, "type": "disc", "running": true, "being_drained": false,
+		"os_pid":          strconv.Itoa(os.Getpid()),
+		"uptime":          time.Since(s.started).Milliseconds(),
+		"processors":      runtime.NumCPU(),
+		"proc_used":       runtime.NumGoroutine(),
+		"fd_used":         fdUsed,
+		"fd_total":        openFileLimit(),
+		"mem_used":        res.MemoryUsed,
+		"mem_limit":       max(res.MemoryLimit, 0),
+		"mem_alarm":       res.MemoryAlarm,
+		"disk_free":       res.DiskFree,
+		"disk_free_limit": max(res.DiskFreeLimit, 0),
+		"disk_free_alarm": res.DiskAlarm,
+		"sockets_used":    len(s.amqp.Connections()),
+		"run_queue":       0,
+		"partitions":      []any{},
+		"rates_mode":      "basic",
+		"exchange_types":  exchangeTypes,
+		"applications":    []any{},
+		"contexts":        []any{},
+	}
+}
+
+// listNodes is GET /api/nodes.
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	writeList(w, r, []map[string]any{s.nodeJSON()})
+}
+
+// getNode is GET /api/nodes/{node}.
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	if r.PathValue("node") != s.cfg.NodeName {
+		writeNotFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.nodeJSON())
+}
+
+// alarmsCheck is GET /api/health/checks/alarms (and local-alarms, the
+// same on a single node): 200 while no resource alarm is raised, 503
+// listing them otherwise.
+func (s *Server) alarmsCheck(w http.ResponseWriter, r *http.Request) {
+	res := s.amqp.Resources()
+	var alarms []map[string]any
+	if res.MemoryAlarm {
+		alarms = append(alarms, map[string]any{"node": s.cfg.NodeName, "resource": "memory"})
+	}
+	if res.DiskAlarm {
+		alarms = append(alarms, map[string]any{"node": s.cfg.NodeName, "resource": "disk"})
+	}
+	if len(alarms) == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+		return
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
+	})
+}
+
+// alivenessTest is GET /api/aliveness-test/{vhost}. RabbitMQ 4.x made it
+// a no-op that only checks the vhost (its round trip through a queue is
+// what the health checks replaced), and so does Wharf.
+func (s *Server) alivenessTest(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.vhostsOf(w, r); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	}
+}
