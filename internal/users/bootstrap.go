@@ -1,0 +1,27 @@
+package users
+
+import "errors"
+
+// Bootstrap gives a node its first users. On a store that has never held a
+// user it creates guest/guest, tagged administrator, as RabbitMQ does on a
+// new node (the front ends allow guest from loopback addresses only). When
+// admin is set it also makes sure that user exists, tagged administrator:
+// created with password if missing, left alone if present, so a password
+// changed later through the CLI or the API is not reset by every restart.
+func Bootstrap(s *Store, admin, password string) error {
+	if s.Empty() {
+		if err := s.Put("guest", "guest", []string{TagAdministrator}); err != nil {
+			return err
+		}
+	}
+	if admin == "" {
+		return nil
+	}
+	if password == "" {
+		return errors.New("users: an administrator needs a password (--admin-password, WHARF_ADMIN_PASSWORD)")
+	}
+	if _, ok := s.Get(admin); ok {
+		return nil
+	}
+	return s.Put(admin, password, []string{TagAdministrator})
+}

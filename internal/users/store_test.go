@@ -1,0 +1,212 @@
+package users
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// memKV is a KV in memory that counts writes.
+type memKV struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func newMemKV() *memKV { return &memKV{data: map[string][]byte{}} }
+
+func (m *memKV) Put(key string, value []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.data[key] = bytes.Clone(value)
+	return nil
+}
+
+func (m *memKV) Delete(key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.data, key)
+	return nil
+}
+
+func (m *memKV) Load(fn func(string, []byte) error) error {
+	m.mu.Lock()
+	snapshot := maps.Clone(m.data)
+	m.mu.Unlock()
+	for k, v := range snapshot {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mustOpen(t *testing.T, kv KV) *Store {
+	t.Helper()
+	s, err := Open(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCredentialProvesRFC7677Exchange checks the derivation against the
+// SCRAM-SHA-256 exchange of RFC 7677 section 3: the stored credential must
+// accept the client's proof and produce the server's signature.
+func TestCredentialProvesRFC7677Exchange(t *testing.T) {
+	salt, _ := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
+	salted, err := SaltedPassword(ScramSHA256, "pencil", salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CredentialFromSalted(ScramSHA256, salt, salted, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := "n=user,r=rOprNGfwEbeRWgbNEkqO," +
+		"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096," +
+		"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+	proof, _ := base64.StdEncoding.DecodeString("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+	signature := HMAC(sha256.New, c.StoredKey, []byte(auth))
+	clientKey := make([]byte, len(proof))
+	for i := range proof {
+		clientKey[i] = proof[i] ^ signature[i]
+	}
+	if got := sha256.Sum256(clientKey); !bytes.Equal(got[:], c.StoredKey) {
+		t.Fatal("the stored key does not accept RFC 7677's client proof")
+	}
+	want, _ := base64.StdEncoding.DecodeString("6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+	if got := HMAC(sha256.New, c.ServerKey, []byte(auth)); !bytes.Equal(got, want) {
+		t.Fatal("the server key does not give RFC 7677's server signature")
+	}
+	if !c.Matches(ScramSHA256, "pencil") || c.Matches(ScramSHA256, "pencil ") {
+		t.Fatal("Matches does not tell the password from another")
+	}
+}
+
+func TestUsersSurviveReopenWithoutPasswords(t *testing.T) {
+	kv := newMemKV()
+	s := mustOpen(t, kv)
+	if err := s.Put("alice", "s3cret-pass", []string{"management", " administrator", "management"}); err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range kv.data {
+		if bytes.Contains(value, []byte("s3cret-pass")) || strings.Contains(key, "s3cret") {
+			t.Fatalf("the password is stored in the clear under %q: %s", key, value)
+		}
+	}
+	s = mustOpen(t, kv)
+	u, ok := s.Authenticate("alice", "s3cret-pass")
+	if !ok {
+		t.Fatal("alice cannot log in after a reopen")
+	}
+	if got := strings.Join(u.Tags, ","); got != "administrator,management" {
+		t.Fatalf("tags %q, want sorted and without repeats", got)
+	}
+	if len(u.Credentials) != 2 {
+		t.Fatalf("%d credentials, want one per SCRAM mechanism", len(u.Credentials))
+	}
+	for _, bad := range []struct{ user, pass string }{{"alice", "wrong"}, {"bob", "s3cret-pass"}, {"alice", ""}} {
+		if _, ok := s.Authenticate(bad.user, bad.pass); ok {
+			t.Fatalf("%s/%q logged in", bad.user, bad.pass)
+		}
+	}
+}
+
+// TestKafkaStyleCredentialsPerMechanism: AlterUserScramCredentials sets
+// one mechanism at a time from a salted password, so the two mechanisms
+// may hold different passwords, and deleting one leaves the other.
+func TestKafkaStyleCredentialsPerMechanism(t *testing.T) {
+	s := mustOpen(t, newMemKV())
+	set := func(m Mechanism, password string) {
+		t.Helper()
+		salt := []byte("0123456789abcdef")
+		salted, err := SaltedPassword(m, password, salt, 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetCredential("adminscram", m, salt, salted, 8192); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(ScramSHA256, "admin-secret-256")
+	set(ScramSHA512, "admin-secret-512")
+	c256, _ := s.Credential("adminscram", ScramSHA256)
+	c512, _ := s.Credential("adminscram", ScramSHA512)
+	if !c256.Matches(ScramSHA256, "admin-secret-256") || !c512.Matches(ScramSHA512, "admin-secret-512") {
+		t.Fatal("a mechanism's credential does not match its own password")
+	}
+	if c512.Matches(ScramSHA512, "admin-secret-256") {
+		t.Fatal("SCRAM-SHA-512 accepts the SCRAM-SHA-256 password")
+	}
+	if err := s.DeleteCredential("adminscram", ScramSHA256); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Credential("adminscram", ScramSHA256); ok {
+		t.Fatal("SCRAM-SHA-256 credential still there after its deletion")
+	}
+	if _, ok := s.Credential("adminscram", ScramSHA512); !ok {
+		t.Fatal("deleting SCRAM-SHA-256 removed SCRAM-SHA-512")
+	}
+	if err := s.DeleteCredential("adminscram", ScramSHA256); !errors.Is(err, ErrNoSuchUser) {
+		t.Fatalf("deleting a missing credential: %v, want ErrNoSuchUser", err)
+	}
+	if err := s.SetCredential("x", ScramSHA256, []byte("salt"), make([]byte, 32), 1000); !errors.Is(err, ErrIterations) {
+		t.Fatalf("1000 iterations: %v, want ErrIterations", err)
+	}
+	if err := s.SetCredential("x", "PLAIN", []byte("salt"), make([]byte, 32), 4096); !errors.Is(err, ErrNotMechanism) {
+		t.Fatalf("PLAIN: %v, want ErrNotMechanism", err)
+	}
+}
+
+func TestBootstrapCreatesGuestOnceAndTheAdministratorIfMissing(t *testing.T) {
+	kv := newMemKV()
+	s := mustOpen(t, kv)
+	if err := Bootstrap(s, "root", "first-password"); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := s.Authenticate("guest", "guest"); !ok || !u.HasTag(TagAdministrator) {
+		t.Fatal("a new node has no administrator guest/guest")
+	}
+	if u, ok := s.Authenticate("root", "first-password"); !ok || !u.HasTag(TagAdministrator) {
+		t.Fatal("the bootstrap administrator was not created")
+	}
+	if err := s.SetPassword("root", "changed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("guest"); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, kv)
+	if err := Bootstrap(s, "root", "first-password"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get("guest"); ok {
+		t.Fatal("a deleted guest came back at a restart")
+	}
+	if _, ok := s.Authenticate("root", "changed"); !ok {
+		t.Fatal("a restart reset the administrator's changed password")
+	}
+	if err := Bootstrap(s, "other", ""); err == nil {
+		t.Fatal("an administrator without a password was accepted")
+	}
+}
+
+func TestNamesEveryProtocolCanCarry(t *testing.T) {
+	s := mustOpen(t, newMemKV())
+	for _, name := range []string{"", "a\x00b", "q\xff"} {
+		if err := s.Put(name, "pw", nil); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Put(%q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	if err := s.Put("ok", "", nil); !errors.Is(err, ErrNoPassword) {
+		t.Errorf("empty password: %v, want ErrNoPassword", err)
+	}
+	if err := s.SetTags("nobody", nil); !errors.Is(err, ErrNoSuchUser) {
+		t.Errorf("SetTags of a missing user: %v", err)
+	}
+}
