@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -56,11 +59,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	maxConns := fs.Int("max-connections", netserve.DefaultMaxConnections(),
 		"open connections per listener (Kafka, AMQP, HTTP, NATS); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
 	natsFlags := natsServeFlags(fs)
-	env := bindEnv(fs, "data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
+	secFlags := securityServeFlags(fs)
+	env := bindEnv(fs, append([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
 		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
-		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload")
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv...)...)
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -101,6 +105,10 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	secCfg, err := secFlags.config()
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
 	n, err := node.Start(node.Config{
@@ -110,6 +118,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		HTTPAddr:          *httpAddr,
 		NATSAddr:          *natsFlags.addr,
 		NATS:              natsCfg,
+		Security:          secCfg,
 		AdvertisedHost:    *advertisedHost,
 		Fsync:             policy,
 		FlushInterval:     *flushInterval,
@@ -141,12 +150,27 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	}
 	fmt.Fprintf(std.out, "Data directory %s\n", *dataDir)
 
+	// SIGHUP reloads the TLS certificate, as nginx and RabbitMQ's
+	// rabbitmqctl eval ssl:clear_pem_cache() do, without a restart.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var serveErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "timeout", shutdownTimeout)
-	case <-n.Done():
-		serveErr = n.Err() // names the listener that failed, e.g. "amqp server: accept tcp ..."
+	for serving := true; serving; {
+		select {
+		case <-hup:
+			if err := n.ReloadTLS(); err != nil {
+				logger.Error("reloading the TLS certificate failed; the previous one stays in use", "err", err)
+			} else {
+				logger.Info("reloaded the TLS certificate on SIGHUP")
+			}
+		case <-ctx.Done():
+			logger.Info("shutting down", "timeout", shutdownTimeout)
+			serving = false
+		case <-n.Done():
+			serveErr = n.Err() // names the listener that failed, e.g. "amqp server: accept tcp ..."
+			serving = false
+		}
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

@@ -22,7 +22,9 @@ import (
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/subjects"
+	"github.com/wharf-mq/wharf/internal/tlsconf"
 	"github.com/wharf-mq/wharf/internal/txn"
+	"github.com/wharf-mq/wharf/internal/users"
 	"github.com/wharf-mq/wharf/internal/version"
 )
 
@@ -83,6 +85,10 @@ type Config struct {
 	// limit; negative: no cap.
 	MaxConnections int
 
+	// Security is the user store's bootstrap administrator and the TLS
+	// certificate; the zero value: guest/guest (loopback only), no TLS.
+	Security SecurityConfig
+
 	Logger *slog.Logger // nil: discard
 
 	// Groups tunes the group coordinator (timeouts, offset retention);
@@ -99,6 +105,8 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	broker *broker.Broker
+	users  *users.Store
+	certs  *tlsconf.Reloader // nil without TLS
 
 	kafkaListener   net.Listener
 	kafkaServer     *kafka.Server
@@ -152,6 +160,13 @@ func Start(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
+	}
+	userStore, certs, err := openSecurity(cfg.Security, b)
+	if err != nil {
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed start", "err", cerr)
+		}
+		return nil, err
 	}
 
 	ln, err := net.Listen("tcp", cfg.KafkaAddr)
@@ -252,6 +267,8 @@ func Start(cfg Config) (*Node, error) {
 		cfg:             cfg,
 		logger:          logger,
 		broker:          b,
+		users:           userStore,
+		certs:           certs,
 		groups:          groups,
 		txns:            txns,
 		kafkaListener:   ln,
