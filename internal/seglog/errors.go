@@ -27,7 +27,7 @@ type CorruptionError struct {
 }
 
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("partition offline: corrupt record batch at %s:%d: %v", e.File, e.Pos, e.Err)
+	return fmt.Sprintf("corrupt record batch at %s:%d: %v", e.File, e.Pos, e.Err)
 }
 
 func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -238,7 +238,7 @@ func wantCorruption(t testing.TB, err error, file string, pos int64) *Corruption
 	if ce.File != file || ce.Pos != pos {
 		t.Fatalf("corruption reported at %s:%d, want %s:%d (%v)", ce.File, ce.Pos, file, pos, err)
 	}
-	if want := fmt.Sprintf("partition offline: corrupt record batch at %s:%d: ", file, pos); len(ce.Error()) < len(want) || ce.Error()[:len(want)] != want {
+	if want := fmt.Sprintf("corrupt record batch at %s:%d: ", file, pos); len(ce.Error()) < len(want) || ce.Error()[:len(want)] != want {
 		t.Fatalf("Error() = %q, want prefix %q", ce.Error(), want)
 	}
 	return ce

@@ -340,13 +340,22 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 //
 //   - in a segment that is not the tail, or holding offsets below the
 //     recovery point: *CorruptionError (that data was acknowledged as durable);
-//   - in the tail segment with a valid batch somewhere after it: a flipped
-//     bit, not a torn write: *CorruptionError;
+//   - in the tail segment with a valid batch somewhere after it and only
+//     non-zero bytes between: a flipped bit, not a torn write:
+//     *CorruptionError;
 //   - otherwise a torn tail: truncate at its position and warn.
 //
 // Looking for a valid batch after the bad one, rather than trusting the bad
 // batch's length field, is what keeps a single flipped bit in a length from
 // being mistaken for a torn tail and silently dropping everything after it.
+// But a power cut can also leave a valid batch after a bad one: the kernel
+// writes a file's dirty pages back in any order, so a later page may reach
+// the disk while an earlier one never does, and the earlier one then reads
+// as zeros (a new or preallocated block). No fsync completed after that
+// page was written (it would have carried the page along), so nothing from
+// there on was acknowledged as durable: a whole zero page between the bad
+// batch and the valid one marks a torn tail, not damage. A flipped bit
+// leaves no zero page behind.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
 	if s.size == 0 {
@@ -378,8 +387,16 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return err
 		}
 		if found {
-			return &CorruptionError{File: s.logPath, Pos: good,
-				Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
+			lost, err := zeroPageWithin(f, good, q)
+			if err != nil {
+				return err
+			}
+			if !lost {
+				return &CorruptionError{File: s.logPath, Pos: good,
+					Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
+			}
+			l.logger.Warn("a page written before the crash never reached the disk; later unsynced batches are dropped with it",
+				"file", s.logPath, "pos", good, "later_batch_at", q)
 		}
 		if err := f.Truncate(good); err != nil {
 			return err
@@ -493,6 +510,25 @@ func findValidBatchAfter(f *os.File, bad, startsBefore, size, minOffset int64) (
 		}
 	}
 	return 0, false, nil
+}
+
+// pageSize is the unit in which the kernel writes a file's dirty data back.
+const pageSize = 4096
+
+// zeroPageWithin reports whether [from, to) of f contains a whole,
+// page-aligned page of zeros: a page a crash lost (see verifySegment).
+func zeroPageWithin(f *os.File, from, to int64) (bool, error) {
+	page := make([]byte, pageSize)
+	zeros := make([]byte, pageSize)
+	for p := (from + pageSize - 1) / pageSize * pageSize; p+pageSize <= to; p += pageSize {
+		if _, err := f.ReadAt(page, p); err != nil {
+			return false, err
+		}
+		if bytes.Equal(page, zeros) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // dataEndAfter returns the position just past the last byte of f in

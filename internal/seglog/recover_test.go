@@ -205,6 +205,53 @@ func TestFlippedByteMidSegmentIsCorruption(t *testing.T) {
 	wantCorruption(t, err, path, bad)
 }
 
+// TestLostPageBeforeALaterWriteIsATornTail: a power cut can leave a later
+// page of unsynced batches on disk while an earlier page never got there
+// (it reads as zeros). Nothing from the lost page on was covered by a
+// completed fsync, so recovery cuts the log there, valid later batch or
+// not, instead of taking the log offline as it does for a flipped bit.
+func TestLostPageBeforeALaterWriteIsATornTail(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := mustOpen(t, dir, cfg)
+	appendBatches(t, l, 200, 3, 0) // about 20 KiB: several pages
+	l.crash()
+	path := segmentPath(dir, 0, logSuffix)
+	positions := batchPositions(t, path)
+	const lost = 2 * pageSize // the third page never reached the disk
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, pageSize), lost); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	torn := -1 // the first batch that reaches into the lost page
+	for i := range positions {
+		if i+1 < len(positions) && positions[i+1] > lost {
+			torn = i
+			break
+		}
+	}
+	if positions[len(positions)-1] < lost+pageSize {
+		t.Fatalf("no batch starts after the lost page (last at %d)", positions[len(positions)-1])
+	}
+
+	l, err = Open(dir, cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open after a lost page: %v (want the tail cut, not corruption)", err)
+	}
+	defer l.Close()
+	if want := int64(torn) * 3; l.EndOffset() != want {
+		t.Fatalf("end offset %d, want %d (cut at the batch reaching into the lost page)", l.EndOffset(), want)
+	}
+	if size := fileSize(t, path); size != positions[torn] {
+		t.Fatalf("segment is %d bytes, want it cut at %d", size, positions[torn])
+	}
+}
+
 func TestFlippedLengthMidSegmentIsNotMistakenForTornTail(t *testing.T) {
 	dir := t.TempDir()
 	cfg := smallConfig()
