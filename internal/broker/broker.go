@@ -63,12 +63,12 @@ type Broker struct {
 
 // Open starts a broker on cfg.DataDir: it replays the metadata log and
 // opens every partition. It takes no lock on the directory: the node does
-// (one process per data directory). A partition whose log is corrupt, or whose directory or
-// files cannot be opened, is kept offline and reported, as Kafka does with
-// a failed log directory, rather than failing the whole broker. It refuses
-// to start on data whose metadata log is missing or cut short (see
-// refuseDataWithoutMetadata), and deletes no data the metadata log does not
-// record as deleted (dirs.go).
+// (one process per data directory). A partition whose log is corrupt, or
+// whose directory or files cannot be opened, is kept offline and
+// reported, as Kafka does with a failed log directory, rather than failing
+// the whole broker. It refuses to start on data whose metadata log is
+// missing or cut short (see refuseDataWithoutMetadata), and deletes no
+// data the metadata log does not record as deleted (dirs.go).
 func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {

@@ -5,8 +5,8 @@
 // Kafka coordinators, binds the protocol listeners and owns the goroutines
 // that serve them. Each front end gets the core it serves: Kafka the
 // broker and coordinators; AMQP and the management API the mq registry;
-// NATS a subject router of its own. cmd/wharf and end-to-end tests start a
-// broker through this package and nothing else, so both exercise the same
+// NATS a subject router of its own. cmd/wharf and end-to-end tests start
+// Wharf through this package and nothing else, so both exercise the same
 // wiring.
 package node
 
@@ -134,8 +134,8 @@ type Node struct {
 
 // Start opens the cores in cfg.DataDir, binds the Kafka listener (and the
 // AMQP, HTTP and NATS ones where their addresses are set) and serves each
-// in a goroutine the Node owns. On error nothing is left running and the data directory is closed
-// cleanly.
+// in a goroutine the Node owns. On error nothing is left running and the
+// data directory is closed cleanly.
 func Start(cfg Config) (*Node, error) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -416,7 +416,8 @@ func (n *Node) Err() error {
 // (until ctx expires), and finally the cores are closed, the queueing core
 // before the Kafka core, which fsyncs every log and writes the
 // clean-shutdown markers; the data directory's lock is released last. The
-// cores are closed even if ctx expires first. Calling Close again returns the first result.
+// cores are closed even if ctx expires first. Calling Close again returns
+// the first result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
@@ -452,7 +453,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.txns.Close()
 		n.groups.Close()
 		if err := n.cores.close(); err != nil {
-			errs = append(errs, fmt.Errorf("node: close broker: %w", err))
+			errs = append(errs, fmt.Errorf("node: close the cores: %w", err))
 		}
 		n.closeErr = errors.Join(errs...)
 		n.logger.Info("node stopped", "err", n.closeErr)

@@ -160,11 +160,18 @@ type Owner struct {
 }
 
 func (r *Root) newStore(id string, o Owner) *Store {
-	s := &Store{root: r, dir: filepath.Join(r.dir.path, id), queue: o.Name, crash: o.Crash,
-		logger: r.logger.With("queue", o.Name, "vhost", o.VHost),
-		qmu:    o.Lock, delivered: -1, counts: make(map[int64]uint32)}
-	s.win = newSettleWindow(0)
-	return s
+	return &Store{
+		root:      r,
+		dir:       filepath.Join(r.dir.path, id),
+		queue:     o.Name,
+		logger:    r.logger.With("queue", o.Name, "vhost", o.VHost),
+		qmu:       o.Lock,
+		crash:     o.Crash,
+		win:       newSettleWindow(0),
+		delivered: -1,
+		counts:    make(map[int64]uint32),
+		recovered: recovered{clean: true, delivered: -1},
+	}
 }
 
 // Create returns the store of a new durable queue. It touches no file:

@@ -111,7 +111,6 @@ func (r recovered) redelivered(off int64) bool { return !r.clean || off <= r.del
 // state. On error no log is left open.
 func (s *Store) open() error {
 	dir := s.dir
-	s.recovered = recovered{clean: true, delivered: -1}
 	if ok, err := dirExists(filepath.Join(dir, MessagesLog)); err != nil || !ok {
 		if err == nil {
 			err = os.RemoveAll(dir)
@@ -309,10 +308,11 @@ var unwrittenPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); re
 // in the messages log and holds it back, copied, to be written with the
 // queue's other unwritten messages in one append: by Sync before its
 // fsync, before the log is read (ReadLocked) or settlements are written
-// (Housekeep), at close, or here once maxUnwrittenBytes are held. The offset is exact because only this queue, under its lock,
-// appends to its messages log, and a failed write keeps the batches for
-// the next: offsets are consecutive in the order messages were buffered.
-// Caller holds the queue's lock.
+// (Housekeep), at close, or here once maxUnwrittenBytes are held. The
+// offset is exact because only this queue, under its lock, appends to its
+// messages log, and a failed write keeps the batches for the next:
+// offsets are consecutive in the order messages were buffered. Caller
+// holds the queue's lock.
 func (s *Store) BufferLocked(batch []byte) (int64, error) {
 	l, err := s.messagesLogLocked()
 	if err != nil {
