@@ -11,6 +11,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/streambridge"
 )
 
 // BenchmarkStreamPublishConfirm is bench/compare's stream row: one
@@ -23,11 +25,16 @@ func BenchmarkStreamPublishConfirm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	reg, err := mq.Open(mq.Config{DataDir: br.DataDir(), Definitions: br.Definitions(),
+		Streams: streambridge.NewTopics(br), Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer(br.Messaging(), Config{Logger: logger})
+	srv := NewServer(reg, Config{Logger: logger})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.Cleanup(func() {
@@ -38,6 +45,9 @@ func BenchmarkStreamPublishConfirm(b *testing.B) {
 		}
 		if err := <-served; err != nil {
 			b.Errorf("serve: %v", err)
+		}
+		if err := reg.Close(); err != nil {
+			b.Errorf("close registry: %v", err)
 		}
 		if err := br.Close(); err != nil {
 			b.Errorf("close broker: %v", err)

@@ -19,11 +19,12 @@ import (
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/streambridge"
 )
 
 // End-to-end tests of stream queues: amqp091-go and franz-go clients over
 // TCP against one broker core, whose topics back the stream queues (the
-// broker passes its own StreamStore to its mq registry).
+// registry's StreamStore is the stream bridge over the broker).
 
 // streamStack is a broker with a Kafka listener and an AMQP listener whose
 // registry has stream queues on the broker's topics.
@@ -59,7 +60,11 @@ func (s *streamStack) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := b.Messaging()
+	reg, err := mq.Open(mq.Config{DataDir: b.DataDir(), Definitions: b.Definitions(),
+		Streams: streambridge.NewTopics(b), Logger: s.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	kln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +99,9 @@ func (s *streamStack) stop() {
 		if err := <-s.served; err != nil {
 			s.t.Errorf("serve: %v", err)
 		}
+	}
+	if err := s.reg.Close(); err != nil {
+		s.t.Errorf("close registry: %v", err)
 	}
 	if err := s.b.Close(); err != nil {
 		s.t.Errorf("close broker: %v", err)

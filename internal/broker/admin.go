@@ -92,8 +92,9 @@ func (b *Broker) createTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 }
 
 // DeleteTopic removes a topic and its data, unless the broker keeps it: an
-// internal topic, or the log of a stream queue, which only deleting the
-// queue removes (the queue's consumers then get basic.cancel).
+// internal topic, or the log of a stream queue (Config.TopicInUse), which
+// only deleting the queue removes (the queue's consumers then get
+// basic.cancel).
 func (b *Broker) DeleteTopic(name string) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -104,10 +105,34 @@ func (b *Broker) DeleteTopic(name string) error {
 	if err := refuseIfInternal(t, "it cannot be deleted"); err != nil {
 		return err
 	}
-	if queue, ok := b.messaging.StreamQueueOf(name); ok {
-		return fmt.Errorf("%w: %s is the log of stream %s; delete the queue instead", ErrProtectedTopic, name, queue)
+	if user, ok := b.topicInUse(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s; delete the queue instead", ErrProtectedTopic, name, user)
 	}
 	return b.deleteTopicLocked(t)
+}
+
+// DeleteTopicInUse deletes a topic whatever Config.TopicInUse says, for
+// its user itself: the stream bridge, when the stream queue that owns the
+// topic is deleted. A missing topic is not an error.
+func (b *Broker) DeleteTopicInUse(name string) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t, err := b.Topic(name)
+	if errors.Is(err, ErrUnknownTopic) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return b.deleteTopicLocked(t)
+}
+
+// topicInUse asks Config.TopicInUse, if installed.
+func (b *Broker) topicInUse(name string) (user string, inUse bool) {
+	if b.cfg.TopicInUse == nil {
+		return "", false
+	}
+	return b.cfg.TopicInUse(name)
 }
 
 // deleteTopicLocked records t's deletion, then removes its data. The caller
@@ -148,8 +173,8 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	if err := refuseIfInternal(t, "its partition count cannot change"); err != nil {
 		return err
 	}
-	if queue, ok := b.messaging.StreamQueueOf(name); ok {
-		return fmt.Errorf("%w: %s is the log of stream %s, which has one partition", ErrInvalidPartitions, name, queue)
+	if user, ok := b.topicInUse(name); ok {
+		return fmt.Errorf("%w: %s is the log of stream %s, which has one partition", ErrInvalidPartitions, name, user)
 	}
 	have := int32(len(t.Partitions()))
 	switch {

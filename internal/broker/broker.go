@@ -1,7 +1,11 @@
-// Package broker is Wharf's core: topics made of partitions, each partition a
-// log from package seglog, plus the broker's own metadata, itself kept in a
-// log. Protocol front ends (internal/kafka, and later AMQP) translate wire
-// requests into calls on this package and hold no storage logic of their own.
+// Package broker is Wharf's Kafka core: topics made of partitions, each
+// partition a log from package seglog, plus the broker's own metadata,
+// itself kept in a log (which also holds the definition store of the
+// queueing core, internal/mq). The Kafka front end (internal/kafka) and the
+// coordinators (internal/group, internal/txn) translate requests into calls
+// on this package and hold no storage logic of their own. It does not know
+// the queueing core: internal/node opens both side by side and installs
+// the rules between them as hooks (Config.TopicInUse, Config.QueueData).
 package broker
 
 import (
@@ -17,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -26,10 +29,8 @@ type Broker struct {
 	cfg       Config
 	logger    *slog.Logger
 	clusterID string
-	lock      *dirLock // held from Open to the end of Close
 	meta      *metadataLog
 	defs      *DefinitionStore
-	messaging *mq.Registry
 
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 	// deletedTopics are the IDs of topics whose deletion the metadata log
@@ -60,14 +61,14 @@ type Broker struct {
 	bg   sync.WaitGroup
 }
 
-// Open starts a broker on cfg.DataDir: it takes the directory's lock (one
-// broker per directory; lock_unix.go), replays the metadata log and opens
-// every partition. A partition whose log is corrupt, or whose directory or
-// files cannot be opened, is kept offline and reported, as Kafka does with
-// a failed log directory, rather than failing the whole broker. It refuses
-// to start on data whose metadata log is missing or cut short (see
-// refuseDataWithoutMetadata), and deletes no data the metadata log does not
-// record as deleted (dirs.go).
+// Open starts a broker on cfg.DataDir: it replays the metadata log and
+// opens every partition. It takes no lock on the directory: the node does
+// (one process per data directory). A partition whose log is corrupt, or
+// whose directory or files cannot be opened, is kept offline and
+// reported, as Kafka does with a failed log directory, rather than failing
+// the whole broker. It refuses to start on data whose metadata log is
+// missing or cut short (see refuseDataWithoutMetadata), and deletes no
+// data the metadata log does not record as deleted (dirs.go).
 func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
@@ -76,24 +77,17 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	lock, err := lockDataDir(cfg.DataDir)
+	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
-	if err == nil {
-		if err = refuseDataWithoutMetadata(cfg.DataDir, meta); err != nil {
-			meta.close()
-		}
-	}
-	if err != nil {
-		lock.release()
+	if err := refuseDataWithoutMetadata(cfg.DataDir, meta, cfg.QueueData); err != nil {
+		meta.close()
 		return nil, err
 	}
 	b := &Broker{
 		cfg:             cfg,
 		logger:          cfg.Logger,
-		lock:            lock,
 		meta:            meta,
 		topics:          map[string]*Topic{},
 		byID:            map[[16]byte]*Topic{},
@@ -105,22 +99,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	if err := b.load(); err != nil {
 		b.closeLogs()
-		b.lock.release()
 		return nil, err
-	}
-	b.messaging, err = mq.Open(mq.Config{
-		DataDir:     cfg.DataDir,
-		Definitions: b.defs,
-		Streams:     streamStore{b},
-		// Queue logs are scrubbed as partitions are, on the same schedule.
-		ScrubInterval:       cfg.ScrubInterval,
-		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
-		Logger:              cfg.Logger.With("component", "mq"),
-	})
-	if err != nil {
-		b.closeLogs()
-		b.lock.release()
-		return nil, fmt.Errorf("open message queues: %w", err)
 	}
 	b.bg.Add(3)
 	go b.flushLoop()
@@ -171,9 +150,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.bg.Wait()
-	// Queues first: closing them may still write definitions (auto-delete).
-	// The lock last: another broker may open the directory once it is free.
-	return errors.Join(b.messaging.Close(), b.closeLogs(), b.lock.release())
+	return b.closeLogs()
 }
 
 func (b *Broker) closeLogs() error {
@@ -217,11 +194,6 @@ func (b *Broker) removeTopicLocked(t *Topic) {
 	delete(b.byID, t.id)
 	delete(b.byCollisionName, collisionName(t.name))
 }
-
-// Messaging is the AMQP core: virtual hosts, exchanges and queues, whose
-// definitions live in the broker's metadata log and whose durable messages
-// live in logs like partitions do.
-func (b *Broker) Messaging() *mq.Registry { return b.messaging }
 
 // ClusterID is generated on first start and kept in the metadata log.
 func (b *Broker) ClusterID() string { return b.clusterID }

@@ -66,6 +66,19 @@ type Config struct {
 	// negative for no cap.
 	ScrubBytesPerSecond int64
 	Logger              *slog.Logger
+
+	// TopicInUse names what outside the Kafka core keeps its data in
+	// topic (a stream queue: "queue 'q' in vhost '/'"), if anything
+	// does: Kafka clients may then neither delete the topic nor change
+	// its partition count, either of which would break that user. The
+	// node installs it (internal/streambridge); nil: no topic is in use.
+	TopicInUse func(topic string) (user string, inUse bool)
+	// QueueData counts the durable queues that have data in DataDir and
+	// names the directory holding it (the node installs the queue
+	// store's count). The metadata log defines those queues too, so a
+	// missing or empty metadata log beside such data refuses the start,
+	// as it does beside partitions (metadata_loss.go); nil: no queue data.
+	QueueData func() (queues int, dir string, err error)
 }
 
 const (

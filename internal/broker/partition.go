@@ -254,6 +254,23 @@ func (p *Partition) Read(offset, maxBytes int64) (*seglog.Slice, error) {
 	return s, nil
 }
 
+// Sync fsyncs everything appended to the partition so far, whatever the
+// fsync policy: for a user that acknowledges writes made with acks=1 once
+// it has fsynced them itself (the stream bridge's publisher confirms). A
+// closed log is an error, not a success: closed because the topic was
+// deleted or the broker stopped, it can no longer say whether what was
+// appended reached the disk, and a confirm must not claim it did.
+func (p *Partition) Sync() error {
+	log, err := p.online()
+	if err != nil {
+		return err
+	}
+	if err := log.Sync(); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
+}
+
 // storageError wraps a log failure. A closed log means the topic was
 // deleted under the caller, which clients should see as an unknown topic.
 func (p *Partition) storageError(op string, err error) error {

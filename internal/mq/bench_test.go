@@ -79,5 +79,5 @@ func benchmarkConfirms(b *testing.B, publishers, window, size int) {
 	default:
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(b.N)/float64(max(r.syncer.rounds.Load(), 1)), "msgs/fsync")
+	b.ReportMetric(float64(b.N)/float64(max(r.syncer.Rounds(), 1)), "msgs/fsync")
 }

@@ -3,11 +3,11 @@ package mq
 import "slices"
 
 // A commit is a group of publishes whose logged copies become durable
-// together, under one syncer waiter: the messages a Publisher took between
-// two flushes, or the one message of an unbatched Publish. The goroutine
-// that fills it (the publisher's) sets failed and hands it to the syncer,
-// which sets err and closes done; readers look at both only after done is
-// closed.
+// together, under one waiter of the syncer (queuestore.Syncer): the
+// messages a Publisher took between two flushes, or the one message of an
+// unbatched Publish. The goroutine that fills it (the publisher's) sets
+// failed and hands it to the syncer, which sets err and closes done
+// (finish); readers look at both only after done is closed.
 type commit struct {
 	done   chan struct{}
 	err    error   // a log could not be made durable: every message fails

@@ -1,20 +1,14 @@
 package mq
 
-import (
-	"errors"
-	"io/fs"
-	"syscall"
-
-	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/seglog"
-)
+import "github.com/wharf-mq/wharf/internal/amqpwire"
 
 // Crashed queues. A durable queue whose logs cannot be opened or read back
-// (a corrupt batch found at Open, by a read, or by the scrubber) is taken
-// out of service on its own, as RabbitMQ leaves a classic queue that
-// crashed on its data: the node and every other queue keep serving. The
-// queue keeps its definition, bindings and files, so nothing is lost that
-// a repair (or a restart after one) could bring back. Until then:
+// (a corrupt batch found at Open, by a read, or by the scrubber of the
+// queue stores) is taken out of service on its own, as RabbitMQ leaves a
+// classic queue that crashed on its data: the node and every other queue
+// keep serving. The queue keeps its definition, bindings and files, so
+// nothing is lost that a repair (or a restart after one) could bring back.
+// Until then:
 //
 //   - declare, passive declare, basic.get, basic.consume and queue.purge
 //     get 404 NOT_FOUND "queue 'q' in vhost '/' has crashed and failed to
@@ -33,7 +27,8 @@ func errCrashed(queue, vhost string) *Error {
 }
 
 // crash takes q out of service for good (until a restart): its storage
-// failed with cause. No lock may be held.
+// failed with cause. No lock may be held. The scrubber calls it too
+// (queuestore.Owner.Crash).
 func (q *queue) crash(cause error) {
 	if q.crashed.Swap(true) {
 		return
@@ -43,36 +38,19 @@ func (q *queue) crash(cause error) {
 	q.mu.Lock()
 	cancelled := q.markDeletedLocked()
 	q.mu.Unlock()
-	if s := q.store; s != nil {
-		q.r.removeStore(s)
-		s.closeWithoutMarker()
+	if q.store != nil {
+		q.store.CloseWithoutMarker()
 	}
 	for _, cb := range cancelled {
 		cb()
 	}
 }
 
-// crashAtOpen marks a queue whose store could not be opened crashed. It
-// gets a closed store, so that deleting the queue removes its files.
+// crashAtOpen marks a queue whose store could not be opened crashed. Its
+// store is closed, and kept so that deleting the queue removes its files.
 func (q *queue) crashAtOpen(cause error) {
 	q.crashed.Store(true)
 	q.deleted = true // inert: takes no message, arms no timer
-	s := newQueueStore(q.r.queuesDir, q.id, q.r.cfg.segConfig(), q.r.logger, &q.mu)
-	s.closed, s.ended = true, true
-	q.store = s
 	q.r.logger.Error("mq: queue out of service: its storage cannot be opened; other queues are not affected",
-		"queue", q.name, "vhost", q.vh.name, "dir", s.dir, "err", cause)
-}
-
-// isDamage reports whether a failed read of a queue's log means the data
-// is damaged, rather than a passing failure of the file system (no
-// descriptor left, an I/O error) or a log closed meanwhile.
-func isDamage(err error) bool {
-	var corrupt *seglog.CorruptionError
-	if errors.As(err, &corrupt) {
-		return true
-	}
-	var pathErr *fs.PathError
-	var errno syscall.Errno
-	return err != nil && !errors.As(err, &pathErr) && !errors.As(err, &errno) && !errors.Is(err, seglog.ErrClosed)
+		"queue", q.name, "vhost", q.vh.name, "dir", q.store.Dir(), "err", cause)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -31,7 +32,7 @@ func damagedQueueEnv(t *testing.T, n, settled int) (e *env, bad *queue) {
 		if d, ok, err := e.v.Get("bad", true, 1); err != nil || !ok {
 			t.Fatalf("get: %v %v %v", d, ok, err)
 		}
-		if err := bad.store.housekeep(); err != nil {
+		if err := bad.local().Housekeep(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +68,7 @@ func flipInMiddleBatch(t *testing.T, path string) {
 }
 
 func segmentFile(q *queue, log string) string {
-	return filepath.Join(q.store.dir, log, fmt.Sprintf("%020d.log", 0))
+	return filepath.Join(q.store.Dir(), log, fmt.Sprintf("%020d.log", 0))
 }
 
 // wantCrashed checks that every operation on a crashed queue gets the 404
@@ -112,14 +113,14 @@ func (e *env) wantServing(name string, n int) {
 // removes its files, and a new queue of that name works.
 func TestScrubberCrashesOnlyTheDamagedQueue(t *testing.T) {
 	e, bad := damagedQueueEnv(t, 20, 0)
-	flipInMiddleBatch(t, segmentFile(bad, messagesLogDir))
+	flipInMiddleBatch(t, segmentFile(bad, queuestore.MessagesLog))
 	e.open()
 	if got := e.messages("bad"); got != 20 {
 		t.Fatalf("before the scrub: %d messages, want 20 (recovery trusts a clean log)", got)
 	}
 	c := newConsumer(0)
 	e.consume("bad", c, false)
-	e.r.scrubQueues(context.Background(), false)
+	e.r.stores.Scrub(context.Background(), false)
 	if c.cancelled.Load() != 1 {
 		t.Fatal("the crashed queue's consumer was not cancelled")
 	}
@@ -128,7 +129,7 @@ func TestScrubberCrashesOnlyTheDamagedQueue(t *testing.T) {
 	if _, err := e.v.DeleteQueue("bad", false, false, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(bad.store.dir); !os.IsNotExist(err) {
+	if _, err := os.Stat(bad.store.Dir()); !os.IsNotExist(err) {
 		t.Fatalf("the deleted crashed queue's files are still there: %v", err)
 	}
 	e.declareQueue("bad", true)
@@ -142,7 +143,7 @@ func TestScrubberCrashesOnlyTheDamagedQueue(t *testing.T) {
 // INTERNAL_ERROR, which closes the client's connection, at every retry.
 func TestDamagedReadCrashesTheQueue(t *testing.T) {
 	e, bad := damagedQueueEnv(t, 20, 0)
-	flipInMiddleBatch(t, segmentFile(bad, messagesLogDir))
+	flipInMiddleBatch(t, segmentFile(bad, queuestore.MessagesLog))
 	e.open()
 	for {
 		_, ok, err := e.v.Get("bad", true, 1)
@@ -162,13 +163,13 @@ func TestDamagedReadCrashesTheQueue(t *testing.T) {
 // the registry opens and the other queues serve.
 func TestUnreadableQueueAtOpenCrashesOnlyThatQueue(t *testing.T) {
 	e, bad := damagedQueueEnv(t, 20, 3)
-	flipInMiddleBatch(t, segmentFile(bad, settledLogDir))
+	flipInMiddleBatch(t, segmentFile(bad, queuestore.SettlementLog))
 	e.open()
 	e.wantCrashed("bad")
 	e.wantServing("good", 20)
 	e.restart()
 	e.wantCrashed("bad") // still damaged: nothing was repaired or deleted
-	if _, err := os.Stat(segmentFile(bad, messagesLogDir)); err != nil {
+	if _, err := os.Stat(segmentFile(bad, queuestore.MessagesLog)); err != nil {
 		t.Fatalf("the crashed queue's messages log: %v", err)
 	}
 }

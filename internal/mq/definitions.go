@@ -230,7 +230,7 @@ func (r *Registry) load() error {
 			}
 		}
 	}
-	r.setAsideOrphanStores(live)
+	r.stores.SetAsideStrays(live)
 	return nil
 }
 

@@ -1,8 +1,10 @@
-// Package mq is Wharf's broker core for message queuing with AMQP 0-9-1
+// Package mq is Wharf's queueing core: message queuing with AMQP 0-9-1
 // semantics as RabbitMQ 4.x has them: virtual hosts, exchanges, bindings and
-// queues; routing, dispatch to consumers, settlement; durable queues on the
-// segmented log. It knows nothing of frames or sockets: internal/amqp turns
-// AMQP methods into calls here.
+// queues; routing, dispatch to consumers, settlement; durable queues on
+// their stores (internal/queuestore). It knows nothing of frames or
+// sockets: internal/amqp (and the management API, internal/httpapi) turn
+// requests into calls here. It does not know the Kafka core either: stream
+// queues reach Kafka topics through Config.Streams.
 //
 // # Model
 //
@@ -21,36 +23,24 @@
 // # Queues and storage
 //
 // A queue holds messages in FIFO order: ready ones, and unacknowledged ones
-// handed to a consumer or basic.get. A durable queue also owns two seglog
-// logs in DataDir/queues/<id>/: "messages", one record per persistent
-// message (value = body; headers carry exchange, routing key and encoded
-// properties), and "settled", records naming settled message offsets.
-// Both are created on first use (the first persistent message, the first
-// settlement), so declaring a durable queue writes its definition and no
-// file, and an unused queue has none. Transient messages, and every message of a non-durable queue, live in
-// memory only. After a restart a durable queue holds exactly its logged
-// messages that were not settled, in order. A housekeeper goroutine writes
-// settlements in batches (every Config.HousekeepingInterval, or sooner when
-// many are pending: a crash loses at most those, which are then delivered
-// again), deletes messages-log segments once every message in them is
-// settled, and compacts the settlement log.
+// handed to a consumer or basic.get. A durable queue also has a store
+// (storage.go: the queueStore interface, implemented by
+// internal/queuestore): a messages log with one record per persistent
+// message (every message of a quorum queue) and a settlement log, in
+// DataDir/queues/<id>/, created on first use. Transient messages, and every
+// message of a non-durable queue, live in memory only. The queue tells its
+// store every change to a logged message's fate (enqueued, delivered,
+// settled, returned), and after a restart a durable queue holds exactly
+// its logged messages that were not settled, in order, with their
+// delivery counts; settlements are written in batches, so a crash may
+// deliver the latest settled messages again. Queue directories that no
+// durable queue's definition names are moved aside at Open, never deleted.
 //
-// A settlement (or delivery count) is written only once the messages log
-// is durable up to the offsets it names: the settlement log may be fsynced
-// at any time, and a durable settlement of a message a power cut then
-// takes would settle the next message to get that offset. Recovery drops
-// settlement records naming offsets past the messages log's end for good
-// (left by a version without that rule). Queue directories that no durable
-// queue's definition names are moved aside at Open (<id>.<unix ms>-stray
-// in DataDir/queues, logged at ERROR), never deleted: definitions that were
-// lost must not cost the data too.
-//
-// A queue whose logs cannot be opened or read back, or that the scrubber
-// (scrub.go: seglog's CRC scrub of every queue log after Open, and at
-// Config.ScrubInterval) finds damaged, crashes alone (crash.go): it keeps
-// its definition and files, answers 404 "has crashed and failed to
-// restart" (RabbitMQ's text) and refuses messages routed to it; the node
-// and the other queues serve.
+// A queue whose logs cannot be opened or read back, or that the stores'
+// scrubber (at Open, and at Config.ScrubInterval) finds damaged, crashes
+// alone (crash.go): it keeps its definition and files, answers 404 "has
+// crashed and failed to restart" (RabbitMQ's text) and refuses messages
+// routed to it; the node and the other queues serve.
 //
 // Bodies of persistent messages are kept in memory while a queue is short
 // (Config.QueueMemoryBytes); beyond that they stay on disk only and are read
@@ -83,8 +73,9 @@
 // # Stream queues
 //
 // A stream queue (x-queue-type stream, stream.go) is a Kafka topic of one
-// partition that the broker owns, reached through Config.Streams: the
-// queue "orders" of vhost "/" is the topic "orders" (StreamTopicName).
+// partition that the Kafka core owns, reached through Config.Streams (the
+// node passes internal/streambridge's): the queue "orders" of vhost "/"
+// is the topic "orders" (StreamTopicName).
 // Publishing appends one record per message (stream_codec.go: properties
 // and headers become Kafka record headers and back), consecutive messages
 // of a Publisher in one record batch, so Kafka clients read and write the
@@ -98,13 +89,14 @@
 //
 // # Publisher confirms
 //
-// Appends of persistent messages do not wait for fsync. One syncer goroutine
-// per Registry collects waiting confirms, fsyncs each dirty log once per
-// round (group commit across publishers and queues) and then completes
-// every confirm the round covered. It fails closed: a log whose fsync
-// failed, or that was closed before its messages were made durable, fails
-// the confirms (nacks); only a deleted queue's messages are confirmed
-// without an fsync, as RabbitMQ confirms them.
+// Appends of persistent messages do not wait for fsync. The registry's
+// syncer (queuestore.Syncer) collects waiting confirms, fsyncs each dirty
+// log once per round (group commit across publishers, queue stores and
+// stream topics) and then completes every confirm the round covered. It
+// fails closed: a log whose fsync failed, or that was closed before its
+// messages were made durable, fails the confirms (nacks); only a deleted
+// queue's messages are confirmed without an fsync, as RabbitMQ confirms
+// them.
 //
 // A front end publishes through a Publisher (publisher.go), one per
 // connection, which batches: stream records are held back and appended as
@@ -113,10 +105,10 @@
 // syncer, so they cost one wait and can be answered with one multiple ack.
 // The front end flushes whenever its reader would otherwise wait. A
 // Publisher's persistent messages to durable queues are enqueued at once,
-// their offsets known, but their log records are held back in the queue
-// (queueStore.bufferLocked) and written as one append per queue, by the
-// syncer right before its fsync, so a fanout to many queues costs no write
-// per message and queue on the reader's path.
+// their offsets known, but their log records are held back in the queue's
+// store (queueStore.BufferLocked) and written as one append per queue,
+// right before the fsync, so a fanout to many queues costs no write per
+// message and queue on the reader's path.
 //
 // # Contract with the front end
 //
@@ -143,7 +135,8 @@
 //
 // Lock order inside: VHost.defMu (definition changes, held across
 // DefinitionStore writes), VHost.mu (maps and bindings; publishers hold it
-// for reading while routing), queueStore.mu, queue.mu, timers.mu. Dead
+// for reading while routing), the store's own lock (queuestore.Store),
+// queue.mu, timers.mu. Dead
 // letters are published after the dying queue's lock is released
 // (queue.unlock), never under it.
 package mq

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
@@ -120,7 +121,7 @@ func TestCrashRecoveryMarksRedelivered(t *testing.T) {
 	waitDurable(t, last)
 	d, _, _ := e.v.Get("q", false, 1)
 	e.v.Ack("q", d.Tag)
-	e.r.keeper.soon() // the ack may or may not be written before the crash
+	e.r.stores.HousekeepSoon() // the ack may or may not be written before the crash
 	e.crash()
 	got := e.drainDeliveries("q")
 	if len(got) != 4 && len(got) != 5 {
@@ -165,12 +166,12 @@ func TestConfirmAfterFsync(t *testing.T) {
 		if res.Routed != 3 {
 			t.Fatalf("routed %d", res.Routed)
 		}
-		end1, end2 := q1.store.messages.Load().EndOffset(), q2.store.messages.Load().EndOffset()
+		end1, end2 := q1.local().Extent().End, q2.local().Extent().End
 		waitDurable(t, res)
 		// The syncer's fsync covered the message in both durable queues.
-		if q1.store.syncedEnd.Load() < end1 || q2.store.syncedEnd.Load() < end2 {
+		if q1.local().Extent().Synced < end1 || q2.local().Extent().Synced < end2 {
 			t.Fatalf("confirm before fsync: synced %d/%d, appended up to %d/%d",
-				q1.store.syncedEnd.Load(), q2.store.syncedEnd.Load(), end1, end2)
+				q1.local().Extent().Synced, q2.local().Extent().Synced, end1, end2)
 		}
 	}
 	// Transient to durable queues: no confirm channel.
@@ -204,7 +205,7 @@ func TestSegmentReclaim(t *testing.T) {
 	for range 100 {
 		e.publish(persistent("", "q", body))
 	}
-	msgDir := filepath.Join(q.store.dir, messagesLogDir)
+	msgDir := filepath.Join(q.store.Dir(), queuestore.MessagesLog)
 	before := segmentFiles(t, msgDir)
 	if before < 10 {
 		t.Fatalf("only %d segments; the test needs many", before)
@@ -218,14 +219,14 @@ func TestSegmentReclaim(t *testing.T) {
 		tags = append(tags, d.Tag)
 	}
 	e.v.Ack("q", tags...)
-	if err := q.store.housekeep(); err != nil {
+	if err := q.local().Housekeep(); err != nil {
 		t.Fatal(err)
 	}
 	mid := segmentFiles(t, msgDir)
 	if mid >= before || mid <= 1 {
 		t.Errorf("after acking half: %d segments (was %d)", mid, before)
 	}
-	if start := q.store.messages.Load().StartOffset(); start != 50 {
+	if start := q.local().Extent().Start; start != 50 {
 		t.Errorf("messages log start %d, want 50", start)
 	}
 	tags = tags[:0]
@@ -233,7 +234,7 @@ func TestSegmentReclaim(t *testing.T) {
 		tags = append(tags, d.Tag)
 	}
 	e.v.Ack("q", tags...)
-	if err := q.store.housekeep(); err != nil {
+	if err := q.local().Housekeep(); err != nil {
 		t.Fatal(err)
 	}
 	if n := segmentFiles(t, msgDir); n != 1 {
@@ -242,46 +243,6 @@ func TestSegmentReclaim(t *testing.T) {
 	e.restart()
 	if n := e.messages("q"); n != 0 {
 		t.Errorf("%d messages after restart", n)
-	}
-}
-
-func TestSettlementLogCompaction(t *testing.T) {
-	defer func(old int64) { compactMinBytes = old }(compactMinBytes)
-	compactMinBytes = 16 << 10
-	e := newEnv(t, func(c *Config) { c.SegmentBytes = 8 << 10 })
-	e.declareQueue("q", true)
-	q, _ := e.v.lookupQueue("q")
-	// One message stays unacked at the head, so the messages log cannot
-	// move; everything after it is acked a few at a time, which grows the
-	// settlement log until it is compacted.
-	e.publish(persistent("", "q", "stuck"))
-	if _, ok, _ := e.v.Get("q", false, 1); !ok {
-		t.Fatal("empty")
-	}
-	const n = 5000
-	for i := range n {
-		e.publish(persistent("", "q", "m"))
-		d, _, _ := e.v.Get("q", false, 1)
-		e.v.Ack("q", d.Tag)
-		if i%5 == 4 {
-			if err := q.store.housekeep(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if q.store.settled.StartOffset() == 0 {
-		t.Error("settlement log never compacted")
-	}
-	if size := q.store.settled.Size(); size > 4*compactMinBytes {
-		t.Errorf("settlement log %d bytes after %d settlements", size, n)
-	}
-	if q.store.messages.Load().StartOffset() != 0 {
-		t.Error("messages log moved past an unsettled message")
-	}
-	e.restart()
-	ds := e.drainDeliveries("q")
-	if len(ds) != 1 || string(ds[0].Message.Body) != "stuck" || !ds[0].Redelivered {
-		t.Errorf("after restart: %d messages", len(ds))
 	}
 }
 
@@ -424,13 +385,13 @@ func TestQueueFilesRemovedOnDelete(t *testing.T) {
 	e.declareQueue("q", true)
 	q, _ := e.v.lookupQueue("q")
 	e.publish(persistent("", "q", "x"))
-	if _, err := os.Stat(q.store.dir); err != nil {
+	if _, err := os.Stat(q.store.Dir()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.v.DeleteQueue("q", false, false, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(q.store.dir); !os.IsNotExist(err) {
+	if _, err := os.Stat(q.store.Dir()); !os.IsNotExist(err) {
 		t.Errorf("queue directory still there: %v", err)
 	}
 	e.restart()
@@ -438,37 +399,6 @@ func TestQueueFilesRemovedOnDelete(t *testing.T) {
 	e.declareQueue("q", true)
 	if e.messages("q") != 0 {
 		t.Error("redeclared durable queue not empty")
-	}
-}
-
-// A settled prefix that has not reached a segment boundary (so the messages
-// log start could not move) must survive settlement-log compaction.
-func TestCompactionKeepsSettledPrefix(t *testing.T) {
-	defer func(old int64) { compactMinBytes = old }(compactMinBytes)
-	compactMinBytes = 8 << 10
-	e := newEnv(t) // default segments: everything stays in one
-	e.declareQueue("q", true)
-	q, _ := e.v.lookupQueue("q")
-	for i := range 2000 {
-		e.publish(persistent("", "q", "m"))
-		d, _, _ := e.v.Get("q", false, 1)
-		e.v.Ack("q", d.Tag)
-		if i%5 == 4 {
-			if err := q.store.housekeep(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if q.store.messages.Load().StartOffset() != 0 {
-		t.Fatal("messages log start moved; the test needs it not to")
-	}
-	if q.store.settled.StartOffset() == 0 {
-		t.Fatal("settlement log never compacted")
-	}
-	e.publish(persistent("", "q", "last"))
-	e.crash()
-	if got := e.drain("q"); !slices.Equal(got, []string{"last"}) {
-		t.Errorf("after compaction and a crash the queue holds %d messages, want only the last", len(got))
 	}
 }
 
@@ -498,14 +428,14 @@ func TestQueueDataWithoutDefinitionSetAside(t *testing.T) {
 		}
 	}
 	queues := filepath.Join(e.dir, queuesDirName)
-	stray, err := filepath.Glob(filepath.Join(queues, id+".*"+straySuffix))
+	stray, err := filepath.Glob(filepath.Join(queues, id+".*-stray"))
 	if err != nil || len(stray) != 1 {
 		t.Fatalf("set-aside directories of %s: %v (%v)", id, stray, err)
 	}
 	if _, err := os.Stat(filepath.Join(queues, id)); !os.IsNotExist(err) {
 		t.Fatalf("queue directory still in place: %v", err)
 	}
-	l, err := seglog.Open(filepath.Join(stray[0], messagesLogDir), seglog.DefaultConfig(), nil)
+	l, err := seglog.Open(filepath.Join(stray[0], queuestore.MessagesLog), seglog.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

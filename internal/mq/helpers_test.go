@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 // memDefs is an in-memory DefinitionStore. Shared between two registries
@@ -110,25 +111,16 @@ func (e *env) restart() {
 func (e *env) crash() {
 	e.t.Helper()
 	e.r.closed.Store(true)
-	e.r.scrub.stop()
 	e.r.timers.shutdown()
-	e.r.syncer.shutdown()
-	e.r.keeper.shutdown()
-	old := e.r
+	e.r.syncer.Shutdown()
+	e.r.stores.Abandon()
 	e.r = nil
 	e.open()
-	e.t.Cleanup(func() { old.closeStoresWithoutMarker() })
 }
 
-// closeStoresWithoutMarker releases a crashed registry's files at the end
-// of a test without writing anything a later Open would read.
-func (r *Registry) closeStoresWithoutMarker() {
-	for _, s := range r.openStores() {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-	}
-}
+// local is q's store as the local implementation, for tests that look
+// into it.
+func (q *queue) local() *queuestore.Store { return q.store.(*queuestore.Store) }
 
 func (e *env) declareQueue(name string, durable bool) {
 	e.t.Helper()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 // Publish routes a message and enqueues it on every queue it reaches, each
@@ -88,11 +89,11 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 		if err != nil {
 			return PublishResult{}, amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot encode message properties: %v", err)
 		}
-		batch = encodeMessage(m, props, now)
+		batch = encodeStored(m, props, now)
 	}
 	h := &held{msg: m, size: int64(len(m.Body))}
 	var res PublishResult
-	var logged [8]syncTarget
+	var logged [8]queuestore.Target
 	stores := logged[:0]
 	var firstErr error
 	streamed := false      // pub holds a record of m back
@@ -160,7 +161,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 	case len(stores) > 0:
 		c := newCommit()
 		c.n = 1
-		v.r.syncer.await(c, stores)
+		v.r.syncer.Await(stores, c.finish)
 		res.Durable = Durability{c: c}
 	}
 	if firstErr != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
@@ -22,7 +23,7 @@ import (
 // Messages to other queues are enqueued at once, as by VHost.Publish,
 // except that the log records of durable queues' messages are held back in
 // each queue, to be written by the syncer before the fsync their confirms
-// wait for (queueStore.bufferLocked): one write per queue and sync round
+// wait for (queueStore.BufferLocked): one write per queue and sync round
 // rather than one per message and queue.
 // Until Flush, held-back stream records are not in their streams (not
 // readable, not counted); a confirm waits for the flush, so the front end
@@ -37,10 +38,10 @@ type Publisher struct {
 	v   *VHost
 	enc streamEncoder
 
-	cur     *commit          // the messages since the last flush; nil: none
-	streams []*pendingStream // streams with records held back, in first-use order
-	targets []syncTarget     // the logs cur waits for, each once
-	held    int              // record bytes held back
+	cur     *commit             // the messages since the last flush; nil: none
+	streams []*pendingStream    // streams with records held back, in first-use order
+	targets []queuestore.Target // the logs cur waits for, each once
+	held    int                 // record bytes held back
 }
 
 // pendingStream is the record batch being built for one stream.
@@ -109,7 +110,7 @@ func (p *Publisher) Flush() {
 	if len(p.targets) == 0 {
 		c.finish(nil)
 	} else {
-		p.v.r.syncer.await(c, p.targets)
+		p.v.r.syncer.Await(p.targets, c.finish)
 	}
 	clear(p.targets)
 	p.targets = p.targets[:0]
@@ -220,7 +221,7 @@ func (p *Publisher) pendingFor(q *queue) *pendingStream {
 // join adds the message being published to the current commit, waiting
 // also for stores (logs it was appended to already), and returns its
 // Durability. Past maxPendingBytes or maxPendingMessages it flushes.
-func (p *Publisher) join(stores []syncTarget) Durability {
+func (p *Publisher) join(stores []queuestore.Target) Durability {
 	d := Durability{c: p.cur, i: p.index()}
 	p.cur.n++
 	for _, st := range stores {
@@ -232,7 +233,7 @@ func (p *Publisher) join(stores []syncTarget) Durability {
 	return d
 }
 
-func (p *Publisher) addTarget(st syncTarget) {
+func (p *Publisher) addTarget(st queuestore.Target) {
 	if !slices.Contains(p.targets, st) {
 		p.targets = append(p.targets, st)
 	}

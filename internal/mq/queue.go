@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 // queue is one queue: its ready messages (by priority, then FIFO), the
@@ -16,7 +18,7 @@ type queue struct {
 	def   QueueDef     // immutable; Durable is false for exclusive queues
 	opts  queueOptions // immutable: what def.Args make the queue do
 	id    string       // storage directory name (durable queues)
-	store *queueStore  // nil unless durable (and not a stream)
+	store queueStore   // nil unless durable (and not a stream)
 	// stream is a stream queue's log (its messages are there, not on
 	// the ready list); nil for other queues.
 	stream *streamLog
@@ -157,7 +159,7 @@ const (
 // message's TTL. now (ms) is the enqueue time, also the batch's
 // timestamp; 0 if the caller did not need the clock (nor does the queue
 // then, unless it has TTLs or limits). With holdBack the batch is only
-// buffered (queueStore.bufferLocked), to be written with the queue's
+// buffered (queueStore.BufferLocked), to be written with the queue's
 // other held-back messages before the fsync a confirm waits for; without,
 // it is written now. logged says whether the confirm must wait for this
 // queue's fsync; backlog is the queue's ready length afterwards.
@@ -187,9 +189,9 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 	}
 	if batch != nil && q.logs(h.msg) {
 		if holdBack {
-			e.offset, err = q.store.bufferLocked(batch)
+			e.offset, err = q.store.BufferLocked(batch)
 		} else {
-			e.offset, err = q.store.appendLocked(batch)
+			e.offset, err = q.store.AppendLocked(batch)
 		}
 		if err != nil {
 			return notTaken, false, 0, err
@@ -331,8 +333,8 @@ func (q *queue) deliveryLocked(e *entry) *Delivery {
 // consumer s, or to basic.get when s is nil.
 func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
 	q.stats.handedOver(s != nil, noAck, e.redelivered)
-	if e.offset >= 0 && e.offset > q.store.delivered {
-		q.store.delivered = e.offset
+	if e.offset >= 0 {
+		q.store.DeliveredLocked(e.offset)
 	}
 	if noAck {
 		q.settleLocked(e)
@@ -376,9 +378,7 @@ func (q *queue) releaseLocked(e *entry) (unblocked bool) {
 func (q *queue) settleLocked(e *entry) {
 	q.dropLocked(e)
 	if e.offset >= 0 && q.store != nil {
-		if q.store.settleLocked(e.offset) {
-			q.r.keeper.soon()
-		}
+		q.store.SettleLocked(e.offset)
 	}
 }
 
@@ -396,33 +396,34 @@ func (q *queue) pageInLocked(l int) bool {
 	d := &q.ready.levels[l]
 	head := d.Front()
 	i := 0
-	err := q.store.writeUnwrittenLocked() // the bodies may be held back still
-	if err == nil {
-		err = q.store.read(head.offset, pageInBytes, func(off, ts int64, m *Message) bool {
-			for i < d.Len() && d.At(i).msg != nil {
-				i++
-			}
-			if i >= d.Len() {
-				return false
-			}
-			e := d.At(i)
-			switch {
-			case off < e.offset:
-				return true // settled meanwhile, or another level's: skip
-			case off > e.offset:
-				return false // the entry's record was not in this read
-			}
-			if e.expiresAt == expiryUnknown {
-				e.expiresAt = q.expiryOf(m, ts)
-			}
-			q.holdLocked(e, &held{msg: m, size: int64(len(m.Body))})
+	var bad error
+	err := q.store.ReadLocked(head.offset, pageInBytes, decoding(func(off, ts int64, m *Message) bool {
+		for i < d.Len() && d.At(i).msg != nil {
 			i++
-			return q.memBytes < q.r.cfg.QueueMemoryBytes
-		})
+		}
+		if i >= d.Len() {
+			return false
+		}
+		e := d.At(i)
+		switch {
+		case off < e.offset:
+			return true // settled meanwhile, or another level's: skip
+		case off > e.offset:
+			return false // the entry's record was not in this read
+		}
+		if e.expiresAt == expiryUnknown {
+			e.expiresAt = q.expiryOf(m, ts)
+		}
+		q.holdLocked(e, &held{msg: m, size: int64(len(m.Body))})
+		i++
+		return q.memBytes < q.r.cfg.QueueMemoryBytes
+	}, &bad))
+	if err == nil {
+		err = bad
 	}
 	if err != nil {
 		q.r.logger.Error("mq: read message from queue log", "queue", q.name, "vhost", q.vh.name, "offset", head.offset, "err", err)
-		if isDamage(err) && q.damage == nil {
+		if queuestore.IsDamage(err) && q.damage == nil {
 			q.damage = err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 // DeclareQueue is queue.declare.
@@ -147,7 +149,8 @@ func newStoreID() string {
 
 // createQueue makes a new queue. A durable one's definition is stored
 // first (durable when this returns); its logs are created with its first
-// logged message (see queueStore), so declaring touches no queue file.
+// logged message (see queuestore.Store), so declaring touches no queue
+// file.
 // Caller holds defMu.
 func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	if v.r.closed.Load() {
@@ -167,8 +170,7 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	}
 	q := v.newQueue(d, id)
 	if d.Durable {
-		q.store = newQueueStore(v.r.queuesDir, id, v.r.cfg.segConfig(), v.r.logger, &q.mu)
-		v.r.addStore(q.store)
+		q.store = v.r.stores.Create(id, q.storeOwner())
 	}
 	q.arm()
 	v.mu.Lock()
@@ -220,42 +222,50 @@ func (q *queue) arm() {
 // stay on disk until needed, and a message's own expiration is learnt
 // when it is read.
 func (q *queue) recover(id string) error {
-	s, rec, err := openQueueStore(q.r.queuesDir, id, q.r.cfg.segConfig(), q.r.logger, &q.mu)
+	s, err := q.r.stores.Open(id, q.storeOwner())
+	q.store = s // closed on error, but holding the files for DeleteQueue
 	if err != nil {
 		return err
 	}
-	s.delivered = max(s.delivered, rec.delivered)
-	q.store = s
 	var es []*entry
-	s.forEachUnsettled(func(off int64) {
-		es = append(es, &entry{tag: q.r.newTag(), offset: off, redelivered: rec.redelivered(off),
-			returns: s.counts[off], expiresAt: expiryUnknown})
+	s.Unsettled(func(off int64, redelivered bool, returns uint32) {
+		es = append(es, &entry{tag: q.r.newTag(), offset: off, redelivered: redelivered,
+			returns: returns, expiresAt: expiryUnknown})
 	})
 	o := &q.opts
 	if len(es) > 0 && (o.levels > 1 || o.maxBytes >= 0 || o.messageTTL >= 0) {
 		i := 0
-		err := s.scan(es[0].offset, func(off, ts int64, m *Message) {
+		var bad error
+		err := s.Scan(es[0].offset, decoding(func(off, ts int64, m *Message) bool {
 			for i < len(es) && es[i].offset < off {
 				i++
 			}
 			if i == len(es) || es[i].offset != off {
-				return // settled
+				return true // settled
 			}
 			e := es[i]
 			e.size = int64(len(m.Body))
 			e.level = uint8(o.level(m.Properties.Priority))
 			e.expiresAt = q.expiryOf(m, ts)
-		})
+			return true
+		}, &bad))
+		if err == nil {
+			err = bad
+		}
 		if err != nil {
-			s.closeWithoutMarker()
+			s.CloseWithoutMarker()
 			return fmt.Errorf("read queue log: %w", err)
 		}
 	}
 	for _, e := range es {
 		q.ready.PushBack(e)
 	}
-	q.r.addStore(s)
 	return nil
+}
+
+// storeOwner is what q's store knows of q.
+func (q *queue) storeOwner() queuestore.Owner {
+	return queuestore.Owner{Lock: &q.mu, Name: q.name, VHost: q.vh.name, Crash: q.crash}
 }
 
 // DeleteQueue is queue.delete; it returns the number of ready messages
@@ -398,14 +408,13 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 // deletions is what deleting queues leaves to do once no lock is held.
 type deletions struct {
 	cancelled []func()
-	stores    []*queueStore
+	stores    []queueStore
 }
 
 func (d *deletions) run(r *Registry) {
 	for _, s := range d.stores {
-		r.removeStore(s)
-		if err := s.delete(); err != nil {
-			r.logger.Error("mq: remove queue files", "dir", s.dir, "err", err)
+		if err := s.Delete(); err != nil {
+			r.logger.Error("mq: remove queue files", "dir", s.Dir(), "err", err)
 		}
 	}
 	for _, cb := range d.cancelled {

@@ -145,7 +145,7 @@ func TestQuorumDeliveryCountSurvivesRestart(t *testing.T) {
 			e.restart()
 		} else {
 			q, _ := e.v.lookupQueue("q")
-			if err := q.store.housekeep(); err != nil { // what the housekeeper does within 250 ms
+			if err := q.local().Housekeep(); err != nil { // what the housekeeper does within 250 ms
 				t.Fatal(err)
 			}
 			e.crash()
@@ -173,41 +173,4 @@ func TestQuorumKeepsTransientMessages(t *testing.T) {
 		t.Fatalf("quorum queue after restart: %v", got)
 	}
 	e.wantEmpty("classic")
-}
-
-// Delivery counts live in the settlement log; its compaction keeps those of
-// unsettled messages.
-func TestQuorumDeliveryCountsSurviveCompaction(t *testing.T) {
-	defer func(old int64) { compactMinBytes = old }(compactMinBytes)
-	compactMinBytes = 16 << 10
-	e := newEnv(t, func(c *Config) { c.SegmentBytes = 8 << 10 })
-	e.declareQueueArgs("q", true, quorum)
-	q, _ := e.v.lookupQueue("q")
-	e.publish(persistent("", "q", "returned"))
-	for range 3 {
-		e.v.Requeue("q", e.get("q").Tag)
-	}
-	e.get("q") // held unacked, so the log cannot move past it
-	for i := range 5000 {
-		e.publish(persistent("", "q", "m"))
-		d := e.get("q")
-		e.v.Requeue("q", d.Tag) // counted, then settled
-		e.v.Ack("q", e.get("q").Tag)
-		if i%5 == 4 {
-			if err := q.store.housekeep(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if q.store.settled.StartOffset() == 0 {
-		t.Fatal("settlement log never compacted")
-	}
-	if len(q.store.counts) != 1 {
-		t.Fatalf("%d delivery counts kept, want 1 (settled messages' counts dropped)", len(q.store.counts))
-	}
-	e.restart()
-	d := e.get("q")
-	if string(d.Message.Body) != "returned" || d.Message.Properties.Headers["x-delivery-count"] != int64(3) {
-		t.Fatalf("after compaction and restart: %s with %v", d.Message.Body, d.Message.Properties.Headers)
-	}
 }

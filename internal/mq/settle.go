@@ -109,9 +109,7 @@ func (q *queue) returnedTooOftenLocked(e *entry) bool {
 		return true
 	}
 	if e.offset >= 0 && q.store != nil {
-		if q.store.noteReturnLocked(e.offset, e.returns) {
-			q.r.keeper.soon()
-		}
+		q.store.NoteReturnLocked(e.offset, e.returns)
 	}
 	return false
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 // queueNamed returns the queue of the default vhost named name.
@@ -20,12 +22,7 @@ func (e *env) queueNamed(name string) *queue {
 
 // logEnd is the end offset of a durable queue's messages log: what has
 // been written to it (0 before the log exists).
-func (q *queue) logEnd() int64 {
-	if l := q.store.messages.Load(); l != nil {
-		return l.EndOffset()
-	}
-	return 0
-}
+func (q *queue) logEnd() int64 { return q.local().Extent().End }
 
 // A Publisher's persistent messages to durable queues are enqueued at once
 // but written to each queue's log in one append, before the fsync their
@@ -59,14 +56,17 @@ func TestPublisherHoldsBackQueueRecordsUntilSync(t *testing.T) {
 	}
 	for _, name := range names {
 		q := e.queueNamed(name)
-		if end, synced := q.logEnd(), q.store.syncedEnd.Load(); end != n || synced < n {
+		if end, synced := q.logEnd(), q.local().Extent().Synced; end != n || synced < n {
 			t.Fatalf("queue %s: log end %d, synced to %d after the confirm; want %d", name, end, synced, n)
 		}
 		var got []string
-		if err := q.store.read(0, 1<<20, func(off, ts int64, m *Message) bool {
+		q.mu.Lock()
+		err := q.store.ReadLocked(0, 1<<20, func(off, ts int64, m queuestore.Message) bool {
 			got = append(got, string(m.Body))
 			return true
-		}); err != nil {
+		})
+		q.mu.Unlock()
+		if err != nil {
 			t.Fatal(err)
 		}
 		if want := fmt.Sprint(bodiesOf(n)); fmt.Sprint(got) != want {
@@ -125,7 +125,7 @@ func TestSettlementsNeverAheadOfMessagesLog(t *testing.T) {
 		t.Fatalf("%d messages drained, want %d", got, n)
 	}
 	q := e.queueNamed("q")
-	if err := q.store.housekeep(); err != nil {
+	if err := q.local().Housekeep(); err != nil {
 		t.Fatal(err)
 	}
 	if end := q.logEnd(); end != n {

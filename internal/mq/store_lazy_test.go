@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
 )
 
 func exists(t *testing.T, path string) bool {
@@ -22,7 +24,7 @@ func (e *env) storeDir(queue string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return q.store.dir
+	return q.store.Dir()
 }
 
 // Declaring a durable queue writes its definition and no file: the queue
@@ -48,7 +50,7 @@ func TestDurableQueueFilesCreatedOnFirstUse(t *testing.T) {
 		t.Fatal("a transient message created the queue's directory")
 	}
 	waitDurable(t, e.publish(persistent("", "q", "persistent")))
-	if !exists(t, filepath.Join(dir, messagesLogDir)) || exists(t, filepath.Join(dir, settledLogDir)) {
+	if !exists(t, filepath.Join(dir, queuestore.MessagesLog)) || exists(t, filepath.Join(dir, queuestore.SettlementLog)) {
 		t.Fatal("after the first persistent message: want the messages log only")
 	}
 	e.crash()
@@ -56,10 +58,10 @@ func TestDurableQueueFilesCreatedOnFirstUse(t *testing.T) {
 		t.Fatalf("after a crash the queue holds %q", got)
 	}
 	q, _ := e.v.lookupQueue("q")
-	if err := q.store.housekeep(); err != nil {
+	if err := q.local().Housekeep(); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(t, filepath.Join(dir, settledLogDir)) {
+	if !exists(t, filepath.Join(dir, queuestore.SettlementLog)) {
 		t.Fatal("settlement not written to a new settlement log")
 	}
 	e.restart()
@@ -104,7 +106,7 @@ func TestPartialQueueDirectoryCleared(t *testing.T) {
 	e.declareQueue("q", true)
 	dir := e.storeDir("q")
 	e.restart()
-	stale := filepath.Join(dir, settledLogDir)
+	stale := filepath.Join(dir, queuestore.SettlementLog)
 	if err := os.MkdirAll(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -119,34 +121,5 @@ func TestPartialQueueDirectoryCleared(t *testing.T) {
 	e.crash()
 	if got := e.drain("q"); !slices.Equal(got, []string{"m"}) {
 		t.Fatalf("queue holds %q", got)
-	}
-}
-
-// One directory fsync covers every change announced before it began.
-func TestDirSyncCoversEarlierChanges(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "queues")
-	d, err := openDirSync(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !exists(t, root) {
-		t.Fatal("directory not created")
-	}
-	a, b := d.changed(), d.changed()
-	if err := d.syncThrough(a); err != nil {
-		t.Fatal(err)
-	}
-	if d.synced != b {
-		t.Fatalf("fsync for change %d covered up to %d, want %d (announced before it)", a, d.synced, b)
-	}
-	if err := os.RemoveAll(root); err != nil {
-		t.Fatal(err)
-	}
-	// Covered already: no fsync (which would fail on the removed directory).
-	if err := d.syncThrough(b); err != nil {
-		t.Fatalf("change already covered fsynced again: %v", err)
-	}
-	if err := d.syncThrough(d.changed()); err == nil {
-		t.Fatal("a new change was not fsynced")
 	}
 }

@@ -23,9 +23,9 @@ import (
 // the two protocols is in stream_codec.go, the consumers in
 // stream_consume.go.
 
-// StreamStore gives stream queues their logs. The broker implements it over
-// its topics (this package cannot import the broker, which imports it) and
-// passes it in Config.Streams.
+// StreamStore gives stream queues their logs. internal/streambridge
+// implements it over the Kafka core's topics (neither core imports the
+// other) and the node passes it in Config.Streams.
 type StreamStore interface {
 	// CreateStream creates the topic name with one partition and the
 	// configs cfg.TopicConfigs() returns. If the topic exists already (a
@@ -233,18 +233,20 @@ func checkStreamTopic(topic, queue, vhost string) error {
 	return nil
 }
 
-// streamLog is a stream queue's log, with the name of its topic. It is what
-// the syncer fsyncs for a publisher confirm.
+// streamLog is a stream queue's log, with the name of its topic. It is a
+// queuestore.Target: the syncer fsyncs it for publisher confirms, along
+// with the queue stores.
 type streamLog struct {
 	Stream
 	topic   string
 	deleted atomic.Bool // the queue was deleted, and its topic with it
 }
 
-// sync fails closed: an error of the stream (a failed fsync, a closed
-// log) fails the confirms waiting for it (nacks), unless the queue was
-// deleted meanwhile: RabbitMQ confirms a message whose queue was deleted.
-func (s *streamLog) sync() error {
+// Sync is the Stream's, failing closed: an error of the stream (a failed
+// fsync, a closed log) fails the confirms waiting for it (nacks), unless
+// the queue was deleted meanwhile: RabbitMQ confirms a message whose
+// queue was deleted.
+func (s *streamLog) Sync() error {
 	err := s.Stream.Sync()
 	if err != nil && s.deleted.Load() {
 		return nil

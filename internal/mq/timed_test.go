@@ -136,7 +136,7 @@ func TestQueueExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal("expired counting from before the restart")
 	}
-	dir := q.store.dir
+	dir := q.store.Dir()
 	e.tick(clk, 100*time.Millisecond)
 	if _, err := e.v.lookupQueue("d"); err == nil {
 		t.Fatal("durable queue not expired")

@@ -1,7 +1,13 @@
-// Package node runs one Wharf process: it opens the broker core, binds the
-// protocol listeners and owns the goroutines that serve them. cmd/wharf and
-// end-to-end tests start a broker through this package and nothing else, so
-// both exercise the same wiring.
+// Package node runs one Wharf process and is its composition root: it
+// takes the data directory's lock, opens the Kafka core (internal/broker)
+// and the queueing core (internal/mq) side by side, joins them through the
+// stream bridge (internal/streambridge) and hooks (cores.go), starts the
+// Kafka coordinators, binds the protocol listeners and owns the goroutines
+// that serve them. Each front end gets the core it serves: Kafka the
+// broker and coordinators; AMQP and the management API the mq registry;
+// NATS a subject router of its own. cmd/wharf and end-to-end tests start
+// Wharf through this package and nothing else, so both exercise the same
+// wiring.
 package node
 
 import (
@@ -99,12 +105,12 @@ type Config struct {
 	Transactions txn.Config
 }
 
-// Node is a running Wharf process. It owns the broker and the goroutines
-// serving the Kafka and AMQP listeners; Close stops them all.
+// Node is a running Wharf process. It owns the cores and the goroutines
+// serving the listeners; Close stops them all.
 type Node struct {
 	cfg    Config
 	logger *slog.Logger
-	broker *broker.Broker
+	cores  *cores
 	users  *users.Store
 	certs  *tlsconf.Reloader // nil without TLS
 
@@ -134,10 +140,10 @@ type Node struct {
 	closing   chan struct{} // closed when Close starts, so Serve's return is expected
 }
 
-// Start opens the broker in cfg.DataDir, binds the Kafka listener (and the
-// AMQP one if cfg.AMQPAddr is set) and serves each in a goroutine the Node
-// owns. On error nothing is left running and the data directory is closed
-// cleanly.
+// Start opens the cores in cfg.DataDir, binds the Kafka listener (and the
+// AMQP, HTTP and NATS ones where their addresses are set) and serves each
+// in a goroutine the Node owns. On error nothing is left running and the
+// data directory is closed cleanly.
 func Start(cfg Config) (*Node, error) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -147,44 +153,34 @@ func Start(cfg Config) (*Node, error) {
 		return nil, errors.New("node: empty data directory")
 	}
 
-	b, err := broker.Open(broker.Config{
-		DataDir:             cfg.DataDir,
-		AutoCreateTopics:    cfg.AutoCreateTopics,
-		DefaultPartitions:   cfg.DefaultPartitions,
-		Fsync:               cfg.Fsync,
-		FlushInterval:       cfg.FlushInterval,
-		RetentionCheck:      cfg.RetentionCheck,
-		ScrubInterval:       cfg.ScrubInterval,
-		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
-		Logger:              logger.With("component", "broker"),
-	})
+	c, err := openCores(cfg, logger)
 	if err != nil {
-		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
+		return nil, err
+	}
+	b := c.broker
+	// closeCores closes the cores after a failed start, so their logs get
+	// their clean-shutdown markers and the next start skips recovery.
+	closeCores := func(after string) {
+		if cerr := c.close(); cerr != nil {
+			logger.Error("closing the cores after "+after, "err", cerr)
+		}
 	}
 	userStore, certs, err := openSecurity(cfg.Security, b)
 	if err != nil {
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed start", "err", cerr)
-		}
+		closeCores("failed start")
 		return nil, err
 	}
 
 	ln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
-		// The broker is already open: close it so its logs get their
-		// clean-shutdown markers and the next start skips recovery.
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed listen", "err", cerr)
-		}
+		closeCores("failed listen")
 		return nil, fmt.Errorf("node: listen for Kafka on %q: %w", cfg.KafkaAddr, err)
 	}
 	var amqpLn net.Listener
 	if cfg.AMQPAddr != "" {
 		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
 			ln.Close()
-			if cerr := b.Close(); cerr != nil {
-				logger.Error("closing broker after failed listen", "err", cerr)
-			}
+			closeCores("failed listen")
 			return nil, fmt.Errorf("node: listen for AMQP on %q: %w", cfg.AMQPAddr, err)
 		}
 	}
@@ -195,9 +191,7 @@ func Start(cfg Config) (*Node, error) {
 			if amqpLn != nil {
 				amqpLn.Close()
 			}
-			if cerr := b.Close(); cerr != nil {
-				logger.Error("closing broker after failed listen", "err", cerr)
-			}
+			closeCores("failed listen")
 			return nil, fmt.Errorf("node: listen for HTTP on %q: %w", cfg.HTTPAddr, err)
 		}
 	}
@@ -210,9 +204,7 @@ func Start(cfg Config) (*Node, error) {
 		if httpLn != nil {
 			httpLn.Close()
 		}
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed listen", "err", cerr)
-		}
+		closeCores("failed listen")
 		return nil, err
 	}
 	// The group coordinator rebuilds every group from __consumer_offsets
@@ -232,9 +224,7 @@ func Start(cfg Config) (*Node, error) {
 		if natsLn != nil {
 			natsLn.Close()
 		}
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed group coordinator start", "err", cerr)
-		}
+		closeCores("failed group coordinator start")
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	// The transaction coordinator rebuilds every transactional id from
@@ -255,9 +245,7 @@ func Start(cfg Config) (*Node, error) {
 			natsLn.Close()
 		}
 		groups.Close()
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed transaction coordinator start", "err", cerr)
-		}
+		closeCores("failed transaction coordinator start")
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -266,7 +254,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:             cfg,
 		logger:          logger,
-		broker:          b,
+		cores:           c,
 		users:           userStore,
 		certs:           certs,
 		groups:          groups,
@@ -305,7 +293,7 @@ func Start(cfg Config) (*Node, error) {
 		if amqpCfg.Version == "" {
 			amqpCfg.Version = version.String()
 		}
-		n.amqpServer = amqp.NewServer(b.Messaging(), amqpCfg)
+		n.amqpServer = amqp.NewServer(c.queues, amqpCfg)
 		n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
 		logger.Info("amqp listener started", "addr", n.AMQPAddr())
 	}
@@ -321,7 +309,7 @@ func Start(cfg Config) (*Node, error) {
 			apiCfg.AMQP = n.amqpServer
 			apiCfg.Listeners = append(apiCfg.Listeners, httpapi.Listener{Protocol: "amqp", Addr: amqpLn.Addr()})
 		}
-		n.httpServer = httpapi.New(b.Messaging(), apiCfg)
+		n.httpServer = httpapi.New(c.queues, apiCfg)
 		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}
@@ -426,8 +414,8 @@ func (n *Node) AMQPAddr() string {
 // AdvertisedKafkaAddr is the host:port Metadata responses tell clients to use.
 func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 
-// Broker is the node's broker core.
-func (n *Node) Broker() *broker.Broker { return n.broker }
+// Broker is the node's Kafka core.
+func (n *Node) Broker() *broker.Broker { return n.cores.broker }
 
 // Done is closed when a server (Kafka or AMQP) has stopped on its own
 // (then Err says why), or when Close has stopped them all.
@@ -444,11 +432,13 @@ func (n *Node) Err() error {
 // Close shuts the node down. The HTTP management API stops first (it
 // finishes requests in flight until ctx expires). Then the AMQP server: it closes its
 // connections (connection.close 320 CONNECTION_FORCED) and returns their
-// unacknowledged deliveries to the queues while the broker is still open.
+// unacknowledged deliveries to the queues while the cores are still open.
 // Then the Kafka server stops accepting and finishes in-flight requests
-// (until ctx expires), and finally the broker is closed, which fsyncs every
-// log and writes its clean-shutdown markers. The broker is closed even if
-// ctx expires first. Calling Close again returns the first result.
+// (until ctx expires), and finally the cores are closed, the queueing core
+// before the Kafka core, which fsyncs every log and writes the
+// clean-shutdown markers; the data directory's lock is released last. The
+// cores are closed even if ctx expires first. Calling Close again returns
+// the first result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
@@ -483,8 +473,8 @@ func (n *Node) Close(ctx context.Context) error {
 		// complete transactional offsets in the group coordinator.
 		n.txns.Close()
 		n.groups.Close()
-		if err := n.broker.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("node: close broker: %w", err))
+		if err := n.cores.close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: close the cores: %w", err))
 		}
 		n.closeErr = errors.Join(errs...)
 		n.logger.Info("node stopped", "err", n.closeErr)

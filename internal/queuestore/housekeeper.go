@@ -1,4 +1,4 @@
-package mq
+package queuestore
 
 import "time"
 
@@ -6,17 +6,17 @@ import "time"
 // sooner when many settlements are pending): writing settlements to the
 // settlement logs, reclaiming settled segments of the messages logs,
 // compacting settlement logs. It is the only writer of settlement logs
-// while the registry is open, and it runs apart from the syncer so that its
+// while the root is open, and it runs apart from the syncer so that its
 // fsyncs never delay publisher confirms.
 type housekeeper struct {
-	r        *Registry
+	r        *Root
 	interval time.Duration
 	wake     chan struct{} // capacity 1
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-func newHousekeeper(r *Registry, interval time.Duration) *housekeeper {
+func newHousekeeper(r *Root, interval time.Duration) *housekeeper {
 	return &housekeeper{
 		r:        r,
 		interval: interval,
@@ -51,13 +51,13 @@ func (h *housekeeper) run() {
 
 func (h *housekeeper) pass() {
 	for _, st := range h.r.openStores() {
-		if err := st.housekeep(); err != nil {
-			h.r.logger.Error("mq: queue housekeeping", "dir", st.dir, "err", err)
+		if err := st.Housekeep(); err != nil {
+			st.logger.Error("queuestore: queue housekeeping", "dir", st.dir, "err", err)
 		}
 	}
 }
 
-// shutdown stops the goroutine; Registry.Close writes what is left.
+// shutdown stops the goroutine; Root.Close writes what is left.
 func (h *housekeeper) shutdown() {
 	close(h.stop)
 	<-h.done

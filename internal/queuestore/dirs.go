@@ -1,4 +1,4 @@
-package mq
+package queuestore
 
 import (
 	"errors"
@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 )
 
-// Durable queue directories are created on a queue's first logged message
-// (see queueStore). For a confirmed message to survive a crash, the
-// directory entries leading to its log must be on disk too: the queue's
-// entry in DataDir/queues and the messages log's entry in the queue's
-// directory. The syncer makes them durable before a queue's first confirm.
+// Store directories are created on a queue's first logged message (see
+// Store). For a confirmed message to survive a crash, the directory
+// entries leading to its log must be on disk too: the store's entry in the
+// root directory and the messages log's entry in the store's directory.
+// Sync makes them durable before a queue's first confirm.
 
 // dirSync fsyncs one directory on behalf of many changes to it: an fsync
 // covers every change announced before it started, so queues created
@@ -65,14 +65,14 @@ func (d *dirSync) syncThrough(n uint64) error {
 // syncNewDir makes durable, once, the creation of the queue's directory
 // and of its messages log's entry in it. The messages log fsyncs its own
 // directory when it creates a segment.
-func (s *queueStore) syncNewDir() error {
+func (s *Store) syncNewDir() error {
 	if !s.newDir.Load() {
 		return nil
 	}
 	if err := syncDir(s.dir); err != nil {
 		return err
 	}
-	if err := s.queuesDir.syncThrough(s.dirChange); err != nil {
+	if err := s.root.dir.syncThrough(s.dirChange); err != nil {
 		return err
 	}
 	s.newDir.Store(false)

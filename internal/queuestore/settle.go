@@ -1,4 +1,4 @@
-package mq
+package queuestore
 
 import (
 	"fmt"
@@ -16,29 +16,33 @@ import (
 
 // Settlement bookkeeping of a durable queue and its background upkeep.
 
-// settleLocked records that off is settled. Caller holds the queue's lock.
-// It reports whether the housekeeper should be woken to write the pending
-// settlements soon.
-func (s *queueStore) settleLocked(off int64) (flushSoon bool) {
+// SettleLocked records that the message at off is settled (acknowledged,
+// dropped or dead-lettered): it is not recovered after a restart once the
+// housekeeper has written the settlement. Caller holds the queue's lock.
+func (s *Store) SettleLocked(off int64) {
 	s.win.settle(off)
 	s.pending = append(s.pending, off)
 	if len(s.counts) > 0 {
 		delete(s.counts, off)
 		delete(s.pendingCounts, off)
 	}
-	return len(s.pending) == settleFlushThreshold
+	if len(s.pending) == settleFlushThreshold {
+		s.root.HousekeepSoon()
+	}
 }
 
-// noteReturnLocked records the delivery count of the message at off (a
-// quorum queue's return). Caller holds the queue's lock. Like
-// settleLocked, it reports whether the housekeeper should run soon.
-func (s *queueStore) noteReturnLocked(off int64, n uint32) (flushSoon bool) {
+// NoteReturnLocked records the delivery count of the message at off (a
+// quorum queue's return), written with the settlements. Caller holds the
+// queue's lock.
+func (s *Store) NoteReturnLocked(off int64, n uint32) {
 	s.counts[off] = n
 	if s.pendingCounts == nil {
 		s.pendingCounts = make(map[int64]uint32)
 	}
 	s.pendingCounts[off] = n
-	return len(s.pendingCounts) == settleFlushThreshold
+	if len(s.pendingCounts) == settleFlushThreshold {
+		s.root.HousekeepSoon()
+	}
 }
 
 // settleFlushThreshold is how many settlements wait in memory before the
@@ -50,11 +54,12 @@ const settleFlushThreshold = 4096
 // compaction. A variable so tests can lower it.
 var compactMinBytes int64 = 1 << 20
 
-// housekeep writes pending settlements, moves the messages log start past
+// Housekeep writes pending settlements, moves the messages log start past
 // the settled prefix (deleting whole segments) and compacts the settlement
-// log when it has grown. Called only by the housekeeper goroutine (and
-// tests).
-func (s *queueStore) housekeep() error {
+// log when it has grown. The root's housekeeper calls it on every open
+// store, on a timer and when many settlements are pending; tests call it
+// to have settlements written now.
+func (s *Store) Housekeep() error {
 	lock := s.qmu
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,9 +127,9 @@ func (s *queueStore) housekeep() error {
 // compactLocked writes one record naming every settled offset still above
 // the messages log start, makes it durable, and drops everything before it.
 // Caller holds mu; the settlement log exists.
-func (s *queueStore) compactLocked(messages *seglog.Log, lock *sync.Mutex) error {
+func (s *Store) compactLocked(messages *seglog.Log, lock *sync.Mutex) error {
 	lock.Lock()
-	if err := s.writeUnwrittenLocked(); err != nil { // as in housekeep
+	if err := s.writeUnwrittenLocked(); err != nil { // as in Housekeep
 		lock.Unlock()
 		return err
 	}
@@ -162,7 +167,7 @@ func (s *queueStore) compactLocked(messages *seglog.Log, lock *sync.Mutex) error
 
 // restoreCountsLocked puts back delivery counts whose write failed, unless
 // newer ones or a settlement came meanwhile.
-func (s *queueStore) restoreCountsLocked(counts map[int64]uint32) {
+func (s *Store) restoreCountsLocked(counts map[int64]uint32) {
 	for off, n := range counts {
 		if cur, live := s.counts[off]; !live || cur != n {
 			continue
@@ -179,12 +184,12 @@ func (s *queueStore) restoreCountsLocked(counts map[int64]uint32) {
 
 // writeCounts and writeSettled append to the settlement log, creating it
 // on first use. Caller holds mu.
-func (s *queueStore) writeCounts(counts map[int64]uint32) error {
+func (s *Store) writeCounts(counts map[int64]uint32) error {
 	return s.writeSettlementRecord(countRecordKey, encodeCounts(counts), slices.Max(slices.Collect(maps.Keys(counts)))+1)
 }
 
 // writeSettled writes ranges, ascending [from, to) runs.
-func (s *queueStore) writeSettled(ranges [][2]int64) error {
+func (s *Store) writeSettled(ranges [][2]int64) error {
 	return s.writeSettlementRecord(settleRecordKey, encodeRanges(ranges), ranges[len(ranges)-1][1])
 }
 
@@ -194,7 +199,7 @@ func (s *queueStore) writeSettled(ranges [][2]int64) error {
 // fsynced at any time (a roll, the file cache closing it, a compaction),
 // and a settlement made durable for a message a power cut then takes
 // from the messages log would settle the next message to get its offset.
-func (s *queueStore) writeSettlementRecord(key, value []byte, through int64) error {
+func (s *Store) writeSettlementRecord(key, value []byte, through int64) error {
 	if err := s.messagesDurableThrough(through); err != nil {
 		return err
 	}
@@ -210,7 +215,7 @@ func (s *queueStore) writeSettlementRecord(key, value []byte, through int64) err
 // messagesDurableThrough returns once every offset of the messages log
 // below end is durable, fsyncing it if needed. end must not pass what was
 // written to the log.
-func (s *queueStore) messagesDurableThrough(end int64) error {
+func (s *Store) messagesDurableThrough(end int64) error {
 	if s.syncedEnd.Load() >= end {
 		return nil
 	}

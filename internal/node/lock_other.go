@@ -1,9 +1,9 @@
 //go:build !unix
 
-package broker
+package node
 
 // dirLock stands for the data directory's lock (lock_unix.go). Without
-// flock(2) this platform takes none: two brokers on one directory are not
+// flock(2) this platform takes none: two processes on one directory are not
 // refused here.
 type dirLock struct{}
 

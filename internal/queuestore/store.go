@@ -1,4 +1,4 @@
-package mq
+package queuestore
 
 import (
 	"errors"
@@ -13,15 +13,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
-// A durable queue's directory, DataDir/queues/<id>/, holds:
-const (
-	queuesDirName  = "queues"         // in DataDir: one directory per durable queue
-	messagesLogDir = "messages"       // seglog: one record per persistent message
-	settledLogDir  = "settled"        // seglog: records naming settled message offsets
-	cleanFile      = "clean-shutdown" // written by Close: the delivered watermark
-)
-
-// queueStore is a durable queue's storage: the messages log, the settlement
+// Store is a durable queue's storage: the messages log, the settlement
 // log and the in-memory settlement state.
 //
 // The logs are created on first use, not when the queue is declared: the
@@ -34,23 +26,24 @@ const (
 //
 // Appends to the messages log happen under the queue's lock (so log order is
 // queue order). Everything written to the settlement log is written by the
-// registry's housekeeper goroutine (housekeep) or by close, under mu; so a
+// root's housekeeper goroutine (Housekeep) or by close, under mu; so a
 // compaction snapshot can never overtake a settlement record written
 // concurrently.
-type queueStore struct {
+type Store struct {
+	root   *Root
 	dir    string
-	cfg    seglog.Config // of both logs, for creating them on first use
+	queue  string // the owner's name, for errors
 	logger *slog.Logger
-	qmu    *sync.Mutex // the owning queue's lock
+	qmu    *sync.Mutex     // the owning queue's lock
+	crash  func(err error) // takes the queue out of service (Owner.Crash)
 
 	// messages is nil until the first message is logged. It is set under
 	// qmu and read without a lock (the syncer).
 	messages atomic.Pointer[seglog.Log]
-	// queuesDir is DataDir/queues; newDir says that this queue's directory
-	// was created by this process and the entries naming it and its
-	// messages log are not known fsynced yet (set before messages, see
-	// syncNewDir), dirChange the queuesDir change that created it.
-	queuesDir *dirSync
+	// newDir says that this queue's directory was created by this
+	// process and the entries naming it and its messages log are not
+	// known fsynced yet (set before messages, see syncNewDir), dirChange
+	// the root directory's change that created it.
 	newDir    atomic.Bool
 	dirChange uint64
 
@@ -59,7 +52,7 @@ type queueStore struct {
 	// unwritten holds the batches of messages enqueued but not yet
 	// written to the messages log, back to back, unwrittenCount their
 	// messages: the next one gets offset end+unwrittenCount (see
-	// bufferLocked). nil when empty; from unwrittenPool otherwise.
+	// BufferLocked). nil when empty; from unwrittenPool otherwise.
 	unwritten      *[]byte
 	unwrittenCount int64
 	win            settleWindow // settled offsets of the messages log
@@ -69,6 +62,8 @@ type queueStore struct {
 	// quorum queue, by offset; pendingCounts those not written yet.
 	counts        map[int64]uint32
 	pendingCounts map[int64]uint32
+	// recovered says what the logs held at Open (Unsettled).
+	recovered recovered
 
 	// syncedEnd is an offset below which the messages log is known to be
 	// fsynced (by the syncer): what publisher confirms rely on.
@@ -84,7 +79,7 @@ type queueStore struct {
 }
 
 // storeFate is how a store ended, which decides what a publisher confirm
-// still waiting for it gets (see sync).
+// still waiting for it gets (see Sync).
 type storeFate uint8
 
 const (
@@ -100,9 +95,10 @@ const (
 
 // recovered says what a durable queue's store held when it was opened.
 type recovered struct {
-	// clean is true after a clean shutdown; then delivered is the highest
-	// offset handed to a consumer before it (-1: none). After a crash
-	// every recovered message may have been delivered.
+	// clean is true after a clean shutdown (or for a new store); then
+	// delivered is the highest offset handed to a consumer before it
+	// (-1: none). After a crash every recovered message may have been
+	// delivered.
 	clean     bool
 	delivered int64
 }
@@ -111,54 +107,54 @@ type recovered struct {
 // redelivered: it was, or may have been, delivered before the restart.
 func (r recovered) redelivered(off int64) bool { return !r.clean || off <= r.delivered }
 
-// newQueueStore returns the store of a new durable queue, guarded by its
-// queue's lock qmu. It touches no file: the logs are created when first
-// needed.
-func newQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger, qmu *sync.Mutex) *queueStore {
-	s := &queueStore{dir: filepath.Join(queuesDir.path, id), queuesDir: queuesDir, cfg: cfg, logger: logger,
-		qmu: qmu, delivered: -1, counts: make(map[int64]uint32)}
-	s.win = newSettleWindow(0)
-	return s
-}
-
-// openQueueStore opens an existing durable queue's logs and rebuilds the
-// settlement state; forEachUnsettled then lists the messages to recover.
-// A queue that never logged a message has no messages log: it is empty,
-// and whatever an interrupted creation left in its directory is removed.
-func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *slog.Logger, qmu *sync.Mutex) (*queueStore, recovered, error) {
-	s := newQueueStore(queuesDir, id, cfg, logger, qmu)
+// open opens an existing durable queue's logs and rebuilds the settlement
+// state. On error no log is left open.
+func (s *Store) open() error {
 	dir := s.dir
-	rec := recovered{clean: true, delivered: -1}
-	if ok, err := dirExists(filepath.Join(dir, messagesLogDir)); err != nil || !ok {
+	if ok, err := dirExists(filepath.Join(dir, MessagesLog)); err != nil || !ok {
 		if err == nil {
 			err = os.RemoveAll(dir)
 		}
-		return s, rec, err
+		return err
 	}
 	var err error
-	rec.delivered, rec.clean, err = takeCleanMarker(dir)
+	s.recovered.delivered, s.recovered.clean, err = takeCleanMarker(dir)
 	if err != nil {
-		return nil, rec, err
+		return err
 	}
-	messages, err := seglog.Open(filepath.Join(dir, messagesLogDir), cfg, logger)
+	s.delivered = max(s.delivered, s.recovered.delivered)
+	messages, err := seglog.Open(filepath.Join(dir, MessagesLog), s.root.seg, s.logger)
 	if err != nil {
-		return nil, rec, err
+		return err
 	}
 	s.messages.Store(messages)
 	s.win = newSettleWindow(messages.StartOffset())
-	if ok, err := dirExists(filepath.Join(dir, settledLogDir)); err != nil || !ok {
-		if err != nil {
-			messages.Close()
-			return nil, rec, err
-		}
-		return s, rec, nil // nothing ever settled
-	}
-	settled, err := seglog.Open(filepath.Join(dir, settledLogDir), cfg, logger)
-	if err != nil {
+	if err := s.openSettlementLog(); err != nil {
+		// Close the logs without a clean-shutdown marker: nothing was
+		// recovered, so nothing can be vouched for.
 		messages.Close()
-		return nil, rec, err
+		s.messages.Store(nil)
+		if s.settled != nil {
+			s.settled.Close()
+			s.settled = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// openSettlementLog opens the settlement log, if there is one, and applies
+// it to the settlement state of the messages log just opened.
+func (s *Store) openSettlementLog() error {
+	if ok, err := dirExists(filepath.Join(s.dir, SettlementLog)); err != nil || !ok {
+		return err // !ok: nothing ever settled
+	}
+	settled, err := seglog.Open(filepath.Join(s.dir, SettlementLog), s.root.seg, s.logger)
+	if err != nil {
+		return err
 	}
 	s.settled = settled
+	messages := s.messages.Load()
 	end := messages.EndOffset()
 	stale := 0 // records naming offsets the messages log does not have
 	err = readLog(settled, func(r record.Record) error {
@@ -183,19 +179,15 @@ func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *sl
 		}
 	}
 	if err != nil {
-		err = fmt.Errorf("read settlement log: %w", err)
-	} else if stale > 0 {
-		err = s.dropStaleSettlements(messages, stale)
+		return fmt.Errorf("read settlement log: %w", err)
 	}
-	if err != nil {
-		// Close the logs without a clean-shutdown marker: nothing was
-		// recovered, so nothing can be vouched for.
-		messages.Close()
-		settled.Close()
-		return nil, rec, err
+	if stale > 0 {
+		if err := s.dropStaleSettlements(messages, stale); err != nil {
+			return err
+		}
 	}
 	s.compactedAt = settled.Size()
-	return s, rec, nil
+	return nil
 }
 
 // dropStaleSettlements rewrites the settlement log without its records of
@@ -204,8 +196,8 @@ func openQueueStore(queuesDir *dirSync, id string, cfg seglog.Config, logger *sl
 // were made durable (by a version that did not make the messages durable
 // first, see writeSettlementRecord). Left in place they would settle the
 // messages published next, which get those offsets, at the next start.
-func (s *queueStore) dropStaleSettlements(messages *seglog.Log, stale int) error {
-	s.logger.Warn("mq: dropping settlements of messages the queue's log does not hold (its tail was lost)",
+func (s *Store) dropStaleSettlements(messages *seglog.Log, stale int) error {
+	s.logger.Warn("queuestore: dropping settlements of messages the queue's log does not hold (its tail was lost)",
 		"dir", s.dir, "log_end", messages.EndOffset(), "stale", stale)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,8 +220,8 @@ func dirExists(path string) (bool, error) {
 //
 // No fsync of the new directories runs here, on the publish path: the
 // first sync (the syncer's, for a publisher confirm) does it, sharing the
-// fsync of DataDir/queues with the other queues created meanwhile.
-func (s *queueStore) messagesLogLocked() (*seglog.Log, error) {
+// fsync of the root directory with the other queues created meanwhile.
+func (s *Store) messagesLogLocked() (*seglog.Log, error) {
 	if l := s.messages.Load(); l != nil {
 		return l, nil
 	}
@@ -239,11 +231,11 @@ func (s *queueStore) messagesLogLocked() (*seglog.Log, error) {
 	if err := os.Mkdir(s.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	l, err := seglog.Open(filepath.Join(s.dir, messagesLogDir), s.cfg, s.logger)
+	l, err := seglog.Open(filepath.Join(s.dir, MessagesLog), s.root.seg, s.logger)
 	if err != nil {
 		return nil, err
 	}
-	s.dirChange = s.queuesDir.changed()
+	s.dirChange = s.root.dir.changed()
 	s.newDir.Store(true)
 	s.messages.Store(l)
 	return l, nil
@@ -252,11 +244,11 @@ func (s *queueStore) messagesLogLocked() (*seglog.Log, error) {
 // settledLog returns the settlement log, creating it on first use (the
 // queue's directory exists: something was logged before anything can be
 // settled). Caller holds mu.
-func (s *queueStore) settledLog() (*seglog.Log, error) {
+func (s *Store) settledLog() (*seglog.Log, error) {
 	if s.settled != nil {
 		return s.settled, nil
 	}
-	l, err := seglog.Open(filepath.Join(s.dir, settledLogDir), s.cfg, s.logger)
+	l, err := seglog.Open(filepath.Join(s.dir, SettlementLog), s.root.seg, s.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -264,26 +256,29 @@ func (s *queueStore) settledLog() (*seglog.Log, error) {
 	return l, nil
 }
 
-// forEachUnsettled calls fn for every logged offset not settled, in order.
-func (s *queueStore) forEachUnsettled(fn func(off int64)) {
+// Unsettled calls fn, right after Open, for every logged message not
+// settled, in log order: its offset, whether it was (or may have been)
+// delivered before the restart, and its delivery count (the returns of a
+// quorum queue's message). Recovery applies exactly these to the queue.
+func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) {
 	l := s.messages.Load()
 	if l == nil {
 		return
 	}
 	for off, end := s.win.base, l.EndOffset(); off < end; off++ {
 		if !s.win.isSettled(off) {
-			fn(off)
+			fn(off, s.recovered.redelivered(off), s.counts[off])
 		}
 	}
 }
 
-// appendLocked logs one message batch (built by encodeMessage), after the
+// AppendLocked logs one message batch (built by EncodeMessage), after the
 // messages held back before it, and returns its offset; the first append
-// creates the messages log. It does not wait for fsync; the syncer does
-// that for confirms. The batch is copied, not changed, so it may be
-// appended to several logs. Caller holds the queue's lock.
-func (s *queueStore) appendLocked(batch []byte) (int64, error) {
-	off, err := s.bufferLocked(batch)
+// creates the messages log. It does not wait for fsync; Sync does that
+// for confirms. The batch is copied, not changed, so it may be appended to
+// several logs. Caller holds the queue's lock.
+func (s *Store) AppendLocked(batch []byte) (int64, error) {
+	off, err := s.BufferLocked(batch)
 	if err != nil {
 		return 0, err
 	}
@@ -302,23 +297,23 @@ func (s *queueStore) appendLocked(batch []byte) (int64, error) {
 }
 
 // maxUnwrittenBytes bounds the messages a queue holds back from its log:
-// past it, bufferLocked writes them before taking another.
+// past it, BufferLocked writes them before taking another.
 const maxUnwrittenBytes = 256 << 10
 
 // unwrittenPool holds the buffers of queues' unwritten messages: a queue
 // keeps one only while it has messages to write, so idle queues cost none.
 var unwrittenPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// bufferLocked gives a message batch (built by encodeMessage) its offset
+// BufferLocked gives a message batch (built by EncodeMessage) its offset
 // in the messages log and holds it back, copied, to be written with the
-// queue's other unwritten messages in one append: by the syncer before
-// its fsync (sync), before the log is read (pageInLocked) or settlements
-// are written (housekeep), at close, or here once maxUnwrittenBytes are
-// held. The offset is exact because only this queue, under its lock,
-// appends to its messages log, and a failed write keeps the batches for
-// the next: offsets are consecutive in the order messages were buffered.
-// Caller holds the queue's lock.
-func (s *queueStore) bufferLocked(batch []byte) (int64, error) {
+// queue's other unwritten messages in one append: by Sync before its
+// fsync, before the log is read (ReadLocked) or settlements are written
+// (Housekeep), at close, or here once maxUnwrittenBytes are held. The
+// offset is exact because only this queue, under its lock, appends to its
+// messages log, and a failed write keeps the batches for the next:
+// offsets are consecutive in the order messages were buffered. Caller
+// holds the queue's lock.
+func (s *Store) BufferLocked(batch []byte) (int64, error) {
 	l, err := s.messagesLogLocked()
 	if err != nil {
 		return 0, err
@@ -340,11 +335,11 @@ func (s *queueStore) bufferLocked(batch []byte) (int64, error) {
 // writeUnwrittenLocked appends the held-back messages to the messages log
 // as one write. On failure they stay held back, to be retried. Caller
 // holds the queue's lock.
-func (s *queueStore) writeUnwrittenLocked() error {
+func (s *Store) writeUnwrittenLocked() error {
 	if s.unwritten == nil {
 		return nil
 	}
-	l := s.messages.Load() // not nil: bufferLocked created it
+	l := s.messages.Load() // not nil: BufferLocked created it
 	if _, err := l.Append(*s.unwritten, seglog.AppendOptions{}); err != nil {
 		return err
 	}
@@ -354,7 +349,7 @@ func (s *queueStore) writeUnwrittenLocked() error {
 
 // dropUnwrittenLocked forgets the held-back messages (written, or the
 // queue deleted). Caller holds the queue's lock.
-func (s *queueStore) dropUnwrittenLocked() {
+func (s *Store) dropUnwrittenLocked() {
 	if s.unwritten == nil {
 		return
 	}
@@ -369,7 +364,7 @@ func (s *queueStore) dropUnwrittenLocked() {
 // writeUnwritten is writeUnwrittenLocked taking the queue's lock. It
 // reports ended, writing nothing, for a store that ended meanwhile: its
 // close wrote what was held back, or failed to, or the queue is gone.
-func (s *queueStore) writeUnwritten() (ended bool, err error) {
+func (s *Store) writeUnwritten() (ended bool, err error) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.ended {
@@ -378,10 +373,20 @@ func (s *queueStore) writeUnwritten() (ended bool, err error) {
 	return false, s.writeUnwrittenLocked()
 }
 
-// read calls fn for each message from offset on, with its offset and
-// enqueue time (ms), as far as maxBytes of batches reach (at least one
-// message), until fn returns false.
-func (s *queueStore) read(offset, maxBytes int64, fn func(off, ts int64, m *Message) bool) error {
+// ReadLocked calls fn for each message from offset on, with its offset
+// and enqueue time (unix ms), as far as maxBytes of batches reach (at
+// least one message), until fn returns false. It writes the messages held
+// back first: they may be among those asked for. Caller holds the queue's
+// lock. A failure that means the log is damaged satisfies IsDamage.
+func (s *Store) ReadLocked(offset, maxBytes int64, fn func(off, ts int64, m Message) bool) error {
+	if err := s.writeUnwrittenLocked(); err != nil {
+		return err
+	}
+	return s.read(offset, maxBytes, fn)
+}
+
+// read is ReadLocked without writing what is held back.
+func (s *Store) read(offset, maxBytes int64, fn func(off, ts int64, m Message) bool) error {
 	l := s.messages.Load()
 	if l == nil {
 		return fmt.Errorf("no message at offset %d: nothing logged", offset)
@@ -409,11 +414,7 @@ func (s *queueStore) read(offset, maxBytes int64, fn func(off, ts int64, m *Mess
 			if off < offset {
 				continue
 			}
-			m, err := decodeMessage(r)
-			if err != nil {
-				return fmt.Errorf("message at offset %d: %w", off, err)
-			}
-			if !fn(off, h.BaseTimestamp+r.TimestampDelta, m) {
+			if !fn(off, h.BaseTimestamp+r.TimestampDelta, decodeMessage(r)) {
 				return nil
 			}
 		}
@@ -422,23 +423,25 @@ func (s *queueStore) read(offset, maxBytes int64, fn func(off, ts int64, m *Mess
 	return nil
 }
 
-// scanBytes is how much of the messages log one step of scan reads.
+// scanBytes is how much of the messages log one step of Scan reads.
 const scanBytes = 1 << 20
 
-// scan calls fn for every message from offset to the end of the log.
-func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) error {
+// Scan calls fn for every message from offset to the end of the log, until
+// fn returns false: recovery reads the messages of a queue that needs
+// each one's priority, size or enqueue time.
+func (s *Store) Scan(offset int64, fn func(off, ts int64, m Message) bool) error {
 	l := s.messages.Load()
 	if l == nil {
 		return nil
 	}
 	for offset < l.EndOffset() {
-		next := offset
-		err := s.read(offset, scanBytes, func(off, ts int64, m *Message) bool {
-			fn(off, ts, m)
+		next, more := offset, true
+		err := s.read(offset, scanBytes, func(off, ts int64, m Message) bool {
+			more = fn(off, ts, m)
 			next = off + 1
-			return true
+			return more
 		})
-		if err != nil {
+		if err != nil || !more {
 			return err
 		}
 		if next == offset {
@@ -451,7 +454,7 @@ func (s *queueStore) scan(offset int64, fn func(off, ts int64, m *Message)) erro
 
 // endLocked marks the store closed (or deleted) for good: no log is
 // created after it. Caller holds mu.
-func (s *queueStore) endLocked() {
+func (s *Store) endLocked() {
 	s.closed = true
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
@@ -460,14 +463,16 @@ func (s *queueStore) endLocked() {
 
 // logs returns the logs that exist; the settlement log may be nil.
 // Caller holds mu, after endLocked (or before anything is shared).
-func (s *queueStore) logs() (messages, settled *seglog.Log) {
+func (s *Store) logs() (messages, settled *seglog.Log) {
 	return s.messages.Load(), s.settled
 }
 
-// closeWithoutMarker closes the logs of a store that was not recovered,
-// or that is given up on, without vouching for anything: no clean-shutdown
-// marker, and confirms still waiting fail.
-func (s *queueStore) closeWithoutMarker() {
+// CloseWithoutMarker closes the logs of a store given up on (its queue
+// crashed, or could not be recovered) without vouching for anything: no
+// clean-shutdown marker, and confirms still waiting fail. The files stay,
+// for a repair or Delete.
+func (s *Store) CloseWithoutMarker() {
+	s.root.remove(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -483,12 +488,14 @@ func (s *queueStore) closeWithoutMarker() {
 	}
 }
 
-// sync writes the messages held back (bufferLocked) and fsyncs the
+// Sync writes the messages held back (BufferLocked) and fsyncs the
 // messages log (after, the first time, the directories made when it was
-// created). It fails closed: a store that ended meanwhile counts as
-// synced only if it was deleted (RabbitMQ confirms a message whose queue
-// was deleted) or its close made every logged message durable.
-func (s *queueStore) sync() error {
+// created): once it returns nil, every message appended or buffered
+// before the call is durable. The Syncer calls it for publisher confirms.
+// It fails closed: a store that ended meanwhile counts as synced only if
+// it was deleted (RabbitMQ confirms a message whose queue was deleted) or
+// its close made every logged message durable.
+func (s *Store) Sync() error {
 	l := s.messages.Load()
 	if l == nil {
 		return nil // nothing logged, nothing to make durable
@@ -516,11 +523,11 @@ func (s *queueStore) sync() error {
 
 // errStoreClosed fails a confirm whose messages a closing store did not
 // make durable.
-var errStoreClosed = errors.New("mq: queue store closed before its messages were made durable")
+var errStoreClosed = errors.New("queuestore: queue store closed before its messages were made durable")
 
-// endedSync is sync's answer for a store that ended: it waits for the
+// endedSync is Sync's answer for a store that ended: it waits for the
 // close or delete to finish and reports its fate.
-func (s *queueStore) endedSync() error {
+func (s *Store) endedSync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fate == closedDurable || s.fate == deleted {
@@ -532,7 +539,7 @@ func (s *queueStore) endedSync() error {
 // close writes what was held back and the pending settlements, closes
 // both logs (which fsyncs them) and writes the clean-shutdown marker. A
 // store that never logged a message has no files and leaves none.
-func (s *queueStore) close() error {
+func (s *Store) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -574,9 +581,10 @@ func (s *queueStore) close() error {
 	return writeCleanMarker(s.dir, delivered)
 }
 
-// delete closes the logs and removes the queue's directory; that of a
-// crashed queue, whose store is closed already, too.
-func (s *queueStore) delete() error {
+// Delete closes the logs and removes the queue's directory, for a deleted
+// queue; that of a crashed queue, whose store is closed already, too.
+func (s *Store) Delete() error {
+	s.root.remove(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fate == deleted {
@@ -600,7 +608,34 @@ func (s *queueStore) delete() error {
 	return errors.Join(append(errs, os.RemoveAll(s.dir))...)
 }
 
-func (s *queueStore) advanceSynced(end int64) {
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// DeliveredLocked records that the message at off was handed to a
+// consumer: after a clean restart the messages up to the highest such
+// offset come back marked redelivered. Caller holds the queue's lock.
+func (s *Store) DeliveredLocked(off int64) {
+	s.delivered = max(s.delivered, off)
+}
+
+// Extent says how far a store's messages log reaches.
+type Extent struct {
+	Start  int64 // the first offset it holds: settled segments below it are gone
+	End    int64 // the offset the next written message gets (held-back ones not counted)
+	Synced int64 // every offset below it is fsynced
+}
+
+// Extent returns how far the messages log reaches now (all 0 before it
+// exists).
+func (s *Store) Extent() Extent {
+	l := s.messages.Load()
+	if l == nil {
+		return Extent{}
+	}
+	return Extent{Start: l.StartOffset(), End: l.EndOffset(), Synced: s.syncedEnd.Load()}
+}
+
+func (s *Store) advanceSynced(end int64) {
 	for {
 		cur := s.syncedEnd.Load()
 		if end <= cur || s.syncedEnd.CompareAndSwap(cur, end) {

@@ -1,4 +1,4 @@
-package mq
+package queuestore
 
 import (
 	"encoding/binary"
@@ -14,11 +14,20 @@ import (
 
 // How messages and settlements are laid out in a durable queue's logs.
 
+// Message is a message as a queue's messages log keeps it. The store does
+// not interpret it: Properties are the AMQP property flags and list as
+// encoded on the wire, which the queueing core encodes and decodes.
+type Message struct {
+	Exchange, RoutingKey string
+	Properties           []byte
+	Body                 []byte
+}
+
 // Record header keys of a message record.
 const (
 	hdrExchange   = "x"
 	hdrRoutingKey = "k"
-	hdrProperties = "p" // wire.Properties.Encode output: flags and property list
+	hdrProperties = "p"
 )
 
 // The settlement log has two kinds of records, told apart by their key:
@@ -29,23 +38,25 @@ var (
 	countRecordKey  = []byte("d")
 )
 
-// encodeMessage builds the batch a persistent message is logged as. The
-// batch timestamp is the enqueue time (ms): TTLs count from it, also
-// after a restart.
-func encodeMessage(m *Message, props []byte, enqueued int64) []byte {
+// EncodeMessage builds the record batch a message is logged as, for
+// Store.AppendLocked and Store.BufferLocked; one batch may go to several
+// stores. Its timestamp is the enqueue time (unix ms): TTLs count from
+// it, also after a restart.
+func EncodeMessage(m Message, enqueued int64) []byte {
 	return record.NewBatch(enqueued, []record.Record{{
 		Value: m.Body,
 		Headers: []record.RecordHeader{
 			{Key: hdrExchange, Value: []byte(m.Exchange)},
 			{Key: hdrRoutingKey, Value: []byte(m.RoutingKey)},
-			{Key: hdrProperties, Value: props},
+			{Key: hdrProperties, Value: m.Properties},
 		},
 	}})
 }
 
-// decodeMessage rebuilds a message from its record.
-func decodeMessage(r record.Record) (*Message, error) {
-	m := &Message{Body: r.Value}
+// decodeMessage rebuilds a message from its record. A message without a
+// body gets an empty one, not nil.
+func decodeMessage(r record.Record) Message {
+	m := Message{Body: r.Value}
 	if m.Body == nil {
 		m.Body = []byte{}
 	}
@@ -56,15 +67,10 @@ func decodeMessage(r record.Record) (*Message, error) {
 		case hdrRoutingKey:
 			m.RoutingKey = string(h.Value)
 		case hdrProperties:
-			m.RawProperties = h.Value
+			m.Properties = h.Value
 		}
 	}
-	if len(m.RawProperties) > 0 {
-		if err := m.Properties.Decode(m.RawProperties); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return m
 }
 
 // rangesOf sorts offsets and returns them as [from, to) runs.
@@ -184,12 +190,4 @@ func readLog(l *seglog.Log, fn func(record.Record) error) error {
 		}
 	}
 	return nil
-}
-
-// encodeProperties returns the raw property list a message is logged with.
-func encodeProperties(m *Message) ([]byte, error) {
-	if m.RawProperties != nil {
-		return m.RawProperties, nil
-	}
-	return m.Properties.Encode(nil)
 }

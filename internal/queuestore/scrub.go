@@ -1,35 +1,37 @@
-package mq
+package queuestore
 
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
-// The queue scrubber: a background read of every durable queue's logs
-// (messages and settlements) that verifies each batch's CRC-32C, as the
-// broker's scrubber does for partitions (seglog.Log.Scrub). A queue log
-// reopened after a clean stop is trusted without being read, and after a
-// crash everything below its recovery point; a byte flipped there would
+// The scrubber: a background read of every open store's logs (messages
+// and settlements) that verifies each batch's CRC-32C, as the broker's
+// scrubber does for partitions (seglog.Log.Scrub). A queue log reopened
+// after a clean stop is trusted without being read, and after a crash
+// everything below its recovery point; a byte flipped there would
 // otherwise be found only when a consumer reached it. The scrubber runs
-// right after Open over exactly that data, then, with
+// right after Start over exactly that data, then, with
 // Config.ScrubInterval, over whole logs at that interval, one log at a
 // time, at most Config.ScrubBytesPerSecond. A damaged log crashes its
-// queue (crash.go).
+// queue (Owner.Crash).
 
-// scrubber is the Registry's scrub goroutine.
+// scrubber is the Root's scrub goroutine.
 type scrubber struct {
-	r      *Registry
+	r      *Root
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 // startScrubber starts the scrub goroutine, unless ScrubInterval is
 // negative (then stop does nothing).
-func (r *Registry) startScrubber() *scrubber {
+func (r *Root) startScrubber() *scrubber {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scrubber{r: r, cancel: cancel, done: make(chan struct{})}
 	if r.cfg.ScrubInterval < 0 {
@@ -48,7 +50,7 @@ func (s *scrubber) stop() {
 
 func (s *scrubber) run(ctx context.Context, every time.Duration) {
 	defer close(s.done)
-	s.r.scrubQueues(ctx, false)
+	s.r.Scrub(ctx, false)
 	if every == 0 {
 		return
 	}
@@ -59,22 +61,23 @@ func (s *scrubber) run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			s.r.scrubQueues(ctx, true)
+			s.r.Scrub(ctx, true)
 		}
 	}
 }
 
-// scrubQueues scrubs the logs of every durable queue in service, one after
-// another; with full, the whole of each log, else only what its recovery
-// did not verify. A queue whose log is damaged crashes; one whose scrub
-// fails otherwise (an I/O error) stays in service and is logged.
-func (r *Registry) scrubQueues(ctx context.Context, full bool) {
+// Scrub scrubs the logs of every open store, one after another; with full,
+// the whole of each log, else only what its recovery did not verify. A
+// store whose log is damaged has its queue crashed (Owner.Crash); one
+// whose scrub fails otherwise (an I/O error) stays in service and is
+// logged. The scrubber goroutine calls it; tests may too.
+func (r *Root) Scrub(ctx context.Context, full bool) {
 	start := time.Now()
 	var total seglog.ScrubStats
 	crashed := 0
 	opts := seglog.ScrubOptions{Full: full, BytesPerSecond: max(r.cfg.ScrubBytesPerSecond, 0)}
-	for _, q := range r.durableQueues() {
-		for _, l := range q.store.scrubbable() {
+	for _, s := range r.openStores() {
+		for _, l := range s.scrubbable() {
 			if ctx.Err() != nil {
 				return
 			}
@@ -85,13 +88,13 @@ func (r *Registry) scrubQueues(ctx context.Context, full bool) {
 			switch {
 			case errors.As(err, &corrupt):
 				crashed++
-				q.crash(err)
+				s.crash(err)
 			case errors.Is(err, seglog.ErrClosed), ctx.Err() != nil:
-				// Deleted or crashed meanwhile, or the registry is closing.
+				// Deleted or crashed meanwhile, or the root is closing.
 			case err != nil:
-				r.logger.Error("mq: scrub queue log failed", "queue", q.name, "vhost", q.vh.name, "dir", l.Dir(), "err", err)
+				s.logger.Error("queuestore: scrub queue log failed", "dir", l.Dir(), "err", err)
 			}
-			if q.crashed.Load() {
+			if s.isClosed() {
 				break
 			}
 		}
@@ -100,13 +103,13 @@ func (r *Registry) scrubQueues(ctx context.Context, full bool) {
 	if total.Segments == 0 {
 		level = slog.LevelDebug
 	}
-	r.logger.Log(ctx, level, "mq: scrub of queue logs done", "full", full, "segments", total.Segments,
+	r.logger.Log(ctx, level, "queuestore: scrub of queue logs done", "full", full, "segments", total.Segments,
 		"bytes", total.Bytes, "queues_crashed", crashed, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // scrubbable returns the logs of the store that exist, none once it is
 // closed.
-func (s *queueStore) scrubbable() []*seglog.Log {
+func (s *Store) scrubbable() []*seglog.Log {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -119,4 +122,23 @@ func (s *queueStore) scrubbable() []*seglog.Log {
 		}
 	}
 	return out
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// IsDamage reports whether a failed read of a queue's log means the data
+// is damaged, rather than a passing failure of the file system (no
+// descriptor left, an I/O error) or a log closed meanwhile.
+func IsDamage(err error) bool {
+	var corrupt *seglog.CorruptionError
+	if errors.As(err, &corrupt) {
+		return true
+	}
+	var pathErr *fs.PathError
+	var errno syscall.Errno
+	return err != nil && !errors.As(err, &pathErr) && !errors.As(err, &errno) && !errors.Is(err, seglog.ErrClosed)
 }

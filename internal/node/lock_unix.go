@@ -1,6 +1,6 @@
 //go:build unix
 
-package broker
+package node
 
 import (
 	"errors"
@@ -12,9 +12,9 @@ import (
 	"syscall"
 )
 
-// lockFileName is the file in the data directory that one broker at a time
+// lockFileName is the file in the data directory that one process at a time
 // holds an exclusive flock(2) on, as Kafka does with each log directory's
-// .lock. Two brokers on one directory would both append to the same logs
+// .lock. Two processes on one directory would both append to the same logs
 // and each write clean-shutdown markers under the other. The kernel drops
 // the lock when its holder exits, however it exits, so a kill -9 leaves
 // nothing to clean up.

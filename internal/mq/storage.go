@@ -1,0 +1,84 @@
+package mq
+
+import (
+	"fmt"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
+)
+
+// queueStore is what a durable queue asks of its storage; the local one is
+// internal/queuestore's Store, made by the registry's queuestore.Root. The
+// package doc of queuestore states the contract, and what changes for a
+// replicated store (a Raft group per quorum queue): offsets are the
+// store's, never made up by the queue, and every change to a logged
+// message's fate (enqueued, delivered, settled, returned) is told to the
+// store, so that it can be replayed from the log alone. Methods named
+// ...Locked are called with the queue's lock held.
+type queueStore interface {
+	// BufferLocked gives a message batch (encodeStored) its offset and
+	// holds it back, to be written with the queue's other held-back
+	// messages before the next Sync; AppendLocked writes it now.
+	BufferLocked(batch []byte) (off int64, err error)
+	AppendLocked(batch []byte) (off int64, err error)
+	// DeliveredLocked records that the message at off was handed out.
+	DeliveredLocked(off int64)
+	// SettleLocked records that the message at off is done with;
+	// NoteReturnLocked that it was returned n times (quorum queues).
+	SettleLocked(off int64)
+	NoteReturnLocked(off int64, n uint32)
+	// ReadLocked reads messages back from off on (page-in).
+	ReadLocked(off, maxBytes int64, fn func(off, ts int64, m queuestore.Message) bool) error
+	// Unsettled and Scan are recovery: the messages the store holds
+	// after Open, and their contents.
+	Unsettled(fn func(off int64, redelivered bool, returns uint32))
+	Scan(off int64, fn func(off, ts int64, m queuestore.Message) bool) error
+	// Sync makes what was appended or buffered durable: what a
+	// publisher confirm waits for (through the registry's syncer).
+	queuestore.Target
+	// CloseWithoutMarker gives a crashed queue's store up; Delete
+	// removes a deleted queue's data.
+	CloseWithoutMarker()
+	Delete() error
+	Dir() string
+}
+
+// encodeStored builds the batch a persistent message is logged as in
+// queue stores, with its encoded properties, enqueued at now (ms).
+func encodeStored(m *Message, props []byte, now int64) []byte {
+	return queuestore.EncodeMessage(queuestore.Message{
+		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Properties: props, Body: m.Body,
+	}, now)
+}
+
+// encodeProperties returns the raw property list a message is logged with.
+func encodeProperties(m *Message) ([]byte, error) {
+	if m.RawProperties != nil {
+		return m.RawProperties, nil
+	}
+	return m.Properties.Encode(nil)
+}
+
+// decodeStored rebuilds a message read back from a queue store.
+func decodeStored(sm queuestore.Message) (*Message, error) {
+	m := &Message{Exchange: sm.Exchange, RoutingKey: sm.RoutingKey, RawProperties: sm.Properties, Body: sm.Body}
+	if len(m.RawProperties) > 0 {
+		if err := m.Properties.Decode(m.RawProperties); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// decoding adapts fn, which takes decoded messages, to a store's read
+// callback. A message that cannot be decoded ends the read, its error (a
+// damaged log's, see queuestore.IsDamage) left in *bad.
+func decoding(fn func(off, ts int64, m *Message) bool, bad *error) func(off, ts int64, sm queuestore.Message) bool {
+	return func(off, ts int64, sm queuestore.Message) bool {
+		m, err := decodeStored(sm)
+		if err != nil {
+			*bad = fmt.Errorf("message at offset %d: %w", off, err)
+			return false
+		}
+		return fn(off, ts, m)
+	}
+}

@@ -1,0 +1,82 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/streambridge"
+)
+
+// cores is what a node keeps in its data directory: the directory's lock,
+// the Kafka core (internal/broker: topics, and the metadata log, which
+// also holds the queueing core's definitions) and the queueing core
+// (internal/mq), whose stream queues are Kafka topics
+// (internal/streambridge). Neither core imports the other: the rules
+// between them are hooks installed here.
+type cores struct {
+	lock   *dirLock
+	broker *broker.Broker
+	queues *mq.Registry
+}
+
+// openCores takes the data directory's lock (one process per directory),
+// then opens the Kafka core and the queueing core on it. On error nothing
+// is left open.
+func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: lock data directory %s: %w", cfg.DataDir, err)
+	}
+	streamOwners := new(streambridge.Guard)
+	b, err := broker.Open(broker.Config{
+		DataDir:             cfg.DataDir,
+		AutoCreateTopics:    cfg.AutoCreateTopics,
+		DefaultPartitions:   cfg.DefaultPartitions,
+		Fsync:               cfg.Fsync,
+		FlushInterval:       cfg.FlushInterval,
+		RetentionCheck:      cfg.RetentionCheck,
+		ScrubInterval:       cfg.ScrubInterval,
+		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
+		Logger:              logger.With("component", "broker"),
+		TopicInUse:          streamOwners.TopicInUse,
+		QueueData:           func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
+	})
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
+	}
+	queues, err := mq.Open(mq.Config{
+		DataDir:     cfg.DataDir,
+		Definitions: b.Definitions(),
+		Streams:     streambridge.NewTopics(b),
+		// Queue logs are scrubbed as partitions are, on the same schedule.
+		ScrubInterval:       cfg.ScrubInterval,
+		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
+		Logger:              logger.With("component", "mq"),
+	})
+	if err != nil {
+		// Closed cleanly, so that the next start skips recovery.
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed start of the message queues", "err", cerr)
+		}
+		lock.release()
+		return nil, fmt.Errorf("node: open message queues in %s: %w", cfg.DataDir, err)
+	}
+	streamOwners.Attach(queues)
+	return &cores{lock: lock, broker: b, queues: queues}, nil
+}
+
+// close closes the queueing core first: closing it may still write
+// definitions (auto-delete) to the metadata log, and its stream consumers
+// read the broker's topics. The lock goes last: another process may open
+// the directory once it is free.
+func (c *cores) close() error {
+	return errors.Join(c.queues.Close(), c.broker.Close(), c.lock.release())
+}
