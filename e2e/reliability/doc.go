@@ -43,7 +43,7 @@
 //   - TestPowerLossNode: a whole node in-process under 3 franz-go producers
 //     (acks=all, idempotent, 4 partitions, 64 KiB segments) and 2 amqp091-go
 //     publishers (confirm mode, persistent messages, 2 durable queues); cut
-//     after 0.3-1.2 s; each copy is started as a new node (broker.Open):
+//     after 0.3-1.2 s; each copy is started as a new node (node.Start):
 //     every acknowledged record at its offset, every confirmed message
 //     delivered, no partition offline. -reliability.broker-cuts cuts
 //     (default 2).
