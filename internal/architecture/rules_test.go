@@ -19,8 +19,10 @@ var (
 	kafkaCore = []string{"internal/broker", "internal/group", "internal/txn"}
 	// The queueing core and the storage of its durable queues.
 	queueCore = []string{"internal/mq", "internal/queuestore"}
+	// The subject routing core (Core NATS keeps nothing on disk).
+	subjectCore = []string{"internal/subjects"}
 	// The composition root and what only its users import.
-	composition = []string{"internal/node", "internal/nodetest", "internal/streambridge"}
+	composition = []string{"internal/node", "internal/nodetest", "internal/streambridge", "internal/subjectbridge"}
 )
 
 // rule says that no package of from may import one of not: directly, or
@@ -38,15 +40,19 @@ func rules() []rule {
 			why: "the Kafka core does not know the queueing core: the node joins them through hooks and the stream bridge"},
 		{from: queueCore, not: slices.Concat(kafkaCore, []string{"internal/streambridge"}),
 			why: "the queueing core reaches Kafka topics only through mq.StreamStore, which the node fills in"},
+		{from: queueCore, not: subjectCore,
+			why: "the queueing core shares amq.topic with NATS subjects only through mq.ExchangeObserver, which the node installs"},
+		{from: subjectCore, not: slices.Concat(queueCore, kafkaCore),
+			why: "the subject router knows no other core: another protocol's subscribers are Sinks the node's subject bridge adds"},
 		{from: []string{"internal/queuestore"}, not: []string{"internal/mq", "internal/amqpwire"},
 			why: "queue storage lies below the queueing core and knows no AMQP: a replicated store will replace it"},
-		{from: slices.Concat(kafkaCore, queueCore), not: frontEnds,
+		{from: slices.Concat(kafkaCore, queueCore, subjectCore), not: frontEnds,
 			why: "cores serve front ends, never the other way"},
 		{from: frontEnds, not: []string{"internal/seglog", "internal/queuestore"}, direct: true,
 			why: "a front end reaches storage only through its core"},
 		{from: []string{"internal/mq"}, not: []string{"internal/seglog"}, direct: true,
 			why: "the queueing core keeps durable queues through queuestore and stream queues through StreamStore"},
-		{from: slices.Concat(kafkaCore, queueCore, frontEnds, []string{"internal/seglog", "internal/record"}), not: composition,
+		{from: slices.Concat(kafkaCore, queueCore, subjectCore, frontEnds, []string{"internal/seglog", "internal/record"}), not: composition,
 			why: "only the node wires the cores together; nothing below it imports it"},
 	}
 	for _, fe := range frontEnds {

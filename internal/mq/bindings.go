@@ -137,6 +137,9 @@ func (v *VHost) addBindingLocked(src *exchange, d dest, key string, args amqpwir
 	} else {
 		d.x.sources[src]++
 	}
+	if src.observer != nil {
+		src.observer.BindingAdded(key)
+	}
 	return true, nil
 }
 
@@ -154,6 +157,9 @@ func (v *VHost) removeBindingLocked(src *exchange, b routing.Binding[dest]) {
 	}
 	if m[src]--; m[src] <= 0 {
 		delete(m, src)
+	}
+	if src.observer != nil {
+		src.observer.BindingRemoved(b.Key)
 	}
 }
 

@@ -77,8 +77,9 @@ func (v *VHost) publishDeadLetters(src *queue, dls []deadLetter) {
 			v.mu.RUnlock()
 			continue
 		}
-		qs := v.routeLocked(x, m, keys, buf[:0])
+		qs, observer := v.routeLocked(x, m, keys, buf[:0])
 		v.mu.RUnlock()
+		routeOutside(observer, m)
 		if dl.reason != reasonRejected {
 			qs = slices.DeleteFunc(qs, func(q *queue) bool { return isDeathCycle(q.name, deaths) })
 		}

@@ -12,7 +12,9 @@
 // vhost has the default exchange "" (every queue is reachable by its name,
 // it cannot be bound, unbound or deleted) and amq.direct, amq.fanout,
 // amq.topic, amq.headers and amq.match. Exchange matching lives in the pure
-// subpackage internal/mq/routing.
+// subpackage internal/mq/routing. An ExchangeObserver (observer.go) shares
+// an exchange's routing with another protocol: the node puts NATS
+// subjects and amq.topic of vhost "/" in one routing space through one.
 //
 // Durable exchanges, queues and bindings (a binding is durable when both of
 // its ends are) are written to the DefinitionStore before the call returns

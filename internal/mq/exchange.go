@@ -22,6 +22,9 @@ type exchange struct {
 	// sources counts the bindings from other exchanges to this one, by
 	// source, so deleting this exchange finds them without a scan.
 	sources map[*exchange]int
+	// observer shares this exchange's routing with another protocol's
+	// subscribers (observer.go); nil for most.
+	observer ExchangeObserver
 }
 
 // dest is a binding destination: a queue or an exchange.

@@ -19,8 +19,11 @@ import (
 // once, so cycles end) and, for an exchange whose own bindings match
 // nothing, its alternate-exchange. Routing keys are the message's plus any
 // in its CC and BCC headers (sender-selected distribution); BCC is removed
-// before delivery. An unroutable message counts toward Unroutable and is
-// dropped (Routed 0; the front end returns it if mandatory).
+// before delivery. The observer of an exchange routing went through
+// (ExchangeObserver) is given the message too, and a message its
+// subscribers take is routed. An unroutable message counts toward
+// Unroutable and is dropped (Routed 0; the front end returns it if
+// mandatory).
 //
 // A queue that is full with x-overflow reject-publish or
 // reject-publish-dlx refuses the message (PublishResult.Rejected; the
@@ -60,17 +63,24 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 		v.mu.RUnlock()
 		return PublishResult{}, errAccessRefused("cannot publish to internal %s", resource("exchange", m.Exchange, v.name))
 	}
-	qs := v.routeLocked(x, m, keys, buf[:0])
+	qs, observer := v.routeLocked(x, m, keys, buf[:0])
 	v.mu.RUnlock()
 
-	if len(qs) == 0 {
-		v.unroutable.Add(1)
-		return PublishResult{}, nil
-	}
 	if bcc {
 		m = withoutBCC(m)
 	}
+	outside := 0
+	if routeOutside(observer, m) {
+		outside = 1
+	}
+	if len(qs) == 0 {
+		if outside == 0 {
+			v.unroutable.Add(1)
+		}
+		return PublishResult{Routed: outside}, nil
+	}
 	res, err := v.enqueue(m, qs, pub)
+	res.Routed += outside
 	if err == nil && res.Routed == 0 {
 		v.unroutable.Add(1)
 	}
@@ -270,9 +280,10 @@ func withoutBCC(m *Message) *Message {
 // worklist of exchanges, each visited once; an exchange whose bindings
 // match nothing adds its alternate-exchange to the worklist. A
 // consistent-hash exchange picks one destination by the hash of the first
-// routing key (or the header or property it is set to hash). Caller holds
-// mu (read).
-func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue) []*queue {
+// routing key (or the header or property it is set to hash). It also
+// returns the observer of an exchange it went through (observer.go).
+// Caller holds mu (read).
+func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue) ([]*queue, ExchangeObserver) {
 	headers := m.Properties.Headers
 	// Linear deduplication while the set is small, a map beyond.
 	var set map[*queue]struct{}
@@ -301,14 +312,18 @@ func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue
 				addQueue(q)
 			}
 		}
-		return out
+		return out, nil
 	}
+	var observer ExchangeObserver
 	var seenBuf, workBuf [4]*exchange
 	seen := append(seenBuf[:0], x)
 	work := append(workBuf[:0], x)
 	for len(work) > 0 {
 		cur := work[len(work)-1]
 		work = work[:len(work)-1]
+		if cur.observer != nil {
+			observer = cur.observer
+		}
 		matched := false
 		visit := func(d dest) {
 			matched = true
@@ -338,5 +353,5 @@ func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue
 			}
 		}
 	}
-	return out
+	return out, observer
 }

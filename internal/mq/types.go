@@ -65,12 +65,17 @@ type Message struct {
 	// amqpwire.Writer.WriteContentRaw. nil means "encode Properties".
 	RawProperties []byte
 	Body          []byte
+	// Origin is the ExchangeObserver that published the message (a
+	// bridge from another protocol), which is not given it back; nil
+	// for a message from a client. It is not stored.
+	Origin ExchangeObserver
 }
 
 // PublishResult is the outcome of a publish.
 type PublishResult struct {
-	// Routed is the number of queues the message reached; 0 means
-	// unroutable (with mandatory the front end sends basic.return).
+	// Routed is the number of queues the message reached, plus one if
+	// subscribers of another protocol took it (ExchangeObserver); 0
+	// means unroutable (with mandatory the front end sends basic.return).
 	Routed int
 	// Durable is pending (Durability.Pending) if the message was logged:
 	// persistent and reached at least one durable queue, or reached a

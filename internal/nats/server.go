@@ -53,6 +53,10 @@ func newServerID() string {
 	return "N" + (rand.Text() + rand.Text() + rand.Text())[:55]
 }
 
+// MaxPayload is the largest message a client may publish (Config's, or
+// its default).
+func (s *Server) MaxPayload() int { return s.cfg.MaxPayload }
+
 // Serve accepts connections on ln until Shutdown. It returns nil after
 // Shutdown and the accept error otherwise. Serve takes ownership of ln.
 func (s *Server) Serve(ln net.Listener) error { return s.netsrv.Serve(ln) }

@@ -5,7 +5,8 @@
 // Kafka coordinators, binds the protocol listeners and owns the goroutines
 // that serve them. Each front end gets the core it serves: Kafka the
 // broker and coordinators; AMQP and the management API the mq registry;
-// NATS a subject router of its own. cmd/wharf and end-to-end tests start
+// NATS a subject router, which the subject bridge (internal/subjectbridge)
+// shares with amq.topic of vhost "/". cmd/wharf and end-to-end tests start
 // Wharf through this package and nothing else, so both exercise the same
 // wiring.
 package node
@@ -27,6 +28,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/subjectbridge"
 	"github.com/wharf-mq/wharf/internal/subjects"
 	"github.com/wharf-mq/wharf/internal/tlsconf"
 	"github.com/wharf-mq/wharf/internal/txn"
@@ -195,7 +197,8 @@ func Start(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: listen for HTTP on %q: %w", cfg.HTTPAddr, err)
 		}
 	}
-	natsLn, natsSrv, err := startNATS(cfg, logger)
+	router := subjects.New() // NATS subjects, shared with amq.topic (bridgeSubjects)
+	natsLn, natsSrv, err := startNATS(cfg, router, logger)
 	if err != nil {
 		ln.Close()
 		if amqpLn != nil {
@@ -314,16 +317,19 @@ func Start(cfg Config) (*Node, error) {
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}
 	if natsLn != nil {
+		if err := n.bridgeSubjects(router); err != nil {
+			logger.Error("NATS subjects and amq.topic not bridged", "err", err)
+		}
 		n.serve("nats", func() error { return n.natsServer.Serve(n.limited("nats", natsLn)) })
 		logger.Info("nats listener started", "addr", n.NATSAddr())
 	}
 	return n, nil
 }
 
-// startNATS binds the NATS listener and builds its server over a subject
-// router of its own (Core NATS keeps nothing on the broker's logs), or
-// returns nils when cfg.NATSAddr is empty.
-func startNATS(cfg Config, logger *slog.Logger) (net.Listener, *nats.Server, error) {
+// startNATS binds the NATS listener and builds its server over router
+// (Core NATS keeps nothing on the broker's logs), or returns nils when
+// cfg.NATSAddr is empty.
+func startNATS(cfg Config, router *subjects.Router, logger *slog.Logger) (net.Listener, *nats.Server, error) {
 	if cfg.NATSAddr == "" {
 		return nil, nil, nil
 	}
@@ -331,7 +337,7 @@ func startNATS(cfg Config, logger *slog.Logger) (net.Listener, *nats.Server, err
 	if natsCfg.Logger == nil {
 		natsCfg.Logger = logger // the server tags its lines component=nats
 	}
-	srv, err := nats.NewServer(subjects.New(), natsCfg)
+	srv, err := nats.NewServer(router, natsCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
@@ -340,6 +346,17 @@ func startNATS(cfg Config, logger *slog.Logger) (net.Listener, *nats.Server, err
 		return nil, nil, fmt.Errorf("node: listen for NATS on %q: %w", cfg.NATSAddr, err)
 	}
 	return ln, srv, nil
+}
+
+// bridgeSubjects makes NATS subjects and amq.topic of vhost "/" one
+// routing space (internal/subjectbridge), within the NATS front end's
+// max_payload and the AMQP front end's memory high-water mark.
+func (n *Node) bridgeSubjects(router *subjects.Router) error {
+	cfg := subjectbridge.Config{MaxPayload: n.natsServer.MaxPayload(), Logger: n.logger}
+	if n.amqpServer != nil {
+		cfg.MemoryLimit = n.amqpServer.Resources().MemoryLimit
+	}
+	return subjectbridge.Install(router, n.cores.queues, cfg)
 }
 
 // serve runs one listener's server until Close shuts it down. A return

@@ -8,7 +8,10 @@
 // matches any one token, '>' (last token only) matches one or more tokens.
 // Subscriptions with a queue group name share the messages of their
 // group: each message goes to one member of every group and to every
-// subscription without a group.
+// subscription without a group. A sink that subscribes several patterns
+// and wants each message once, however many of them match, subscribes
+// them in one group of its own (internal/subjectbridge does, under a name
+// with a space, which no NATS client can give).
 //
 // Delivery goes through the Sink interface, so a subscriber need not be a
 // NATS connection: anything that can take a Message (an AMQP queue bound

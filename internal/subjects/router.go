@@ -28,7 +28,9 @@ type Message struct {
 	Source any
 }
 
-// Sink is the receiving end of a subscription.
+// Sink is the receiving end of a subscription. Sinks are compared (see
+// Result.Deliver), so a Sink's dynamic type must be comparable: a
+// pointer, say.
 type Sink interface {
 	// Deliver hands m to the subscriber and reports whether it took it
 	// (false, for example, for its own message when it asked not to see
@@ -305,7 +307,9 @@ func (res *Result) group(name string) *[]*Subscription {
 
 // Deliver hands m to every plain subscription and to one member of every
 // queue group, picked at random; a member that refuses the message passes
-// it to the next. It reports whether any subscription took the message.
+// it to the next, skipping members with the sink that refused (a sink
+// that subscribed several patterns in one group answers for all of
+// them). It reports whether any subscription took the message.
 func (res *Result) Deliver(m *Message) bool {
 	delivered := false
 	for _, sub := range res.Plain {
@@ -318,12 +322,17 @@ func (res *Result) Deliver(m *Message) bool {
 		if len(members) > 1 {
 			start = rand.IntN(len(members))
 		}
+		var refused Sink
 		for i := range members {
 			sub := members[(start+i)%len(members)]
-			if !sub.removed.Load() && sub.sink.Deliver(m) {
+			if sub.removed.Load() || (refused != nil && sub.sink == refused) {
+				continue
+			}
+			if sub.sink.Deliver(m) {
 				delivered = true
 				break
 			}
+			refused = sub.sink
 		}
 	}
 	return delivered

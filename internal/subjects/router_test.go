@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -93,6 +94,7 @@ func TestValidation(t *testing.T) {
 	literals := map[string]bool{
 		"foo": true, "foo.bar": true, "a*.b>": true,
 		"": false, "foo.*": false, ">": false, "foo..bar": false, "foo.": false,
+		"foo bar": false, "foo.b\tr": false, "a\r\nb": false,
 	}
 	for s, want := range literals {
 		if got := ValidLiteral(s); got != want {
@@ -235,4 +237,54 @@ func (r *Router) empty() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.root.literal) == 0 && r.root.any == nil && r.root.rest == nil
+}
+
+// counter is a Sink that counts the messages offered to it and takes
+// them unless it refuses.
+type counter struct {
+	offered atomic.Int64
+	refuse  bool
+}
+
+func (c *counter) Deliver(*Message) bool {
+	c.offered.Add(1)
+	return !c.refuse
+}
+
+// TestOneSinkSeveralPatternsInAGroup: a sink that subscribed overlapping
+// patterns in one group of its own is offered each message once, whether
+// it takes it or refuses it, while another member's sink still gets its
+// turn after a refusal.
+func TestOneSinkSeveralPatternsInAGroup(t *testing.T) {
+	r := New()
+	taker := &counter{}
+	for _, p := range []string{"a.*", "*.b", "a.>", ">"} {
+		mustSubscribe(t, r, p, "one sink", taker)
+	}
+	if !r.Publish(&Message{Subject: []byte("a.b")}) {
+		t.Fatal("not delivered")
+	}
+	if n := taker.offered.Load(); n != 1 {
+		t.Fatalf("a sink under 4 matching patterns was offered the message %d times, want 1", n)
+	}
+
+	r = New()
+	refuser := &counter{refuse: true}
+	for _, p := range []string{"a.*", "*.b", "a.>"} {
+		mustSubscribe(t, r, p, "g", refuser)
+	}
+	if r.Publish(&Message{Subject: []byte("a.b")}) {
+		t.Fatal("a refused message counts as delivered")
+	}
+	if n := refuser.offered.Load(); n != 1 {
+		t.Fatalf("a refusing sink under 3 matching patterns was asked %d times, want 1", n)
+	}
+	other := &counter{}
+	mustSubscribe(t, r, "a.b", "g", other)
+	if !r.Publish(&Message{Subject: []byte("a.b")}) {
+		t.Fatal("the other member did not get the refused message")
+	}
+	if n := other.offered.Load(); n != 1 {
+		t.Fatalf("the other member was offered the message %d times, want 1", n)
+	}
 }

@@ -10,6 +10,10 @@ const (
 	Rest      = ">"
 )
 
+// whiteSpace separates the arguments of a protocol line, so no subject
+// holds any of it.
+const whiteSpace = " \t\r\n\f"
+
 // ValidPattern reports whether s can be subscribed to: at least one token,
 // no empty token, no token after '>', no white space. It is nats-server's
 // check for SUB (a wildcard character inside a longer token, as in "a*",
@@ -20,7 +24,7 @@ func ValidPattern(s string) bool {
 	}
 	sawRest := false
 	for tok := range strings.SplitSeq(s, string(Separator)) {
-		if tok == "" || sawRest || strings.ContainsAny(tok, " \t\r\n\f") {
+		if tok == "" || sawRest || strings.ContainsAny(tok, whiteSpace) {
 			return false
 		}
 		sawRest = tok == Rest
@@ -29,13 +33,14 @@ func ValidPattern(s string) bool {
 }
 
 // ValidLiteral reports whether s can be published to under NATS's pedantic
-// checks: no empty token and no wildcard token.
+// checks: no empty token, no wildcard token, no white space (which a PUB
+// line cannot carry, but a name from another protocol can).
 func ValidLiteral(s string) bool {
 	if s == "" {
 		return false
 	}
 	for tok := range strings.SplitSeq(s, string(Separator)) {
-		if tok == "" || tok == AnyToken || tok == Rest {
+		if tok == "" || tok == AnyToken || tok == Rest || strings.ContainsAny(tok, whiteSpace) {
 			return false
 		}
 	}
