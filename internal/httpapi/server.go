@@ -144,6 +144,12 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	return s
 }
 
+// Identity is the cluster and node names the API reports.
+func (s *Server) Identity() (cluster, node string) { return s.cfg.ClusterName, s.cfg.NodeName }
+
+// Version is the product version the API reports.
+func (s *Server) Version() string { return s.cfg.Version }
+
 // Mount serves h for pattern (http.ServeMux syntax) outside /api/, e.g.
 // "/metrics" or "/" for a web console. h does its own authentication,
 // with Authenticated if it wants the API's. Call before Serve.
