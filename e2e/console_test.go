@@ -88,8 +88,12 @@ func waitText(sel string, want func(string) bool) chromedp.Action[chromedp.Void]
 	})
 }
 
-func contains(s string) func(string) bool { return func(text string) bool { return strings.Contains(text, s) } }
-func equals(s string) func(string) bool   { return func(text string) bool { return strings.TrimSpace(text) == s } }
+func contains(s string) func(string) bool {
+	return func(text string) bool { return strings.Contains(text, s) }
+}
+func equals(s string) func(string) bool {
+	return func(text string) bool { return strings.TrimSpace(text) == s }
+}
 
 // screenshot saves the page as name.png when -e2e.console-screenshots is set.
 func screenshot(t *testing.T, ctx context.Context, name string) {
