@@ -1,9 +1,11 @@
 package node
 
 import (
+	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/console"
 	"github.com/wharf-mq/wharf/internal/kafkaview"
 	"github.com/wharf-mq/wharf/internal/metrics"
+	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // addManagement puts beside RabbitMQ's API on the HTTP listener what is
@@ -12,11 +14,13 @@ import (
 // latency observers) and the web console (/). The metrics, like
 // rabbitmq_prometheus's and kafka_exporter's, need no login; the console's
 // page needs none either, and its calls to /api/ log in as the API does.
-func (n *Node) addManagement() {
-	n.httpServer.ServeKafka(kafkaview.New(n.broker, n.groups))
+// Call once the servers and the coordinators exist, before the HTTP
+// listener serves.
+func (n *Node) addManagement(b *broker.Broker, queues *mq.Registry) {
+	n.httpServer.ServeKafka(kafkaview.New(b, n.groups))
 	cluster, nodeName := n.httpServer.Identity()
 	src := metrics.Sources{
-		Broker: n.broker, Groups: n.groups, Queues: n.broker.Messaging(),
+		Broker: b, Groups: n.groups, Queues: queues,
 		NodeName: nodeName, ClusterName: cluster, Version: n.httpServer.Version(),
 	}
 	if n.amqpServer != nil {
