@@ -19,6 +19,7 @@ func DeadLetterOrigin(m *Message) (exchange string, routingKeys []string, ok boo
 			continue
 		}
 		routingKeys = appendStrings(nil, t["routing-keys"])
+		break
 	}
 	return exchange, routingKeys, true
 }
