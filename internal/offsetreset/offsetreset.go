@@ -59,9 +59,6 @@ func ParseMode(name, value string, now time.Time) (Mode, error) {
 	return m, nil
 }
 
-// Name is the mode's name, one of Modes.
-func (m Mode) Name() string { return m.name }
-
 // Timestamp is the time (ms) whose offsets the plan needs in
 // Partition.AtTime, or -1 when the mode needs none.
 func (m Mode) Timestamp() int64 { return m.timestamp }
