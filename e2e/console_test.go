@@ -114,8 +114,9 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // TestConsoleInChromium drives the web console in headless Chromium as a
 // person would: log in, browse a topic, watch a group's lag appear after
 // records are produced, reset the group's offsets after a preview, get
-// and purge a queue, and move a dead-letter queue's message back to its
-// exchange. Each step is checked through the stock clients too.
+// and purge a queue, move a dead-letter queue's message back to its
+// exchange, publish to a queue and close a connection. Each step is
+// checked through the stock clients too.
 func TestConsoleInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker and a browser")
@@ -243,6 +244,14 @@ func TestConsoleInChromium(t *testing.T) {
 	if q, err := ch.QueueDeclarePassive("tasks", true, false, false, false, nil); err != nil || q.Messages != 0 {
 		t.Fatalf("tasks after the purge: %+v %v", q, err)
 	}
+	browse(t, tab, "publish to the queue",
+		chromedp.SetValue(chromedp.CSS("#publish-payload"), "from the console"),
+		chromedp.Click(chromedp.CSS("#publish-go")),
+		waitText("#publish-result", contains("Published and routed")),
+		waitText("#queue-ready", equals("1")))
+	if got, ok, err := ch.Get("tasks", true); err != nil || !ok || string(got.Body) != "from the console" {
+		t.Fatalf("tasks after publishing from the console: %q %v %v", got.Body, ok, err)
+	}
 
 	browse(t, tab, "replay the dead-letter queue",
 		chromedp.Navigate(base+"/#/queues/%2F/work.dlq"),
@@ -253,6 +262,28 @@ func TestConsoleInChromium(t *testing.T) {
 	back, ok, err := ch.Get("work", true)
 	if err != nil || !ok || string(back.Body) != "failed job" {
 		t.Fatalf("work after the replay: %q %v %v", back.Body, ok, err)
+	}
+
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	browse(t, tab, "close the AMQP connection",
+		chromedp.Navigate(base+"/#/connections"),
+		chromedp.Click(chromedp.Search(`//button[text()="Close"]`)),
+		chromedp.Click(chromedp.CSS(`[data-confirm="Close"]`)),
+		waitText("#main", contains("Closed ")))
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.ConnectionForced {
+			t.Fatalf("the client saw the connection close with %v, want 320 CONNECTION_FORCED", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the connection closed from the console stayed open")
+	}
+	if conn, err = amqp.Dial(nodetest.AMQPURL(n)); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if ch, err = conn.Channel(); err != nil {
+		t.Fatal(err)
 	}
 
 	if *consoleScreenshots != "" {
