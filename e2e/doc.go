@@ -12,5 +12,12 @@
 // run too, unchanged from the module cache (about two minutes); they
 // need 127.0.0.1:15672 free, the port they hard-code for the API.
 //
+// The web console (console_test.go) is driven in headless Chromium
+// (Debian's chromium; the test fails without it) through chromedp: log
+// in, browse a topic, watch lag appear, reset a group's offsets after a
+// preview, get and purge a queue, move dead letters back. With
+// -e2e.console-screenshots=DIR it saves PNGs of the main pages there
+// (docs/ keeps them: go test ./e2e -run Console -e2e.console-screenshots=$PWD/docs).
+//
 // The package has no non-test code beyond this comment.
 package e2e

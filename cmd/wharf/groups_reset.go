@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,18 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-)
 
-// resetMode is how reset-offsets picks the new offset of a partition.
-type resetMode struct {
-	name string
-	// target computes the new offset from the partition's committed
-	// offset (-1: none) and its log start and end offsets; at is the
-	// first offset at or after the requested time, for the time modes.
-	target func(committed, start, end, at int64) (int64, error)
-	// timestamp is the time (ms) to look up offsets for, or -1.
-	timestamp int64
-}
+	"github.com/wharf-mq/wharf/internal/offsetreset"
+)
 
 func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error {
 	var topics stringList
@@ -79,59 +69,28 @@ func defineGroupsResetOffsets(fs *flag.FlagSet) func(groupsEnv, []string) error 
 }
 
 // resetModeFromFlags reads the one reset mode given.
-func resetModeFromFlags(fs *flag.FlagSet, now time.Time) (resetMode, error) {
+func resetModeFromFlags(fs *flag.FlagSet, now time.Time) (offsetreset.Mode, error) {
 	var modes []string
 	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime", "by-duration":
+		if slices.Contains(offsetreset.Modes, f.Name) {
 			modes = append(modes, f.Name)
 		}
 	})
 	if len(modes) != 1 {
-		return resetMode{}, usagef("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --by-duration (got %d)", len(modes))
+		return offsetreset.Mode{}, usagef("give exactly one of --%s (got %d)", strings.Join(offsetreset.Modes, ", --"), len(modes))
 	}
 	value := fs.Lookup(modes[0]).Value.String()
-	m := resetMode{name: modes[0], timestamp: -1}
-	switch m.name {
-	case "to-earliest":
-		m.target = func(_, start, _, _ int64) (int64, error) { return start, nil }
-	case "to-latest":
-		m.target = func(_, _, end, _ int64) (int64, error) { return end, nil }
-	case "to-offset":
-		n, _ := strconv.ParseInt(value, 10, 64)
-		m.target = func(_, start, end, _ int64) (int64, error) { return min(max(n, start), end), nil }
-	case "shift-by":
-		n, _ := strconv.ParseInt(value, 10, 64)
-		m.target = func(committed, start, end, _ int64) (int64, error) {
-			if committed < 0 {
-				return 0, errors.New("no committed offset to shift")
-			}
-			return min(max(committed+n, start), end), nil
-		}
-	case "to-datetime", "by-duration":
-		var at time.Time
-		if m.name == "to-datetime" {
-			t, err := parseResetDatetime(value)
-			if err != nil {
-				return m, usagef("--to-datetime %q: %v", value, err)
-			}
-			at = t
-		} else {
-			d, err := parseISODuration(value)
-			if err != nil {
-				return m, usagef("--by-duration %q: %v", value, err)
-			}
-			at = now.Add(-d)
-		}
-		m.timestamp = at.UnixMilli()
-		m.target = func(_, _, _, at int64) (int64, error) { return at, nil }
+	if modes[0] == "to-earliest" || modes[0] == "to-latest" {
+		value = ""
+	}
+	m, err := offsetreset.ParseMode(modes[0], value, now)
+	if err != nil {
+		return m, usagef("--%s %q: %v", modes[0], value, err)
 	}
 	return m, nil
 }
 
-// requireInactive refuses to reset a group that has live members: they
-// would overwrite the new offsets with their next commit, and the broker
-// refuses commits from outside a group that has members anyway.
+// requireInactive refuses to reset a group that has live members.
 func requireInactive(env groupsEnv, group string) error {
 	described, err := env.adm.DescribeGroups(env.ctx, group)
 	if err != nil {
@@ -144,10 +103,7 @@ func requireInactive(env groupsEnv, group string) error {
 	if g.Err != nil {
 		return fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
-	if len(g.Members) > 0 {
-		return fmt.Errorf("group %s has %d live member(s) (state %s): stop its consumers before resetting its offsets", group, len(g.Members), g.State)
-	}
-	return nil
+	return offsetreset.CheckResettable(group, len(g.Members), g.State)
 }
 
 // topicPartition is one partition to reset.
@@ -207,15 +163,9 @@ func resetPartitions(env groupsEnv, specs []string, all bool, committed kadm.Off
 	return out, nil
 }
 
-// resetStep is one line of the plan.
-type resetStep struct {
-	topicPartition
-	current, next int64
-	err           error
-}
-
-// planReset computes the new offset of every partition.
-func planReset(env groupsEnv, mode resetMode, parts []topicPartition, committed kadm.OffsetResponses) ([]resetStep, error) {
+// planReset looks up the offsets of every partition and computes its new
+// committed offset.
+func planReset(env groupsEnv, mode offsetreset.Mode, parts []topicPartition, committed kadm.OffsetResponses) ([]offsetreset.Step, error) {
 	var topics []string
 	for _, p := range parts {
 		if !slices.Contains(topics, p.topic) {
@@ -231,65 +181,60 @@ func planReset(env groupsEnv, mode resetMode, parts []topicPartition, committed 
 		return nil, fmt.Errorf("list end offsets: %w", err)
 	}
 	var atTime kadm.ListedOffsets
-	if mode.timestamp >= 0 {
-		if atTime, err = env.adm.ListOffsetsAfterMilli(env.ctx, mode.timestamp, topics...); err != nil {
-			return nil, fmt.Errorf("list offsets after %s: %w", time.UnixMilli(mode.timestamp).Format(time.RFC3339Nano), err)
+	if ts := mode.Timestamp(); ts >= 0 {
+		if atTime, err = env.adm.ListOffsetsAfterMilli(env.ctx, ts, topics...); err != nil {
+			return nil, fmt.Errorf("list offsets after %s: %w", time.UnixMilli(ts).Format(time.RFC3339Nano), err)
 		}
 	}
-	plan := make([]resetStep, 0, len(parts))
+	offsets := make([]offsetreset.Partition, 0, len(parts))
 	for _, tp := range parts {
-		step := resetStep{topicPartition: tp, current: -1}
+		p := offsetreset.Partition{Topic: tp.topic, Partition: tp.partition, Committed: -1, AtTime: -1}
 		if o, ok := committed.Lookup(tp.topic, tp.partition); ok && o.Err == nil {
-			step.current = o.At
+			p.Committed = o.At
 		}
 		start, sok := starts.Lookup(tp.topic, tp.partition)
 		end, eok := ends.Lookup(tp.topic, tp.partition)
 		switch {
 		case !sok || !eok:
-			step.err = errors.New("no offsets listed for the partition")
+			p.Err = errors.New("no offsets listed for the partition")
 		case start.Err != nil || end.Err != nil:
-			step.err = cmp.Or(start.Err, end.Err)
+			p.Err = cmp.Or(start.Err, end.Err)
 		default:
-			at := int64(-1)
-			if mode.timestamp >= 0 {
-				if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Err == nil && a.Offset >= 0 {
-					at = a.Offset
-				} else {
-					at = end.Offset // nothing at or after the time
-				}
-			}
-			step.next, step.err = mode.target(step.current, start.Offset, end.Offset, at)
+			p.Start, p.End = start.Offset, end.Offset
 		}
-		plan = append(plan, step)
+		if a, ok := atTime.Lookup(tp.topic, tp.partition); ok && a.Err == nil && a.Offset >= 0 {
+			p.AtTime = a.Offset
+		}
+		offsets = append(offsets, p)
 	}
-	return plan, nil
+	return offsetreset.Plan(mode, offsets), nil
 }
 
-func printResetPlan(env groupsEnv, group string, plan []resetStep) error {
+func printResetPlan(env groupsEnv, group string, plan []offsetreset.Step) error {
 	tw := newTable(env.out, "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
 	for _, s := range plan {
 		current := "-"
-		if s.current >= 0 {
-			current = fmt.Sprint(s.current)
+		if s.Current >= 0 {
+			current = fmt.Sprint(s.Current)
 		}
-		next := fmt.Sprint(s.next)
-		if s.err != nil {
-			next = "error: " + s.err.Error()
+		next := fmt.Sprint(s.Next)
+		if s.Err != nil {
+			next = "error: " + s.Err.Error()
 		}
-		tw.row(group, s.topic, s.partition, current, next)
+		tw.row(group, s.Topic, s.Partition, current, next)
 	}
 	return tw.flush()
 }
 
 // applyReset commits the plan as an admin commit (no member, generation
 // -1), which the broker accepts only while the group is empty.
-func applyReset(env groupsEnv, group string, plan []resetStep) error {
+func applyReset(env groupsEnv, group string, plan []offsetreset.Step) error {
 	offsets := kadm.Offsets{}
 	for _, s := range plan {
-		if s.err != nil {
-			return fmt.Errorf("nothing committed: %s[%d]: %v", s.topic, s.partition, s.err)
+		if s.Err != nil {
+			return fmt.Errorf("nothing committed: %s[%d]: %v", s.Topic, s.Partition, s.Err)
 		}
-		offsets.Add(kadm.Offset{Topic: s.topic, Partition: s.partition, At: s.next, LeaderEpoch: -1})
+		offsets.Add(kadm.Offset{Topic: s.Topic, Partition: s.Partition, At: s.Next, LeaderEpoch: -1})
 	}
 	resps, err := env.adm.CommitOffsets(env.ctx, group, offsets)
 	if err != nil {
@@ -303,50 +248,4 @@ func applyReset(env groupsEnv, group string, plan []resetStep) error {
 	}
 	fmt.Fprintf(env.out, "\nCommitted new offsets for %d partition(s) of group %s.\n", len(plan), group)
 	return nil
-}
-
-// resetDatetimeLayouts are the forms --to-datetime accepts: Kafka's
-// YYYY-MM-DDTHH:mm:SS.sss, optionally without the milliseconds, optionally
-// followed by a zone.
-var resetDatetimeLayouts = []string{
-	"2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05Z07:00",
-	"2006-01-02T15:04:05.000", "2006-01-02T15:04:05",
-}
-
-func parseResetDatetime(s string) (time.Time, error) {
-	for _, layout := range resetDatetimeLayouts {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, errors.New("want YYYY-MM-DDTHH:mm:SS.sss, optionally followed by a zone (Z, +01:00)")
-}
-
-// isoDuration is the ISO-8601 duration subset Java's Duration.parse reads:
-// days, hours, minutes and (fractional) seconds.
-var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,9})?)S)?)?$`)
-
-func parseISODuration(s string) (time.Duration, error) {
-	m := isoDuration.FindStringSubmatch(strings.ToUpper(s))
-	if m == nil || s == "P" || strings.HasSuffix(strings.ToUpper(s), "T") {
-		return 0, errors.New("want an ISO-8601 duration such as PT1H, PT30M, P1DT12H or PT0.5S")
-	}
-	var d time.Duration
-	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute} {
-		if m[i+1] != "" {
-			n, err := strconv.ParseInt(m[i+1], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			d += time.Duration(n) * unit
-		}
-	}
-	if m[4] != "" {
-		secs, err := strconv.ParseFloat(m[4], 64)
-		if err != nil {
-			return 0, err
-		}
-		d += time.Duration(secs * float64(time.Second))
-	}
-	return d, nil
 }

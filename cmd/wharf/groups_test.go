@@ -119,27 +119,6 @@ func TestGroupsResetToDatetime(t *testing.T) {
 	}
 }
 
-func TestISODurationAndDatetime(t *testing.T) {
-	for in, want := range map[string]time.Duration{"PT1H": time.Hour, "PT30M": 30 * time.Minute, "P1DT12H": 36 * time.Hour, "PT0.5S": 500 * time.Millisecond, "P2D": 48 * time.Hour} {
-		if got, err := parseISODuration(in); err != nil || got != want {
-			t.Errorf("parseISODuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "P", "PT", "1H", "PT1X", "-PT1H"} {
-		if _, err := parseISODuration(bad); err == nil {
-			t.Errorf("parseISODuration(%q): no error", bad)
-		}
-	}
-	utc, err := parseResetDatetime("2026-10-20T09:00:00.000Z")
-	if err != nil || !utc.Equal(time.Date(2026, 10, 20, 9, 0, 0, 0, time.UTC)) {
-		t.Errorf("zoned datetime: %v %v", utc, err)
-	}
-	local, err := parseResetDatetime("2026-10-20T09:00:00.000")
-	if err != nil || !local.Equal(time.Date(2026, 10, 20, 9, 0, 0, 0, time.Local)) {
-		t.Errorf("local datetime: %v %v", local, err)
-	}
-}
-
 func testClient(t *testing.T, n *node.Node, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.KafkaAddr()), kgo.DisableIdempotentWrite()}, opts...)...)

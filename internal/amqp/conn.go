@@ -325,7 +325,9 @@ func (c *conn) handleFrame(f amqpwire.Frame) error {
 	}
 	cmd, complete, err := ch.asm.Add(f)
 	if err == nil && complete {
+		started := time.Now()
 		err = ch.handle(cmd)
+		c.srv.observe(cmd.Method, started)
 	}
 	if err != nil {
 		return ch.fail(err)

@@ -30,6 +30,8 @@ type Server struct {
 	netsrv  *netserve.Server[*conn]
 	done    <-chan struct{} // closed when Shutdown starts
 	monitor sync.Once       // starts the alarm monitor with the first Serve
+
+	observer methodObserver // times methods for metrics (observe.go)
 }
 
 // NewServer returns a Server answering for reg.

@@ -38,6 +38,8 @@ type Partition struct {
 
 	txnMu sync.Mutex // guards txns; writers hold produceMu too
 	txns  txnTable   // open and aborted transactions (txn_state.go)
+
+	traffic traffic // bytes in and out, for metrics (traffic.go)
 }
 
 // Index is the partition's number within its topic.
@@ -114,6 +116,7 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 		return -1, -1, nil, err
 	}
 	p.wakeWaiters()
+	p.traffic.in.Add(int64(len(records)))
 	logAppendTime = -1
 	if cfg.logAppendTime() {
 		logAppendTime = res.LogAppendTime

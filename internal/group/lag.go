@@ -25,6 +25,16 @@ type PartitionLag struct {
 // Lag reports, for every partition the group has committed, its lag in
 // records and in time: the age of the first record it has not consumed.
 func (c *Coordinator) Lag(groupID string) ([]PartitionLag, error) {
+	return c.lag(groupID, true)
+}
+
+// RecordLag is Lag in records only: it reads no record, so it costs no
+// I/O however many partitions lag (what a metrics scrape wants).
+func (c *Coordinator) RecordLag(groupID string) ([]PartitionLag, error) {
+	return c.lag(groupID, false)
+}
+
+func (c *Coordinator) lag(groupID string, inTime bool) ([]PartitionLag, error) {
 	offsets, err := c.FetchOffsets(FetchRequest{Group: groupID})
 	if err != nil {
 		return nil, err
@@ -32,12 +42,12 @@ func (c *Coordinator) Lag(groupID string) ([]PartitionLag, error) {
 	now := c.cfg.Now()
 	out := make([]PartitionLag, 0, len(offsets))
 	for _, o := range offsets {
-		out = append(out, c.partitionLag(o.Topic, o.Partition, o.Offset, now))
+		out = append(out, c.partitionLag(o.Topic, o.Partition, o.Offset, now, inTime))
 	}
 	return out, nil
 }
 
-func (c *Coordinator) partitionLag(topic string, partition int32, committed int64, now time.Time) PartitionLag {
+func (c *Coordinator) partitionLag(topic string, partition int32, committed int64, now time.Time, inTime bool) PartitionLag {
 	l := PartitionLag{Topic: topic, Partition: partition, Committed: committed, End: -1, Lag: -1}
 	t, err := c.cfg.Broker.Topic(topic)
 	if err != nil {
@@ -52,7 +62,7 @@ func (c *Coordinator) partitionLag(topic string, partition int32, committed int6
 	l.End = p.HighWatermark()
 	from := max(committed, p.StartOffset())
 	l.Lag = max(0, l.End-from)
-	if l.Lag == 0 {
+	if l.Lag == 0 || !inTime {
 		return l
 	}
 	ts, found, err := recordTimeAt(p, from)

@@ -253,6 +253,10 @@ func TestLag(t *testing.T) {
 	if l.End != 10 || l.Lag != 6 || !l.NextTimestamp.Equal(base.Add(4*time.Minute)) || l.TimeLag != 56*time.Minute {
 		t.Fatalf("lag: %+v", l)
 	}
+	lags, err = h.c.RecordLag("g")
+	if err != nil || len(lags) != 1 || lags[0].Lag != 6 || !lags[0].NextTimestamp.IsZero() {
+		t.Fatalf("record lag: %+v %v", lags, err)
+	}
 }
 
 // TestOffsetsSurviveCompaction commits the same partitions many times and

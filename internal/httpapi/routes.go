@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	s.Route("DELETE", "queues/{vhost}/{name}/contents", s.purgeQueue)
 	s.Route("POST", "queues/{vhost}/{name}/get", s.getMessages)
 	s.Route("GET", "queues/{vhost}/{name}/bindings", s.listQueueBindings)
+	s.Route("POST", "queues/{vhost}/{name}/replay-dead-letters", s.replayDeadLetters) // Wharf's own
 
 	s.Route("GET", "exchanges", s.listExchanges)
 	s.Route("GET", "exchanges/{vhost}", s.listExchanges)

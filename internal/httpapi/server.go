@@ -6,9 +6,12 @@
 // reads connections from the AMQP front end (AMQPFrontEnd); it holds no
 // state of its own but the samples its rates are computed from.
 //
-// Endpoints live below /api/ (routes.go lists them); other packages add
-// theirs with Route (authenticated, below /api/) or Mount (any other
-// path, such as /metrics). Access is basic auth with the AMQP listener's
+// Endpoints live below /api/ (routes.go lists them): RabbitMQ's, plus
+// Wharf's own moving of dead letters back (replay.go) and, once
+// ServeKafka is called, Kafka's topics, records and groups below
+// /api/kafka/ (kafka.go, translated to internal/kafkaview). Other packages
+// add theirs with Route (authenticated, below /api/) or Mount (any other
+// path, such as /metrics or the console at /). Access is basic auth with the AMQP listener's
 // users. A loopback-only user (guest) must connect from a loopback
 // address and name this machine in Host (host.go); a write needs
 // Content-Type application/json.
@@ -143,6 +146,12 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	}
 	return s
 }
+
+// Identity is the cluster and node names the API reports.
+func (s *Server) Identity() (cluster, node string) { return s.cfg.ClusterName, s.cfg.NodeName }
+
+// Version is the product version the API reports.
+func (s *Server) Version() string { return s.cfg.Version }
 
 // Mount serves h for pattern (http.ServeMux syntax) outside /api/, e.g.
 // "/metrics" or "/" for a web console. h does its own authentication,

@@ -141,6 +141,10 @@ type exchange struct {
 	// closeAfter ends the connection once resp (if any) is written: the
 	// request could not be served, or its handler says so.
 	closeAfter bool
+
+	// apiKey and received (zero: not decoded) time the request (observe.go).
+	apiKey   int16
+	received time.Time
 }
 
 // stopReading interrupts a read that is waiting for the next request; a
@@ -265,6 +269,7 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 		return ex
 	}
 
+	ex.apiKey, ex.received = hdr.key, received
 	r := &request{header: hdr, msg: msg, received: received, conn: c}
 	if produce, ok := msg.(*kmsg.ProduceRequest); ok {
 		// A produce request's decoded form points into the frame only
@@ -380,6 +385,7 @@ func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
 			resp.fetch.release()
 		}
 	}
+	c.s.observe(ex)
 	return !ex.closeAfter
 }
 

@@ -211,6 +211,8 @@ func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first, 
 			// partition with records may return over the limit.
 			slice.Release()
 			slice = nil
+		} else {
+			p.CountFetched(n)
 		}
 	}
 	// Read the offsets after the data, so the high watermark covers

@@ -116,6 +116,8 @@ type Server struct {
 	cancelGroupWait context.CancelFunc
 	// txns is the transaction coordinator (nil: none).
 	txns *txn.Coordinator
+	// observer times answered requests for metrics (observe.go).
+	observer requestObserver
 }
 
 // NewServer returns a Server answering for b.

@@ -313,6 +313,7 @@ func Start(cfg Config) (*Node, error) {
 			apiCfg.Listeners = append(apiCfg.Listeners, httpapi.Listener{Protocol: "amqp", Addr: amqpLn.Addr()})
 		}
 		n.httpServer = httpapi.New(c.queues, apiCfg)
+		n.addManagement(c.broker, c.queues)
 		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 		logger.Info("http listener started", "addr", n.HTTPAddr())
 	}

@@ -126,6 +126,7 @@ func (l *Log) roundLocked() error {
 	if len(dirs) > 0 {
 		l.unsyncedDirs = nil
 	}
+	observeCommit(busy, max(target-l.synced, 0))
 	l.markSyncedLocked(target)
 	return nil
 }

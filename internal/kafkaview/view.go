@@ -1,0 +1,66 @@
+// Package kafkaview is the Kafka side of the management API, what the
+// console shows of Kafka: topics with their partitions, sizes and
+// configs; the records of a partition read from an offset or a time,
+// filtered by key or header and rendered for people; a record produced;
+// consumer groups with their members and lag; offset resets with the
+// rules of `wharf groups reset-offsets` (internal/offsetreset). It reads
+// the broker core and the group coordinator directly, with no Kafka round
+// trip; internal/httpapi's /api/kafka/ endpoints translate HTTP to it.
+// Its result types carry the JSON names the API answers with.
+package kafkaview
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/group"
+)
+
+// The kinds of error the view returns, wrapped with the details, for the
+// API to answer with 404, 400 and 409.
+var (
+	ErrNotFound = errors.New("not found")       // no such topic, partition or group
+	ErrInvalid  = errors.New("invalid request") // a request the broker refuses as it stands
+	ErrConflict = errors.New("conflict")        // the group's state forbids it (live members)
+)
+
+// View answers for one broker and its group coordinator. Safe for
+// concurrent use.
+type View struct {
+	broker *broker.Broker
+	groups *group.Coordinator
+	now    func() time.Time
+	// unkeyed spreads records produced without a key and partition
+	// round-robin over a topic's partitions.
+	unkeyed atomic.Uint32
+}
+
+// New returns a View of b and g.
+func New(b *broker.Broker, g *group.Coordinator) *View {
+	return &View{broker: b, groups: g, now: time.Now}
+}
+
+// topic looks a topic up, as ErrNotFound when it does not exist.
+func (v *View) topic(name string) (*broker.Topic, error) {
+	t, err := v.broker.Topic(name)
+	if errors.Is(err, broker.ErrUnknownTopic) {
+		return nil, fmt.Errorf("%w: no topic %q", ErrNotFound, name)
+	}
+	return t, err
+}
+
+// partition looks a partition up, as ErrNotFound when it does not exist.
+func (v *View) partition(topic string, index int32) (*broker.Partition, error) {
+	t, err := v.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.Partition(index)
+	if err != nil {
+		return nil, fmt.Errorf("%w: topic %q has no partition %d", ErrNotFound, topic, index)
+	}
+	return p, nil
+}
