@@ -1,0 +1,33 @@
+package users
+
+import "context"
+
+// LoginLimiter slows down repeated failed logins from one address
+// (internal/authlimit implements it): Wait before a password is checked,
+// then Failed or Succeeded with the outcome.
+type LoginLimiter interface {
+	Wait(ctx context.Context, remoteIP string) error
+	Failed(remoteIP string)
+	Succeeded(remoteIP string)
+}
+
+// Login checks a plain password from remoteIP (AMQP PLAIN and AMQPLAIN,
+// HTTP basic auth) as Authenticate does, after waiting its turn with
+// limiter (nil: no limit), to which it then reports the outcome. The
+// error is ctx's, when it ends during the wait.
+func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remoteIP, name, password string) (User, bool, error) {
+	if limiter != nil {
+		if err := limiter.Wait(ctx, remoteIP); err != nil {
+			return User{}, false, err
+		}
+	}
+	u, ok := s.Authenticate(name, password)
+	if limiter != nil {
+		if ok {
+			limiter.Succeeded(remoteIP)
+		} else {
+			limiter.Failed(remoteIP)
+		}
+	}
+	return u, ok, nil
+}
