@@ -27,7 +27,8 @@ func BenchmarkStreamPublishConfirm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer(br.Messaging(), Config{Logger: logger})
+	userStore, accessStore := newTestAuth(b)
+	srv := NewServer(br.Messaging(), Config{Logger: logger, Users: userStore, Access: accessStore})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
@@ -39,15 +40,19 @@ type Config struct {
 	// AMQPAddr is the AMQP 0-9-1 listener's address, e.g. ":5672"; empty
 	// binds nothing. Port 0 picks a free port; Node.AMQPAddr reports it.
 	AMQPAddr string
-	// AMQP tunes the AMQP front end (users, limits, alarms). Its DataDir
+	// AMQP tunes the AMQP front end (limits, alarms). Its DataDir
 	// (watched by the disk alarm) defaults to DataDir and its Logger to
-	// Logger.
+	// Logger; the node gives it its users and permissions.
 	AMQP amqp.Config
 	// HTTPAddr is the management API's address (RabbitMQ's HTTP API
 	// subset, internal/httpapi), e.g. ":15672"; empty binds nothing. Port
 	// 0 picks a free port; Node.HTTPAddr reports it. Its users are the
-	// AMQP listener's (AMQP.Users, AMQP.LoopbackUsers).
+	// node's, loopback-only as AMQP.LoopbackUsers says.
 	HTTPAddr string
+	// AMQPSAddr and HTTPSAddr are the AMQP and management listeners over
+	// TLS (RabbitMQ's 5671 and 15671), with Security.TLS's certificate,
+	// which they need; empty binds nothing.
+	AMQPSAddr, HTTPSAddr string
 	// NATSAddr is the Core NATS listener's address, e.g. ":4222"; empty
 	// binds nothing. Port 0 picks a free port; Node.NATSAddr reports it.
 	NATSAddr string
@@ -106,6 +111,7 @@ type Node struct {
 	logger *slog.Logger
 	broker *broker.Broker
 	users  *users.Store
+	access *access.Store
 	certs  *tlsconf.Reloader // nil without TLS
 
 	kafkaListener   net.Listener
@@ -119,6 +125,8 @@ type Node struct {
 
 	httpListener net.Listener // nil when Config.HTTPAddr is empty
 	httpServer   *httpapi.Server
+
+	tlsListeners tlsListeners // AMQPS and HTTPS
 
 	natsListener net.Listener // nil when Config.NATSAddr is empty
 	natsServer   *nats.Server
@@ -162,6 +170,10 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
 	}
 	userStore, certs, err := openSecurity(cfg.Security, b)
+	var accessStore *access.Store
+	if err == nil {
+		accessStore, err = openAccess(cfg.Security, b, userStore)
+	}
 	if err != nil {
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed start", "err", cerr)
@@ -260,6 +272,20 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	tlsLns, err := listenTLS(cfg, certs)
+	if err != nil {
+		for _, l := range []net.Listener{ln, amqpLn, httpLn, natsLn} {
+			if l != nil {
+				l.Close()
+			}
+		}
+		txns.Close()
+		groups.Close()
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed listen", "err", cerr)
+		}
+		return nil, err
+	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
 
@@ -268,7 +294,9 @@ func Start(cfg Config) (*Node, error) {
 		logger:          logger,
 		broker:          b,
 		users:           userStore,
+		access:          accessStore,
 		certs:           certs,
+		tlsListeners:    tlsLns,
 		groups:          groups,
 		txns:            txns,
 		kafkaListener:   ln,
@@ -294,8 +322,9 @@ func Start(cfg Config) (*Node, error) {
 	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.limited("kafka", n.kafkaListener)) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
 
-	if amqpLn != nil {
+	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
+		amqpCfg.Users, amqpCfg.Access = userStore, accessStore
 		if amqpCfg.DataDir == "" {
 			amqpCfg.DataDir = cfg.DataDir
 		}
@@ -306,24 +335,36 @@ func Start(cfg Config) (*Node, error) {
 			amqpCfg.Version = version.String()
 		}
 		n.amqpServer = amqp.NewServer(b.Messaging(), amqpCfg)
-		n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
-		logger.Info("amqp listener started", "addr", n.AMQPAddr())
+		if amqpLn != nil {
+			n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
+			logger.Info("amqp listener started", "addr", n.AMQPAddr())
+		}
+		if tlsLns.amqps != nil {
+			n.serve("amqps", func() error { return n.amqpServer.Serve(n.servingTLS("amqps", tlsLns.amqps)) })
+			logger.Info("amqps listener started", "addr", n.AMQPSAddr())
+		}
 	}
-	if httpLn != nil {
+	if httpLn != nil || tlsLns.https != nil {
 		apiCfg := httpapi.Config{
-			Users:         cfg.AMQP.Users,
+			Users:         userStore,
+			Access:        accessStore,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
-			Listeners:     []httpapi.Listener{{Protocol: "kafka", Addr: ln.Addr()}, {Protocol: "http", Addr: httpLn.Addr()}},
+			Listeners:     n.apiListeners(),
 			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
 		}
 		if n.amqpServer != nil {
 			apiCfg.AMQP = n.amqpServer
-			apiCfg.Listeners = append(apiCfg.Listeners, httpapi.Listener{Protocol: "amqp", Addr: amqpLn.Addr()})
 		}
 		n.httpServer = httpapi.New(b.Messaging(), apiCfg)
-		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
-		logger.Info("http listener started", "addr", n.HTTPAddr())
+		if httpLn != nil {
+			n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
+			logger.Info("http listener started", "addr", n.HTTPAddr())
+		}
+		if tlsLns.https != nil {
+			n.serve("https", func() error { return n.httpServer.Serve(n.servingTLS("https", tlsLns.https)) })
+			logger.Info("https listener started", "addr", n.HTTPSAddr())
+		}
 	}
 	if natsLn != nil {
 		n.serve("nats", func() error { return n.natsServer.Serve(n.limited("nats", natsLn)) })
