@@ -62,11 +62,18 @@ func TestPasswordlessUser(t *testing.T) {
 }
 
 // countingLimiter records what Login tells it.
-type countingLimiter struct{ waits, failed, succeeded int }
+type countingLimiter struct {
+	waits, failed, succeeded int
+	ips                      []string
+}
 
-func (l *countingLimiter) Wait(context.Context, string) error { l.waits++; return nil }
-func (l *countingLimiter) Failed(string)                      { l.failed++ }
-func (l *countingLimiter) Succeeded(string)                   { l.succeeded++ }
+func (l *countingLimiter) Wait(_ context.Context, ip string) error {
+	l.waits++
+	l.ips = append(l.ips, ip)
+	return nil
+}
+func (l *countingLimiter) Failed(string)    { l.failed++ }
+func (l *countingLimiter) Succeeded(string) { l.succeeded++ }
 
 func TestLoginReportsToTheLimiter(t *testing.T) {
 	s := mustOpen(t, newMemKV())
@@ -75,14 +82,14 @@ func TestLoginReportsToTheLimiter(t *testing.T) {
 	}
 	l := &countingLimiter{}
 	for _, pw := range []string{"bad", "pw"} {
-		if _, _, err := s.Login(context.Background(), l, "10.0.0.1", "bob", pw); err != nil {
+		if _, _, err := s.Login(context.Background(), l, "10.0.0.1:5672", "bob", pw); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if *l != (countingLimiter{waits: 2, failed: 1, succeeded: 1}) {
+	if l.waits != 2 || l.failed != 1 || l.succeeded != 1 || l.ips[0] != "10.0.0.1" {
 		t.Fatalf("limiter saw %+v", *l)
 	}
-	if _, ok, _ := s.Login(context.Background(), nil, "10.0.0.1", "bob", "pw"); !ok {
+	if _, ok, _ := s.Login(context.Background(), nil, "10.0.0.1:5672", "bob", "pw"); !ok {
 		t.Fatal("a login without a limiter failed")
 	}
 }
