@@ -22,10 +22,10 @@ import (
 // tlsNode starts a node with AMQPS and HTTPS on 127.0.0.1 and a
 // certificate ca signed; with clientCA, TLS clients must present a
 // certificate ca signed. Its log is kept in logs.
-func tlsNode(t *testing.T, ca *testCA, clientCA bool, logs *syncBuffer) (*node.Node, string) {
+func tlsNode(t *testing.T, ca *nodetest.CA, clientCA bool, logs *syncBuffer) (*node.Node, string) {
 	t.Helper()
 	dir := t.TempDir()
-	cert, key, caFile := ca.writeServerFiles(t, dir)
+	cert, key, caFile := ca.WriteServerFiles(t, dir)
 	return nodetest.Start(t, nodetest.WithConfig(func(c *node.Config) {
 		c.Security.TLS.Cert, c.Security.TLS.Key = cert, key
 		if clientCA {
@@ -129,13 +129,13 @@ func apiGet(t *testing.T, client *http.Client, n *node.Node, user, password, pat
 // TLS ones. A certificate naming no user, and a client without one, are
 // refused.
 func TestAMQPSWithPlainAndExternal(t *testing.T) {
-	ca := newTestCA(t, "wharf test CA")
+	ca := nodetest.NewCA(t, "wharf test CA")
 	n, _ := tlsNode(t, ca, true, nil)
 	addAMQPUser(t, n, "app", "App-Pass-1", "administrator")
 	addAMQPUser(t, n, "cert-user", "")
 
 	clientTLS := func(cn string) *tls.Config {
-		return &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{ca.clientCert(t, cn)}}
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{ca.ClientCert(t, cn)}}
 	}
 	plain, err := amqp.DialTLS("amqps://app:App-Pass-1@"+n.AMQPSAddr()+"/", clientTLS("app"))
 	if err != nil {
@@ -172,7 +172,7 @@ func TestAMQPSWithPlainAndExternal(t *testing.T) {
 	if !errors.Is(err, amqp.ErrCredentials) && !strings.Contains(err.Error(), "403") {
 		t.Fatalf("EXTERNAL with a certificate naming no user: %v", err)
 	}
-	noCert := &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1"}
+	noCert := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
 	if c, err := amqp.DialTLS("amqps://app:App-Pass-1@"+n.AMQPSAddr()+"/", noCert); err == nil {
 		c.Close()
 		t.Fatal("a client without a certificate got in although --tls-client-ca is set")
@@ -183,9 +183,9 @@ func TestAMQPSWithPlainAndExternal(t *testing.T) {
 // AMQPS connection goes on, and new connections, AMQPS and HTTPS, get the
 // new certificate.
 func TestTLSReloadKeepsConnections(t *testing.T) {
-	oldCA := newTestCA(t, "old CA")
+	oldCA := nodetest.NewCA(t, "old CA")
 	n, dir := tlsNode(t, oldCA, false, nil)
-	trusting := func(ca *testCA) *tls.Config { return &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1"} }
+	trusting := func(ca *nodetest.CA) *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"} }
 	established, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(oldCA))
 	if err != nil {
 		t.Fatal(err)
@@ -193,8 +193,8 @@ func TestTLSReloadKeepsConnections(t *testing.T) {
 	defer established.Close()
 	roundTrip(t, established, "before")
 
-	newCA := newTestCA(t, "new CA")
-	newCA.writeServerFiles(t, dir)
+	newCA := nodetest.NewCA(t, "new CA")
+	newCA.WriteServerFiles(t, dir)
 	if err := n.ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}

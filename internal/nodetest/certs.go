@@ -1,4 +1,4 @@
-package e2e
+package nodetest
 
 import (
 	"crypto/ecdsa"
@@ -16,15 +16,17 @@ import (
 	"time"
 )
 
-// testCA signs the certificates of a test: the broker's and its
-// clients'.
-type testCA struct {
+// CA is a certificate authority for tests: it signs a node's server
+// certificate (for 127.0.0.1 and localhost) and its clients'
+// certificates.
+type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	pem  []byte
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+// NewCA makes a CA named name.
+func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -43,19 +45,19 @@ func newTestCA(t *testing.T, name string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// pool is a cert pool trusting the CA.
-func (ca *testCA) pool() *x509.CertPool {
+// Pool is a certificate pool trusting the CA.
+func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(ca.cert)
 	return p
 }
 
 // issue signs a certificate for cn (a server's for 127.0.0.1 and
-// localhost, or a client's) and returns its PEM chain and key.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte) {
+// localhost, or a client's) and returns it and its key in PEM.
+func (ca *CA) issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -82,8 +84,8 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM [
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
-// clientCert is a client certificate for cn that ca signed.
-func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
+// ClientCert is a client certificate for the common name cn.
+func (ca *CA) ClientCert(t testing.TB, cn string) tls.Certificate {
 	t.Helper()
 	certPEM, keyPEM := ca.issue(t, cn, false)
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -93,10 +95,11 @@ func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
 	return pair
 }
 
-// writeServerFiles writes a server certificate ca signed, its key and
-// ca's certificate (as the client CA bundle) into dir, returning their
-// paths.
-func (ca *testCA) writeServerFiles(t *testing.T, dir string) (cert, key, clientCA string) {
+// WriteServerFiles writes a server certificate, its key and the CA's
+// own certificate (a client CA bundle) into dir, as --tls-cert,
+// --tls-key and --tls-client-ca take them, and returns their paths.
+// Writing again over the same files is a renewal.
+func (ca *CA) WriteServerFiles(t testing.TB, dir string) (cert, key, clientCA string) {
 	t.Helper()
 	certPEM, keyPEM := ca.issue(t, "wharf", true)
 	cert, key, clientCA = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem")
