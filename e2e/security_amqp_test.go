@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -19,23 +20,15 @@ import (
 	"github.com/wharf-mq/wharf/internal/nodetest"
 )
 
-// tlsNode starts a node with AMQPS and HTTPS on 127.0.0.1 and a
-// certificate ca signed; with clientCA, TLS clients must present a
-// certificate ca signed. Its log is kept in logs.
-func tlsNode(t *testing.T, ca *nodetest.CA, clientCA bool, logs *syncBuffer) (*node.Node, string) {
+// tlsNode starts a node with AMQPS and HTTPS on 127.0.0.1 and pki's
+// server certificate; with clientCA, TLS clients must present a
+// certificate pki's CA signed.
+func tlsNode(t *testing.T, pki *nodetest.PKI, clientCA bool) *node.Node {
 	t.Helper()
-	dir := t.TempDir()
-	cert, key, caFile := ca.WriteServerFiles(t, dir)
 	return nodetest.Start(t, nodetest.WithConfig(func(c *node.Config) {
-		c.Security.TLS.Cert, c.Security.TLS.Key = cert, key
-		if clientCA {
-			c.Security.TLS.ClientCA = caFile
-		}
+		c.Security.TLS = pki.ServerFiles(clientCA)
 		c.AMQPSAddr, c.HTTPSAddr = "127.0.0.1:0", "127.0.0.1:0"
-		if logs != nil {
-			c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
-	})), dir
+	}))
 }
 
 // syncBuffer is a log destination tests can read while the node writes.
@@ -129,14 +122,11 @@ func apiGet(t *testing.T, client *http.Client, n *node.Node, user, password, pat
 // TLS ones. A certificate naming no user, and a client without one, are
 // refused.
 func TestAMQPSWithPlainAndExternal(t *testing.T) {
-	ca := nodetest.NewCA(t, "wharf test CA")
-	n, _ := tlsNode(t, ca, true, nil)
+	pki := nodetest.NewPKI(t)
+	n := tlsNode(t, pki, true)
 	addAMQPUser(t, n, "app", "App-Pass-1", "administrator")
 	addAMQPUser(t, n, "cert-user", "")
-
-	clientTLS := func(cn string) *tls.Config {
-		return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{ca.ClientCert(t, cn)}}
-	}
+	clientTLS := pki.ClientConfig
 	plain, err := amqp.DialTLS("amqps://app:App-Pass-1@"+n.AMQPSAddr()+"/", clientTLS("app"))
 	if err != nil {
 		t.Fatalf("PLAIN over AMQPS: %v", err)
@@ -172,8 +162,7 @@ func TestAMQPSWithPlainAndExternal(t *testing.T) {
 	if !errors.Is(err, amqp.ErrCredentials) && !strings.Contains(err.Error(), "403") {
 		t.Fatalf("EXTERNAL with a certificate naming no user: %v", err)
 	}
-	noCert := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
-	if c, err := amqp.DialTLS("amqps://app:App-Pass-1@"+n.AMQPSAddr()+"/", noCert); err == nil {
+	if c, err := amqp.DialTLS("amqps://app:App-Pass-1@"+n.AMQPSAddr()+"/", pki.ClientConfig("")); err == nil {
 		c.Close()
 		t.Fatal("a client without a certificate got in although --tls-client-ca is set")
 	}
@@ -183,32 +172,32 @@ func TestAMQPSWithPlainAndExternal(t *testing.T) {
 // AMQPS connection goes on, and new connections, AMQPS and HTTPS, get the
 // new certificate.
 func TestTLSReloadKeepsConnections(t *testing.T) {
-	oldCA := nodetest.NewCA(t, "old CA")
-	n, dir := tlsNode(t, oldCA, false, nil)
-	trusting := func(ca *nodetest.CA) *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"} }
-	established, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(oldCA))
+	old := nodetest.NewPKI(t)
+	n := tlsNode(t, old, false)
+	trusting := func(pki *nodetest.PKI) *tls.Config { return pki.ClientConfig("") }
+	established, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(old))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer established.Close()
 	roundTrip(t, established, "before")
 
-	newCA := nodetest.NewCA(t, "new CA")
-	newCA.WriteServerFiles(t, dir)
+	renewed := nodetest.NewPKI(t)
+	old.RenewWith(renewed)
 	if err := n.ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}
 	roundTrip(t, established, "after")
-	if c, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(oldCA)); err == nil {
+	if c, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(old)); err == nil {
 		c.Close()
 		t.Fatal("a new AMQPS connection got the old certificate after the reload")
 	}
-	renewed, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(newCA))
+	fresh, err := amqp.DialTLS("amqps://guest:guest@"+n.AMQPSAddr()+"/", trusting(renewed))
 	if err != nil {
 		t.Fatalf("a new AMQPS connection after the reload: %v", err)
 	}
-	renewed.Close()
-	https := &http.Client{Transport: &http.Transport{TLSClientConfig: trusting(newCA)}}
+	fresh.Close()
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: trusting(renewed)}}
 	defer https.CloseIdleConnections()
 	if code := apiGet(t, https, n, "guest", "guest", "/api/overview", nil); code != 200 {
 		t.Fatalf("HTTPS with the new certificate: %d", code)
@@ -329,5 +318,43 @@ func TestAMQPDenialsAndNoPasswordInLogs(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "invalid credentials for user 'nobody'") {
 		t.Fatal("a failed login is not logged")
+	}
+}
+
+// TestFailedLoginsAreSlowedDown: after a few failed logins from one
+// address, over the management API, the next login from there, over
+// AMQP and with the right password, waits its turn (the limiter is the
+// node's, shared by every protocol); it then gets in, and a success
+// clears the record.
+func TestFailedLoginsAreSlowedDown(t *testing.T) {
+	n := startNode(t)
+	for range 4 {
+		req, _ := http.NewRequest("GET", nodetest.HTTPURL(n)+"/api/overview", nil)
+		req.SetBasicAuth("guest", "Wrong-Guess-5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("a wrong password: %d", resp.StatusCode)
+		}
+	}
+	login := func() time.Duration {
+		t.Helper()
+		start := time.Now()
+		conn, err := amqp.Dial(nodetest.AMQPURL(n))
+		if err != nil {
+			t.Fatalf("the right password after failures: %v", err)
+		}
+		conn.Close()
+		return time.Since(start)
+	}
+	// Four failures: three free, then 200 ms and 400 ms apart.
+	if took := login(); took < 300*time.Millisecond {
+		t.Fatalf("a login after four failures from the address took %v, want it held back", took)
+	}
+	if took := login(); took > 5*time.Second {
+		t.Fatalf("a success did not clear the address's failures: the next login took %v", took)
 	}
 }

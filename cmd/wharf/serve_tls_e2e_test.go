@@ -17,20 +17,18 @@ import (
 // AMQPS; after the files are renewed and SIGHUP sent, an established
 // AMQPS connection goes on and a new one gets the new certificate.
 func TestServeReloadsTLSOnSIGHUP(t *testing.T) {
-	dir := t.TempDir()
-	oldCA := nodetest.NewCA(t, "old CA")
-	cert, key, _ := oldCA.WriteServerFiles(t, dir)
-	s := startServer(t, wharfBinary(t), "--tls-cert", cert, "--tls-key", key, "--amqps-addr", "127.0.0.1:0", "--https-addr", "")
+	old := nodetest.NewPKI(t)
+	s := startServer(t, wharfBinary(t), "--tls-cert", old.CertFile, "--tls-key", old.KeyFile, "--amqps-addr", "127.0.0.1:0", "--https-addr", "")
 	addr := waitForLog(t, s, regexp.MustCompile(`amqps listener started" addr=(\S+)`))
-	trusting := func(ca *nodetest.CA) *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"} }
+	trusting := func(pki *nodetest.PKI) *tls.Config { return pki.ClientConfig("") }
 
-	established, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(oldCA))
+	established, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(old))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer established.Close()
-	newCA := nodetest.NewCA(t, "new CA")
-	newCA.WriteServerFiles(t, dir)
+	renewed := nodetest.NewPKI(t)
+	old.RenewWith(renewed)
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -41,15 +39,15 @@ func TestServeReloadsTLSOnSIGHUP(t *testing.T) {
 		t.Fatalf("the established connection after the reload: %v", err)
 	}
 	ch.Close()
-	if c, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(oldCA)); err == nil {
+	if c, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(old)); err == nil {
 		c.Close()
 		t.Fatal("a new connection got the old certificate after SIGHUP")
 	}
-	renewed, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(newCA))
+	fresh, err := amqp.DialTLS("amqps://guest:guest@"+addr+"/", trusting(renewed))
 	if err != nil {
 		t.Fatalf("a new connection after SIGHUP: %v", err)
 	}
-	renewed.Close()
+	fresh.Close()
 	if err := s.stop(t); err != nil {
 		t.Errorf("wharf serve after SIGTERM: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqp"
+	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
@@ -113,6 +114,8 @@ type Node struct {
 	users  *users.Store
 	access *access.Store
 	certs  *tlsconf.Reloader // nil without TLS
+
+	logins *authlimit.Limiter // failed logins per address, shared by every protocol
 
 	kafkaListener   net.Listener
 	kafkaServer     *kafka.Server
@@ -296,6 +299,7 @@ func Start(cfg Config) (*Node, error) {
 		users:           userStore,
 		access:          accessStore,
 		certs:           certs,
+		logins:          authlimit.New(authlimit.Config{}),
 		tlsListeners:    tlsLns,
 		groups:          groups,
 		txns:            txns,
@@ -324,7 +328,7 @@ func Start(cfg Config) (*Node, error) {
 
 	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
-		amqpCfg.Users, amqpCfg.Access = userStore, accessStore
+		amqpCfg.Users, amqpCfg.Access, amqpCfg.Limiter = userStore, accessStore, n.logins
 		if amqpCfg.DataDir == "" {
 			amqpCfg.DataDir = cfg.DataDir
 		}
@@ -348,6 +352,7 @@ func Start(cfg Config) (*Node, error) {
 		apiCfg := httpapi.Config{
 			Users:         userStore,
 			Access:        accessStore,
+			Limiter:       n.logins,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
 			Listeners:     n.apiListeners(),
 			Version:       version.String(),
