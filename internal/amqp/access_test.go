@@ -1,12 +1,17 @@
 package amqp
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wharf-mq/wharf/internal/access"
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -248,4 +253,36 @@ func TestPermissionChangeAppliesToOpenConnections(t *testing.T) {
 		func(c *amqp091.Channel) error {
 			return c.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m")})
 		})
+}
+
+// TestAuthenticationFailureClose: a client announcing
+// authentication_failure_close gets connection.close 403 with RabbitMQ's
+// text on a refused login; one that does not has its socket closed, which
+// is what a client without the capability expects.
+func TestAuthenticationFailureClose(t *testing.T) {
+	b := startBroker(t)
+	for _, announce := range []bool{true, false} {
+		nc, err := net.DialTimeout("tcp", b.addr, testTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(testTimeout))
+		c := &rawClient{t: t, nc: nc, fr: amqpwire.NewFrameReader(bufio.NewReader(nc), 0), w: amqpwire.NewWriter(nc, 0)}
+		if _, err := io.WriteString(nc, amqpwire.ProtocolHeader); err != nil {
+			t.Fatal(err)
+		}
+		c.expect(0, amqpwire.ConnectionStartID)
+		c.send(0, &amqpwire.ConnectionStartOK{
+			ClientProperties: amqpwire.Table{"capabilities": amqpwire.Table{"authentication_failure_close": announce}},
+			Mechanism:        "PLAIN", Response: "\x00guest\x00not-guest", Locale: "en_US",
+		})
+		if !announce {
+			c.expectEOF()
+			continue
+		}
+		if text := c.expectClose(0, amqpwire.CodeAccessRefused); text != "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile." {
+			t.Fatalf("close text %q", text)
+		}
+	}
 }
