@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -146,21 +145,11 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 		DialContext: func(context.Context, string, string) (net.Conn, error) { return ns.dial(n.HTTPAddr()) },
 	}}
 	defer client.CloseIdleConnections()
-	get := func(user, password string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://localhost/api/overview", nil)
-		req.SetBasicAuth(user, password)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if code, body := get("guest", "guest"); code != 401 || !strings.Contains(body, "User can only log in via localhost") {
+	const overview = "http://localhost/api/overview" // the dialer goes to the node
+	if code, body := apiGet(t, client, overview, "guest", "guest"); code != 401 || !strings.Contains(string(body), "User can only log in via localhost") {
 		t.Fatalf("guest over HTTP: %d %s", code, body)
 	}
-	if code, body := get("app", "App-Pass-1"); code != 200 {
+	if code, body := apiGet(t, client, overview, "app", "App-Pass-1"); code != 200 {
 		t.Fatalf("another user over HTTP: %d %s", code, body)
 	}
 }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -53,25 +51,14 @@ func tagged(t *testing.T) (*httptest.Server, *Server) {
 // callUser does one request as user (password "pw", guest's "guest").
 func callUser(t *testing.T, srv *httptest.Server, user, method, path, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	password := "pw"
+	password, contentType := "pw", ""
 	if user == "guest" {
 		password = "guest"
 	}
-	req.SetBasicAuth(user, password)
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		contentType = "application/json"
 	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return request(t, srv, user, password, method, path, contentType, body)
 }
 
 // TestTagRulesAsRabbitMQ: each tag opens what it opens in RabbitMQ 4.x,

@@ -107,11 +107,18 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, s
 // callAs is call with the Content-Type header given ("": none).
 func callAs(t *testing.T, srv *httptest.Server, method, path, contentType, body string) (int, string) {
 	t.Helper()
+	return request(t, srv, "guest", "guest", method, path, contentType, body)
+}
+
+// request does one request as user, with the Content-Type header given
+// ("": none), and returns the status and body.
+func request(t *testing.T, srv *httptest.Server, user, password, method, path, contentType, body string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth("guest", "guest")
+	req.SetBasicAuth(user, password)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
