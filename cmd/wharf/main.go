@@ -6,6 +6,7 @@
 //	wharf consume TOPIC              print records
 //	wharf groups list|describe|...   inspect and manage consumer groups
 //	wharf policies set|list|clear    manage policies through the HTTP API
+//	wharf users|vhosts|permissions   users, vhosts and permissions through the HTTP API
 //	wharf version                    print the version (also --version)
 //	wharf queues, exchanges, bindings, connections, definitions
 //	                                 AMQP objects through the HTTP API
@@ -51,6 +52,9 @@ func commands() []command {
 		{"connections", "list and close AMQP connections (through the HTTP API)", runConnections},
 		{"definitions", "export and import queues, exchanges, bindings, policies, vhosts (through the HTTP API)", runDefinitions},
 		{"policies", "set, list and clear RabbitMQ-style policies (through the HTTP API)", runPolicies},
+		{"users", "add, list, delete users, change their passwords and tags (through the HTTP API)", runUsers},
+		{"vhosts", "add, list and delete virtual hosts (through the HTTP API)", runVHosts},
+		{"permissions", "set, list and clear users' permissions in a vhost (through the HTTP API)", runPermissions},
 		{"version", "print the version and commit this binary was built from", runVersion},
 	}
 }

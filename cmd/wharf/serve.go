@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -60,11 +61,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		"open connections per listener (Kafka, AMQP, HTTP, NATS); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
 	natsFlags := natsServeFlags(fs)
 	secFlags := securityServeFlags(fs)
-	env := bindEnv(fs, append([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
+	tlsFlags := tlsListenerServeFlags(fs)
+	env := bindEnv(fs, slices.Concat([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
 		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
-		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv...)...)
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, tlsListenerEnv)...)
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -109,6 +111,10 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
+	amqpsAddr, httpsAddr, err := tlsFlags.addrs(fs, secCfg.TLS.Cert != "")
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
 	n, err := node.Start(node.Config{
@@ -116,6 +122,8 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaAddr:         *kafkaAddr,
 		AMQPAddr:          *amqpAddr,
 		HTTPAddr:          *httpAddr,
+		AMQPSAddr:         amqpsAddr,
+		HTTPSAddr:         httpsAddr,
 		NATSAddr:          *natsFlags.addr,
 		NATS:              natsCfg,
 		Security:          secCfg,
@@ -142,8 +150,14 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if n.AMQPAddr() != "" {
 		fmt.Fprintf(std.out, "AMQP listening on %s\n", n.AMQPAddr())
 	}
+	if n.AMQPSAddr() != "" {
+		fmt.Fprintf(std.out, "AMQPS listening on %s\n", n.AMQPSAddr())
+	}
 	if n.HTTPAddr() != "" {
 		fmt.Fprintf(std.out, "HTTP management API listening on %s\n", n.HTTPAddr())
+	}
+	if n.HTTPSAddr() != "" {
+		fmt.Fprintf(std.out, "HTTPS management API listening on %s\n", n.HTTPSAddr())
 	}
 	if n.NATSAddr() != "" {
 		fmt.Fprintf(std.out, "NATS listening on %s\n", n.NATSAddr())

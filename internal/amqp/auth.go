@@ -1,80 +1,131 @@
 package amqp
 
 import (
-	"crypto/subtle"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
-// mechanisms are the SASL mechanisms announced in connection.start, in
-// RabbitMQ's order.
-const mechanisms = "PLAIN AMQPLAIN"
+// The SASL mechanisms announced in connection.start, in RabbitMQ's order.
+// EXTERNAL (the user named by a TLS client certificate, RabbitMQ's
+// rabbitmq_auth_mechanism_ssl) is offered on TLS connections only.
+const (
+	passwordMechanisms = "PLAIN AMQPLAIN"
+	mechanismExternal  = "EXTERNAL"
+)
 
-// userStore checks credentials. Every authenticated user may use every
-// vhost: Wharf has no permission model yet.
-type userStore struct {
-	passwords map[string]string
-	loopback  map[string]bool // users allowed only from loopback addresses
+// authenticator checks logins against the user store.
+type authenticator struct {
+	users    *users.Store
+	limiter  users.LoginLimiter // nil: no limit
+	loopback map[string]bool    // users allowed only from loopback addresses
 }
 
-func newUserStore(users map[string]string, loopbackOnly []string) *userStore {
-	s := &userStore{passwords: make(map[string]string, len(users)), loopback: make(map[string]bool)}
-	for u, p := range users {
-		s.passwords[u] = p
+func newAuthenticator(cfg Config) *authenticator {
+	a := &authenticator{users: cfg.Users, limiter: cfg.Limiter, loopback: make(map[string]bool)}
+	for _, u := range cfg.LoopbackUsers {
+		a.loopback[u] = true
 	}
-	for _, u := range loopbackOnly {
-		s.loopback[u] = true
+	return a
+}
+
+// login is one connection.start-ok to check: its mechanism and response,
+// the client's address and, on a TLS connection, its state.
+type login struct {
+	mechanism, response string
+	remote              net.Addr
+	tls                 *tls.ConnectionState // nil: not TLS
+}
+
+// mechanisms lists what connection.start offers a connection.
+func mechanisms(overTLS bool) string {
+	if overTLS {
+		return passwordMechanisms + " " + mechanismExternal
 	}
-	return s
+	return passwordMechanisms
 }
 
 // authError is why a login failed: the text the client sees and the detail
-// for the log.
+// for the log (which never holds the password).
 type authError struct {
 	client *amqpwire.Error
 	detail string
 }
 
-// authenticate checks a connection.start-ok's mechanism and response for a
-// client at remote, returning the user name.
-func (s *userStore) authenticate(mechanism, response string, remote net.Addr) (string, *authError) {
-	var user, pass string
-	var ok bool
-	switch mechanism {
-	case "PLAIN":
-		user, pass, ok = parsePlain(response)
-	case "AMQPLAIN":
-		user, pass, ok = parseAMQPlain(response)
+// authenticate checks a login, returning the user name. A password login
+// first waits its turn with the limiter (until ctx ends: the handshake's
+// deadline).
+func (a *authenticator) authenticate(ctx context.Context, l login) (string, *authError) {
+	refused := func(detail string) (string, *authError) {
+		e := amqpwire.Errorf(amqpwire.CodeAccessRefused,
+			"Login was refused using authentication mechanism %s. For details see the broker logfile.", l.mechanism)
+		e.Hard = true
+		return "", &authError{client: e, detail: detail}
+	}
+	var user string
+	switch {
+	case l.mechanism == "PLAIN" || l.mechanism == "AMQPLAIN":
+		parse := parsePlain
+		if l.mechanism == "AMQPLAIN" {
+			parse = parseAMQPlain
+		}
+		name, pass, ok := parse(l.response)
+		if !ok {
+			return refused("malformed " + l.mechanism + " response")
+		}
+		_, ok, err := a.users.Login(ctx, a.limiter, l.remote.String(), name, pass)
+		if err != nil {
+			return refused("gave up waiting after failed logins from this address: " + err.Error())
+		}
+		if !ok {
+			return refused("invalid credentials for user '" + name + "'")
+		}
+		user = name
+	case l.mechanism == mechanismExternal && l.tls != nil:
+		name, problem := certificateUser(l.tls)
+		if problem != "" {
+			return refused(problem)
+		}
+		if _, ok := a.users.Get(name); !ok {
+			return refused("user '" + name + "' of the client certificate does not exist")
+		}
+		user = name
 	default:
 		// RabbitMQ closes with 503 for a mechanism it did not offer.
-		e := amqpwire.Errorf(amqpwire.CodeCommandInvalid, "unknown authentication mechanism '%s'", mechanism)
+		e := amqpwire.Errorf(amqpwire.CodeCommandInvalid, "unknown authentication mechanism '%s'", l.mechanism)
 		return "", &authError{client: e, detail: "unknown mechanism"}
-	}
-	refused := func(detail string) *authError {
-		e := amqpwire.Errorf(amqpwire.CodeAccessRefused,
-			"Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
-		e.Hard = true
-		return &authError{client: e, detail: detail}
-	}
-	if !ok {
-		return "", refused("malformed " + mechanism + " response")
-	}
-	want, known := s.passwords[user]
-	if !known || subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
-		return "", refused("invalid credentials for user '" + user + "'")
 	}
 	// Anything but a loopback TCP peer is refused, an in-memory pipe
 	// included: the check fails closed (netserve.FromLoopback).
-	if s.loopback[user] && !netserve.FromLoopback(remote.String()) {
+	if a.loopback[user] && !netserve.FromLoopback(l.remote.String()) {
 		e := amqpwire.Errorf(amqpwire.CodeAccessRefused, "User '%s' can only connect via localhost", user)
 		e.Hard = true
-		return "", &authError{client: e, detail: "user may only connect via localhost"}
+		return "", &authError{client: e, detail: "user '" + user + "' may only connect via localhost"}
 	}
 	return user, nil
+}
+
+// certificateUser is the user a verified client certificate names: its
+// subject's common name. A certificate the handshake did not verify
+// against --tls-client-ca names nobody.
+func certificateUser(st *tls.ConnectionState) (user, problem string) {
+	if len(st.PeerCertificates) == 0 {
+		return "", "connection peer presented no TLS (x.509) certificate"
+	}
+	if len(st.VerifiedChains) == 0 {
+		return "", "the client certificate was not verified (no --tls-client-ca)"
+	}
+	cn := st.PeerCertificates[0].Subject.CommonName
+	if cn == "" {
+		return "", "the client certificate has no common name"
+	}
+	return cn, ""
 }
 
 // parsePlain splits a SASL PLAIN response: [authzid] NUL authcid NUL passwd.

@@ -127,6 +127,9 @@ func (ch *channel) basicConsume(m *amqpwire.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.c.access.ReadQueue(queue); err != nil {
+		return mqError(err, m.ID())
+	}
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = newConsumerTag()

@@ -12,6 +12,9 @@ func (ch *channel) basicGet(m *amqpwire.BasicGet) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.c.access.ReadQueue(queue); err != nil {
+		return mqError(err, m.ID())
+	}
 	d, ok, err := ch.c.vhost.Get(queue, m.NoAck, ch.c.id)
 	if err != nil {
 		return mqError(err, m.ID())

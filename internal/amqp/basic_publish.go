@@ -21,15 +21,19 @@ func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Cont
 		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'",
 			uid, c.user).In(m.ID())
 	}
-	if err := c.waitWhileBlocked(); err != nil {
-		return err
-	}
 	msg := &mq.Message{
 		Exchange:      m.Exchange,
 		RoutingKey:    m.RoutingKey,
 		Properties:    content.Properties,
 		RawProperties: content.RawProperties,
 		Body:          content.Body,
+	}
+	v := c.vhost
+	if err := c.access.Publish(m.Exchange, msg.RoutingKeys, func() bool { return v.IsTopicExchange(m.Exchange) }); err != nil {
+		return mqError(err, m.ID())
+	}
+	if err := c.waitWhileBlocked(); err != nil {
+		return err
 	}
 	if ch.tx != nil {
 		return ch.tx.publish(ch, msg, m)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
+	"github.com/wharf-mq/wharf/internal/users"
 	"github.com/wharf-mq/wharf/internal/version"
 )
 
@@ -37,8 +39,17 @@ const (
 // Config configures a Server. The zero value of every field means its
 // default.
 type Config struct {
-	// Users maps user names to passwords. nil: only guest/guest.
-	Users map[string]string
+	// Users is the user store logins are checked against: PLAIN and
+	// AMQPLAIN passwords, and over TLS the user a client certificate
+	// names (EXTERNAL). Required.
+	Users *users.Store
+	// Access holds what each user may do in each vhost: connection.open
+	// needs a permission in the vhost, and every operation is checked
+	// as RabbitMQ checks it. Required.
+	Access *access.Store
+	// Limiter slows down repeated failed logins from one address (the
+	// node shares one among its listeners); nil: no limit.
+	Limiter users.LoginLimiter
 	// LoopbackUsers may only connect from a loopback address, like
 	// RabbitMQ's loopback_users. nil: guest. Empty non-nil: nobody is
 	// restricted.
@@ -96,9 +107,6 @@ type Config struct {
 
 // withDefaults fills in zero fields.
 func (c Config) withDefaults() Config {
-	if c.Users == nil {
-		c.Users = map[string]string{"guest": "guest"}
-	}
 	if c.LoopbackUsers == nil {
 		c.LoopbackUsers = []string{"guest"}
 	}

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
@@ -81,9 +83,11 @@ type conn struct {
 	user        string
 	vhostName   string
 	vhost       *mq.VHost
+	access      *access.Principal // the user in vhost: checks every operation (reader only)
 	caps        clientCaps
-	clientProps amqpwire.Table // from start-ok, as the client sent them
-	mechanism   string         // the SASL mechanism the client logged in with
+	clientProps amqpwire.Table       // from start-ok, as the client sent them
+	mechanism   string               // the SASL mechanism the client logged in with
+	tls         *tls.ConnectionState // nil: not TLS
 
 	// Reader only; the reader changes channels under chanMu, so others
 	// may read it under chanMu (openChannels).

@@ -1,8 +1,11 @@
 // Package amqp is Wharf's AMQP 0-9-1 front end. It accepts client
 // connections, negotiates them (protocol header, connection.start/tune/open,
-// PLAIN and AMQPLAIN authentication), multiplexes channels and turns each
-// method into calls on the message-queuing core, internal/mq. It holds no
-// routing or storage logic; the wire format lives in internal/amqpwire.
+// PLAIN and AMQPLAIN authentication against the node's user store,
+// internal/users, and over TLS EXTERNAL with a client certificate),
+// multiplexes channels and turns each method into calls on the
+// message-queuing core, internal/mq, after checking the user's permissions
+// as RabbitMQ does (internal/access). It holds no routing or storage
+// logic; the wire format lives in internal/amqpwire.
 //
 // Behaviour follows RabbitMQ 4.x wherever the two differ from the spec:
 // basic.qos global=false limits each consumer and global=true the channel;
@@ -13,7 +16,11 @@
 // A client's connection.close gets close-ok once its channels and
 // exclusive queues are gone, and the client closes the socket (the broker
 // only after 3 s); a loopback-only user (guest) logs in from a loopback
-// TCP address only.
+// TCP address only; connection.open needs a permission in the vhost (530
+// otherwise); an operation the user's permissions do not allow closes
+// its channel with 403 and RabbitMQ's text; a failed login closes the
+// connection with 403 when the client announced
+// authentication_failure_close, else drops the socket.
 //
 // Flow control: prefetch bounds what a consumer holds; on top of it each
 // connection's writer refuses deliveries while more than
@@ -27,7 +34,7 @@
 //	server.go, config.go  listeners, connection registry, Shutdown, defaults
 //	conn.go               one connection: reader loop, frame dispatch, teardown
 //	handshake.go          protocol header, start/start-ok, tune/tune-ok, open
-//	auth.go               users, PLAIN and AMQPLAIN
+//	auth.go               PLAIN, AMQPLAIN, EXTERNAL; loopback-only users
 //	writer.go             the connection's writer goroutine, heartbeats, outbound limit
 //	buffers.go            read and write buffers lent from pools while a connection is busy
 //	alarms.go             memory and disk alarms: connection.blocked/unblocked

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -14,7 +15,12 @@ func (ch *channel) exchangeDeclare(m *amqpwire.ExchangeDeclare) error {
 		Internal:   m.Internal,
 		Args:       m.Arguments,
 	}
-	if err := ch.c.vhost.DeclareExchange(def, m.Passive); err != nil {
+	v := ch.c.vhost
+	err := ch.c.access.DeclareExchange(m.Exchange, m.Passive, m.Arguments, func() bool { return v.HasExchange(m.Exchange) })
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	if err := v.DeclareExchange(def, m.Passive); err != nil {
 		return mqError(err, m.ID())
 	}
 	ch.reply(m.NoWait, &amqpwire.ExchangeDeclareOK{})
@@ -22,6 +28,9 @@ func (ch *channel) exchangeDeclare(m *amqpwire.ExchangeDeclare) error {
 }
 
 func (ch *channel) exchangeDelete(m *amqpwire.ExchangeDelete) error {
+	if err := ch.c.access.Delete(access.Exchange, m.Exchange); err != nil {
+		return mqError(err, m.ID())
+	}
 	if err := ch.c.vhost.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
 		return mqError(err, m.ID())
 	}
@@ -30,6 +39,9 @@ func (ch *channel) exchangeDelete(m *amqpwire.ExchangeDelete) error {
 }
 
 func (ch *channel) exchangeBind(m *amqpwire.ExchangeBind) error {
+	if err := ch.checkBind(access.Exchange, m.Destination, m.Source, m.RoutingKey); err != nil {
+		return mqError(err, m.ID())
+	}
 	if err := ch.c.vhost.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
 		return mqError(err, m.ID())
 	}
@@ -38,6 +50,9 @@ func (ch *channel) exchangeBind(m *amqpwire.ExchangeBind) error {
 }
 
 func (ch *channel) exchangeUnbind(m *amqpwire.ExchangeUnbind) error {
+	if err := ch.checkBind(access.Exchange, m.Destination, m.Source, m.RoutingKey); err != nil {
+		return mqError(err, m.ID())
+	}
 	if err := ch.c.vhost.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
 		return mqError(err, m.ID())
 	}

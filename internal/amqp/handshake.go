@@ -1,11 +1,15 @@
 package amqp
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
@@ -38,7 +42,8 @@ func (s *Server) serverProperties() amqpwire.Table {
 // whatever the client should hear has been written.
 func (c *conn) handshake() error {
 	cfg := &c.srv.cfg
-	c.nc.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	deadline := time.Now().Add(cfg.HandshakeTimeout)
+	c.nc.SetReadDeadline(deadline)
 
 	if err := amqpwire.ReadProtocolHeader(c.br); err != nil {
 		var he *amqpwire.ProtocolHeaderError
@@ -49,13 +54,14 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.fr = amqpwire.NewFrameReader(c.br, amqpwire.FrameMinSize)
+	c.tls = tlsState(c.nc) // reading the header did the TLS handshake
 
 	// connection.start / start-ok
 	start := &amqpwire.ConnectionStart{
 		VersionMajor:     amqpwire.VersionMajor,
 		VersionMinor:     amqpwire.VersionMinor,
 		ServerProperties: c.srv.serverProperties(),
-		Mechanisms:       mechanisms,
+		Mechanisms:       mechanisms(c.tls != nil),
 		Locales:          "en_US",
 	}
 	if err := c.writeNow(start); err != nil {
@@ -68,7 +74,10 @@ func (c *conn) handshake() error {
 	startOK := m.(*amqpwire.ConnectionStartOK)
 	c.caps = capabilitiesOf(startOK.ClientProperties)
 	c.clientProps, c.mechanism = startOK.ClientProperties, startOK.Mechanism
-	user, aerr := c.srv.users.authenticate(startOK.Mechanism, startOK.Response, c.nc.RemoteAddr())
+	loginCtx, cancel := context.WithDeadline(c.srv.stopped, deadline)
+	user, aerr := c.srv.auth.authenticate(loginCtx, login{mechanism: startOK.Mechanism, response: startOK.Response,
+		remote: c.nc.RemoteAddr(), tls: c.tls})
+	cancel()
 	if aerr != nil {
 		c.log.Warn("authentication failed", "mechanism", startOK.Mechanism, "reason", aerr.detail)
 		if aerr.client.Code == amqpwire.CodeAccessRefused && !c.caps.authFailure {
@@ -99,12 +108,14 @@ func (c *conn) handshake() error {
 		return err
 	}
 	open := m.(*amqpwire.ConnectionOpen)
+	// As RabbitMQ's check_vhost_access: a vhost that does not exist and
+	// one the user has no permission in get the same refusal.
 	vh, verr := c.srv.reg.VHost(open.VirtualHost)
-	if verr != nil {
-		e := amqpwire.Errorf(amqpwire.CodeNotAllowed, "vhost %s not found", open.VirtualHost)
-		return c.failHandshake(e.In(amqpwire.ConnectionOpenID))
+	if verr != nil || !cfg.Access.HasVHostAccess(user, open.VirtualHost) {
+		return c.failHandshake(access.VHostRefused(open.VirtualHost, user).In(amqpwire.ConnectionOpenID))
 	}
 	c.vhost, c.vhostName = vh, open.VirtualHost
+	c.access = cfg.Access.Principal(user, open.VirtualHost)
 
 	c.nc.SetReadDeadline(time.Time{})
 	c.releaseWriter() // everything written was flushed; the writer goroutine borrows its own
@@ -226,4 +237,15 @@ func capabilitiesOf(props amqpwire.Table) clientCaps {
 		cancelNotify: yes("consumer_cancel_notify"),
 		authFailure:  yes("authentication_failure_close"),
 	}
+}
+
+// tlsState is a connection's TLS state once its handshake is done (the
+// first read does it), or nil for a plain TCP connection.
+func tlsState(nc net.Conn) *tls.ConnectionState {
+	tc, ok := nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	return &st
 }

@@ -16,7 +16,9 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 // testTimeout bounds every wait of a test.
@@ -55,6 +57,28 @@ func (s *memDefs) Load(fn func(key string, value []byte) error) error {
 	return nil
 }
 
+// newTestAuth returns a user store holding guest/guest, as a new node's,
+// and permissions giving guest everything in the vhost "/".
+func newTestAuth(t testing.TB) (*users.Store, *access.Store) {
+	t.Helper()
+	kv := &memDefs{m: make(map[string][]byte)}
+	userStore, err := users.Open(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accessStore, err := access.Open(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := users.Bootstrap(userStore, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := accessStore.GrantAll("guest", mq.DefaultVHost); err != nil {
+		t.Fatal(err)
+	}
+	return userStore, accessStore
+}
+
 // testBroker is an AMQP server over a registry in a temporary directory,
 // listening on 127.0.0.1.
 type testBroker struct {
@@ -77,7 +101,9 @@ type testBroker struct {
 func startBroker(t testing.TB, tweaks ...func(*Config)) *testBroker {
 	t.Helper()
 	b := &testBroker{t: t, dir: t.TempDir(), defs: &memDefs{m: make(map[string][]byte)}, logs: &testLogWriter{t: t}}
-	b.cfg = Config{Logger: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	userStore, accessStore := newTestAuth(t)
+	b.cfg = Config{Logger: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Users: userStore, Access: accessStore}
 	for _, tw := range tweaks {
 		tw(&b.cfg)
 	}

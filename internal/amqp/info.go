@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"crypto/tls"
 	"net"
 	"strconv"
 	"time"
@@ -37,6 +38,8 @@ type ConnectionInfo struct {
 	// (socket writes) with their rates.
 	Traffic  []rate.Stat
 	Channels []ChannelInfo
+	// TLS is the connection's TLS state (AMQPS); nil for plain TCP.
+	TLS *tls.ConnectionState
 }
 
 // ChannelInfo is one open channel.
@@ -88,6 +91,26 @@ func (s *Server) CloseConnection(name, reason string) bool {
 	return found
 }
 
+// CloseVHostConnections closes every connection to vhost as
+// CloseConnection does, as RabbitMQ does when a vhost is deleted.
+func (s *Server) CloseVHostConnections(vhost, reason string) {
+	s.closeWhere(func(c *conn) bool { return c.vhostName == vhost }, reason)
+}
+
+// CloseUserConnections closes every connection of user as
+// CloseConnection does, as RabbitMQ does when a user is deleted.
+func (s *Server) CloseUserConnections(user, reason string) {
+	s.closeWhere(func(c *conn) bool { return c.user == user }, reason)
+}
+
+func (s *Server) closeWhere(match func(*conn) bool, reason string) {
+	s.eachConn(func(c *conn) {
+		if c.opened.Load() && match(c) {
+			c.forceClose(reason)
+		}
+	})
+}
+
 // Resources is what the memory and disk alarms watch, and whether each is
 // raised. A limit <= 0 means that alarm is off; DiskFree is -1 when it
 // cannot be read (or no data directory is watched).
@@ -131,7 +154,7 @@ func (c *conn) info(now time.Time) ConnectionInfo {
 		PeerHost: peerHost, PeerPort: peerPort, Host: host, Port: port,
 		AuthMechanism: c.mechanism, ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
 		ChannelMax: c.channelMax, FrameMax: c.frameMax, Heartbeat: c.heartbeat,
-		Blocked: c.readPaused.Load(), Traffic: traffic,
+		Blocked: c.readPaused.Load(), Traffic: traffic, TLS: c.tls,
 	}
 	for _, ch := range c.openChannels() {
 		if ci, open := ch.info(now); open {

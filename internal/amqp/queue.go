@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -13,6 +14,9 @@ func (ch *channel) queueDeclare(m *amqpwire.QueueDeclare) error {
 	if name == "" && m.Passive {
 		// RabbitMQ lets a passive declare of "" name the last queue.
 		name = ch.lastQueue
+	}
+	if err := ch.checkQueueDeclare(name, m); err != nil {
+		return err
 	}
 	info, err := ch.c.vhost.DeclareQueue(mq.QueueDef{
 		Name:       name,
@@ -34,6 +38,21 @@ func (ch *channel) queueDeclare(m *amqpwire.QueueDeclare) error {
 	return nil
 }
 
+// checkQueueDeclare checks the user's permissions for queue.declare of
+// name. A server-named queue is checked under a name of the form it will
+// get, as RabbitMQ checks the name it generated.
+func (ch *channel) checkQueueDeclare(name string, m *amqpwire.QueueDeclare) error {
+	v := ch.c.vhost
+	if name == "" && !m.Passive {
+		name = mq.ServerQueueName()
+	}
+	err := ch.c.access.DeclareQueue(name, m.Passive, m.Arguments, func() bool { return v.HasQueue(name) })
+	if err != nil {
+		return mqError(err, m.ID())
+	}
+	return nil
+}
+
 func (ch *channel) queueBind(m *amqpwire.QueueBind) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
@@ -43,6 +62,9 @@ func (ch *channel) queueBind(m *amqpwire.QueueBind) error {
 	if m.Queue == "" && key == "" {
 		// RabbitMQ's shortcut: both empty binds the last queue by its name.
 		key = queue
+	}
+	if err := ch.checkBind(access.Queue, queue, m.Exchange, key); err != nil {
+		return mqError(err, m.ID())
 	}
 	if err := ch.c.vhost.BindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
 		return mqError(err, m.ID())
@@ -60,6 +82,9 @@ func (ch *channel) queueUnbind(m *amqpwire.QueueUnbind) error {
 	if m.Queue == "" && key == "" {
 		key = queue
 	}
+	if err := ch.checkBind(access.Queue, queue, m.Exchange, key); err != nil {
+		return mqError(err, m.ID())
+	}
 	if err := ch.c.vhost.UnbindQueue(queue, m.Exchange, key, m.Arguments, ch.c.id); err != nil {
 		return mqError(err, m.ID())
 	}
@@ -71,6 +96,9 @@ func (ch *channel) queuePurge(m *amqpwire.QueuePurge) error {
 	queue, err := ch.queueName(m.Queue, m.ID())
 	if err != nil {
 		return err
+	}
+	if err := ch.c.access.ReadQueue(queue); err != nil {
+		return mqError(err, m.ID())
 	}
 	n, err := ch.c.vhost.PurgeQueue(queue, ch.c.id)
 	if err != nil {
@@ -87,10 +115,20 @@ func (ch *channel) queueDelete(m *amqpwire.QueueDelete) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.c.access.Delete(access.Queue, queue); err != nil {
+		return mqError(err, m.ID())
+	}
 	n, err := ch.c.vhost.DeleteQueue(queue, m.IfUnused, m.IfEmpty, ch.c.id)
 	if err != nil {
 		return mqError(err, m.ID())
 	}
 	ch.reply(m.NoWait, &amqpwire.QueueDeleteOK{MessageCount: uint32(max(n, 0))})
 	return nil
+}
+
+// checkBind checks the user's permissions for a bind or unbind of a
+// destination (a queue or an exchange) to the source exchange with key.
+func (ch *channel) checkBind(destKind access.Kind, destination, source, key string) error {
+	v := ch.c.vhost
+	return ch.c.access.Bind(destKind, destination, source, key, func() bool { return v.IsTopicExchange(source) })
 }

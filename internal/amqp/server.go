@@ -21,27 +21,35 @@ type Server struct {
 	reg    *mq.Registry
 	cfg    Config
 	log    *slog.Logger
-	users  *userStore
+	auth   *authenticator
 	alarms *alarms
 	stats  serverStats // message counters of closed channels (stats.go)
 
 	// netsrv accepts, tracks and shuts down the connections, and owns
 	// the alarm monitor's goroutine.
-	netsrv  *netserve.Server[*conn]
-	done    <-chan struct{} // closed when Shutdown starts
-	monitor sync.Once       // starts the alarm monitor with the first Serve
+	netsrv *netserve.Server[*conn]
+	done   <-chan struct{} // closed when Shutdown starts
+	// stopped ends waits inside handshakes (a login waiting its turn
+	// after failed ones) when Shutdown starts.
+	stopped context.Context
+	stop    context.CancelFunc
+	monitor sync.Once // starts the alarm monitor with the first Serve
 
 	observer methodObserver // times methods for metrics (observe.go)
 }
 
-// NewServer returns a Server answering for reg.
+// NewServer returns a Server answering for reg. cfg.Users and cfg.Access
+// are required.
 func NewServer(reg *mq.Registry, cfg Config) *Server {
+	if cfg.Users == nil || cfg.Access == nil {
+		panic("amqp: NewServer needs Config.Users and Config.Access")
+	}
 	cfg = cfg.withDefaults()
 	s := &Server{
-		reg:   reg,
-		cfg:   cfg,
-		log:   cfg.Logger.With("component", "amqp"),
-		users: newUserStore(cfg.Users, cfg.LoopbackUsers),
+		reg:  reg,
+		cfg:  cfg,
+		log:  cfg.Logger.With("component", "amqp"),
+		auth: newAuthenticator(cfg),
 	}
 	s.netsrv = netserve.New(s.log, netserve.Hooks[*conn]{
 		NewConn: func(nc net.Conn) *conn { return newConn(s, nc) },
@@ -50,6 +58,7 @@ func NewServer(reg *mq.Registry, cfg Config) *Server {
 		Kill:    (*conn).kill,
 	})
 	s.done = s.netsrv.Done()
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.alarms = newAlarms(s)
 	return s
 }
@@ -78,6 +87,7 @@ const shutdownReason = "broker forced connection closure with reason 'shutdown'"
 // and ctx's error is returned; either way every goroutine of the server has
 // stopped when Shutdown returns.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
 	err := s.netsrv.Shutdown(ctx)
 	if err != nil {
 		s.netsrv.Wait() // with the sockets closed every goroutine ends promptly

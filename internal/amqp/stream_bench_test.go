@@ -34,7 +34,8 @@ func BenchmarkStreamPublishConfirm(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer(reg, Config{Logger: logger})
+	userStore, accessStore := newTestAuth(b)
+	srv := NewServer(reg, Config{Logger: logger, Users: userStore, Access: accessStore})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	b.Cleanup(func() {

@@ -76,7 +76,8 @@ func (s *streamStack) start() {
 	s.b, s.reg = b, reg
 	s.kafkaSrv = kafka.NewServer(b, kafka.Config{AdvertisedHost: "127.0.0.1",
 		AdvertisedPort: int32(kln.Addr().(*net.TCPAddr).Port), Logger: s.logger})
-	s.amqpSrv = NewServer(reg, Config{Logger: s.logger})
+	userStore, accessStore := newTestAuth(s.t)
+	s.amqpSrv = NewServer(reg, Config{Logger: s.logger, Users: userStore, Access: accessStore})
 	s.kafkaAddr, s.amqpAddr = kln.Addr().String(), aln.Addr().String()
 	s.served = make(chan error, 2)
 	go func() { s.served <- s.kafkaSrv.Serve(kln) }()

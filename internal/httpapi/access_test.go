@@ -43,7 +43,7 @@ func forged(t *testing.T, h http.Handler, method, remote, host, user, body strin
 // newGuardedAPI is an API with guest (loopback only) and admin users.
 func newGuardedAPI(t *testing.T) *Server {
 	reg := newRegistry(t)
-	return New(reg, Config{Users: map[string]string{"guest": "pw-guest", "admin": "pw-admin"}})
+	return New(reg, withUsers(t, Config{}, map[string]string{"guest": "pw-guest", "admin": "pw-admin"}))
 }
 
 // TestLoopbackUserFailsClosed: guest may log in only from a loopback
@@ -125,7 +125,7 @@ func TestWritesNeedJSON(t *testing.T) {
 // TestIdleKeepAliveConnectionsClosed: a client that keeps its connection
 // open after a request does not hold a descriptor for good.
 func TestIdleKeepAliveConnectionsClosed(t *testing.T) {
-	api := New(newRegistry(t), Config{IdleTimeout: 100 * time.Millisecond})
+	api := New(newRegistry(t), withUsers(t, Config{IdleTimeout: 100 * time.Millisecond}, guestOnly))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -176,10 +177,12 @@ func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var err error
-	if b.ToExchange {
+	err := s.checkBind(r, v, b.ToExchange, b.Destination, b.Source, b.Key)
+	switch {
+	case err != nil:
+	case b.ToExchange:
 		err = v.UnbindExchange(b.Destination, b.Source, b.Key, amqpwire.Table(b.Args))
-	} else {
+	default:
 		err = v.UnbindQueue(b.Destination, b.Source, b.Key, amqpwire.Table(b.Args), 0)
 	}
 	if err != nil {
@@ -212,10 +215,13 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	src, dst, args := exchangeName(r.PathValue("source")), r.PathValue("destination"), tableOf(body.Arguments)
-	var err error
-	if r.PathValue("kind") == "e" {
+	toExchange := r.PathValue("kind") == "e"
+	err := s.checkBind(r, v, toExchange, dst, src, body.RoutingKey)
+	switch {
+	case err != nil:
+	case toExchange:
 		err = v.BindExchange(dst, src, body.RoutingKey, args)
-	} else {
+	default:
 		err = v.BindQueue(dst, src, body.RoutingKey, args, 0)
 	}
 	if err != nil {
@@ -224,4 +230,13 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", url.PathEscape(dst)+"/"+propertiesKey(body.RoutingKey, args))
 	w.WriteHeader(http.StatusCreated)
+}
+
+// checkBind checks the user's AMQP permissions for a bind or unbind.
+func (s *Server) checkBind(r *http.Request, v *mq.VHost, toExchange bool, destination, source, key string) error {
+	kind := access.Queue
+	if toExchange {
+		kind = access.Exchange
+	}
+	return s.principal(r, v.Name()).Bind(kind, destination, source, key, func() bool { return v.IsTopicExchange(source) })
 }

@@ -12,9 +12,9 @@ import (
 // Connections, channels and consumers come from the AMQP front end
 // (Config.AMQP), one snapshot per request.
 
-// connections returns the front end's connections sorted by name, those
-// of the request's {vhost} only if it names one (404 if it does not
-// exist: ok false).
+// connections returns the front end's connections the user may see
+// (seesConnection) sorted by name, those of the request's {vhost} only if
+// it names one (404 if it does not exist: ok false).
 func (s *Server) connections(w http.ResponseWriter, r *http.Request) ([]amqp.ConnectionInfo, bool) {
 	vhost := r.PathValue("vhost")
 	if vhost != "" {
@@ -22,18 +22,23 @@ func (s *Server) connections(w http.ResponseWriter, r *http.Request) ([]amqp.Con
 			return nil, false
 		}
 	}
-	conns := s.amqp.Connections()
-	if vhost != "" {
-		conns = slices.DeleteFunc(conns, func(c amqp.ConnectionInfo) bool { return c.VHost != vhost })
-	}
+	u := requester(r)
+	conns := slices.DeleteFunc(s.amqp.Connections(), func(c amqp.ConnectionInfo) bool {
+		return vhost != "" && c.VHost != vhost || !seesConnection(u, c.User)
+	})
 	slices.SortFunc(conns, func(a, b amqp.ConnectionInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return conns, true
 }
 
-// connection returns the connection {connection} names, or answers 404.
+// connection returns the connection {connection} names, or answers 404
+// (401 to a user who may not see it: RabbitMQ's is_authorized_user).
 func (s *Server) connection(w http.ResponseWriter, r *http.Request) (amqp.ConnectionInfo, bool) {
 	for _, c := range s.amqp.Connections() {
 		if c.Name == r.PathValue("connection") {
+			if !seesConnection(requester(r), c.User) {
+				writeNotAuthorised(w, "User not authorised to access object")
+				return amqp.ConnectionInfo{}, false
+			}
 			return c, true
 		}
 	}
@@ -50,8 +55,6 @@ func (s *Server) connectionJSON(c amqp.ConnectionInfo) map[string]any {
 		"name": c.Name, "node": s.cfg.NodeName, "type": "network", "protocol": "AMQP 0-9-1", "state": state,
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.VHost, "auth_mechanism": c.AuthMechanism,
 		"host": c.Host, "port": c.Port, "peer_host": c.PeerHost, "peer_port": c.PeerPort,
-		"ssl": false, "ssl_protocol": nil, "ssl_key_exchange": nil, "ssl_cipher": nil, "ssl_hash": nil,
-		"peer_cert_subject": nil, "peer_cert_issuer": nil, "peer_cert_validity": nil,
 		"channels": len(c.Channels), "channel_max": c.ChannelMax, "frame_max": c.FrameMax,
 		"timeout": int(c.Heartbeat.Seconds()), "connected_at": c.ConnectedAt.UnixMilli(),
 		"client_properties": jsonTable(c.ClientProperties), "send_pend": 0,
@@ -59,6 +62,7 @@ func (s *Server) connectionJSON(c amqp.ConnectionInfo) map[string]any {
 	if name, ok := jsonValue(c.ClientProperties["connection_name"]).(string); ok {
 		obj["user_provided_name"] = name
 	}
+	putTLS(obj, c.TLS)
 	putStats(obj, c.Traffic)
 	return obj
 }
@@ -87,11 +91,19 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request) {
 // gets connection.close 320 CONNECTION_FORCED with the X-Reason header's
 // text, or RabbitMQ's "Closed via management plugin".
 func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.connection(w, r)
+	if !ok {
+		return
+	}
+	if u := requester(r); !isAdmin(u) && u.Name != c.User {
+		writeNotAuthorised(w, "User not authorised to access object")
+		return
+	}
 	reason := r.Header.Get("X-Reason")
 	if reason == "" {
 		reason = "Closed via management plugin"
 	}
-	if !s.amqp.CloseConnection(r.PathValue("connection"), reason) {
+	if !s.amqp.CloseConnection(c.Name, reason) {
 		writeNotFound(w)
 		return
 	}
@@ -147,6 +159,10 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
 	for _, c := range s.amqp.Connections() {
 		for _, ch := range c.Channels {
 			if channelName(c, ch) == r.PathValue("channel") {
+				if !seesConnection(requester(r), c.User) {
+					writeNotAuthorised(w, "User not authorised to access object")
+					return
+				}
 				writeJSON(w, http.StatusOK, s.channelJSON(c, ch))
 				return
 			}

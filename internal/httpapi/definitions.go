@@ -6,16 +6,18 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
-// Definitions, RabbitMQ's export format: every vhost, policy, queue (but
-// exclusive ones, which belong to a connection), exchange (but the
-// predeclared ones) and binding (but the default exchange's implicit
-// ones). Users and permissions are the listeners' configuration, not
-// definitions, until Wharf has a user store: they are exported empty and
-// ignored on import, with a warning in the log.
+// Definitions, RabbitMQ's export format: every user (with its
+// password_hash, see users.go), vhost, permission, topic permission,
+// policy, queue (but exclusive ones, which belong to a connection),
+// exchange (but the predeclared ones) and binding (but the default
+// exchange's implicit ones). A vhost's definitions hold its objects
+// only, as RabbitMQ's do. Runtime parameters are not Wharf's: exported
+// empty and ignored on import, with a warning in the log.
 
 // isPredeclared reports whether every vhost has the exchange from the
 // start: the default exchange and the amq.* ones (only the broker may
@@ -81,9 +83,18 @@ func (s *Server) exportDefinitions(w http.ResponseWriter, r *http.Request) {
 		}
 		out["vhosts"], out["rabbitmq_version"] = vhosts, s.cfg.Version
 		out["product_name"], out["product_version"] = "Wharf", s.cfg.Version
-		for _, kind := range []string{"users", "permissions", "topic_permissions", "global_parameters"} {
-			out[kind] = []any{}
+		out["global_parameters"] = []any{}
+		userList, permissions, topicPermissions := []map[string]any{}, []map[string]any{}, []map[string]any{}
+		for _, u := range s.cfg.Users.List() {
+			userList = append(userList, userJSON(u))
 		}
+		for _, p := range s.cfg.Access.Permissions() {
+			permissions = append(permissions, permissionJSON(p))
+		}
+		for _, p := range s.cfg.Access.TopicPermissions() {
+			topicPermissions = append(topicPermissions, topicPermissionJSON(p))
+		}
+		out["users"], out["permissions"], out["topic_permissions"] = userList, permissions, topicPermissions
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -127,17 +138,23 @@ type definitions struct {
 		Arguments       map[string]any `json:"arguments"`
 	} `json:"bindings"`
 
+	Users []struct {
+		Name             string  `json:"name"`
+		PasswordHash     string  `json:"password_hash"`
+		HashingAlgorithm string  `json:"hashing_algorithm"`
+		Tags             tagList `json:"tags"`
+	} `json:"users"`
+	Permissions      []access.Permission      `json:"permissions"`
+	TopicPermissions []access.TopicPermission `json:"topic_permissions"`
+
 	// Not imported (see above); counted for the warning.
-	Users            []json.RawMessage `json:"users"`
-	Permissions      []json.RawMessage `json:"permissions"`
-	TopicPermissions []json.RawMessage `json:"topic_permissions"`
 	Parameters       []json.RawMessage `json:"parameters"`
 	GlobalParameters []json.RawMessage `json:"global_parameters"`
 }
 
 // importDefinitions is POST /api/definitions[/{vhost}]: it creates what
-// the definitions name, in RabbitMQ's order (vhosts, policies, queues,
-// exchanges, bindings), and answers 204. As in RabbitMQ a queue or
+// the definitions name, in RabbitMQ's order (users, vhosts, permissions,
+// policies, queues, exchanges, bindings), and answers 204. As in RabbitMQ a queue or
 // exchange that exists already is left as it is, and a binding whose
 // source or destination is missing is skipped (both logged); an object in
 // a vhost that does not exist is 400 before anything changes. Into
@@ -161,6 +178,12 @@ func (s *Server) importDefinitions(w http.ResponseWriter, r *http.Request) {
 		for _, v := range defs.VHosts {
 			imp.planned(v.Name)
 		}
+		for _, p := range defs.Permissions {
+			imp.need(p.VHost)
+		}
+		for _, p := range defs.TopicPermissions {
+			imp.need(p.VHost)
+		}
 	}
 	for _, p := range defs.Policies {
 		imp.need(p.VHost)
@@ -179,11 +202,19 @@ func (s *Server) importDefinitions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := imp.run(&defs); err != nil {
-		writeMQError(w, err)
+		if errors.Is(err, access.ErrInvalidRegexp) || errors.Is(err, access.ErrNoExchange) {
+			writeAccessError(w, err)
+		} else {
+			writeMQError(w, err)
+		}
 		return
 	}
-	if n := len(defs.Users) + len(defs.Permissions) + len(defs.TopicPermissions) + len(defs.Parameters) + len(defs.GlobalParameters); n > 0 {
-		s.cfg.Logger.Warn("definitions import: users, permissions and parameters are not imported", "ignored", n)
+	ignored := len(defs.Parameters) + len(defs.GlobalParameters)
+	if into != "" {
+		ignored += len(defs.Users) + len(defs.Permissions) + len(defs.TopicPermissions)
+	}
+	if ignored > 0 {
+		s.cfg.Logger.Warn("definitions import: parameters, and users and permissions into one vhost, are not imported", "ignored", ignored)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -228,6 +259,9 @@ func (imp *importer) vhost(name string) *mq.VHost { return imp.vhosts[imp.vhostN
 
 func (imp *importer) run(defs *definitions) error {
 	log := imp.s.cfg.Logger
+	if imp.into == "" {
+		imp.users(defs)
+	}
 	for name, v := range imp.vhosts {
 		if v == nil {
 			created, err := imp.s.reg.AddVHost(name)
@@ -235,6 +269,11 @@ func (imp *importer) run(defs *definitions) error {
 				return err
 			}
 			imp.vhosts[name] = created
+		}
+	}
+	if imp.into == "" {
+		if err := imp.permissions(defs); err != nil {
+			return err
 		}
 	}
 	for _, p := range defs.Policies {
@@ -283,6 +322,48 @@ func (imp *importer) run(defs *definitions) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// users imports the users, in RabbitMQ's order the first thing. A user
+// whose password_hash Wharf cannot use (RabbitMQ's own algorithms) is
+// left out with a warning: its permissions are then left out too.
+func (imp *importer) users(defs *definitions) {
+	for _, u := range defs.Users {
+		creds, err := parsePasswordHash(u.PasswordHash, u.HashingAlgorithm)
+		if err == nil {
+			err = imp.s.cfg.Users.PutCredentials(u.Name, creds, u.Tags)
+		}
+		if err != nil {
+			imp.s.cfg.Logger.Warn("definitions import: user skipped", "user", u.Name, "reason", err)
+		}
+	}
+}
+
+// permissions imports the permissions and topic permissions of users
+// that exist.
+func (imp *importer) permissions(defs *definitions) error {
+	known := func(user string) bool {
+		_, ok := imp.s.cfg.Users.Get(user)
+		if !ok {
+			imp.s.cfg.Logger.Warn("definitions import: permission of a missing user skipped", "user", user)
+		}
+		return ok
+	}
+	for _, p := range defs.Permissions {
+		if known(p.User) {
+			if err := imp.s.cfg.Access.SetPermission(p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range defs.TopicPermissions {
+		if known(p.User) {
+			if err := imp.s.cfg.Access.SetTopicPermission(p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

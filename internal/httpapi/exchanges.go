@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -98,7 +99,11 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request) {
 	_, existed := lookupExchange(v, name)
 	def := mq.ExchangeDef{Name: name, Type: body.Type, Durable: body.Durable.V, AutoDelete: body.AutoDelete.V,
 		Internal: body.Internal.V, Args: tableOf(body.Arguments)}
-	if err := v.DeclareExchange(def, false); err != nil {
+	err := s.principal(r, v.Name()).DeclareExchange(name, false, def.Args, func() bool { return existed })
+	if err == nil {
+		err = v.DeclareExchange(def, false)
+	}
+	if err != nil {
 		writeMQError(w, err)
 		return
 	}
@@ -116,7 +121,11 @@ func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request) {
 		writeNotFound(w)
 		return
 	}
-	if err := v.DeleteExchange(name, r.URL.Query().Get("if-unused") == "true"); err != nil {
+	err := s.principal(r, v.Name()).Delete(access.Exchange, name)
+	if err == nil {
+		err = v.DeleteExchange(name, r.URL.Query().Get("if-unused") == "true")
+	}
+	if err != nil {
 		writeMQError(w, err)
 		return
 	}
@@ -159,9 +168,12 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 			props.UserID, user))
 		return
 	}
-	res, err := v.Publish(&mq.Message{
-		Exchange: exchangeName(r.PathValue("name")), RoutingKey: *body.RoutingKey, Properties: props, Body: payload,
-	})
+	msg := &mq.Message{Exchange: exchangeName(r.PathValue("name")), RoutingKey: *body.RoutingKey, Properties: props, Body: payload}
+	if err := s.principal(r, v.Name()).Publish(msg.Exchange, msg.RoutingKeys, func() bool { return v.IsTopicExchange(msg.Exchange) }); err != nil {
+		writeMQError(w, err)
+		return
+	}
+	res, err := v.Publish(msg)
 	if err == nil && res.Durable.Pending() {
 		select {
 		case <-res.Durable.Done():

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 type memDefs struct {
@@ -55,10 +57,37 @@ func newRegistry(t *testing.T) *mq.Registry {
 	return reg
 }
 
+// withUsers returns cfg with a user store holding users (name to
+// password), every one an administrator with every permission in "/",
+// as guest is on a new node.
+func withUsers(t *testing.T, cfg Config, passwords map[string]string) Config {
+	t.Helper()
+	kv := &memDefs{m: map[string][]byte{}}
+	var err error
+	if cfg.Users, err = users.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Access, err = access.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	for name, password := range passwords {
+		if err := cfg.Users.Put(name, password, []string{users.TagAdministrator}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Access.GrantAll(name, mq.DefaultVHost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}
+
+// guestOnly is the users of a new node.
+var guestOnly = map[string]string{"guest": "guest"}
+
 func newAPI(t *testing.T) (*httptest.Server, *mq.VHost) {
 	t.Helper()
 	reg := newRegistry(t)
-	srv := httptest.NewServer(New(reg, Config{Version: "test"}))
+	srv := httptest.NewServer(New(reg, withUsers(t, Config{Version: "test"}, guestOnly)))
 	t.Cleanup(srv.Close)
 	v, _ := reg.VHost("/")
 	return srv, v
@@ -78,11 +107,18 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, s
 // callAs is call with the Content-Type header given ("": none).
 func callAs(t *testing.T, srv *httptest.Server, method, path, contentType, body string) (int, string) {
 	t.Helper()
+	return request(t, srv, "guest", "guest", method, path, contentType, body)
+}
+
+// request does one request as user, with the Content-Type header given
+// ("": none), and returns the status and body.
+func request(t *testing.T, srv *httptest.Server, user, password, method, path, contentType, body string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth("guest", "guest")
+	req.SetBasicAuth(user, password)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -252,7 +288,7 @@ func (s *Server) mustVHost(t *testing.T, name string) *mq.VHost {
 // TestRouteAndMount: other packages add endpoints below /api/ (behind
 // the API's authentication, with path values) and handlers beside it.
 func TestRouteAndMount(t *testing.T) {
-	api := New(newRegistry(t), Config{})
+	api := New(newRegistry(t), withUsers(t, Config{}, guestOnly))
 	api.Route("GET", "kafka/topics/{topic}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"topic": r.PathValue("topic")})
 	})

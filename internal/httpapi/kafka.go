@@ -23,16 +23,19 @@ type KafkaView interface {
 // ServeKafka adds Wharf's Kafka endpoints, which RabbitMQ's API has no
 // counterpart of, below /api/kafka/: topics with partitions, sizes and
 // configs; records of a partition (browse) and produce; consumer groups
-// with members and lag; offset resets. Call before Serve.
+// with members and lag; offset resets. Call before Serve. Kafka has no
+// vhosts or management tags: reading is open to every management user (as
+// RabbitMQ's monitoring views are), writing records and resetting offsets
+// to administrators, until Kafka's ACLs are checked here too.
 func (s *Server) ServeKafka(k KafkaView) {
 	h := kafkaHandlers{k}
-	s.Route("GET", "kafka/topics", h.listTopics)
-	s.Route("GET", "kafka/topics/{topic}", h.getTopic)
-	s.Route("GET", "kafka/topics/{topic}/partitions/{partition}/records", h.browse)
-	s.Route("POST", "kafka/topics/{topic}/records", h.produce)
-	s.Route("GET", "kafka/groups", h.listGroups)
-	s.Route("GET", "kafka/groups/{group}", h.getGroup)
-	s.Route("POST", "kafka/groups/{group}/reset-offsets", h.resetOffsets)
+	s.route("GET", "kafka/topics", anyManager, h.listTopics)
+	s.route("GET", "kafka/topics/{topic}", anyManager, h.getTopic)
+	s.route("GET", "kafka/topics/{topic}/partitions/{partition}/records", anyManager, h.browse)
+	s.route("POST", "kafka/topics/{topic}/records", admin, h.produce)
+	s.route("GET", "kafka/groups", anyManager, h.listGroups)
+	s.route("GET", "kafka/groups/{group}", anyManager, h.getGroup)
+	s.route("POST", "kafka/groups/{group}/reset-offsets", admin, h.resetOffsets)
 }
 
 type kafkaHandlers struct{ view KafkaView }

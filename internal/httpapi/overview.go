@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/rate"
 )
 
@@ -22,9 +24,12 @@ var exchangeTypes = []map[string]any{
 }
 
 // overview is GET /api/overview: versions, the node's message totals and
-// rates, queue totals, object counts and listeners.
+// rates, queue totals, object counts and listeners. As in RabbitMQ a user
+// who is not a monitor sees the totals of the vhosts and connections it
+// may see, and no node-wide message rates.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	conns := s.amqp.Connections()
+	u := requester(r)
+	conns := slices.DeleteFunc(s.amqp.Connections(), func(c amqp.ConnectionInfo) bool { return !seesConnection(u, c.User) })
 	channels, consumers := 0, 0
 	for _, c := range conns {
 		channels += len(c.Channels)
@@ -33,7 +38,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var messages, ready, unacked, queues, exchanges int64
-	for _, v := range s.allVHosts() {
+	for _, v := range s.visibleVHosts(u) {
 		for _, q := range v.QueueDetails() {
 			messages += int64(q.Messages)
 			ready += int64(q.MessagesReady)
@@ -47,7 +52,13 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		{Name: "messages_ready", Value: ready},
 		{Name: "messages_unacknowledged", Value: unacked},
 	}
-	s.queueTotals.Sample(time.Now(), totals)
+	messageStats := map[string]any{}
+	if isMonitor(u) {
+		// The sampler follows the node's totals: a narrower user's
+		// would make rates of nonsense.
+		s.queueTotals.Sample(time.Now(), totals)
+		messageStats = statsObject(s.amqp.MessageStats())
+	}
 	listeners := make([]map[string]any, 0, len(s.cfg.Listeners))
 	for _, l := range s.cfg.Listeners {
 		host, port := "", 0
@@ -70,7 +81,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"disable_stats":             false,
 		"enable_queue_totals":       false,
 		"statistics_db_event_queue": 0,
-		"message_stats":             statsObject(s.amqp.MessageStats()),
+		"message_stats":             messageStats,
 		"queue_totals":              statsObject(totals),
 		"object_totals": map[string]any{
 			"connections": len(conns), "channels": channels, "consumers": consumers, "queues": queues, "exchanges": exchanges,
@@ -78,12 +89,6 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"listeners": listeners,
 		"contexts":  []any{},
 	})
-}
-
-// whoami is GET /api/whoami. Every user may do everything until users
-// get permissions, so every user is an administrator.
-func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"name": userOf(r), "tags": []string{"administrator"}})
 }
 
 // nodeJSON is the one node, as /api/nodes shows it. mem_used and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
@@ -83,10 +84,13 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	_, err := v.QueueDetail(name)
-	existed := err == nil
+	existed := v.HasQueue(name)
 	def := mq.QueueDef{Name: name, Durable: body.Durable.V, AutoDelete: body.AutoDelete.V, Args: tableOf(body.Arguments)}
-	if _, err := v.DeclareQueue(def, false); err != nil {
+	err := s.principal(r, v.Name()).DeclareQueue(name, false, def.Args, func() bool { return existed })
+	if err == nil {
+		_, err = v.DeclareQueue(def, false)
+	}
+	if err != nil {
 		writeMQError(w, err)
 		return
 	}
@@ -111,7 +115,11 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if _, err := v.DeleteQueue(name, q.Get("if-unused") == "true", q.Get("if-empty") == "true", 0); err != nil {
+	err := s.principal(r, v.Name()).Delete(access.Queue, name)
+	if err == nil {
+		_, err = v.DeleteQueue(name, q.Get("if-unused") == "true", q.Get("if-empty") == "true", 0)
+	}
+	if err != nil {
 		writeMQError(w, err)
 		return
 	}
@@ -125,7 +133,11 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := v.PurgeQueue(name, 0); err != nil {
+	err := s.principal(r, v.Name()).ReadQueue(name)
+	if err == nil {
+		_, err = v.PurgeQueue(name, 0)
+	}
+	if err != nil {
 		writeMQError(w, err)
 		return
 	}
@@ -190,6 +202,10 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
+	if err := s.principal(r, v.Name()).ReadQueue(name); err != nil {
+		writeMQError(w, err)
+		return
+	}
 	out := []map[string]any{}
 	var taken []mq.QueueTag
 	for range body.Count.V {

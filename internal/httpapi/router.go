@@ -14,17 +14,23 @@ import (
 type route struct {
 	method   string
 	segments []string
+	rule     rule // who may call it (authz.go)
 	handle   http.HandlerFunc
 }
 
-// Route adds an endpoint below /api/, such as
-// Route("GET", "queues/{vhost}/{name}/bindings", h): the request is
+// Route adds an endpoint below /api/ that any management user may call,
+// such as Route("GET", "kafka/topics/{topic}", h): the request is
 // authenticated first, a write must carry JSON, and the braced segments
 // are h's path values (r.PathValue("vhost")), unescaped one by one so
 // that "%2F" is the vhost "/". A path that matches no route is 404; one
 // whose route takes other methods is 405. Call before Serve.
 func (s *Server) Route(method, pattern string, handle http.HandlerFunc) {
-	s.table = append(s.table, route{method: method, segments: strings.Split(pattern, "/"), handle: handle})
+	s.route(method, pattern, anyManager, handle)
+}
+
+// route adds an endpoint that users may call as need says.
+func (s *Server) route(method, pattern string, need rule, handle http.HandlerFunc) {
+	s.table = append(s.table, route{method: method, segments: strings.Split(pattern, "/"), rule: need, handle: handle})
 }
 
 // match reports whether the path's segments fit the route. A wildcard
@@ -69,15 +75,18 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 			methodKnown = true
 			continue
 		}
-		if hasBody(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
-			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"Content-Type must be application/json, got "+strconv.Quote(r.Header.Get("Content-Type")))
-			return
-		}
 		for j, seg := range rt.segments {
 			if isWildcard(seg) {
 				r.SetPathValue(seg[1:len(seg)-1], parts[j])
 			}
+		}
+		if !s.authorize(w, r, rt.rule) {
+			return
+		}
+		if hasBody(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"Content-Type must be application/json, got "+strconv.Quote(r.Header.Get("Content-Type")))
+			return
 		}
 		rt.handle(w, r)
 		return

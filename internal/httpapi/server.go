@@ -11,15 +11,18 @@
 // ServeKafka is called, Kafka's topics, records and groups below
 // /api/kafka/ (kafka.go, translated to internal/kafkaview). Other packages
 // add theirs with Route (authenticated, below /api/) or Mount (any other
-// path, such as /metrics or the console at /). Access is basic auth with the AMQP listener's
-// users. A loopback-only user (guest) must connect from a loopback
-// address and name this machine in Host (host.go); a write needs
+// path, such as /metrics or the console at /). Access is basic auth
+// against the node's user store, with RabbitMQ's rules (authz.go): only
+// users tagged administrator, monitoring, policymaker or management get
+// in, each tag opening what it opens in RabbitMQ, and a change to a queue,
+// exchange or binding needs the same permissions as over AMQP
+// (internal/access). A loopback-only user (guest) must connect from a
+// loopback address and name this machine in Host (host.go); a write needs
 // Content-Type application/json.
 package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,18 +32,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/rate"
+	"github.com/wharf-mq/wharf/internal/users"
 	"github.com/wharf-mq/wharf/internal/version"
 )
 
 // Config configures the API.
 type Config struct {
-	// Users maps user names to passwords, as the AMQP listener's
-	// (amqp.Config.Users). nil: only guest/guest.
-	Users map[string]string
+	// Users is the user store basic auth checks, and the users the API
+	// manages. Required.
+	Users *users.Store
+	// Access holds the users' permissions, which the API checks and
+	// manages. Required.
+	Access *access.Store
+	// Limiter slows down repeated failed logins from one address; nil:
+	// no limit.
+	Limiter users.LoginLimiter
 	// LoopbackUsers may only log in from a loopback address. nil: guest.
 	LoopbackUsers []string
 	// AMQP is the AMQP front end whose connections the API lists and
@@ -72,6 +83,8 @@ type Config struct {
 type AMQPFrontEnd interface {
 	Connections() []amqp.ConnectionInfo
 	CloseConnection(name, reason string) bool
+	CloseVHostConnections(vhost, reason string)
+	CloseUserConnections(user, reason string)
 	MessageStats() []rate.Stat
 	Resources() amqp.Resources
 }
@@ -104,10 +117,10 @@ type Server struct {
 }
 
 // New returns a Server for reg; it is an http.Handler, and Serve runs it
-// on a listener.
+// on a listener. cfg.Users and cfg.Access are required.
 func New(reg *mq.Registry, cfg Config) *Server {
-	if cfg.Users == nil {
-		cfg.Users = map[string]string{"guest": "guest"}
+	if cfg.Users == nil || cfg.Access == nil {
+		panic("httpapi: New needs Config.Users and Config.Access")
 	}
 	if cfg.LoopbackUsers == nil {
 		cfg.LoopbackUsers = []string{"guest"}
@@ -169,18 +182,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// userKey is the context key of the authenticated user's name.
+// userKey is the context key of the authenticated user.
 type userKey struct{}
 
-// userOf returns the name of the user a request was authenticated as.
-func userOf(r *http.Request) string {
-	u, _ := r.Context().Value(userKey{}).(string)
+// requester returns the user a request was authenticated as.
+func requester(r *http.Request) users.User {
+	u, _ := r.Context().Value(userKey{}).(users.User)
 	return u
 }
 
+// userOf returns the name of the user a request was authenticated as.
+func userOf(r *http.Request) string { return requester(r).Name }
+
 // Authenticated wraps h with the API's basic auth: 401 without valid
-// credentials (and for a loopback-only user from elsewhere), 403 for a
-// loopback-only user whose Host does not name this machine.
+// credentials (and for a loopback-only user from elsewhere, or a user
+// without a management tag), 403 for a loopback-only user whose Host
+// does not name this machine.
 func (s *Server) Authenticated(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
@@ -188,8 +205,12 @@ func (s *Server) Authenticated(h http.Handler) http.Handler {
 			writeUnauthorized(w, "Not_Authorized")
 			return
 		}
-		want, known := s.cfg.Users[user]
-		if !known || subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 {
+		u, ok, err := s.cfg.Users.Login(r.Context(), s.cfg.Limiter, r.RemoteAddr, user, pass)
+		if err != nil {
+			return // the client left while its login waited its turn
+		}
+		if !ok {
+			s.cfg.Logger.Warn("HTTP access denied: invalid credentials", "user", user, "remote", r.RemoteAddr)
 			writeUnauthorized(w, "Login failed")
 			return
 		}
@@ -204,7 +225,11 @@ func (s *Server) Authenticated(h http.Handler) http.Handler {
 				return
 			}
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+		if !isManagementUser(u) {
+			writeNotAuthorised(w, "Not management user")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})
 }
 
@@ -225,9 +250,11 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 // message totals, no alarms.
 type noAMQP struct{ reg *mq.Registry }
 
-func (noAMQP) Connections() []amqp.ConnectionInfo  { return nil }
-func (noAMQP) CloseConnection(string, string) bool { return false }
-func (noAMQP) MessageStats() []rate.Stat           { return nil }
+func (noAMQP) Connections() []amqp.ConnectionInfo   { return nil }
+func (noAMQP) CloseConnection(string, string) bool  { return false }
+func (noAMQP) CloseVHostConnections(string, string) {}
+func (noAMQP) CloseUserConnections(string, string)  {}
+func (noAMQP) MessageStats() []rate.Stat            { return nil }
 func (n noAMQP) Resources() amqp.Resources {
 	return amqp.Resources{MemoryUsed: n.reg.MemoryUsed(), DiskFree: -1}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/wharf-mq/wharf/internal/mq"
@@ -18,11 +19,12 @@ func (s *Server) allVHosts() []*mq.VHost {
 }
 
 // vhostsOf returns the vhosts a request names: the {vhost} path value, or
-// all of them when there is none. ok false means a 404 was written.
+// when there is none all of those whose objects the user may see. ok
+// false means a 404 was written.
 func (s *Server) vhostsOf(w http.ResponseWriter, r *http.Request) (vs []*mq.VHost, ok bool) {
 	name := r.PathValue("vhost")
 	if name == "" {
-		return s.allVHosts(), true
+		return s.objectVHosts(requester(r)), true
 	}
 	v, err := s.reg.VHost(name)
 	if err != nil {
@@ -66,10 +68,10 @@ func vhostJSON(v *mq.VHost) map[string]any {
 	}
 }
 
-// listVHosts is GET /api/vhosts.
+// listVHosts is GET /api/vhosts: those the user may see.
 func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 	var out []map[string]any
-	for _, v := range s.allVHosts() {
+	for _, v := range s.visibleVHosts(requester(r)) {
 		out = append(out, vhostJSON(v))
 	}
 	writeList(w, r, out)
@@ -80,4 +82,51 @@ func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 	if v, ok := s.vhostOf(w, r); ok {
 		writeJSON(w, http.StatusOK, vhostJSON(v))
 	}
+}
+
+// putVHost is PUT /api/vhosts/{vhost}: 201 with a new vhost, whose
+// creator gets every permission in it, as in RabbitMQ; 204 when it
+// exists. The body's description, tags and default queue type are not
+// kept.
+func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if r.ContentLength != 0 && !decodeBody(w, r, &body, maxBodyBytes) {
+		return
+	}
+	name := r.PathValue("vhost")
+	if _, err := s.reg.VHost(name); err == nil {
+		writeCreated(w, true)
+		return
+	}
+	if _, err := s.reg.AddVHost(name); err != nil {
+		writeMQError(w, err)
+		return
+	}
+	if err := s.cfg.Access.GrantAll(userOf(r), name); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	writeCreated(w, false)
+}
+
+// deleteVHost is DELETE /api/vhosts/{vhost}, as RabbitMQ deletes one:
+// its permissions go first, so no new connection gets in, then its
+// connections are closed (320 CONNECTION_FORCED "vhost 'v' is deleted")
+// and its queues, exchanges and policies deleted.
+func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("vhost")
+	if _, err := s.reg.VHost(name); err != nil {
+		writeNotFound(w)
+		return
+	}
+	if err := s.cfg.Access.ForgetVHost(name); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	s.amqp.CloseVHostConnections(name, fmt.Sprintf("vhost '%s' is deleted", name))
+	if err := s.reg.DeleteVHost(name); err != nil {
+		writeMQError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -21,7 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqp"
+	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
@@ -47,15 +49,19 @@ type Config struct {
 	// AMQPAddr is the AMQP 0-9-1 listener's address, e.g. ":5672"; empty
 	// binds nothing. Port 0 picks a free port; Node.AMQPAddr reports it.
 	AMQPAddr string
-	// AMQP tunes the AMQP front end (users, limits, alarms). Its DataDir
+	// AMQP tunes the AMQP front end (limits, alarms). Its DataDir
 	// (watched by the disk alarm) defaults to DataDir and its Logger to
-	// Logger.
+	// Logger; the node gives it its users and permissions.
 	AMQP amqp.Config
 	// HTTPAddr is the management API's address (RabbitMQ's HTTP API
 	// subset, internal/httpapi), e.g. ":15672"; empty binds nothing. Port
 	// 0 picks a free port; Node.HTTPAddr reports it. Its users are the
-	// AMQP listener's (AMQP.Users, AMQP.LoopbackUsers).
+	// node's, loopback-only as AMQP.LoopbackUsers says.
 	HTTPAddr string
+	// AMQPSAddr and HTTPSAddr are the AMQP and management listeners over
+	// TLS (RabbitMQ's 5671 and 15671), with Security.TLS's certificate,
+	// which they need; empty binds nothing.
+	AMQPSAddr, HTTPSAddr string
 	// NATSAddr is the Core NATS listener's address, e.g. ":4222"; empty
 	// binds nothing. Port 0 picks a free port; Node.NATSAddr reports it.
 	NATSAddr string
@@ -114,7 +120,10 @@ type Node struct {
 	logger *slog.Logger
 	cores  *cores
 	users  *users.Store
+	access *access.Store
 	certs  *tlsconf.Reloader // nil without TLS
+
+	logins *authlimit.Limiter // failed logins per address, shared by every protocol
 
 	kafkaListener   net.Listener
 	kafkaServer     *kafka.Server
@@ -127,6 +136,8 @@ type Node struct {
 
 	httpListener net.Listener // nil when Config.HTTPAddr is empty
 	httpServer   *httpapi.Server
+
+	tlsListeners tlsListeners // AMQPS and HTTPS
 
 	natsListener net.Listener // nil when Config.NATSAddr is empty
 	natsServer   *nats.Server
@@ -168,6 +179,10 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	userStore, certs, err := openSecurity(cfg.Security, b)
+	var accessStore *access.Store
+	if err == nil {
+		accessStore, err = openAccess(cfg.Security, b, userStore)
+	}
 	if err != nil {
 		closeCores("failed start")
 		return nil, err
@@ -251,6 +266,20 @@ func Start(cfg Config) (*Node, error) {
 		closeCores("failed transaction coordinator start")
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	tlsLns, err := listenTLS(cfg, certs)
+	if err != nil {
+		for _, l := range []net.Listener{ln, amqpLn, httpLn, natsLn} {
+			if l != nil {
+				l.Close()
+			}
+		}
+		txns.Close()
+		groups.Close()
+		if cerr := b.Close(); cerr != nil {
+			logger.Error("closing broker after failed listen", "err", cerr)
+		}
+		return nil, err
+	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
 
@@ -259,7 +288,10 @@ func Start(cfg Config) (*Node, error) {
 		logger:          logger,
 		cores:           c,
 		users:           userStore,
+		access:          accessStore,
 		certs:           certs,
+		logins:          authlimit.New(authlimit.Config{}),
+		tlsListeners:    tlsLns,
 		groups:          groups,
 		txns:            txns,
 		kafkaListener:   ln,
@@ -285,8 +317,9 @@ func Start(cfg Config) (*Node, error) {
 	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.limited("kafka", n.kafkaListener)) })
 	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
 
-	if amqpLn != nil {
+	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
+		amqpCfg.Users, amqpCfg.Access, amqpCfg.Limiter = userStore, accessStore, n.logins
 		if amqpCfg.DataDir == "" {
 			amqpCfg.DataDir = cfg.DataDir
 		}
@@ -297,25 +330,38 @@ func Start(cfg Config) (*Node, error) {
 			amqpCfg.Version = version.String()
 		}
 		n.amqpServer = amqp.NewServer(c.queues, amqpCfg)
-		n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
-		logger.Info("amqp listener started", "addr", n.AMQPAddr())
+		if amqpLn != nil {
+			n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
+			logger.Info("amqp listener started", "addr", n.AMQPAddr())
+		}
+		if tlsLns.amqps != nil {
+			n.serve("amqps", func() error { return n.amqpServer.Serve(n.servingTLS("amqps", tlsLns.amqps)) })
+			logger.Info("amqps listener started", "addr", n.AMQPSAddr())
+		}
 	}
-	if httpLn != nil {
+	if httpLn != nil || tlsLns.https != nil {
 		apiCfg := httpapi.Config{
-			Users:         cfg.AMQP.Users,
+			Users:         userStore,
+			Access:        accessStore,
+			Limiter:       n.logins,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
-			Listeners:     []httpapi.Listener{{Protocol: "kafka", Addr: ln.Addr()}, {Protocol: "http", Addr: httpLn.Addr()}},
+			Listeners:     n.apiListeners(),
 			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
 		}
 		if n.amqpServer != nil {
 			apiCfg.AMQP = n.amqpServer
-			apiCfg.Listeners = append(apiCfg.Listeners, httpapi.Listener{Protocol: "amqp", Addr: amqpLn.Addr()})
 		}
 		n.httpServer = httpapi.New(c.queues, apiCfg)
 		n.addManagement(c.broker, c.queues)
-		n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
-		logger.Info("http listener started", "addr", n.HTTPAddr())
+		if httpLn != nil {
+			n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
+			logger.Info("http listener started", "addr", n.HTTPAddr())
+		}
+		if tlsLns.https != nil {
+			n.serve("https", func() error { return n.httpServer.Serve(n.servingTLS("https", tlsLns.https)) })
+			logger.Info("https listener started", "addr", n.HTTPSAddr())
+		}
 	}
 	if natsLn != nil {
 		if err := n.bridgeSubjects(router); err != nil {

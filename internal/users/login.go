@@ -1,0 +1,42 @@
+package users
+
+import (
+	"context"
+	"net/netip"
+)
+
+// LoginLimiter slows down repeated failed logins from one address
+// (internal/authlimit implements it): Wait before a password is checked,
+// then Failed or Succeeded with the outcome.
+type LoginLimiter interface {
+	Wait(ctx context.Context, remoteIP string) error
+	Failed(remoteIP string)
+	Succeeded(remoteIP string)
+}
+
+// Login checks a plain password from a client at remote (an address as
+// net.Addr.String and http.Request.RemoteAddr give it) as Authenticate
+// does, for AMQP PLAIN and AMQPLAIN and HTTP basic auth, after waiting
+// its turn with limiter (nil: no limit), to which it then reports the
+// outcome under remote's IP address. The error is ctx's, when it ends
+// during the wait.
+func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, password string) (User, bool, error) {
+	remoteIP := ""
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		remoteIP = ap.Addr().String()
+	}
+	if limiter != nil {
+		if err := limiter.Wait(ctx, remoteIP); err != nil {
+			return User{}, false, err
+		}
+	}
+	u, ok := s.Authenticate(name, password)
+	if limiter != nil {
+		if ok {
+			limiter.Succeeded(remoteIP)
+		} else {
+			limiter.Failed(remoteIP)
+		}
+	}
+	return u, ok, nil
+}
