@@ -39,7 +39,7 @@
 //     writer's batches in order; the reopened log must take a durable
 //     append. -reliability.cuts cuts (default 12).
 //   - TestPowerLossCheckerSeesLoss: the same with a deliberately wrong cut
-//     (16 durable bytes too many dropped): the checks must report loss.
+//     (4 KiB of durable bytes too many dropped): the checks must report loss.
 //   - TestPowerLossNode: a whole node in-process under 3 franz-go producers
 //     (acks=all, idempotent, 4 partitions, 64 KiB segments) and 2 amqp091-go
 //     publishers (confirm mode, persistent messages, 2 durable queues); cut
