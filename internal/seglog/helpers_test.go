@@ -211,8 +211,19 @@ func allZero(b []byte) bool {
 	return true
 }
 
+// flipBit inverts the lowest bit of one byte of a file.
+func flipBit(t testing.TB, path string, pos int64) {
+	t.Helper()
+	xorByte(t, path, pos, 0x01)
+}
+
 // flipByte inverts one byte of a file.
 func flipByte(t testing.TB, path string, pos int64) {
+	t.Helper()
+	xorByte(t, path, pos, 0xff)
+}
+
+func xorByte(t testing.TB, path string, pos int64, mask byte) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -223,7 +234,7 @@ func flipByte(t testing.TB, path string, pos int64) {
 	if _, err := f.ReadAt(b, pos); err != nil {
 		t.Fatal(err)
 	}
-	b[0] ^= 0xff
+	b[0] ^= mask
 	if _, err := f.WriteAt(b, pos); err != nil {
 		t.Fatal(err)
 	}

@@ -354,8 +354,11 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // as zeros (a new or preallocated block). No fsync completed after that
 // page was written (it would have carried the page along), so nothing from
 // there on was acknowledged as durable: a whole zero page between the bad
-// batch and the valid one marks a torn tail, not damage. A flipped bit
-// leaves no zero page behind.
+// batch and the valid one marks a torn tail, not damage, unless one
+// flipped bit explains the bad batch's CRC (lostPageIn). What this cannot
+// tell apart: damage of more than one bit to a batch that holds a page of
+// zeros as content, in the tail above the recovery point (data at most a
+// checkpoint interval old), would be cut as a torn tail.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
 	if s.size == 0 {
@@ -387,7 +390,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 			return err
 		}
 		if found {
-			lost, err := zeroPageWithin(f, good, q)
+			lost, err := lostPageIn(f, good, q)
 			if err != nil {
 				return err
 			}
@@ -395,7 +398,7 @@ func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps boo
 				return &CorruptionError{File: s.logPath, Pos: good,
 					Err: fmt.Errorf("%w (a valid batch follows at position %d)", bad, q)}
 			}
-			l.logger.Warn("a page written before the crash never reached the disk; later unsynced batches are dropped with it",
+			l.logger.Warn("a page of the tail never reached the disk before the crash; the tail is cut there, later batches with it (no fsync covered them)",
 				"file", s.logPath, "pos", good, "later_batch_at", q)
 		}
 		if err := f.Truncate(good); err != nil {
@@ -515,8 +518,26 @@ func findValidBatchAfter(f *os.File, bad, startsBefore, size, minOffset int64) (
 // pageSize is the unit in which the kernel writes a file's dirty data back.
 const pageSize = 4096
 
+// lostPageIn reports whether the bad batch at bad, with a valid one at
+// next, is explained by a page that never reached the disk (see
+// verifySegment): a whole, page-aligned page of zeros lies between them,
+// and the bad batch's CRC does not fail the way bit rot makes it fail, by
+// one flipped bit (record.OneBitFlipped). A batch may hold pages of zeros
+// as content, a value of zeros, so the zero page alone does not tell.
+func lostPageIn(f *os.File, bad, next int64) (bool, error) {
+	zero, err := zeroPageWithin(f, bad, next)
+	if err != nil || !zero {
+		return false, err
+	}
+	batch := make([]byte, next-bad)
+	if _, err := f.ReadAt(batch, bad); err != nil {
+		return false, err
+	}
+	return !record.OneBitFlipped(batch), nil
+}
+
 // zeroPageWithin reports whether [from, to) of f contains a whole,
-// page-aligned page of zeros: a page a crash lost (see verifySegment).
+// page-aligned page of zeros.
 func zeroPageWithin(f *os.File, from, to int64) (bool, error) {
 	page := make([]byte, pageSize)
 	zeros := make([]byte, pageSize)

@@ -252,6 +252,31 @@ func TestLostPageBeforeALaterWriteIsATornTail(t *testing.T) {
 	}
 }
 
+// TestFlippedBitBesideZeroValueIsCorruption: a batch may hold whole pages
+// of zeros as content (a value of zeros). A flipped bit elsewhere in it
+// must still fence the log, not pass for a page a crash lost.
+func TestFlippedBitBesideZeroValueIsCorruption(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := mustOpen(t, dir, cfg)
+	appendBatches(t, l, 3, 3, 0)
+	zeros := record.NewBatch(0, []record.Record{{Key: []byte("k"), Value: make([]byte, 4*pageSize)}})
+	if _, err := l.Append(zeros, AppendOptions{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l, 3, 3, 0) // valid batches after the damaged one
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.crash()
+	path := segmentPath(dir, 0, logSuffix)
+	bad := batchPositions(t, path)[3]
+	flipBit(t, path, bad+record.HeaderSize+2) // in the record's length, before the zero value
+	_, err := Open(dir, cfg, testLogger(t))
+	wantCorruption(t, err, path, bad)
+}
+
 func TestFlippedLengthMidSegmentIsNotMistakenForTornTail(t *testing.T) {
 	dir := t.TempDir()
 	cfg := smallConfig()
