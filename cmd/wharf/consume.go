@@ -221,16 +221,17 @@ func printRecords(ctx context.Context, cl *kgo.Client, o consumeOptions, ends *e
 				fmt.Fprintf(std.err, "wharf: consume %s[%d]: %v\n", e.Topic, e.Partition, e.Err)
 			}
 		}
-		var err error
+		var (
+			err  error
+			done []*kgo.Record // this poll's records, to mark for the group once printed
+		)
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, r := range p.Records {
 				if err != nil || (o.num > 0 && printed == o.num) {
 					return
 				}
 				ends.consumed(p.Partition, r.Offset+1, p.HighWatermark)
-				if o.group != "" {
-					cl.MarkCommitRecords(r)
-				}
+				done = append(done, r)
 				if r.Attrs.IsControl() {
 					continue
 				}
@@ -245,7 +246,12 @@ func printRecords(ctx context.Context, cl *kgo.Client, o consumeOptions, ends *e
 			err = out.Flush()
 		}
 		if err != nil {
+			// Nothing of this poll is marked: the group commits only
+			// records that reached the output.
 			return fmt.Errorf("write output: %w", err)
+		}
+		if o.group != "" {
+			cl.MarkCommitRecords(done...)
 		}
 		if o.num > 0 && printed == o.num {
 			return nil

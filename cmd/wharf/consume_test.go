@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,47 @@ func TestEndTracker(t *testing.T) {
 	ends.forget([]int32{1, 2})
 	if ends.allAtEnd() {
 		t.Error("all at end without partitions")
+	}
+}
+
+// failingWriter takes n bytes, then fails every write, as a full disk or
+// a closed pipe does.
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		return 0, errors.New("no space left on device")
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// TestConsumeGroupCommitsOnlyWhatWasPrinted: when the output fails, the
+// records that did not reach it are not committed, so the group's next
+// member prints them.
+func TestConsumeGroupCommitsOnlyWhatWasPrinted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	n := nodetest.Start(t, nodetest.WithConfig(func(c *node.Config) { c.Groups.InitialRebalanceDelay = -1 }))
+	cl := testClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "out"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c", "d"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"consume", "out", "--bootstrap-server", n.KafkaAddr(), "--group", "g", "--from-beginning", "--exit-at-end", "--format", `%v\n`}
+	var errOut bytes.Buffer
+	if status := run(args, stdio{in: strings.NewReader(""), out: &failingWriter{}, err: &errOut}); status == 0 {
+		t.Fatalf("consume into a failing output exited 0; stderr %q", errOut.String())
+	}
+	status, stdout, stderr := runCLI(args...)
+	if status != 0 || stdout != "a\nb\nc\nd\n" {
+		t.Fatalf("the group's next member: status %d, printed %q (stderr %q); want every record, none was printed before", status, stdout, stderr)
 	}
 }
