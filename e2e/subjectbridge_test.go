@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -497,5 +498,43 @@ func TestNATSIntoQueuesStopsAtMemoryMark(t *testing.T) {
 	}
 	if q.Messages == 0 || q.Messages*len(body) > mark+len(body) {
 		t.Fatalf("queue holds %d messages of %d B (mark %d B, %d sent)", q.Messages, len(body), mark, sent)
+	}
+}
+
+// TestNATSOpenToTheNetworkIsNotBridged: a NATS listener on every interface
+// with no authentication must not reach AMQP's queues, where guest may log
+// in from loopback only and every user's permissions are checked; with a
+// token it is bridged.
+func TestNATSOpenToTheNetworkIsNotBridged(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		token   string
+		bridged bool
+	}{
+		{"no authentication", "", false},
+		{"token", "bridge-token", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := startNATSNode(t, func(cfg *node.Config) {
+				cfg.NATSAddr = "0.0.0.0:0"
+				cfg.NATS.Token = c.token
+			})
+			_, port, err := net.SplitHostPort(n.NATSAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect("nats://127.0.0.1:"+port, nats.Token(c.token))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			ch := streamChannel(t, n)
+			bindQueue(t, ch, "from-nats", "orders.#")
+			publishNATS(t, nc, "orders.created")
+			got := getAll(t, ch, "from-nats")
+			if bridged := len(got) > 0; bridged != c.bridged {
+				t.Fatalf("the NATS publish reached the bound AMQP queue: %v, want %v", bridged, c.bridged)
+			}
+		})
 	}
 }

@@ -364,7 +364,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	if natsLn != nil {
-		if err := n.bridgeSubjects(router); err != nil {
+		if err := n.bridgeSubjects(router, natsLn.Addr()); err != nil {
 			logger.Error("NATS subjects and amq.topic not bridged", "err", err)
 		}
 		n.serve("nats", func() error { return n.natsServer.Serve(n.limited("nats", natsLn)) })
@@ -397,8 +397,20 @@ func startNATS(cfg Config, router *subjects.Router, logger *slog.Logger) (net.Li
 
 // bridgeSubjects makes NATS subjects and amq.topic of vhost "/" one
 // routing space (internal/subjectbridge), within the NATS front end's
-// max_payload and the AMQP front end's memory high-water mark.
-func (n *Node) bridgeSubjects(router *subjects.Router) error {
+// max_payload and the AMQP front end's memory high-water mark, unless the
+// NATS listener takes clients from the network with no authentication:
+// then it warns and bridges nothing.
+func (n *Node) bridgeSubjects(router *subjects.Router, natsAddr net.Addr) error {
+	if n.cfg.NATS.Token == "" && len(n.cfg.NATS.Users) == 0 && !netserve.FromLoopback(natsAddr.String()) {
+		// AMQP lets guest in from loopback only and checks every
+		// user's permissions; a NATS client on the network with no
+		// password at all must not reach AMQP's queues through the
+		// bridge.
+		n.logger.Warn("NATS listener accepts clients from the network without authentication; set --nats-user and --nats-password or --nats-token, or bind loopback (--nats-addr 127.0.0.1:4222)",
+			"addr", natsAddr.String())
+		n.logger.Warn("NATS subjects are not bridged to amq.topic while the NATS listener needs no authentication and is open to the network")
+		return nil
+	}
 	cfg := subjectbridge.Config{MaxPayload: n.natsServer.MaxPayload(), Logger: n.logger}
 	if n.amqpServer != nil {
 		cfg.MemoryLimit = n.amqpServer.Resources().MemoryLimit

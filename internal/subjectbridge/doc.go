@@ -2,8 +2,10 @@
 // amq.topic of vhost "/" one routing space. It belongs to neither core: it
 // is a Sink of the subject router (internal/subjects) and an
 // ExchangeObserver of the queueing core (internal/mq), and the node
-// (internal/node) installs it when the NATS listener is on. Neither core
-// imports the other or this package.
+// (internal/node) installs it when the NATS listener is on and either
+// needs authentication or binds loopback only (a NATS client with no
+// password must not reach AMQP's queues around AMQP's logins and
+// permissions). Neither core imports the other or this package.
 //
 // The model is RabbitMQ's MQTT plugin, which maps MQTT topics onto
 // amq.topic of its configured vhost ("/" by default): NATS's
