@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/nats"
-	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/node"
 )
 
@@ -57,8 +57,8 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		"largest Kafka request other than Produce accepted (capped by --kafka-max-request-bytes)")
 	queuedMax := fs.Int64("kafka-queued-max-request-bytes", kafka.DefaultQueuedMaxRequestBytes,
 		"bytes of Kafka requests read and not yet answered, across all connections, plus what decoding them may allocate while they decode (like queued.max.request.bytes); a connection waits for room before its next request; 0: no bound")
-	maxConns := fs.Int("max-connections", netserve.DefaultMaxConnections(),
-		"open connections per listener (Kafka, AMQP, HTTP, NATS); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
+	maxConns := fs.String("max-connections", "auto",
+		"open connections per listener; one more is closed at once. auto: three eighths of the open-file limit shared by the listeners; 0: no cap")
 	natsFlags := natsServeFlags(fs)
 	secFlags := securityServeFlags(fs)
 	tlsFlags := tlsListenerServeFlags(fs)
@@ -97,11 +97,9 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	if *maxConns < 0 {
-		return usagef("--max-connections must not be negative, got %d", *maxConns)
-	}
-	if *maxConns == 0 {
-		*maxConns = -1 // the node's "no cap"
+	connCap, err := maxConnections(*maxConns)
+	if err != nil {
+		return err
 	}
 	natsCfg, err := natsFlags.config()
 	if err != nil {
@@ -141,7 +139,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaMaxNonProduceRequestBytes: limits.MaxNonProduceRequestBytes,
 		KafkaQueuedMaxRequestBytes:     limits.QueuedMaxRequestBytes,
 		KafkaConnectionsMaxIdle:        limits.ConnectionsMaxIdle,
-		MaxConnections:                 *maxConns,
+		MaxConnections:                 connCap,
 	})
 	if err != nil {
 		return err
@@ -222,6 +220,23 @@ func kafkaLimits(maxIdle time.Duration, maxRequest, maxNonProduce int, queuedMax
 		cfg.QueuedMaxRequestBytes = -1
 	}
 	return cfg, nil
+}
+
+// maxConnections turns --max-connections into the node's setting: "auto"
+// is the node's 0 (its default share of the open-file limit), the flag's
+// 0 ("no cap") the node's negative value.
+func maxConnections(flag string) (int, error) {
+	if flag == "auto" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(flag)
+	switch {
+	case err != nil || n < 0:
+		return 0, usagef("--max-connections must be auto or a number of connections (0: no cap), got %q", flag)
+	case n == 0:
+		return -1, nil
+	}
+	return n, nil
 }
 
 // scrubBytesPerSecond checks --scrub-bytes-per-second and turns its 0 ("no

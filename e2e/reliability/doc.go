@@ -224,8 +224,9 @@
 //     clients must connect within 10 s and everything must work again,
 //     every acknowledged record and confirmed message must be there, and
 //     SIGTERM must end the broker with status 0.
-//   - TestConnectionCapPerListener, with the default cap (an eighth of the
-//     limit per listener): every connection over the cap must be closed
+//   - TestConnectionCapPerListener, with the default cap (three eighths of the
+//     open-file limit shared by the listeners: an eighth each of the
+//     three): every connection over the cap must be closed
 //     at once and logged with the listener's name, the descriptors must
 //     not run out, the clients connected before must keep working in full,
 //     AMQP and HTTP must accept new connections, and after the flood a new

@@ -76,8 +76,9 @@ func TestFileDescriptorsRunOut(t *testing.T) {
 	b.stop(t)
 }
 
-// TestConnectionCapPerListener: under the default cap (an eighth of the
-// open-file limit per listener) connections beyond it are closed at once,
+// TestConnectionCapPerListener: under the default cap (three eighths of
+// the open-file limit shared by the broker's three listeners here: an
+// eighth each) connections beyond it are closed at once,
 // the descriptors never run out, clients connected before and the other
 // listeners are unaffected, and a freed slot is taken again.
 func TestConnectionCapPerListener(t *testing.T) {
@@ -85,7 +86,7 @@ func TestConnectionCapPerListener(t *testing.T) {
 		t.Skip("builds and runs the wharf binary; skipped with -short")
 	}
 	fdLimit := *fdLimitFlag
-	fdFlood, fdDefaultCap := fdLimit+fdOver, fdLimit/8 // netserve.DefaultMaxConnections
+	fdFlood, fdDefaultCap := fdLimit+fdOver, fdLimit*3/8/3 // netserve.DefaultMaxConnections(3)
 	b := startLimitedBroker(t, fdLimit)
 	old := connectClients(t, b)
 	old.mustRoundTrip(t, b, "before the flood")

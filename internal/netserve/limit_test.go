@@ -122,12 +122,18 @@ func TestLimitListenerWithoutCap(t *testing.T) {
 	}
 }
 
-func TestDefaultMaxConnections(t *testing.T) {
+// TestDefaultCapsLeaveTheLogsTheirHalf: whatever the number of listeners,
+// their default caps together stay within what seglog leaves of the
+// open-file limit (it keeps half for segment files), with an eighth to
+// spare for everything else.
+func TestDefaultCapsLeaveTheLogsTheirHalf(t *testing.T) {
 	limit := openFileLimit()
 	if limit <= 0 {
-		t.Skip("no open-file limit to read here")
+		limit = fallbackOpenFiles
 	}
-	if got, want := DefaultMaxConnections(), max(limit/8, 1); got != want {
-		t.Fatalf("DefaultMaxConnections = %d, want an eighth of the limit %d", got, limit)
+	for listeners := 1; listeners <= 8; listeners++ {
+		if all := listeners * DefaultMaxConnections(listeners); all > limit/2-limit/8 {
+			t.Errorf("%d listeners may hold %d connections: more than %d of the limit %d, which seglog's half and a reserve leave", listeners, all, limit/2-limit/8, limit)
+		}
 	}
 }

@@ -95,8 +95,8 @@ type Config struct {
 
 	// MaxConnections caps the open connections of each listener (Kafka, NATS,
 	// AMQP, HTTP): one more is closed at once (netserve.LimitListener).
-	// 0: netserve.DefaultMaxConnections, an eighth of the open-file
-	// limit; negative: no cap.
+	// 0: netserve.DefaultMaxConnections, three eighths of the open-file
+	// limit shared by the node's listeners; negative: no cap.
 	MaxConnections int
 
 	// Security is the user store's bootstrap administrator and the TLS
@@ -449,9 +449,21 @@ func (n *Node) serve(name string, run func() error) {
 func (n *Node) limited(name string, ln net.Listener) net.Listener {
 	max := n.cfg.MaxConnections
 	if max == 0 {
-		max = netserve.DefaultMaxConnections()
+		max = netserve.DefaultMaxConnections(n.listenerCount())
 	}
 	return netserve.LimitListener(ln, max, name, n.logger)
+}
+
+// listenerCount is how many listeners the node bound, among which the
+// default connection caps share the open-file limit.
+func (n *Node) listenerCount() int {
+	count := 0
+	for _, ln := range []net.Listener{n.kafkaListener, n.amqpListener, n.httpListener, n.natsListener, n.tlsListeners.amqps, n.tlsListeners.https} {
+		if ln != nil {
+			count++
+		}
+	}
+	return count
 }
 
 func (n *Node) markDone() { n.doneOnce.Do(func() { close(n.serveDone) }) }
