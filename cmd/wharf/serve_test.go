@@ -81,3 +81,16 @@ func TestServeClosesIdleKafkaConnections(t *testing.T) {
 		t.Errorf("wharf serve after SIGTERM: %v", err)
 	}
 }
+
+func TestMaxConnectionsFlag(t *testing.T) {
+	for flag, want := range map[string]int{"auto": 0, "0": -1, "500": 500} {
+		if got, err := maxConnections(flag); err != nil || got != want {
+			t.Errorf("--max-connections %s: %d, %v; want %d", flag, got, err, want)
+		}
+	}
+	for _, bad := range []string{"-1", "lots", ""} {
+		if _, err := maxConnections(bad); err == nil {
+			t.Errorf("--max-connections %q accepted", bad)
+		}
+	}
+}
