@@ -223,12 +223,22 @@ func TestCloseConnectionReason(t *testing.T) {
 	a, n := newAPI(t)
 	conn := dial(t, n, "")
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	conns := get[[]obj](a, "/api/connections")
+	// The client has its open-ok before the server lists the connection.
+	var conns []obj
+	waitUntil(t, "the connection is listed", func() bool {
+		conns = get[[]obj](a, "/api/connections")
+		return len(conns) == 1
+	})
 	code, body, _ := a.do("DELETE", "/api/connections/"+url.PathEscape(conns[0]["name"].(string)), "", "X-Reason", "maintenance")
 	if code != 204 {
 		t.Fatalf("DELETE: %d %s", code, body)
 	}
-	if e := <-closed; e == nil || e.Reason != "CONNECTION_FORCED - maintenance" {
-		t.Fatalf("close: %+v", e)
+	select {
+	case e := <-closed:
+		if e == nil || e.Reason != "CONNECTION_FORCED - maintenance" {
+			t.Fatalf("close: %+v", e)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("the client was not closed within %v", waitLimit)
 	}
 }

@@ -159,6 +159,14 @@ func (b *Bridge) overMemory() bool {
 	return over
 }
 
+// onlyOwnInterest reports whether the bridge's own subscriptions, which
+// hold amq.topic's bindings in the router, are all that matched: then no
+// NATS client wants the message, and it need not be turned into one only
+// for Deliver to hand it back.
+func (b *Bridge) onlyOwnInterest(res *subjects.Result) bool {
+	return len(res.Plain) == 0 && len(res.Queues) == 1 && res.Queues[0][0].Sink() == subjects.Sink(b)
+}
+
 // amqpMessage is m as an AMQP publish to amq.topic, copied (m's slices
 // are the publisher's), or false if its subject or reply subject is too
 // long for AMQP.
@@ -182,7 +190,7 @@ func (b *Bridge) Route(m *mq.Message) bool {
 	}
 	subject := []byte(m.RoutingKey)
 	res := b.router.Match(subject)
-	if res.Empty() {
+	if res.Empty() || b.onlyOwnInterest(res) {
 		return false
 	}
 	header := natsHeader(&m.Properties)
