@@ -12,7 +12,8 @@ import "github.com/wharf-mq/wharf/internal/amqpwire"
 //
 //   - declare, passive declare, basic.get, basic.consume and queue.purge
 //     get 404 NOT_FOUND "queue 'q' in vhost '/' has crashed and failed to
-//     restart" (RabbitMQ's text for such a queue) on their channel;
+//     restart" (RabbitMQ's text for such a queue; the broker log says
+//     why) on their channel;
 //   - a message routed to it is refused (a nack in confirm mode): it cannot
 //     be stored there, and Wharf never confirms what it did not store
 //     (RabbitMQ drops it);
@@ -22,8 +23,7 @@ import "github.com/wharf-mq/wharf/internal/amqpwire"
 
 // errCrashed is the answer to operations on a crashed queue.
 func errCrashed(queue, vhost string) *Error {
-	return amqpwire.Errorf(amqpwire.CodeNotFound, "%s has crashed and failed to restart: its stored messages "+
-		"could not be read (the broker log says why)", resource("queue", queue, vhost))
+	return amqpwire.Errorf(amqpwire.CodeNotFound, "%s has crashed and failed to restart", resource("queue", queue, vhost))
 }
 
 // crash takes q out of service for good (until a restart): its storage
