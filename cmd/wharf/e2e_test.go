@@ -83,6 +83,7 @@ type server struct {
 	addr     string // bound Kafka address
 	amqpAddr string // bound AMQP address
 	httpAddr string // bound HTTP API address
+	natsAddr string // bound NATS address
 	dataDir  string
 	stderr   *lockedBuffer
 	exited   chan struct{} // closed when the process has exited
@@ -107,17 +108,17 @@ func startServer(t *testing.T, bin string, extra ...string) *server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addrCh := make(chan [3]string, 1)
+	addrCh := make(chan [4]string, 1)
 	var stdoutLines lockedBuffer
 	go func() {
-		// serve prints the AMQP and HTTP listeners, then the data directory.
-		listening := regexp.MustCompile(`^(Kafka|AMQP|HTTP management API) listening on (\S+)`)
-		var addrs [3]string
+		// serve prints its listeners, then the data directory.
+		listening := regexp.MustCompile(`^(Kafka|AMQP|HTTP management API|NATS) listening on (\S+)`)
+		var addrs [4]string
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			fmt.Fprintln(&stdoutLines, sc.Text())
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addrs[map[string]int{"Kafka": 0, "AMQP": 1, "HTTP management API": 2}[m[1]]] = m[2]
+				addrs[map[string]int{"Kafka": 0, "AMQP": 1, "HTTP management API": 2, "NATS": 3}[m[1]]] = m[2]
 			}
 			if strings.HasPrefix(sc.Text(), "Data directory") {
 				addrCh <- addrs
@@ -141,7 +142,7 @@ func startServer(t *testing.T, bin string, extra ...string) *server {
 	})
 	select {
 	case addrs := <-addrCh:
-		s.addr, s.amqpAddr, s.httpAddr = addrs[0], addrs[1], addrs[2]
+		s.addr, s.amqpAddr, s.httpAddr, s.natsAddr = addrs[0], addrs[1], addrs[2], addrs[3]
 	case <-s.exited:
 		t.Fatalf("wharf serve exited before listening: %v\n%s", s.waitErr, s.stderr.String())
 	case <-time.After(30 * time.Second):

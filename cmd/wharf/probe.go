@@ -23,6 +23,7 @@ const (
 	peerKafka  peerKind = iota // a Kafka ApiVersions response
 	peerAMQP                   // AMQP's protocol header, which an AMQP server sends back to anything else
 	peerHTTP                   // an HTTP response (400 for the binary request)
+	peerNATS                   // NATS's INFO line, which a NATS server sends to every new client
 	peerClosed                 // closed the connection without a byte
 	peerOther                  // something else
 )
@@ -68,6 +69,8 @@ func probe(ctx context.Context, addr string) (peerKind, error) {
 		return peerAMQP, nil
 	case "HTTP":
 		return peerHTTP, nil
+	case "INFO":
+		return peerNATS, nil
 	}
 	size := binary.BigEndian.Uint32(head[:])
 	if size < 4 || size > 1<<20 {
@@ -102,6 +105,7 @@ var (
 	kafkaService = service{"Kafka", peerKafka, "--kafka-addr", portOf(defaultKafkaAddr)}
 	amqpService  = service{"AMQP", peerAMQP, "--amqp-addr", portOf(defaultAMQPAddr)}
 	httpService  = service{"HTTP", peerHTTP, "--http-addr", portOf(defaultHTTPAddr)}
+	natsService  = service{"NATS", peerNATS, "--nats-addr", portOf(defaultNATSAddr)}
 )
 
 func portOf(addr string) string {
@@ -122,7 +126,7 @@ func checkPeer(ctx context.Context, addr string, want service) error {
 		return nil
 	}
 	where := fmt.Sprintf("Wharf's %s port is %s unless wharf serve %s sets another", want.name, want.port, want.flag)
-	for _, other := range []service{kafkaService, amqpService, httpService} {
+	for _, other := range []service{kafkaService, amqpService, httpService, natsService} {
 		if kind == other.kind {
 			return fmt.Errorf("%s speaks %s, not %s; %s", addr, other.name, want.name, where)
 		}

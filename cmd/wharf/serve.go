@@ -29,6 +29,7 @@ const (
 	defaultKafkaAddr = ":9092"
 	defaultAMQPAddr  = ":5672"
 	defaultHTTPAddr  = ":15672"
+	defaultNATSAddr  = ":4222"
 )
 
 func runServe(ctx context.Context, args []string, std stdio) error {
@@ -260,7 +261,7 @@ type natsFlags struct {
 
 func natsServeFlags(fs *flag.FlagSet) natsFlags {
 	return natsFlags{
-		addr:       fs.String("nats-addr", ":4222", "Core NATS listener address (empty: no NATS listener)"),
+		addr:       fs.String("nats-addr", defaultNATSAddr, "Core NATS listener address (empty: no NATS listener)"),
 		user:       fs.String("nats-user", "", "user NATS clients must connect as (with --nats-password)"),
 		password:   fs.String("nats-password", "", "password of --nats-user"),
 		token:      fs.String("nats-token", "", "token NATS clients must connect with (instead of a user)"),

@@ -27,6 +27,8 @@ func TestWrongPortSaysWhatIsThere(t *testing.T) {
 		{[]string{"policies", "list", "--http-server", s.addr}, s.addr + " speaks Kafka, not HTTP; Wharf's HTTP port is 15672"},
 		{[]string{"policies", "list", "--http-server", s.amqpAddr}, s.amqpAddr + " speaks AMQP, not HTTP"},
 		{[]string{"policies", "list", "--http-server", dead}, "nothing listens on " + dead},
+		{[]string{"topics", "list", "--bootstrap-server", s.natsAddr}, s.natsAddr + " speaks NATS, not Kafka"},
+		{[]string{"policies", "list", "--http-server", s.natsAddr}, s.natsAddr + " speaks NATS, not HTTP"},
 	}
 	for _, c := range cases {
 		start := time.Now()

@@ -518,7 +518,8 @@ func (n *Node) Err() error {
 }
 
 // Close shuts the node down. The HTTP management API stops first (it
-// finishes requests in flight until ctx expires). Then the AMQP server: it closes its
+// finishes requests in flight until ctx expires), then the NATS server,
+// which holds nothing on the cores. Then the AMQP server: it closes its
 // connections (connection.close 320 CONNECTION_FORCED) and returns their
 // unacknowledged deliveries to the queues while the cores are still open.
 // Then the Kafka server stops accepting and finishes in-flight requests
