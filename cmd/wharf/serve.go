@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -60,11 +61,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		"open connections per listener (Kafka, AMQP, HTTP, NATS); one more is closed at once. Default: an eighth of the open-file limit; 0: no cap")
 	natsFlags := natsServeFlags(fs)
 	secFlags := securityServeFlags(fs)
-	env := bindEnv(fs, append([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
+	kafkaSecFlags := kafkaSecurityServeFlags(fs)
+	env := bindEnv(fs, slices.Concat([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
 		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
-		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv...)...)
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, kafkaSecurityEnv)...)
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -111,7 +113,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
-	n, err := node.Start(node.Config{
+	cfg := node.Config{
 		DataDir:           *dataDir,
 		KafkaAddr:         *kafkaAddr,
 		AMQPAddr:          *amqpAddr,
@@ -134,11 +136,17 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaQueuedMaxRequestBytes:     limits.QueuedMaxRequestBytes,
 		KafkaConnectionsMaxIdle:        limits.ConnectionsMaxIdle,
 		MaxConnections:                 *maxConns,
-	})
+	}
+	if err := kafkaSecFlags.apply(fs, &cfg); err != nil {
+		return err
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(std.out, "Kafka listening on %s (advertised as %s)\n", n.KafkaAddr(), n.AdvertisedKafkaAddr())
+	for _, e := range n.KafkaEndpoints() {
+		fmt.Fprintf(std.out, "Kafka listening on %s (%s, advertised as %s)\n", e.Addr, e.Protocol, e.Advertised)
+	}
 	if n.AMQPAddr() != "" {
 		fmt.Fprintf(std.out, "AMQP listening on %s\n", n.AMQPAddr())
 	}

@@ -23,9 +23,9 @@ import (
 // (unknown: UNKNOWN_TOPIC_ID). Authorized operations (v8+) report everything
 // as allowed, since Wharf has no ACLs.
 
-func (s *Server) handleMetadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
+func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker()}
+	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker(r.conn.listener)}
 	clusterID := s.broker.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.broker.NodeID()
@@ -68,12 +68,13 @@ func (s *Server) handleMetadata(req *kmsg.MetadataRequest) (kmsg.Response, error
 
 var errNoTopicNameOrID = errors.New("topic has neither name nor ID")
 
-// metadataBroker describes this node as clients should reach it.
-func (s *Server) metadataBroker() kmsg.MetadataResponseBroker {
+// metadataBroker describes this node as clients of listener l should
+// reach it.
+func (s *Server) metadataBroker(l *Listener) kmsg.MetadataResponseBroker {
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID = s.broker.NodeID()
-	b.Host = s.cfg.AdvertisedHost
-	b.Port = s.cfg.AdvertisedPort
+	b.Host = l.AdvertisedHost
+	b.Port = l.AdvertisedPort
 	return b
 }
 

@@ -20,7 +20,7 @@ const (
 	coordinatorTypeTransaction = 1
 )
 
-func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
@@ -33,7 +33,7 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.R
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
-			b := s.metadataBroker()
+			b := s.metadataBroker(r.conn.listener)
 			c.NodeID, c.Host, c.Port = b.NodeID, b.Host, b.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,9 +90,8 @@ func (s *Server) checkBrokerResource(name string) error {
 // (listener, request size limit), sorted by name. All are static: set at
 // start-up.
 func (s *Server) brokerConfigs() []broker.ConfigEntry {
-	listener := "PLAINTEXT://" + net.JoinHostPort(s.cfg.AdvertisedHost, strconv.Itoa(int(s.cfg.AdvertisedPort)))
 	entries := append(s.broker.Configs(),
-		broker.ConfigEntry{Name: "advertised.listeners", Value: listener, ReadOnly: true},
+		broker.ConfigEntry{Name: "advertised.listeners", Value: s.advertisedListeners(), ReadOnly: true},
 		broker.ConfigEntry{Name: "socket.request.max.bytes", Value: strconv.Itoa(int(s.cfg.MaxRequestBytes)),
 			IsDefault: s.cfg.MaxRequestBytes == DefaultMaxRequestBytes, ReadOnly: true},
 	)

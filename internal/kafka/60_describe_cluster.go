@@ -17,7 +17,7 @@ const (
 	endpointTypeControllers = 2
 )
 
-func (s *Server) handleDescribeCluster(req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeCluster(r *request, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
@@ -33,7 +33,7 @@ func (s *Server) handleDescribeCluster(req *kmsg.DescribeClusterRequest) (kmsg.R
 	resp.ClusterID = s.broker.ClusterID()
 	resp.ControllerID = s.broker.NodeID()
 	b := kmsg.NewDescribeClusterResponseBroker()
-	mb := s.metadataBroker()
+	mb := s.metadataBroker(r.conn.listener)
 	b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	if req.IncludeClusterAuthorizedOperations {

@@ -76,7 +76,7 @@ func (s *Server) handle(r *request) (*response, error) {
 	case *kmsg.ListOffsetsRequest:
 		return reply(s.handleListOffsets(m))
 	case *kmsg.MetadataRequest:
-		return reply(s.handleMetadata(m))
+		return reply(s.handleMetadata(r, m))
 	case *kmsg.ApiVersionsRequest:
 		return reply(s.handleApiVersions(m))
 	case *kmsg.CreateTopicsRequest:
@@ -96,7 +96,7 @@ func (s *Server) handle(r *request) (*response, error) {
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return reply(s.handleIncrementalAlterConfigs(m))
 	case *kmsg.DescribeClusterRequest:
-		return reply(s.handleDescribeCluster(m))
+		return reply(s.handleDescribeCluster(r, m))
 	case *kmsg.InitProducerIDRequest:
 		return reply(s.handleInitProducerID(m))
 	case *kmsg.OffsetCommitRequest:
@@ -104,7 +104,7 @@ func (s *Server) handle(r *request) (*response, error) {
 	case *kmsg.OffsetFetchRequest:
 		return reply(s.handleOffsetFetch(m))
 	case *kmsg.FindCoordinatorRequest:
-		return reply(s.handleFindCoordinator(m))
+		return reply(s.handleFindCoordinator(r, m))
 	case *kmsg.JoinGroupRequest:
 		return reply(s.handleJoinGroup(r, m))
 	case *kmsg.HeartbeatRequest:

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,7 +48,9 @@ import (
 // A connection idle for Config.ConnectionsMaxIdle is closed (conn_idle.go).
 type conn struct {
 	s        *Server
-	nc       net.Conn
+	listener *Listener // the listener that accepted it
+	nc       net.Conn  // a *tls.Conn on a TLS listener
+	raw      net.Conn  // the socket under nc, which Kill closes without a TLS alert
 	r        *bufio.Reader
 	remote   string
 	log      *slog.Logger
@@ -86,16 +89,22 @@ const (
 	readBufferSize = 4 << 10
 )
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	remote := nc.RemoteAddr().String()
+	raw := nc
+	if l.TLS != nil {
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
-		s:       s,
-		nc:      nc,
-		r:       bufio.NewReaderSize(nc, readBufferSize),
-		remote:  remote,
-		log:     s.log.With("remote", remote),
-		maxIdle: s.cfg.ConnectionsMaxIdle,
-		stop:    make(chan struct{}),
+		s:        s,
+		listener: l,
+		nc:       nc,
+		raw:      raw,
+		r:        bufio.NewReaderSize(nc, readBufferSize),
+		remote:   remote,
+		log:      s.log.With("remote", remote),
+		maxIdle:  s.cfg.ConnectionsMaxIdle,
+		stop:     make(chan struct{}),
 	}
 	c.inflight.init(maxInFlight, maxInFlightBytes)
 	c.markActive() // idle from the moment it is accepted
@@ -157,6 +166,9 @@ func (c *conn) stopReading() {
 func (c *conn) serve() {
 	defer c.nc.Close()
 	c.armIdleDeadline()
+	if !c.handshakeTLS() {
+		return
+	}
 	queue := make(chan *exchange, maxInFlight)
 	writerDone := make(chan struct{})
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +42,8 @@ const (
 // Config configures a Server.
 type Config struct {
 	// AdvertisedHost and AdvertisedPort are what Metadata and
-	// DescribeCluster tell clients to connect to.
+	// DescribeCluster tell clients of Serve's PLAINTEXT listener to
+	// connect to (ServeListener's listeners carry their own).
 	AdvertisedHost string
 	AdvertisedPort int32
 	// MaxRequestBytes (socket.request.max.bytes) bounds one Produce
@@ -116,6 +118,10 @@ type Server struct {
 	cancelGroupWait context.CancelFunc
 	// txns is the transaction coordinator (nil: none).
 	txns *txn.Coordinator
+
+	// listeners are the listeners served, for advertised.listeners.
+	listenersMu sync.Mutex
+	listeners   []*Listener
 }
 
 // NewServer returns a Server answering for b.
@@ -147,10 +153,10 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		upFront:  newRequestBudget(cfg.QueuedMaxRequestBytes / 4),
 	}
 	s.netsrv = netserve.New(s.log, netserve.Hooks[*conn]{
-		NewConn: func(nc net.Conn) *conn { return newConn(s, nc) },
+		NewConn: func(nc net.Conn) *conn { l := s.defaultListener(); return newConn(s, nc, &l) },
 		Serve:   (*conn).serve,
 		Stop:    (*conn).stopReading,
-		Kill:    func(c *conn) { c.nc.Close() },
+		Kill:    func(c *conn) { c.raw.Close() },
 	})
 	s.done = s.netsrv.Done()
 	s.groups = cfg.Groups
@@ -161,9 +167,11 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own
-// goroutine. It returns nil after Shutdown and the accept error otherwise.
-// Serve takes ownership of ln and closes it.
-func (s *Server) Serve(ln net.Listener) error { return s.netsrv.Serve(ln) }
+// goroutine, as a PLAINTEXT listener advertised at Config.AdvertisedHost
+// and AdvertisedPort (ServeListener serves others). It returns nil after
+// Shutdown and the accept error otherwise. Serve takes ownership of ln and
+// closes it.
+func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, s.defaultListener()) }
 
 // isClosing reports whether Shutdown has started.
 func (s *Server) isClosing() bool { return s.netsrv.Closing() }

@@ -5,12 +5,12 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +36,13 @@ type Config struct {
 	// KafkaAddr is the Kafka listener's address, e.g. ":9092". Port 0 picks a
 	// free port; Node.KafkaAddr reports the one bound.
 	KafkaAddr string
+	// KafkaListeners, when set, replaces KafkaAddr with listeners of
+	// several security protocols (--kafka-listeners); see
+	// kafka_listeners.go.
+	KafkaListeners []KafkaListener
+	// NodeID is the broker id clients see (0: 1, as in Kafka's sample
+	// server.properties).
+	NodeID int32
 	// AMQPAddr is the AMQP 0-9-1 listener's address, e.g. ":5672"; empty
 	// binds nothing. Port 0 picks a free port; Node.AMQPAddr reports it.
 	AMQPAddr string
@@ -108,7 +115,7 @@ type Node struct {
 	users  *users.Store
 	certs  *tlsconf.Reloader // nil without TLS
 
-	kafkaListener   net.Listener
+	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
 	groups          *group.Coordinator
 	txns            *txn.Coordinator
@@ -149,6 +156,7 @@ func Start(cfg Config) (*Node, error) {
 
 	b, err := broker.Open(broker.Config{
 		DataDir:             cfg.DataDir,
+		NodeID:              cmp.Or(cfg.NodeID, 1),
 		AutoCreateTopics:    cfg.AutoCreateTopics,
 		DefaultPartitions:   cfg.DefaultPartitions,
 		Fsync:               cfg.Fsync,
@@ -169,19 +177,19 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 
-	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	ln, err := listenKafka(cfg, certs)
 	if err != nil {
 		// The broker is already open: close it so its logs get their
 		// clean-shutdown markers and the next start skips recovery.
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed listen", "err", cerr)
 		}
-		return nil, fmt.Errorf("node: listen for Kafka on %q: %w", cfg.KafkaAddr, err)
+		return nil, err
 	}
 	var amqpLn net.Listener
 	if cfg.AMQPAddr != "" {
 		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
-			ln.Close()
+			ln.close()
 			if cerr := b.Close(); cerr != nil {
 				logger.Error("closing broker after failed listen", "err", cerr)
 			}
@@ -191,7 +199,7 @@ func Start(cfg Config) (*Node, error) {
 	var httpLn net.Listener
 	if cfg.HTTPAddr != "" {
 		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			ln.Close()
+			ln.close()
 			if amqpLn != nil {
 				amqpLn.Close()
 			}
@@ -203,7 +211,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	natsLn, natsSrv, err := startNATS(cfg, logger)
 	if err != nil {
-		ln.Close()
+		ln.close()
 		if amqpLn != nil {
 			amqpLn.Close()
 		}
@@ -222,7 +230,7 @@ func Start(cfg Config) (*Node, error) {
 	groupCfg.Logger = logger
 	groups, err := group.Open(groupCfg)
 	if err != nil {
-		ln.Close()
+		ln.close()
 		if amqpLn != nil {
 			amqpLn.Close()
 		}
@@ -244,7 +252,7 @@ func Start(cfg Config) (*Node, error) {
 	txnCfg.Broker, txnCfg.Groups, txnCfg.Logger = b, groups, logger
 	txns, err := txn.Open(txnCfg)
 	if err != nil {
-		ln.Close()
+		ln.close()
 		if amqpLn != nil {
 			amqpLn.Close()
 		}
@@ -260,9 +268,6 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
-
 	n := &Node{
 		cfg:             cfg,
 		logger:          logger,
@@ -271,18 +276,16 @@ func Start(cfg Config) (*Node, error) {
 		certs:           certs,
 		groups:          groups,
 		txns:            txns,
-		kafkaListener:   ln,
+		kafkaListeners:  ln,
 		amqpListener:    amqpLn,
 		httpListener:    httpLn,
 		natsListener:    natsLn,
 		natsServer:      natsSrv,
-		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
+		advertisedKafka: ln[0].advertised(),
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
 	}
 	n.kafkaServer = kafka.NewServer(b, kafka.Config{
-		AdvertisedHost:            host,
-		AdvertisedPort:            int32(port),
 		MaxRequestBytes:           cfg.MaxRequestBytes,
 		MaxNonProduceRequestBytes: cfg.KafkaMaxNonProduceRequestBytes,
 		QueuedMaxRequestBytes:     cfg.KafkaQueuedMaxRequestBytes,
@@ -291,8 +294,7 @@ func Start(cfg Config) (*Node, error) {
 		Groups:                    groups,
 		Transactions:              txns,
 	})
-	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.limited("kafka", n.kafkaListener)) })
-	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
+	n.serveKafka(cfg.Security.TLS.ClientCA != "")
 
 	if amqpLn != nil {
 		amqpCfg := cfg.AMQP
@@ -313,7 +315,7 @@ func Start(cfg Config) (*Node, error) {
 		apiCfg := httpapi.Config{
 			Users:         cfg.AMQP.Users,
 			LoopbackUsers: cfg.AMQP.LoopbackUsers,
-			Listeners:     []httpapi.Listener{{Protocol: "kafka", Addr: ln.Addr()}, {Protocol: "http", Addr: httpLn.Addr()}},
+			Listeners:     []httpapi.Listener{{Protocol: "kafka", Addr: ln[0].ln.Addr()}, {Protocol: "http", Addr: httpLn.Addr()}},
 			Version:       version.String(),
 			Logger:        logger.With("component", "http"),
 		}
@@ -410,9 +412,9 @@ func (n *Node) NATSAddr() string {
 	return n.natsListener.Addr().String()
 }
 
-// KafkaAddr is the address the Kafka listener is bound to, e.g.
+// KafkaAddr is the address the (first) Kafka listener is bound to, e.g.
 // "127.0.0.1:41234" (with the real port when the config asked for port 0).
-func (n *Node) KafkaAddr() string { return n.kafkaListener.Addr().String() }
+func (n *Node) KafkaAddr() string { return n.kafkaListeners[0].ln.Addr().String() }
 
 // AMQPAddr is the address the AMQP listener is bound to, or "" when the
 // node was started without one.
@@ -423,7 +425,8 @@ func (n *Node) AMQPAddr() string {
 	return n.amqpListener.Addr().String()
 }
 
-// AdvertisedKafkaAddr is the host:port Metadata responses tell clients to use.
+// AdvertisedKafkaAddr is the host:port Metadata responses tell clients of
+// the (first) Kafka listener to use.
 func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 
 // Broker is the node's broker core.
