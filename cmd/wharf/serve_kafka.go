@@ -2,27 +2,35 @@ package main
 
 import (
 	"flag"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/node"
 )
 
 // kafkaSecurityFlags are wharf serve's Kafka listener and security flags.
 type kafkaSecurityFlags struct {
-	listeners *string
+	listeners       *string
+	sessionLifetime *time.Duration
 }
 
 func kafkaSecurityServeFlags(fs *flag.FlagSet) kafkaSecurityFlags {
 	return kafkaSecurityFlags{
 		listeners: fs.String("kafka-listeners", "",
 			"Kafka listeners in Kafka's syntax, instead of --kafka-addr: PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://:9093,SSL://:9094,SASL_SSL://:9095 (SSL and SASL_SSL use --tls-cert)"),
+		sessionLifetime: fs.Duration("kafka-sasl-session-lifetime", 0,
+			"how long a Kafka SASL login lasts before the client must re-authenticate (connections.max.reauth.ms); 0: forever"),
 	}
 }
 
 // kafkaSecurityEnv names the flags bindEnv maps to WHARF_ variables.
-var kafkaSecurityEnv = []string{"kafka-listeners"}
+var kafkaSecurityEnv = []string{"kafka-listeners", "kafka-sasl-session-lifetime"}
 
 // apply checks the flags and sets them in cfg.
 func (f kafkaSecurityFlags) apply(fs *flag.FlagSet, cfg *node.Config) error {
+	if *f.sessionLifetime < 0 {
+		return usagef("--kafka-sasl-session-lifetime must not be negative, got %v", *f.sessionLifetime)
+	}
+	cfg.KafkaSecurity.SASLSessionLifetime = *f.sessionLifetime
 	if *f.listeners == "" {
 		return nil
 	}

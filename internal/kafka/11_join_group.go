@@ -40,7 +40,7 @@ func (s *Server) handleJoinGroup(r *request, req *kmsg.JoinGroupRequest) (kmsg.R
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	res := coord.JoinGroup(s.groupWait, jr)
+	res := coord.JoinGroup(s.shutdownCtx, jr)
 	resp.MemberID = res.MemberID
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)

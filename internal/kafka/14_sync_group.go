@@ -33,7 +33,7 @@ func (s *Server) handleSyncGroup(req *kmsg.SyncGroupRequest) (kmsg.Response, err
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	res := coord.SyncGroup(s.groupWait, sr)
+	res := coord.SyncGroup(s.shutdownCtx, sr)
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)
 		return resp, nil

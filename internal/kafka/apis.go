@@ -35,6 +35,12 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.DescribeCluster:         {0, 2},
 	kmsg.InitProducerID:          {0, 5},
 
+	// Security.
+	kmsg.SASLHandshake:                {0, 1},
+	kmsg.SASLAuthenticate:             {0, 2},
+	kmsg.DescribeUserSCRAMCredentials: {0, 0},
+	kmsg.AlterUserSCRAMCredentials:    {0, 0},
+
 	// Groups (internal/group).
 	kmsg.OffsetCommit:           {0, 10},
 	kmsg.OffsetFetch:            {0, 10},
@@ -79,6 +85,14 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleMetadata(r, m))
 	case *kmsg.ApiVersionsRequest:
 		return reply(s.handleApiVersions(m))
+	case *kmsg.SASLHandshakeRequest:
+		return r.conn.handleSaslHandshake(m)
+	case *kmsg.SASLAuthenticateRequest:
+		return r.conn.handleSaslAuthenticate(m)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return reply(s.handleDescribeUserScramCredentials(r, m))
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return reply(s.handleAlterUserScramCredentials(r, m))
 	case *kmsg.CreateTopicsRequest:
 		return reply(s.handleCreateTopics(m))
 	case *kmsg.DeleteTopicsRequest:

@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/authlimit"
 )
 
 // conn serves one client connection.
@@ -53,12 +55,14 @@ type conn struct {
 	raw      net.Conn  // the socket under nc, which Kill closes without a TLS alert
 	r        *bufio.Reader
 	remote   string
+	remoteIP string // for ACL hosts and the failed-login limiter
 	log      *slog.Logger
 	wbuf     []byte // reused response encoding buffer; the writer's only
 	clientID string // of the last request read, for log lines; the reader's only
 
 	inflight inflight
 	order    produceOrder // the reader's only
+	auth     authState    // the reader's only (conn_auth.go)
 
 	// ended is set when the writer gave up on the connection (a failed
 	// write, or a request that closes it): the reader stops, quietly.
@@ -102,7 +106,9 @@ func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 		raw:      raw,
 		r:        bufio.NewReaderSize(nc, readBufferSize),
 		remote:   remote,
+		remoteIP: authlimit.RemoteIP(nc.RemoteAddr()),
 		log:      s.log.With("remote", remote),
+		auth:     newAuthState(l),
 		maxIdle:  s.cfg.ConnectionsMaxIdle,
 		stop:     make(chan struct{}),
 	}
@@ -117,6 +123,9 @@ type request struct {
 	msg      kmsg.Request
 	received time.Time
 	conn     *conn
+	// principal is who the connection had authenticated as when the
+	// request was read (conn_auth.go).
+	principal string
 }
 
 // response is what a handler hands back to its connection.
@@ -131,6 +140,10 @@ type response struct {
 	// Kafka does so after an acks=0 produce that failed, the only way such
 	// a producer learns to refresh its metadata.
 	closeConn bool
+
+	// raw, when msg is nil, is written as a bare size-prefixed frame:
+	// a SASL token after SaslHandshake v0.
+	raw []byte
 }
 
 // exchange is one request on its way from the reader to the writer.
@@ -257,11 +270,18 @@ func (c *conn) admit(frame []byte) (decodeCharge int64, ok bool) {
 // caller charged to the request budget for decoding, is returned as soon
 // as kmsg is done.
 func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
+	if c.auth.rawTokens {
+		c.s.budget.release(decodeCharge)
+		return c.dispatchRawSASLToken(frame)
+	}
 	received := time.Now()
 	hdr, msg, err := decodeRequest(frame)
 	c.s.budget.release(decodeCharge)
 	c.clientID = hdr.clientID
 	ex := &exchange{correlationID: hdr.correlationID, done: make(chan struct{})}
+	if err == nil {
+		err = c.admitBeforeAuthentication(hdr)
+	}
 	switch {
 	case errors.Is(err, errUnsupportedApiVersions):
 		c.log.Debug("ApiVersions at an unsupported version; answering with v0 UNSUPPORTED_VERSION",
@@ -277,7 +297,7 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 		return ex
 	}
 
-	r := &request{header: hdr, msg: msg, received: received, conn: c}
+	r := &request{header: hdr, msg: msg, received: received, conn: c, principal: c.auth.principal}
 	if produce, ok := msg.(*kmsg.ProduceRequest); ok {
 		// A produce request's decoded form points into the frame only
 		// for its records, which nothing keeps after the append.
@@ -290,6 +310,18 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 	c.inflight.waitAlone()
 	c.order.reset() // nothing is in flight: forget the finished appends
 	c.handle(ex, r)
+	return ex
+}
+
+// dispatchRawSASLToken handles a bare SASL token (after SaslHandshake v0)
+// once the connection is otherwise idle.
+func (c *conn) dispatchRawSASLToken(frame []byte) *exchange {
+	ex := &exchange{done: make(chan struct{})}
+	defer close(ex.done)
+	c.inflight.waitAlone()
+	var ok bool
+	ex.resp, ok = c.rawSASLToken(frame)
+	ex.closeAfter = !ok
 	return ex
 }
 
@@ -382,14 +414,21 @@ func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
 		return false
 	}
 	if resp != nil {
-		if resp.msg != nil {
-			if err := c.write(ex.correlationID, resp.msg, resp.fetch); err != nil {
-				c.logWriteError(err)
-				return false
-			}
-			c.markActive()
-		} else if resp.fetch != nil {
+		var err error
+		switch {
+		case resp.msg != nil:
+			err = c.write(ex.correlationID, resp.msg, resp.fetch)
+		case resp.raw != nil:
+			err = c.writeRaw(resp.raw)
+		case resp.fetch != nil:
 			resp.fetch.release()
+		}
+		if err != nil {
+			c.logWriteError(err)
+			return false
+		}
+		if resp.msg != nil || resp.raw != nil {
+			c.markActive()
 		}
 	}
 	return !ex.closeAfter
@@ -421,6 +460,9 @@ var errRequestTooLarge = errors.New("request too large")
 // when the size needs it. The error names what the client sent of the
 // request header, for the log line.
 func (c *conn) checkSize(size int64) error {
+	if !c.authenticated() && size > maxUnauthenticatedRequest {
+		return fmt.Errorf("%w: size %d before SASL authentication, limit %d", errRequestTooLarge, size, maxUnauthenticatedRequest)
+	}
 	limit := int64(c.s.cfg.MaxRequestBytes)
 	if size > int64(c.s.cfg.MaxNonProduceRequestBytes) && size <= limit {
 		// Only a produce request may be this large.
@@ -502,6 +544,14 @@ func (c *conn) write(correlationID int32, msg kmsg.Response, fd *fetchData) erro
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not pin a large buffer to an idle connection
 	}
+	return err
+}
+
+// writeRaw writes a bare size-prefixed frame.
+func (c *conn) writeRaw(payload []byte) error {
+	c.wbuf = binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(payload)))
+	c.wbuf = append(c.wbuf, payload...)
+	_, err := c.nc.Write(c.wbuf)
 	return err
 }
 

@@ -21,6 +21,7 @@ func (c *conn) handshakeTLS() bool {
 	err := tc.Handshake()
 	switch {
 	case err == nil:
+		c.tlsPrincipal(tc.ConnectionState())
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		// A client that connects and leaves (a port probe).

@@ -13,10 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/txn"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 // Defaults of the connection limits in Config.
@@ -77,6 +79,17 @@ type Config struct {
 	// to; nil makes them answer COORDINATOR_NOT_AVAILABLE. Its owner (the
 	// node) opens it and closes it after Shutdown.
 	Transactions *txn.Coordinator
+
+	// Users checks SASL logins and holds the SCRAM credentials that
+	// Describe/AlterUserScramCredentials manage; nil: every login fails.
+	Users *users.Store
+	// SASLSessionLifetime (connections.max.reauth.ms) is how long a SASL
+	// login lasts before the client must re-authenticate (KIP-368); 0:
+	// forever.
+	SASLSessionLifetime time.Duration
+	// LoginLimiter slows down repeated failed logins from one address;
+	// nil: no limit.
+	LoginLimiter *authlimit.Limiter
 }
 
 // Server serves the Kafka protocol for one broker. Create it with NewServer,
@@ -110,12 +123,13 @@ type Server struct {
 	// done is closed when Shutdown starts: it wakes fetch long polls so
 	// that in-flight requests finish promptly.
 	done <-chan struct{}
-	// groups is the group coordinator (nil: none). groupWait ends when
-	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
-	// wait for a rebalance.
-	groups          *group.Coordinator
-	groupWait       context.Context
-	cancelGroupWait context.CancelFunc
+	// groups is the group coordinator (nil: none).
+	groups *group.Coordinator
+	// shutdownCtx ends when Shutdown starts, releasing requests that
+	// wait: JoinGroup and SyncGroup for a rebalance, a login the
+	// failed-login limiter slows down.
+	shutdownCtx       context.Context
+	cancelShutdownCtx context.CancelFunc
 	// txns is the transaction coordinator (nil: none).
 	txns *txn.Coordinator
 
@@ -160,7 +174,7 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 	})
 	s.done = s.netsrv.Done()
 	s.groups = cfg.Groups
-	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
+	s.shutdownCtx, s.cancelShutdownCtx = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
 	s.txns = cfg.Transactions
 	return s
@@ -182,6 +196,6 @@ func (s *Server) isClosing() bool { return s.netsrv.Closing() }
 // at once and ctx's error is returned; a connection goroutine may still be
 // finishing a handler (inside an fsync, say) then.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.cancelGroupWait()
+	s.cancelShutdownCtx()
 	return s.netsrv.Shutdown(ctx)
 }

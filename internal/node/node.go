@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqp"
+	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
@@ -40,6 +41,9 @@ type Config struct {
 	// several security protocols (--kafka-listeners); see
 	// kafka_listeners.go.
 	KafkaListeners []KafkaListener
+	// KafkaSecurity is the Kafka listeners' SASL session lifetime, ACL
+	// authorizer and super users (kafka_security.go).
+	KafkaSecurity KafkaSecurityConfig
 	// NodeID is the broker id clients see (0: 1, as in Kafka's sample
 	// server.properties).
 	NodeID int32
@@ -114,6 +118,8 @@ type Node struct {
 	broker *broker.Broker
 	users  *users.Store
 	certs  *tlsconf.Reloader // nil without TLS
+
+	logins *authlimit.Limiter // failed logins per address, shared by every protocol
 
 	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
@@ -274,6 +280,7 @@ func Start(cfg Config) (*Node, error) {
 		broker:          b,
 		users:           userStore,
 		certs:           certs,
+		logins:          authlimit.New(authlimit.Config{}),
 		groups:          groups,
 		txns:            txns,
 		kafkaListeners:  ln,
@@ -285,15 +292,7 @@ func Start(cfg Config) (*Node, error) {
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
 	}
-	n.kafkaServer = kafka.NewServer(b, kafka.Config{
-		MaxRequestBytes:           cfg.MaxRequestBytes,
-		MaxNonProduceRequestBytes: cfg.KafkaMaxNonProduceRequestBytes,
-		QueuedMaxRequestBytes:     cfg.KafkaQueuedMaxRequestBytes,
-		ConnectionsMaxIdle:        cfg.KafkaConnectionsMaxIdle,
-		Logger:                    logger, // the server tags its lines component=kafka
-		Groups:                    groups,
-		Transactions:              txns,
-	})
+	n.kafkaServer = kafka.NewServer(b, n.kafkaConfig())
 	n.serveKafka(cfg.Security.TLS.ClientCA != "")
 
 	if amqpLn != nil {
