@@ -13,7 +13,9 @@ import (
 // INVALID_REQUEST. A key whose partition of __consumer_offsets or
 // __transaction_state is offline or could not be read is
 // COORDINATOR_NOT_AVAILABLE, as Kafka answers while no broker has that
-// partition loaded.
+// partition loaded. A group key needs DESCRIBE on the group (else
+// GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 const (
 	coordinatorTypeGroup       = 0
@@ -29,7 +31,7 @@ func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequ
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if err := s.coordinatorFor(req.CoordinatorType, key); err != nil {
+		if err := s.coordinatorFor(r, req.CoordinatorType, key); err != nil {
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
@@ -47,16 +49,23 @@ func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequ
 	return resp, nil
 }
 
-// coordinatorFor reports whether this node can coordinate a key now.
-func (s *Server) coordinatorFor(keyType int8, key string) error {
+// coordinatorFor reports whether this node can coordinate a key now for
+// r's principal.
+func (s *Server) coordinatorFor(r *request, keyType int8, key string) error {
 	switch keyType {
 	case coordinatorTypeGroup:
+		if !s.allowed(r, opDescribe, resGroup, key) {
+			return errGroupDenied
+		}
 		groups, err := s.coordinator()
 		if err != nil {
 			return err
 		}
 		return groups.Available(key)
 	case coordinatorTypeTransaction:
+		if !s.allowed(r, opDescribe, resTxnID, key) {
+			return errTxnIDDenied
+		}
 		txns, err := s.transactions()
 		if err != nil {
 			return err

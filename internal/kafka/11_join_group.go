@@ -13,12 +13,14 @@ import (
 // dynamic members first get a member id with MEMBER_ID_REQUIRED (KIP-394);
 // v5+ carry group.instance.id (KIP-345); v9 tells a static leader that
 // rejoined a stable group to keep the current assignment (SkipAssignment).
+// It needs READ on the group (else GROUP_AUTHORIZATION_FAILED), as do
+// SyncGroup, Heartbeat and LeaveGroup.
 
 func (s *Server) handleJoinGroup(r *request, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return resp, nil

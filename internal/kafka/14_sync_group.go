@@ -12,9 +12,9 @@ import (
 // until the leader's has been stored, then returns its own. v3+ carry the
 // instance id; v5+ the protocol type and name, which must be the group's.
 
-func (s *Server) handleSyncGroup(req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
+func (s *Server) handleSyncGroup(r *request, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return resp, nil

@@ -24,14 +24,24 @@ import (
 // ConfigNames filters (null: all; unknown names are left out). v1+ reports
 // Source and, if asked, synonyms (the entry itself and, for a default topic
 // config, the broker config it falls back to); v3+ the config type.
-// Documentation is not available (null).
+// Documentation is not available (null). A topic needs DESCRIBE_CONFIGS
+// (else TOPIC_AUTHORIZATION_FAILED), the broker DESCRIBE_CONFIGS on the
+// cluster (else CLUSTER_AUTHORIZATION_FAILED); AlterConfigs and
+// IncrementalAlterConfigs need ALTER_CONFIGS alike.
 
-func (s *Server) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeConfigs(r *request, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, source, err := s.resourceConfigs(rr.ResourceType, rr.ResourceName)
+		var (
+			entries []broker.ConfigEntry
+			source  func(broker.ConfigEntry) kmsg.ConfigSource
+		)
+		err := s.configResourceAllowed(r, rr.ResourceType, rr.ResourceName, opDescribeConfigs)
+		if err == nil {
+			entries, source, err = s.resourceConfigs(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode = errorCode(err)
 			sr.ErrorMessage = errorMessage(err)
@@ -74,6 +84,22 @@ func (s *Server) resourceConfigs(typ kmsg.ConfigResourceType, name string) (
 	default:
 		return nil, nil, kafkaErrorf(kerr.InvalidRequest, "config resource type %v is not supported", typ)
 	}
+}
+
+// configResourceAllowed checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+// a config resource: the topic, or the cluster for the broker.
+func (s *Server) configResourceAllowed(r *request, typ kmsg.ConfigResourceType, name string, op kmsg.ACLOperation) error {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.allowed(r, op, resTopic, name) {
+			return errTopicDenied
+		}
+	case kmsg.ConfigResourceTypeBroker:
+		if !s.allowedCluster(r, op) {
+			return errClusterDenied
+		}
+	}
+	return nil
 }
 
 // checkBrokerResource accepts a BROKER resource named after this node.

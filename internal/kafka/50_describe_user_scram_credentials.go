@@ -12,7 +12,8 @@ import (
 // Lists the SCRAM mechanisms and iteration counts of the users asked for
 // (null or empty: every user with a SCRAM credential), never a salt or a
 // key. A user asked for twice is DUPLICATE_RESOURCE, one without a
-// credential RESOURCE_NOT_FOUND, with Kafka's messages.
+// credential RESOURCE_NOT_FOUND, with Kafka's messages. It needs DESCRIBE
+// on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
 // scramMechanismTypes are the mechanisms' numbers in the SCRAM credential
 // APIs.
@@ -29,6 +30,10 @@ func scramMechanismType(m users.Mechanism) int8 {
 
 func (s *Server) handleDescribeUserScramCredentials(r *request, req *kmsg.DescribeUserSCRAMCredentialsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.allowedCluster(r, opDescribe) {
+		resp.ErrorCode, resp.ErrorMessage = errorCode(errClusterDenied), errorMessage(errClusterDenied)
+		return resp, nil
+	}
 	var names []string
 	for _, u := range req.Users {
 		names = append(names, u.Name)

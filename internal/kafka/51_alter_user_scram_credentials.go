@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,7 +20,8 @@ import (
 // an empty name or iterations outside 4096-16384 UNACCEPTABLE_CREDENTIAL,
 // an unknown mechanism UNSUPPORTED_SASL_MECHANISM, deleting a credential
 // that does not exist RESOURCE_NOT_FOUND. Each entry is durable once its
-// result is written; entries are not applied as one.
+// result is written; entries are not applied as one. It needs ALTER on the
+// cluster (else every user is CLUSTER_AUTHORIZATION_FAILED).
 
 func (s *Server) handleAlterUserScramCredentials(r *request, req *kmsg.AlterUserSCRAMCredentialsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
@@ -34,6 +37,12 @@ func (s *Server) handleAlterUserScramCredentials(r *request, req *kmsg.AlterUser
 	}
 	for _, u := range req.Upsertions {
 		mentions[u.Name]++
+	}
+	if !s.allowedCluster(r, opAlter) {
+		for _, name := range slices.Sorted(maps.Keys(mentions)) {
+			result(name, errClusterDenied)
+		}
+		return resp, nil
 	}
 	duplicate := func(name string) bool {
 		switch mentions[name] {

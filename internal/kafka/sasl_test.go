@@ -32,9 +32,13 @@ const (
 	alicePassword = "alice-pass-4c1d"
 	bobPassword   = "bob-pass-77e0"
 	wrongPassword = "not-the-password-91ab"
+	adminPassword = "admin-pass-1b2c"
 )
 
-var testPasswords = []string{alicePassword, bobPassword, wrongPassword}
+var testPasswords = []string{alicePassword, bobPassword, wrongPassword, adminPassword}
+
+// testUsers are the users of a saslTestServer.
+var testUsers = map[string]string{"alice": alicePassword, "bob": bobPassword, "guest": "guest", "admin": adminPassword}
 
 // saslTestServer is a testServer that also serves a SASL_PLAINTEXT
 // listener, with users alice and bob, and keeps its log.
@@ -45,27 +49,27 @@ type saslTestServer struct {
 	logs     *logCapture
 }
 
-// startSASLServer starts it; cfg adjusts the server's Config.
-func startSASLServer(t *testing.T, cfg func(*Config)) *saslTestServer {
+// startSASLServer starts it; adjust changes the server before it serves.
+func startSASLServer(t *testing.T, adjust func(*Server), opts ...serverOption) *saslTestServer {
 	t.Helper()
 	sts := &saslTestServer{logs: &logCapture{}}
-	sts.testServer = startServer(t, withServer(func(s *Server) {
+	sts.testServer = startServer(t, append(opts, withServer(func(s *Server) {
 		store, err := users.Open(s.broker.Definitions())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for user, pw := range map[string]string{"alice": alicePassword, "bob": bobPassword, "guest": "guest"} {
+		for user, pw := range testUsers {
 			if err := store.Put(user, pw, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 		sts.users = store
 		s.cfg.Users = store
-		if cfg != nil {
-			cfg(&s.cfg)
+		if adjust != nil {
+			adjust(s)
 		}
 		s.log = slog.New(teeHandler{next: s.log.Handler(), logs: sts.logs})
-	}))
+	}))...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +267,7 @@ func TestSaramaPlainWithBothHandshakeVersions(t *testing.T) {
 // that re-authenticates goes on. Re-authenticating as someone else fails.
 func TestSASLSessionLifetimeAndReauthentication(t *testing.T) {
 	const lifetime = 300 * time.Millisecond
-	sts := startSASLServer(t, func(c *Config) { c.SASLSessionLifetime = lifetime })
+	sts := startSASLServer(t, func(s *Server) { s.cfg.SASLSessionLifetime = lifetime })
 
 	expired := sts.dialSASL(t)
 	resp := expired.authenticatePlain("alice", alicePassword, 1)
@@ -304,7 +308,7 @@ func TestSASLSessionLifetimeAndReauthentication(t *testing.T) {
 // TestFranzGoReauthenticates: franz-go re-authenticates by itself before
 // its session ends, and keeps producing across several lifetimes.
 func TestFranzGoReauthenticates(t *testing.T) {
-	sts := startSASLServer(t, func(c *Config) { c.SASLSessionLifetime = time.Second })
+	sts := startSASLServer(t, func(s *Server) { s.cfg.SASLSessionLifetime = time.Second })
 	cl := sts.saslClient(t, scram.Auth{User: "alice", Pass: alicePassword}.AsSha512Mechanism(), kgo.RequestRetries(3))
 	sts.createTopic(t, "reauth", 1, nil)
 	deadline := time.Now().Add(3 * time.Second)
@@ -346,7 +350,7 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 // up the next attempt from that address; a success clears it.
 func TestFailedLoginsAreCountedPerAddress(t *testing.T) {
 	limiter := authlimit.New(authlimit.Config{FreeFailures: 1, BaseDelay: time.Hour})
-	sts := startSASLServer(t, func(c *Config) { c.LoginLimiter = limiter })
+	sts := startSASLServer(t, func(s *Server) { s.cfg.LoginLimiter = limiter })
 	waits := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
@@ -402,7 +406,7 @@ func TestScramCredentialsThroughKadm(t *testing.T) {
 		t.Fatalf("nobody: %v", described["nobody"].Err)
 	}
 	all, err := adm.DescribeUserSCRAMs(ctx)
-	if err != nil || len(all) != 4 { // alice, bob, guest, carol
+	if err != nil || len(all) != len(testUsers)+1 { // and carol
 		t.Fatalf("all users: %v, %v", all, err)
 	}
 

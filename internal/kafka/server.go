@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/acl"
 	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
@@ -90,6 +91,11 @@ type Config struct {
 	// LoginLimiter slows down repeated failed logins from one address;
 	// nil: no limit.
 	LoginLimiter *authlimit.Limiter
+	// Authorizer checks every request against the ACLs (authz.go), which
+	// DescribeAcls, CreateAcls and DeleteAcls manage; nil: everything is
+	// allowed and the ACL APIs answer SECURITY_DISABLED, as Kafka does
+	// without an authorizer.
+	Authorizer *acl.Authorizer
 }
 
 // Server serves the Kafka protocol for one broker. Create it with NewServer,

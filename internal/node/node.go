@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/acl"
 	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -120,6 +121,9 @@ type Node struct {
 	certs  *tlsconf.Reloader // nil without TLS
 
 	logins *authlimit.Limiter // failed logins per address, shared by every protocol
+	// authorizer checks Kafka requests against the ACLs; nil without
+	// --kafka-authorizer.
+	authorizer *acl.Authorizer
 
 	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
@@ -160,6 +164,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, errors.New("node: empty data directory")
 	}
 
+	var authorizer *acl.Authorizer
 	b, err := broker.Open(broker.Config{
 		DataDir:             cfg.DataDir,
 		NodeID:              cmp.Or(cfg.NodeID, 1),
@@ -176,6 +181,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
 	}
 	userStore, certs, err := openSecurity(cfg.Security, b)
+	if err == nil {
+		authorizer, err = openKafkaAuthorizer(cfg.KafkaSecurity, b)
+	}
 	if err != nil {
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed start", "err", cerr)
@@ -281,6 +289,7 @@ func Start(cfg Config) (*Node, error) {
 		users:           userStore,
 		certs:           certs,
 		logins:          authlimit.New(authlimit.Config{}),
+		authorizer:      authorizer,
 		groups:          groups,
 		txns:            txns,
 		kafkaListeners:  ln,
