@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/group"
@@ -42,7 +44,9 @@ func (s *Server) handleJoinGroup(r *request, req *kmsg.JoinGroupRequest) (kmsg.R
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
+	start := time.Now()
 	res := coord.JoinGroup(s.shutdownCtx, jr)
+	r.waited = time.Since(start) // mostly waiting for the rebalance
 	resp.MemberID = res.MemberID
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)

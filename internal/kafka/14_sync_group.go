@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/group"
@@ -33,7 +35,9 @@ func (s *Server) handleSyncGroup(r *request, req *kmsg.SyncGroupRequest) (kmsg.R
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
+	start := time.Now()
 	res := coord.SyncGroup(s.shutdownCtx, sr)
+	r.waited = time.Since(start) // mostly waiting for the leader's assignment
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)
 		return resp, nil

@@ -43,6 +43,8 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.DescribeACLs:                 {0, 3},
 	kmsg.CreateACLs:                   {0, 3},
 	kmsg.DeleteACLs:                   {0, 3},
+	kmsg.DescribeClientQuotas:         {0, 1},
+	kmsg.AlterClientQuotas:            {0, 1},
 
 	// Groups (internal/group).
 	kmsg.OffsetCommit:           {0, 10},
@@ -102,6 +104,10 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleCreateACLs(r, m))
 	case *kmsg.DeleteACLsRequest:
 		return reply(s.handleDeleteACLs(r, m))
+	case *kmsg.DescribeClientQuotasRequest:
+		return reply(s.handleDescribeClientQuotas(r, m))
+	case *kmsg.AlterClientQuotasRequest:
+		return reply(s.handleAlterClientQuotas(r, m))
 	case *kmsg.CreateTopicsRequest:
 		return reply(s.handleCreateTopics(r, m))
 	case *kmsg.DeleteTopicsRequest:

@@ -68,6 +68,10 @@ type conn struct {
 	// write, or a request that closes it): the reader stops, quietly.
 	ended atomic.Bool
 
+	// mutedUntil (monoNow) is when a quota throttle ends: the reader
+	// serves no request before it (conn_quota.go).
+	mutedUntil atomic.Int64
+
 	// Idle expiry and stopping (conn_idle.go). stop is closed, under
 	// stopMu with stopped set, when the reader must stop: Shutdown, or
 	// the writer giving up.
@@ -126,6 +130,10 @@ type request struct {
 	// principal is who the connection had authenticated as when the
 	// request was read (conn_auth.go).
 	principal string
+	// waited is time the handler spent waiting rather than working (a
+	// fetch's long poll, a rebalance), which the request quota does not
+	// count.
+	waited time.Duration
 }
 
 // response is what a handler hands back to its connection.
@@ -209,6 +217,11 @@ func (c *conn) readLoop(queue chan<- *exchange) error {
 			return err
 		}
 		size := int64(len(frame))
+		if !c.waitUnmuted() {
+			c.inflight.release(size)
+			putFrameBuf(frame)
+			return nil
+		}
 		decodeCharge, ok := c.admit(frame)
 		if !ok {
 			c.inflight.release(size)
@@ -216,7 +229,7 @@ func (c *conn) readLoop(queue chan<- *exchange) error {
 			return nil
 		}
 		ex := c.dispatch(frame, decodeCharge)
-		ex.frameSize, ex.budgeted = size, size
+		ex.budgeted = size
 		queue <- ex
 		if ex.closeAfter {
 			return nil // known at once: nothing more is read
@@ -278,7 +291,7 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 	hdr, msg, err := decodeRequest(frame)
 	c.s.budget.release(decodeCharge)
 	c.clientID = hdr.clientID
-	ex := &exchange{correlationID: hdr.correlationID, done: make(chan struct{})}
+	ex := &exchange{correlationID: hdr.correlationID, frameSize: int64(len(frame)), done: make(chan struct{})}
 	if err == nil {
 		err = c.admitBeforeAuthentication(hdr)
 	}
@@ -316,7 +329,7 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 // dispatchRawSASLToken handles a bare SASL token (after SaslHandshake v0)
 // once the connection is otherwise idle.
 func (c *conn) dispatchRawSASLToken(frame []byte) *exchange {
-	ex := &exchange{done: make(chan struct{})}
+	ex := &exchange{frameSize: int64(len(frame)), done: make(chan struct{})}
 	defer close(ex.done)
 	c.inflight.waitAlone()
 	var ok bool
@@ -339,6 +352,7 @@ func (c *conn) startPipelinedProduce(ex *exchange, r *request, req *kmsg.Produce
 		defer close(ex.done)
 		if c.recoverPanic(ex, r.header, plan.run) {
 			ex.resp = plan.response()
+			c.applyQuotas(r, ex.resp, ex.frameSize)
 		}
 	}()
 }
@@ -356,6 +370,7 @@ func (c *conn) handle(ex *exchange, r *request) {
 		}
 		ex.resp = resp
 		ex.closeAfter = resp.closeConn
+		c.applyQuotas(r, resp, ex.frameSize)
 	})
 }
 
@@ -379,7 +394,6 @@ func (c *conn) recoverPanic(ex *exchange, hdr requestHeader, fn func()) (ok bool
 func (c *conn) serveFrame(frame []byte) (keepOpen bool) {
 	c.inflight.acquire(int64(len(frame)), &c.ended)
 	ex := c.dispatch(frame, 0)
-	ex.frameSize = int64(len(frame))
 	ex.frame = nil // the caller's buffer, not the pool's
 	<-ex.done
 	return c.finish(ex, true)

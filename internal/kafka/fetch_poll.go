@@ -127,11 +127,13 @@ func (s *Server) pollFetch(r *request, req *kmsg.FetchRequest, targets []fetchTa
 		if s.testHookFetchWaiting != nil {
 			s.testHookFetchWaiting()
 		}
+		waitStart := time.Now()
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-s.done:
 		}
+		r.waited += time.Since(waitStart)
 		unnotifyAll(targets, wake)
 	}
 }

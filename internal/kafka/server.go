@@ -18,6 +18,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/quota"
 	"github.com/wharf-mq/wharf/internal/txn"
 	"github.com/wharf-mq/wharf/internal/users"
 )
@@ -91,6 +92,10 @@ type Config struct {
 	// LoginLimiter slows down repeated failed logins from one address;
 	// nil: no limit.
 	LoginLimiter *authlimit.Limiter
+	// Quotas throttle clients over their client quotas (conn_quota.go)
+	// and hold the quotas AlterClientQuotas sets; nil: no quotas, and
+	// the quota APIs answer as for an empty set.
+	Quotas *quota.Manager
 	// Authorizer checks every request against the ACLs (authz.go), which
 	// DescribeAcls, CreateAcls and DeleteAcls manage; nil: everything is
 	// allowed and the ACL APIs answer SECURITY_DISABLED, as Kafka does

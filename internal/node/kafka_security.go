@@ -7,6 +7,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/acl"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/quota"
 )
 
 // KafkaSecurityConfig is what the Kafka listeners' authentication and
@@ -26,17 +27,31 @@ type KafkaSecurityConfig struct {
 	AllowEveryoneIfNoACL bool
 }
 
-// openKafkaAuthorizer opens the ACLs in the metadata log's definition
-// store when the authorizer is on.
-func openKafkaAuthorizer(cfg KafkaSecurityConfig, b *broker.Broker) (*acl.Authorizer, error) {
+// kafkaAccess is what decides what Kafka clients may do: the ACLs'
+// authorizer (nil when off) and the client quotas.
+type kafkaAccess struct {
+	authorizer *acl.Authorizer
+	quotas     *quota.Manager
+}
+
+// openKafkaAccess opens the client quotas and, when the authorizer is on,
+// the ACLs, both kept in the metadata log's definition store.
+func openKafkaAccess(cfg KafkaSecurityConfig, b *broker.Broker) (kafkaAccess, error) {
+	var access kafkaAccess
+	quotas, err := quota.Open(b.Definitions())
+	if err != nil {
+		return access, fmt.Errorf("node: open the Kafka client quotas: %w", err)
+	}
+	access.quotas = quotas
 	if !cfg.Authorizer {
-		return nil, nil
+		return access, nil
 	}
 	store, err := acl.Open(b.Definitions())
 	if err != nil {
-		return nil, fmt.Errorf("node: open the Kafka ACLs: %w", err)
+		return access, fmt.Errorf("node: open the Kafka ACLs: %w", err)
 	}
-	return acl.NewAuthorizer(store, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL), nil
+	access.authorizer = acl.NewAuthorizer(store, cfg.SuperUsers, cfg.AllowEveryoneIfNoACL)
+	return access, nil
 }
 
 // kafkaConfig is the Kafka server's configuration.
@@ -53,6 +68,7 @@ func (n *Node) kafkaConfig() kafka.Config {
 		Users:                     n.users,
 		SASLSessionLifetime:       cfg.KafkaSecurity.SASLSessionLifetime,
 		LoginLimiter:              n.logins,
-		Authorizer:                n.authorizer,
+		Authorizer:                n.kafkaAccess.authorizer,
+		Quotas:                    n.kafkaAccess.quotas,
 	}
 }

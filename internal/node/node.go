@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/acl"
 	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -121,9 +120,8 @@ type Node struct {
 	certs  *tlsconf.Reloader // nil without TLS
 
 	logins *authlimit.Limiter // failed logins per address, shared by every protocol
-	// authorizer checks Kafka requests against the ACLs; nil without
-	// --kafka-authorizer.
-	authorizer *acl.Authorizer
+	// kafkaAccess is the Kafka listeners' ACLs and client quotas.
+	kafkaAccess kafkaAccess
 
 	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
@@ -164,7 +162,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, errors.New("node: empty data directory")
 	}
 
-	var authorizer *acl.Authorizer
+	var access kafkaAccess
 	b, err := broker.Open(broker.Config{
 		DataDir:             cfg.DataDir,
 		NodeID:              cmp.Or(cfg.NodeID, 1),
@@ -182,7 +180,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	userStore, certs, err := openSecurity(cfg.Security, b)
 	if err == nil {
-		authorizer, err = openKafkaAuthorizer(cfg.KafkaSecurity, b)
+		access, err = openKafkaAccess(cfg.KafkaSecurity, b)
 	}
 	if err != nil {
 		if cerr := b.Close(); cerr != nil {
@@ -289,7 +287,7 @@ func Start(cfg Config) (*Node, error) {
 		users:           userStore,
 		certs:           certs,
 		logins:          authlimit.New(authlimit.Config{}),
-		authorizer:      authorizer,
+		kafkaAccess:     access,
 		groups:          groups,
 		txns:            txns,
 		kafkaListeners:  ln,
