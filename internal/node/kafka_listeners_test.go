@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -225,4 +227,33 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// TestSSLClientCertificateIsThePrincipal: on an SSL listener with
+// --tls-client-ca the certificate's subject is the principal ACLs name,
+// as Kafka's default principal builder makes it.
+func TestSSLClientCertificateIsThePrincipal(t *testing.T) {
+	pki := nodetest.NewPKI(t)
+	n := nodetest.Start(t, withListeners(pki, true, kafka.SSL), nodetest.WithConfig(func(c *node.Config) {
+		c.KafkaSecurity = node.KafkaSecurityConfig{Authorizer: true, SuperUsers: []string{"User:CN=root,O=wharf tests"}}
+	}))
+	addr := n.KafkaListenerAddr(kafka.SSL)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	root := kadm.NewClient(newClient(t, addr, kgo.DialTLSConfig(pki.ClientConfig("root"))))
+	if _, err := root.CreateTopic(ctx, 1, 1, nil, "certified"); err != nil {
+		t.Fatalf("the super user's certificate: %v", err)
+	}
+	alice := newClient(t, addr, kgo.DialTLSConfig(pki.ClientConfig("alice")), kgo.DefaultProduceTopic("certified"),
+		kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	if err := alice.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice without an ACL: %v", err)
+	}
+	results, err := root.CreateACLs(ctx, kadm.NewACLs().Topics("certified").Allow("User:CN=alice,O=wharf tests").Operations(kadm.OpWrite))
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, results)
+	}
+	if err := alice.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
+		t.Fatalf("alice with an ACL for her certificate's subject: %v", err)
+	}
 }
