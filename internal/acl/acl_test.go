@@ -1,48 +1,14 @@
 package acl
 
 import (
-	"bytes"
 	"errors"
-	"maps"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
-
-type memKV struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func newMemKV() *memKV { return &memKV{data: map[string][]byte{}} }
-
-func (m *memKV) Put(k string, v []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.data[k] = bytes.Clone(v)
-	return nil
-}
-
-func (m *memKV) Delete(k string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.data, k)
-	return nil
-}
-
-func (m *memKV) Load(fn func(string, []byte) error) error {
-	m.mu.Lock()
-	snapshot := maps.Clone(m.data)
-	m.mu.Unlock()
-	for k, v := range snapshot {
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 const (
 	topic   = kmsg.ACLResourceTypeTopic
@@ -81,7 +47,7 @@ func openStore(t *testing.T, kv KV) *Store {
 
 // TestAuthorizeFollowsKafkasRules walks the rules of the package comment.
 func TestAuthorizeFollowsKafkasRules(t *testing.T) {
-	s := openStore(t, newMemKV())
+	s := openStore(t, kvtest.New())
 	mustCreate(t, s,
 		bind(topic, "orders", literal, "User:alice", "*", read, allow),
 		bind(topic, "logs-", prefix, "User:*", "*", write, allow),
@@ -124,7 +90,7 @@ func TestAuthorizeFollowsKafkasRules(t *testing.T) {
 		}
 	}
 
-	s = openStore(t, newMemKV())
+	s = openStore(t, kvtest.New())
 	mustCreate(t, s, bind(topic, "orders", literal, "User:alice", "*", read, allow))
 	open := NewAuthorizer(s, nil, true)
 	if !open.Authorize("User:ANONYMOUS", "1.2.3.4", read, topic, "unbound") || open.Authorize("User:eve", "1.2.3.4", read, topic, "orders") {
@@ -133,7 +99,7 @@ func TestAuthorizeFollowsKafkasRules(t *testing.T) {
 }
 
 func TestAuthorizeAny(t *testing.T) {
-	s := openStore(t, newMemKV())
+	s := openStore(t, kvtest.New())
 	a := NewAuthorizer(s, nil, false)
 	if a.AuthorizeAny("User:alice", "h", write, topic) {
 		t.Fatal("no bindings, yet allowed")
@@ -153,7 +119,7 @@ func TestAuthorizeAny(t *testing.T) {
 }
 
 func TestFilters(t *testing.T) {
-	s := openStore(t, newMemKV())
+	s := openStore(t, kvtest.New())
 	bs := []Binding{
 		bind(topic, "orders", literal, "User:alice", "*", read, allow),
 		bind(topic, "*", literal, "User:bob", "*", read, allow),
@@ -226,7 +192,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestStorePersistsAndDeletes(t *testing.T) {
-	kv := newMemKV()
+	kv := kvtest.New()
 	s := openStore(t, kv)
 	b1 := bind(topic, "a/b,c", literal, "User:x", "::1", read, allow)
 	b2 := bind(group, "g", prefix, "User:y", "*", kmsg.ACLOperationAll, deny)

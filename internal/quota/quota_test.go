@@ -1,46 +1,12 @@
 package quota
 
 import (
-	"bytes"
 	"errors"
-	"maps"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
-
-type memKV struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func newMemKV() *memKV { return &memKV{data: map[string][]byte{}} }
-
-func (m *memKV) Put(k string, v []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.data[k] = bytes.Clone(v)
-	return nil
-}
-
-func (m *memKV) Delete(k string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.data, k)
-	return nil
-}
-
-func (m *memKV) Load(fn func(string, []byte) error) error {
-	m.mu.Lock()
-	snapshot := maps.Clone(m.data)
-	m.mu.Unlock()
-	for k, v := range snapshot {
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 func mustOpen(t *testing.T, kv KV) *Manager {
 	t.Helper()
@@ -61,7 +27,7 @@ func set(t *testing.T, m *Manager, e Entity, key string, v float64) {
 // TestPrecedence: the most specific entity that sets a key wins, in
 // Kafka's order, and decides who shares the measuring.
 func TestPrecedence(t *testing.T) {
-	m := mustOpen(t, newMemKV())
+	m := mustOpen(t, kvtest.New())
 	set(t, m, Entity{ClientID: DefaultPart}, ProducerByteRate, 8)
 	set(t, m, Entity{ClientID: Named("app")}, ProducerByteRate, 7)
 	set(t, m, Entity{User: DefaultPart}, ProducerByteRate, 6)
@@ -97,7 +63,7 @@ func TestPrecedence(t *testing.T) {
 // TestThrottleFollowsKafkasFormula: the throttle is (rate - quota) /
 // quota times the measuring span, at least 10 windows for a new client.
 func TestThrottleFollowsKafkasFormula(t *testing.T) {
-	m := mustOpen(t, newMemKV())
+	m := mustOpen(t, kvtest.New())
 	set(t, m, Entity{User: Named("alice")}, ProducerByteRate, 1000)
 	now := time.Unix(1_700_000_000, 0)
 	if d := m.Record(ProducerByteRate, "alice", "c", 5000, now); d != 0 {
@@ -123,7 +89,7 @@ func TestThrottleFollowsKafkasFormula(t *testing.T) {
 }
 
 func TestQuotasPersistAndDescribe(t *testing.T) {
-	kv := newMemKV()
+	kv := kvtest.New()
 	m := mustOpen(t, kv)
 	set(t, m, Entity{User: Named("alice")}, ProducerByteRate, 1024)
 	set(t, m, Entity{User: Named("alice"), ClientID: Named("app")}, ConsumerByteRate, 2048)
@@ -178,7 +144,7 @@ func TestValidation(t *testing.T) {
 	if err != nil || e != (Entity{User: DefaultPart, ClientID: Named("app")}) {
 		t.Fatalf("%+v %v", e, err)
 	}
-	m := mustOpen(t, newMemKV())
+	m := mustOpen(t, kvtest.New())
 	for key, v := range map[string]float64{"controller_mutation_rate": 1, ProducerByteRate: 1.5, "bogus": 1} {
 		if err := m.Alter(e, map[string]float64{key: v}, nil, false); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s=%v: %v", key, v, err)
