@@ -74,11 +74,11 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
-	passed, failed, skipped := goTestResults(out)
+	passed, failed, skipped, output := goTestResults(out)
 	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d skipped",
 		*kafkaGoVersion, len(passed), len(failed), len(skipped))
 	for _, name := range failed {
-		t.Logf("FAIL %s", name)
+		t.Logf("FAIL %s\n%s", name, output[name])
 	}
 	if len(passed) == 0 {
 		t.Fatalf("no kafka-go test passed: %v\n%s\n%s", runErr, out, stderr.Bytes())
@@ -126,17 +126,25 @@ func copyModule(ctx context.Context, t *testing.T, path string) string {
 }
 
 // goTestResults reads `go test -json` output: the tests that passed,
-// failed and were skipped (subtests included), sorted.
-func goTestResults(out []byte) (passed, failed, skipped []string) {
+// failed and were skipped (subtests included), sorted, and the last lines
+// each failed test printed.
+func goTestResults(out []byte) (passed, failed, skipped []string, output map[string]string) {
+	const keepLines = 20
+	lines := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
-		var ev struct{ Action, Package, Test string }
+		var ev struct{ Action, Package, Test, Output string }
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
 			continue
 		}
 		name := strings.TrimPrefix(ev.Package, "github.com/segmentio/kafka-go") + " " + ev.Test
 		switch ev.Action {
+		case "output":
+			lines[name] = append(lines[name], strings.TrimRight(ev.Output, "\n"))
+			if len(lines[name]) > keepLines {
+				lines[name] = lines[name][1:]
+			}
 		case "pass":
 			passed = append(passed, name)
 		case "fail":
@@ -146,5 +154,9 @@ func goTestResults(out []byte) (passed, failed, skipped []string) {
 		}
 	}
 	sort.Strings(failed)
-	return passed, failed, skipped
+	output = map[string]string{}
+	for _, name := range failed {
+		output[name] = strings.Join(lines[name], "\n")
+	}
+	return passed, failed, skipped, output
 }

@@ -35,6 +35,11 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.DescribeCluster:         {0, 2},
 	kmsg.InitProducerID:          {0, 5},
 
+	// Replica management, trivial on a single node.
+	kmsg.ElectLeaders:               {0, 2},
+	kmsg.AlterPartitionAssignments:  {0, 1},
+	kmsg.ListPartitionReassignments: {0, 0},
+
 	// Security.
 	kmsg.SASLHandshake:                {0, 1},
 	kmsg.SASLAuthenticate:             {0, 2},
@@ -128,6 +133,12 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleDescribeCluster(r, m))
 	case *kmsg.InitProducerIDRequest:
 		return reply(s.handleInitProducerID(r, m))
+	case *kmsg.ElectLeadersRequest:
+		return reply(s.handleElectLeaders(r, m))
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return reply(s.handleAlterPartitionReassignments(r, m))
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return reply(s.handleListPartitionReassignments(r, m))
 	case *kmsg.OffsetCommitRequest:
 		return reply(s.handleOffsetCommit(r, m))
 	case *kmsg.OffsetFetchRequest:

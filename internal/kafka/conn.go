@@ -329,7 +329,9 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 // dispatchRawSASLToken handles a bare SASL token (after SaslHandshake v0)
 // once the connection is otherwise idle.
 func (c *conn) dispatchRawSASLToken(frame []byte) *exchange {
-	ex := &exchange{frameSize: int64(len(frame)), done: make(chan struct{})}
+	// The token is copied out of the frame as it is read, so the frame
+	// goes back to the pool with the answer.
+	ex := &exchange{frameSize: int64(len(frame)), frame: frame, done: make(chan struct{})}
 	defer close(ex.done)
 	c.inflight.waitAlone()
 	var ok bool
