@@ -12,5 +12,12 @@
 // run too, unchanged from the module cache (about two minutes); they
 // need 127.0.0.1:15672 free, the port they hard-code for the API.
 //
+// With -e2e.kafkago-suite, segmentio/kafka-go's own test suite runs,
+// unchanged from the module cache, against a node set up as its
+// docker-compose broker (about four minutes; -e2e.kafkago-run narrows it,
+// -e2e.kafkago-version sets the KAFKA_VERSION it is told, 3.7.0 by
+// default); it needs localhost:9092 and :9093 free and logs the pass and
+// fail counts and each failure.
+//
 // The package has no non-test code beyond this comment.
 package e2e
