@@ -3,7 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/users"
@@ -124,11 +124,12 @@ func (c *conn) checkPlain(token []byte) (string, error) {
 // re-authentication as someone else.
 func (c *conn) checkNewPrincipal(user string) error {
 	if user == loopbackOnlyUser && !netserve.FromLoopback(c.remote) {
-		msg := plainInvalidMessage
-		if c.auth.mechanism != mechanismPlain {
-			msg = c.invalidCredentials(nil).clientMessage
+		// Told as a wrong password is: the client learns nothing more.
+		reason := errors.New("user guest can only log in from localhost")
+		if c.auth.mechanism == mechanismPlain {
+			return &saslFailure{clientMessage: plainInvalidMessage, reason: reason}
 		}
-		return &saslFailure{clientMessage: msg, reason: errors.New("user guest can only log in from localhost")}
+		return c.invalidCredentials(reason)
 	}
 	if c.auth.reauthenticating && userPrincipal(user) != c.auth.principal {
 		return &saslFailure{
@@ -143,10 +144,7 @@ func (c *conn) checkNewPrincipal(user string) error {
 // principalDotted writes "User:alice" as Kafka's re-authentication error
 // does, "User.alice".
 func principalDotted(p string) string {
-	if i := slices.Index([]byte(p), ':'); i >= 0 {
-		return p[:i] + "." + p[i+1:]
-	}
-	return p
+	return strings.Replace(p, ":", ".", 1)
 }
 
 // loggedIn makes the connection run as user from now on.
