@@ -24,7 +24,7 @@ import (
 
 var (
 	kafkaGoSuite = flag.Bool("e2e.kafkago-suite", false,
-		"run segmentio/kafka-go's own test suite (about ten minutes) against a node listening on localhost:9092 "+
+		"run segmentio/kafka-go's own test suite (about four minutes) against a node listening on localhost:9092 "+
 			"(PLAINTEXT) and localhost:9093 (SASL_PLAINTEXT), the addresses it hard-codes")
 	kafkaGoRun     = flag.String("e2e.kafkago-run", "", "with -e2e.kafkago-suite, only kafka-go's tests matching this -run pattern")
 	kafkaGoVersion = flag.String("e2e.kafkago-version", "3.7.0",
@@ -48,7 +48,7 @@ var kafkaGoSuiteAddrs = []string{"127.0.0.1:9092", "127.0.0.1:9093"}
 // the fixed ports and its length.
 func TestKafkaGoOwnSuite(t *testing.T) {
 	if !*kafkaGoSuite {
-		t.Skip("needs localhost:9092 and :9093 and about ten minutes: run with -e2e.kafkago-suite")
+		t.Skip("needs localhost:9092 and :9093 and about four minutes: run with -e2e.kafkago-suite")
 	}
 	for _, addr := range kafkaGoSuiteAddrs {
 		ln, err := net.Listen("tcp", addr)
