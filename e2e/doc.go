@@ -19,5 +19,12 @@
 // -e2e.console-screenshots=DIR it saves PNGs of the main pages there
 // (docs/ keeps them: go test ./e2e -run Console -e2e.console-screenshots=$PWD/docs).
 //
+// With -e2e.kafkago-suite, segmentio/kafka-go's own test suite runs,
+// unchanged from the module cache, against a node set up as its
+// docker-compose broker (about four minutes; -e2e.kafkago-run narrows it,
+// -e2e.kafkago-version sets the KAFKA_VERSION it is told, 3.7.0 by
+// default); it needs localhost:9092 and :9093 free and logs the pass and
+// fail counts and each failure.
+//
 // The package has no non-test code beyond this comment.
 package e2e

@@ -65,10 +65,10 @@ func TestKcat(t *testing.T) {
 
 	meta := runKcat(t, "", "-L", "-b", addr, "-t", topic)
 	for _, want := range []string{
-		fmt.Sprintf("broker 0 at %s", n.AdvertisedKafkaAddr()),
+		fmt.Sprintf("broker 1 at %s", n.AdvertisedKafkaAddr()), // a single node is broker 1, as in Kafka's sample configuration
 		fmt.Sprintf("topic \"%s\" with 2 partitions:", topic),
-		"partition 0, leader 0",
-		"partition 1, leader 0",
+		"partition 0, leader 1",
+		"partition 1, leader 1",
 	} {
 		if !strings.Contains(meta, want) {
 			t.Errorf("kcat -L output lacks %q:\n%s", want, meta)

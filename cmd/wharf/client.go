@@ -21,16 +21,9 @@ import (
 // connecting to an unreachable broker.
 const adminTimeout = 15 * time.Second
 
-// addBootstrapFlag adds --bootstrap-server (env WHARF_BOOTSTRAP_SERVER) to a
-// client subcommand and returns the value and its env binding.
-func addBootstrapFlag(fs *flag.FlagSet) (*string, []string) {
-	addr := fs.String("bootstrap-server", "localhost"+defaultKafkaAddr, "comma-separated Kafka addresses of the broker")
-	return addr, bindEnv(fs, "bootstrap-server")
-}
-
-// seedAddrs splits --bootstrap-server into host:port addresses; a seed
+// splitSeeds splits --bootstrap-server into host:port addresses; a seed
 // without a port gets Kafka's, as franz-go gives it.
-func seedAddrs(bootstrap string) ([]string, error) {
+func splitSeeds(bootstrap string) ([]string, error) {
 	var seeds []string
 	for _, s := range strings.Split(bootstrap, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -51,32 +44,16 @@ func seedAddrs(bootstrap string) ([]string, error) {
 // that a wrong or dead address fails at once with a line that says what
 // is wrong (where a client would retry quietly), and then makes a
 // franz-go client of the seeds.
-func connectKafka(ctx context.Context, seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
+func connectKafka(ctx context.Context, seeds kafkaSeeds, opts ...kgo.Opt) (*kgo.Client, error) {
 	if err := checkKafkaSeeds(ctx, seeds); err != nil {
 		return nil, err
 	}
 	return newKafkaClient(seeds, opts...)
 }
 
-// checkKafkaSeeds returns nil if a seed answers as a Kafka broker, else
-// the first seed's problem.
-func checkKafkaSeeds(ctx context.Context, seeds []string) error {
-	var firstErr error
-	for _, seed := range seeds {
-		err := checkPeer(ctx, seed, kafkaService)
-		if err == nil {
-			return nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	return firstErr
-}
-
 // newKafkaClient makes a franz-go client of seeds.
-func newKafkaClient(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+func newKafkaClient(seeds kafkaSeeds, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(seeds.options(), opts...)...)
 }
 
 // kafkaEnv is what an admin command (`wharf topics ...`, `wharf groups
@@ -84,7 +61,8 @@ func newKafkaClient(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
 type kafkaEnv struct {
 	ctx   context.Context // bounded by adminTimeout
 	adm   *kadm.Client    // connects on its first request
-	seeds []string
+	cl    *kgo.Client     // adm's client, for requests kadm does not shape
+	seeds kafkaSeeds
 	out   io.Writer
 	// reachable checks that a seed answers as a Kafka broker, as
 	// connectKafka does. A command calls it once it has checked its
@@ -119,6 +97,7 @@ func runKafkaSubcommand(ctx context.Context, group, name, usage, summary string,
 	return run(kafkaEnv{
 		ctx:       ctx,
 		adm:       kadm.NewClient(cl),
+		cl:        cl,
 		seeds:     seeds,
 		out:       std.out,
 		reachable: sync.OnceValue(func() error { return checkKafkaSeeds(ctx, seeds) }),

@@ -74,7 +74,7 @@ func runConsume(ctx context.Context, args []string, std stdio) error {
 }
 
 // consume checks that what the options name exists, then prints records.
-func consume(ctx context.Context, seeds []string, o consumeOptions, std stdio) error {
+func consume(ctx context.Context, seeds kafkaSeeds, o consumeOptions, std stdio) error {
 	setupCtx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	admin, err := connectKafka(setupCtx, seeds)
@@ -217,6 +217,9 @@ func printRecords(ctx context.Context, cl *kgo.Client, o consumeOptions, ends *e
 			return out.Flush() // interrupted: a normal way to stop consuming
 		}
 		for _, e := range fetches.Errors() {
+			if deniedError(e.Err) {
+				return fmt.Errorf("consume %s[%d]: %w", e.Topic, e.Partition, e.Err) // retrying cannot help
+			}
 			if !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) {
 				fmt.Fprintf(std.err, "wharf: consume %s[%d]: %v\n", e.Topic, e.Partition, e.Err)
 			}

@@ -5,6 +5,7 @@
 //	wharf produce TOPIC              write stdin lines as records
 //	wharf consume TOPIC              print records
 //	wharf groups list|describe|...   inspect and manage consumer groups
+//	wharf acls add|list|remove       manage Kafka ACLs
 //	wharf policies set|list|clear    manage policies through the HTTP API
 //	wharf users|vhosts|permissions   users, vhosts and permissions through the HTTP API
 //	wharf version                    print the version (also --version)
@@ -46,6 +47,7 @@ func commands() []command {
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},
+		{"acls", "add, list and remove Kafka ACLs (kafka-acls.sh flags; the broker needs --kafka-authorizer)", runACLs},
 		{"queues", "list, get messages from, purge and delete AMQP queues (through the HTTP API)", runQueues},
 		{"exchanges", "list AMQP exchanges (through the HTTP API)", runExchanges},
 		{"bindings", "list AMQP bindings (through the HTTP API)", runBindings},

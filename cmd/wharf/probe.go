@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,10 +35,11 @@ const (
 const probeCorrelationID = 0x0d0a0d0a
 
 // probe sends a Kafka ApiVersions v0 request, which every Kafka broker
-// answers, to addr and classifies the first bytes that come back. The
-// error is set when there is no answer: nothing listens, or the peer is
-// silent until the deadline.
-func probe(ctx context.Context, addr string) (peerKind, error) {
+// answers, to addr (over TLS when tlsCfg is set) and classifies the first
+// bytes that come back. The error is set when there is no answer: nothing
+// listens, the TLS handshake fails, or the peer is silent until the
+// deadline.
+func probe(ctx context.Context, addr string, tlsCfg *tls.Config) (peerKind, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -46,6 +48,11 @@ func probe(ctx context.Context, addr string) (peerKind, error) {
 		return peerOther, err
 	}
 	defer conn.Close()
+	if tlsCfg != nil {
+		if conn, err = handshakeTLS(ctx, conn, addr, tlsCfg); err != nil {
+			return peerOther, err
+		}
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(deadline)
 	}
@@ -118,7 +125,12 @@ func portOf(addr string) string {
 // "127.0.0.1:5672 speaks AMQP, not Kafka; Wharf's Kafka port is 9092
 // unless wharf serve --kafka-addr sets another".
 func checkPeer(ctx context.Context, addr string, want service) error {
-	kind, err := probe(ctx, addr)
+	return checkPeerWith(ctx, addr, want, nil)
+}
+
+// checkPeerWith is checkPeer over TLS when tlsCfg is set.
+func checkPeerWith(ctx context.Context, addr string, want service, tlsCfg *tls.Config) error {
+	kind, err := probe(ctx, addr, tlsCfg)
 	if err != nil {
 		return unreachable(addr, err)
 	}
@@ -137,10 +149,28 @@ func checkPeer(ctx context.Context, addr string, want service) error {
 	return fmt.Errorf("%s does not answer as a %s server; %s", addr, want.name, where)
 }
 
+// errTLSHandshake is a peer that did not complete a TLS handshake.
+var errTLSHandshake = errors.New("TLS handshake failed")
+
+// handshakeTLS makes conn a TLS client connection to addr.
+func handshakeTLS(ctx context.Context, conn net.Conn, addr string, cfg *tls.Config) (net.Conn, error) {
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", errTLSHandshake, err)
+	}
+	return tc, nil
+}
+
 // unreachable says in one line why addr could not be probed.
 func unreachable(addr string, err error) error {
 	var timeout interface{ Timeout() bool }
 	switch {
+	case errors.Is(err, errTLSHandshake):
+		return fmt.Errorf("%s: %v (is it an SSL or SASL_SSL listener, and does --tls-ca hold its CA?)", addr, err)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("nothing listens on %s (connection refused): is wharf serve running, and is this its address?", addr)
 	case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded):

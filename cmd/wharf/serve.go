@@ -63,11 +63,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	natsFlags := natsServeFlags(fs)
 	secFlags := securityServeFlags(fs)
 	tlsFlags := tlsListenerServeFlags(fs)
+	kafkaSecFlags := kafkaSecurityServeFlags(fs)
 	env := bindEnv(fs, slices.Concat([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
 		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
-		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, tlsListenerEnv)...)
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, tlsListenerEnv, kafkaSecurityEnv)...)
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -116,7 +117,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	}
 	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
 
-	n, err := node.Start(node.Config{
+	cfg := node.Config{
 		DataDir:           *dataDir,
 		KafkaAddr:         *kafkaAddr,
 		AMQPAddr:          *amqpAddr,
@@ -141,11 +142,17 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		KafkaQueuedMaxRequestBytes:     limits.QueuedMaxRequestBytes,
 		KafkaConnectionsMaxIdle:        limits.ConnectionsMaxIdle,
 		MaxConnections:                 connCap,
-	})
+	}
+	if err := kafkaSecFlags.apply(fs, &cfg); err != nil {
+		return err
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(std.out, "Kafka listening on %s (advertised as %s)\n", n.KafkaAddr(), n.AdvertisedKafkaAddr())
+	for _, e := range n.KafkaEndpoints() {
+		fmt.Fprintf(std.out, "Kafka listening on %s (%s, advertised as %s)\n", e.Addr, e.Protocol, e.Advertised)
+	}
 	if n.AMQPAddr() != "" {
 		fmt.Fprintf(std.out, "AMQP listening on %s\n", n.AMQPAddr())
 	}

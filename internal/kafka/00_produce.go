@@ -27,6 +27,11 @@ import (
 // "__admin_client", as in Kafka. A failed partition answers BaseOffset -1.
 // TimeoutMillis is not needed: nothing waits on replicas.
 //
+// Authorization: WRITE on the transactional id of a transactional
+// request (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+// and WRITE on each topic (else TOPIC_AUTHORIZATION_FAILED, whether or not
+// the topic exists).
+//
 // A connection may have several acks!=0 produce requests in flight
 // (conn.go); planProduce and produceOrder keep their appends to any one
 // partition in request order. The records are borrowed from the request
@@ -53,6 +58,7 @@ type producePlan struct {
 func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+	txnDenied := req.TransactionID != nil && !s.allowed(r, opWrite, resTxnID, *req.TransactionID)
 	plan := &producePlan{req: req, resp: resp}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti, rt := range req.Topics {
@@ -61,8 +67,11 @@ func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan 
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 
-		t, topicErr := s.produceTopic(req.Version, rt)
-		if topicErr == 0 && t.Internal() && r.header.clientID != adminClientID {
+		t, topicErr := s.produceTopic(r, req.Version, rt)
+		switch {
+		case txnDenied:
+			topicErr = kerr.TransactionalIDAuthorizationFailed.Code
+		case topicErr == 0 && t.Internal() && r.header.clientID != adminClientID:
 			topicErr = kerr.InvalidTopicException.Code
 		}
 		for pi, rp := range rt.Partitions {
@@ -106,20 +115,23 @@ func (plan *producePlan) response() *response {
 const adminClientID = "__admin_client"
 
 // produceTopic resolves a produce request's topic by name (v3-v12) or ID
-// (v13+), returning the partition error code when it cannot.
-func (s *Server) produceTopic(version int16, rt kmsg.ProduceRequestTopic) (*broker.Topic, int16) {
-	var (
-		t   *broker.Topic
-		err error
-	)
+// (v13+) and checks that r may write to it, returning the partition
+// error code when it cannot.
+func (s *Server) produceTopic(r *request, version int16, rt kmsg.ProduceRequestTopic) (*broker.Topic, int16) {
 	if version >= 13 {
-		t, err = s.broker.TopicByID(rt.TopicID)
-		if err != nil {
+		t, err := s.broker.TopicByID(rt.TopicID)
+		switch {
+		case err != nil:
 			return nil, kerr.UnknownTopicID.Code
+		case !s.allowed(r, opWrite, resTopic, t.Name()):
+			return nil, kerr.TopicAuthorizationFailed.Code
 		}
 		return t, 0
 	}
-	t, err = s.broker.Topic(rt.Topic)
+	if !s.allowed(r, opWrite, resTopic, rt.Topic) {
+		return nil, kerr.TopicAuthorizationFailed.Code
+	}
+	t, err := s.broker.Topic(rt.Topic)
 	if err != nil {
 		return nil, errorCode(err)
 	}

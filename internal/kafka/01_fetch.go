@@ -35,7 +35,8 @@ import (
 // CurrentLeaderEpoch (v9+) is checked against our constant epoch.
 // Replica-only fields (ReplicaID, ReplicaState, LastFetchedEpoch, the v17+
 // tagged fields) are ignored: there are no followers, and a single node's
-// log never diverges.
+// log never diverges. Each topic needs READ (else its partitions are
+// TOPIC_AUTHORIZATION_FAILED).
 //
 // This file turns the request into a scope of partitions and the reads into
 // a response; fetch_poll.go reads and waits; fetch_write.go writes the record
@@ -53,7 +54,7 @@ func (s *Server) handleFetch(r *request, req *kmsg.FetchRequest) (*response, err
 		resp.SessionID = scope.session.id
 	}
 
-	targets := s.resolveFetchTargets(req.Version, scope.partitions)
+	targets := s.resolveFetchTargets(r, req.Version, scope.partitions)
 	reads := s.pollFetch(r, req, targets)
 	fd := buildFetchResponse(req, resp, scope, targets, reads)
 	return &response{msg: resp, fetch: fd}, nil

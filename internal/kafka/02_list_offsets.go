@@ -21,7 +21,8 @@ import (
 // partition listed twice is INVALID_REQUEST. READ_COMMITTED sees the same
 // offsets as READ_UNCOMMITTED while there are no transactions (LSO = HW).
 // CurrentLeaderEpoch (v4+) is checked; LeaderEpoch answers our constant
-// epoch where an offset is returned.
+// epoch where an offset is returned. A topic needs DESCRIBE (else
+// TOPIC_AUTHORIZATION_FAILED).
 
 const (
 	listLatest              = -1
@@ -43,7 +44,7 @@ var listOffsetsMinVersion = map[int64]int16{
 	listEarliestPendingLoad: 11,
 }
 
-func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+func (s *Server) handleListOffsets(r *request, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 
 	type tp struct {
@@ -60,7 +61,13 @@ func (s *Server) handleListOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response,
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
-		t, topicErr := s.broker.Topic(rt.Topic)
+		var (
+			t        *broker.Topic
+			topicErr error = errTopicDenied
+		)
+		if s.allowed(r, opDescribe, resTopic, rt.Topic) {
+			t, topicErr = s.broker.Topic(rt.Topic)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/wharf-mq/wharf/internal/acl"
 	"github.com/wharf-mq/wharf/internal/broker"
 )
 
@@ -23,69 +24,92 @@ import (
 // (unknown: UNKNOWN_TOPIC_ID). Authorized operations (v8+) report everything
 // as allowed, since Wharf has no ACLs.
 
-func (s *Server) handleMetadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
+func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker()}
+	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker(r.conn.listener)}
 	clusterID := s.broker.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.broker.NodeID()
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAuthorizedOperations
+		resp.AuthorizedOperations = s.authorizedOperations(r, kmsg.ACLResourceTypeCluster, acl.ClusterName, clusterOperations)
 	}
 
 	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if allTopics {
 		for _, t := range s.broker.Topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+			if s.mayDo(r, opDescribe, resTopic, t.Name()) {
+				resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
+			}
 		}
 		return resp, nil
 	}
 
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
-		var (
-			t   *broker.Topic
-			err error
-		)
-		switch {
-		case rt.Topic != nil && autoCreate:
-			t, err = s.broker.TopicOrCreate(*rt.Topic)
-		case rt.Topic != nil:
-			t, err = s.broker.Topic(*rt.Topic)
-		case rt.TopicID != [16]byte{}:
-			t, err = s.broker.TopicByID(rt.TopicID)
-		default:
-			err = errNoTopicNameOrID
-		}
+		t, err := s.metadataLookup(r, rt, autoCreate)
 		if err != nil {
 			resp.Topics = append(resp.Topics, metadataTopicError(rt, err))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+		resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
 	}
 	return resp, nil
 }
 
+// metadataLookup finds a requested topic, creating it when the request
+// and the broker allow and the principal may.
+func (s *Server) metadataLookup(r *request, rt kmsg.MetadataRequestTopic, autoCreate bool) (*broker.Topic, error) {
+	if rt.Topic == nil {
+		if rt.TopicID == [16]byte{} {
+			return nil, errNoTopicNameOrID
+		}
+		t, err := s.broker.TopicByID(rt.TopicID)
+		if err == nil && !s.allowed(r, opDescribe, resTopic, t.Name()) {
+			return nil, errTopicDenied
+		}
+		return t, err
+	}
+	name := *rt.Topic
+	if !s.allowed(r, opDescribe, resTopic, name) {
+		return nil, errTopicDenied
+	}
+	t, err := s.broker.Topic(name)
+	if !errors.Is(err, broker.ErrUnknownTopic) || !autoCreate || !s.broker.AutoCreatesTopics() || !validTopicName(name) {
+		return t, err
+	}
+	if !s.mayCreateTopic(r, name) {
+		return nil, errTopicDenied
+	}
+	return s.broker.TopicOrCreate(name)
+}
+
+// mayCreateTopic: CREATE on the cluster or on the topic, as Kafka asks
+// of CreateTopics and of auto-creation.
+func (s *Server) mayCreateTopic(r *request, name string) bool {
+	return s.mayDo(r, opCreate, kmsg.ACLResourceTypeCluster, acl.ClusterName) || s.allowed(r, opCreate, resTopic, name)
+}
+
 var errNoTopicNameOrID = errors.New("topic has neither name nor ID")
 
-// metadataBroker describes this node as clients should reach it.
-func (s *Server) metadataBroker() kmsg.MetadataResponseBroker {
+// metadataBroker describes this node as clients of listener l should
+// reach it.
+func (s *Server) metadataBroker(l *Listener) kmsg.MetadataResponseBroker {
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID = s.broker.NodeID()
-	b.Host = s.cfg.AdvertisedHost
-	b.Port = s.cfg.AdvertisedPort
+	b.Host = l.AdvertisedHost
+	b.Port = l.AdvertisedPort
 	return b
 }
 
 // metadataTopic describes one existing topic and its partitions.
-func (s *Server) metadataTopic(t *broker.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(r *request, t *broker.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name()
 	mt.Topic = &name
 	mt.TopicID = t.ID()
 	mt.IsInternal = t.Internal()
 	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = topicAuthorizedOperations
+		mt.AuthorizedOperations = s.authorizedOperations(r, resTopic, name, topicOperations)
 	}
 	node := s.broker.NodeID()
 	for _, p := range t.Partitions() {
@@ -142,26 +166,6 @@ func checkLeaderEpoch(epoch int32) int16 {
 		return kerr.FencedLeaderEpoch.Code
 	}
 }
-
-// Authorized-operation bitfields (KIP-430): 1<<op for every operation the
-// resource type has, all allowed since Wharf has no ACLs.
-const (
-	aclRead            = 3
-	aclWrite           = 4
-	aclCreate          = 5
-	aclDelete          = 6
-	aclAlter           = 7
-	aclDescribe        = 8
-	aclClusterAction   = 9
-	aclDescribeConfigs = 10
-	aclAlterConfigs    = 11
-	aclIdempotentWrite = 12
-
-	topicAuthorizedOperations int32 = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete |
-		1<<aclAlter | 1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
-	clusterAuthorizedOperations int32 = 1<<aclCreate | 1<<aclAlter | 1<<aclDescribe |
-		1<<aclClusterAction | 1<<aclDescribeConfigs | 1<<aclAlterConfigs | 1<<aclIdempotentWrite
-)
 
 // validTopicName is Kafka's topic name rule (1-249 characters of
 // [a-zA-Z0-9._-], not "." or ".."). The broker enforces it on creation;

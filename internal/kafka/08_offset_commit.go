@@ -14,9 +14,11 @@ import (
 // group is empty). v1's per-partition timestamp and v2-v4's retention time
 // are ignored, as Kafka does since offsets expire only with their group.
 // v6+ carry the leader epoch, v7+ the instance id; for KIP-848 groups the
-// generation is the member epoch. v10 names topics by id.
+// generation is the member epoch. v10 names topics by id. It needs READ on
+// the group (else every partition is GROUP_AUTHORIZATION_FAILED) and on
+// each topic (else TOPIC_AUTHORIZATION_FAILED).
 
-func (s *Server) handleOffsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+func (s *Server) handleOffsetCommit(r *request, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	cr := group.CommitRequest{Group: req.Group, Generation: -1}
 	if req.Version >= 1 {
@@ -36,6 +38,9 @@ func (s *Server) handleOffsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Respons
 		if req.Version >= 10 {
 			name, nameErr = s.topicNameByID(rt.TopicID)
 		}
+		if nameErr == nil && !s.allowed(r, opRead, resTopic, name) {
+			nameErr = errTopicDenied
+		}
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -54,9 +59,13 @@ func (s *Server) handleOffsetCommit(req *kmsg.OffsetCommitRequest) (kmsg.Respons
 		resp.Topics = append(resp.Topics, st)
 	}
 	coord, err := s.coordinator()
+	if err == nil && !s.allowed(r, opRead, resGroup, req.Group) {
+		err = errGroupDenied
+	}
 	var results []error
 	if err == nil {
-		// Partitions of unknown topic ids never reach the coordinator.
+		// Partitions of unknown or forbidden topics never reach the
+		// coordinator.
 		var ask group.CommitRequest = cr
 		ask.Offsets = nil
 		var asked []int

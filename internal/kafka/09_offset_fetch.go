@@ -15,12 +15,17 @@ import (
 // v9+ KIP-848 consumers send their member id and epoch, which are checked.
 // v10 names topics by id. Group-level errors go in the top-level error code
 // from v2; v0-v1 put them on every partition.
+//
+// It needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) and on
+// each topic asked for (else TOPIC_AUTHORIZATION_FAILED); asked for every
+// topic, the group's offsets of topics the principal may not DESCRIBE are
+// left out.
 
-func (s *Server) handleOffsetFetch(req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+func (s *Server) handleOffsetFetch(r *request, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, rg := range req.Groups {
-			resp.Groups = append(resp.Groups, s.fetchGroupOffsets(req, rg))
+			resp.Groups = append(resp.Groups, s.fetchGroupOffsets(r, req, rg))
 		}
 		return resp, nil
 	}
@@ -35,7 +40,7 @@ func (s *Server) handleOffsetFetch(req *kmsg.OffsetFetchRequest) (kmsg.Response,
 		gt.Topic, gt.Partitions = t.Topic, t.Partitions
 		rg.Topics = append(rg.Topics, gt)
 	}
-	g := s.fetchGroupOffsets(req, rg)
+	g := s.fetchGroupOffsets(r, req, rg)
 	if req.Version >= 2 {
 		resp.ErrorCode = g.ErrorCode
 	}
@@ -56,10 +61,13 @@ func (s *Server) handleOffsetFetch(req *kmsg.OffsetFetchRequest) (kmsg.Response,
 }
 
 // fetchGroupOffsets answers one group of an OffsetFetch, in the v8+ layout.
-func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetFetchRequestGroup) kmsg.OffsetFetchResponseGroup {
+func (s *Server) fetchGroupOffsets(r *request, req *kmsg.OffsetFetchRequest, rg kmsg.OffsetFetchRequestGroup) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = rg.Group
 	coord, err := s.coordinator()
+	if err == nil && !s.allowed(r, opDescribe, resGroup, rg.Group) {
+		err = errGroupDenied
+	}
 	if err != nil {
 		out.ErrorCode = errorCode(err)
 		return out
@@ -81,6 +89,10 @@ func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetF
 					continue
 				}
 				rg.Topics[i].Topic = name
+			}
+			if !s.allowed(r, opDescribe, resTopic, name) {
+				unknown[i] = errTopicDenied
+				continue
 			}
 			for _, p := range t.Partitions {
 				fr.Partitions = append(fr.Partitions, group.TopicPartition{Topic: name, Partition: p})
@@ -111,7 +123,7 @@ func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetF
 	for i, t := range rg.Topics {
 		if err, ok := unknown[i]; ok {
 			rt := kmsg.NewOffsetFetchResponseGroupTopic()
-			rt.TopicID = t.TopicID
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, errorCode(err)
@@ -123,6 +135,9 @@ func (s *Server) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetF
 		topicOf(t.Topic, t.TopicID)
 	}
 	for _, f := range fetched {
+		if rg.Topics == nil && !s.mayDo(r, opDescribe, resTopic, f.Topic) {
+			continue
+		}
 		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = f.Partition, f.Offset, f.LeaderEpoch
 		rp.Metadata = kmsg.StringPtr(f.Metadata)

@@ -13,14 +13,16 @@ import (
 // INVALID_REQUEST. A key whose partition of __consumer_offsets or
 // __transaction_state is offline or could not be read is
 // COORDINATOR_NOT_AVAILABLE, as Kafka answers while no broker has that
-// partition loaded.
+// partition loaded. A group key needs DESCRIBE on the group (else
+// GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 const (
 	coordinatorTypeGroup       = 0
 	coordinatorTypeTransaction = 1
 )
 
-func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
@@ -29,11 +31,11 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.R
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if err := s.coordinatorFor(req.CoordinatorType, key); err != nil {
+		if err := s.coordinatorFor(r, req.CoordinatorType, key); err != nil {
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
-			b := s.metadataBroker()
+			b := s.metadataBroker(r.conn.listener)
 			c.NodeID, c.Host, c.Port = b.NodeID, b.Host, b.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
@@ -47,16 +49,23 @@ func (s *Server) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) (kmsg.R
 	return resp, nil
 }
 
-// coordinatorFor reports whether this node can coordinate a key now.
-func (s *Server) coordinatorFor(keyType int8, key string) error {
+// coordinatorFor reports whether this node can coordinate a key now for
+// r's principal.
+func (s *Server) coordinatorFor(r *request, keyType int8, key string) error {
 	switch keyType {
 	case coordinatorTypeGroup:
+		if !s.allowed(r, opDescribe, resGroup, key) {
+			return errGroupDenied
+		}
 		groups, err := s.coordinator()
 		if err != nil {
 			return err
 		}
 		return groups.Available(key)
 	case coordinatorTypeTransaction:
+		if !s.allowed(r, opDescribe, resTxnID, key) {
+			return errTxnIDDenied
+		}
 		txns, err := s.transactions()
 		if err != nil {
 			return err

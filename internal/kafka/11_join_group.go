@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/group"
@@ -13,12 +15,14 @@ import (
 // dynamic members first get a member id with MEMBER_ID_REQUIRED (KIP-394);
 // v5+ carry group.instance.id (KIP-345); v9 tells a static leader that
 // rejoined a stable group to keep the current assignment (SkipAssignment).
+// It needs READ on the group (else GROUP_AUTHORIZATION_FAILED), as do
+// SyncGroup, Heartbeat and LeaveGroup.
 
 func (s *Server) handleJoinGroup(r *request, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return resp, nil
@@ -40,7 +44,9 @@ func (s *Server) handleJoinGroup(r *request, req *kmsg.JoinGroupRequest) (kmsg.R
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	res := coord.JoinGroup(s.groupWait, jr)
+	start := time.Now()
+	res := coord.JoinGroup(s.shutdownCtx, jr)
+	r.waited = time.Since(start) // mostly waiting for the rebalance
 	resp.MemberID = res.MemberID
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)

@@ -9,9 +9,9 @@ import (
 // Heartbeat (key 12), v0-v4: keeps a classic member's session alive;
 // REBALANCE_IN_PROGRESS tells it to rejoin. v3+ carry the instance id.
 
-func (s *Server) handleHeartbeat(req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
+func (s *Server) handleHeartbeat(r *request, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err == nil {
 		err = coord.Heartbeat(group.HeartbeatRequest{
 			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,

@@ -11,9 +11,9 @@ import (
 // v0-v2 name one member; v3+ (KIP-345) a batch, each by member id and/or
 // instance id, with an error per member.
 
-func (s *Server) handleLeaveGroup(req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
+func (s *Server) handleLeaveGroup(r *request, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return resp, nil

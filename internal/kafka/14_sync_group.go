@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/group"
@@ -12,9 +14,9 @@ import (
 // until the leader's has been stored, then returns its own. v3+ carry the
 // instance id; v5+ the protocol type and name, which must be the group's.
 
-func (s *Server) handleSyncGroup(req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
+func (s *Server) handleSyncGroup(r *request, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
 	if err != nil {
 		resp.ErrorCode = errorCode(err)
 		return resp, nil
@@ -33,7 +35,9 @@ func (s *Server) handleSyncGroup(req *kmsg.SyncGroupRequest) (kmsg.Response, err
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	res := coord.SyncGroup(s.groupWait, sr)
+	start := time.Now()
+	res := coord.SyncGroup(s.shutdownCtx, sr)
+	r.waited = time.Since(start) // mostly waiting for the leader's assignment
 	if res.Err != nil {
 		resp.ErrorCode = errorCode(res.Err)
 		return resp, nil

@@ -13,12 +13,11 @@ import (
 // A group that does not exist is described as "Dead" with no members; v6+
 // also answer GROUP_ID_NOT_FOUND. Members' metadata and assignments are
 // shown only for a stable group, as Kafka does. KIP-848 groups are shown
-// in the classic shape (see group.Coordinator.DescribeGroups). Every
-// operation is authorized (v3+): Wharf has no ACLs.
+// in the classic shape (see group.Coordinator.DescribeGroups). A group
+// needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED); v3+ report what the
+// principal may do with it.
 
-const groupAuthorizedOperations int32 = 1<<aclRead | 1<<aclDelete | 1<<aclDescribe
-
-func (s *Server) handleDescribeGroups(req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeGroups(r *request, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	coord, err := s.coordinator()
 	var described []group.DescribedGroup
@@ -28,8 +27,13 @@ func (s *Server) handleDescribeGroups(req *kmsg.DescribeGroupsRequest) (kmsg.Res
 	for i, name := range req.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = name
+		if !s.allowed(r, opDescribe, resGroup, name) {
+			g.ErrorCode, g.ErrorMessage = errorCode(errGroupDenied), errorMessage(errGroupDenied)
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupAuthorizedOperations
+			g.AuthorizedOperations = s.authorizedOperations(r, resGroup, name, groupOperations)
 		}
 		if err != nil {
 			g.ErrorCode = errorCode(err)

@@ -17,8 +17,13 @@ import (
 // in one request is INVALID_REQUEST. ValidateOnly (v1+) checks without
 // creating. v5+ answers with the partition count, replication factor and
 // configs of the new topic; v7+ with its ID.
+//
+// A topic needs CREATE on the cluster or on itself (else
+// TOPIC_AUTHORIZATION_FAILED); its configs are shown only with
+// DESCRIBE_CONFIGS on it (else TopicConfigErrorCode
+// TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 
-func (s *Server) handleCreateTopics(req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+func (s *Server) handleCreateTopics(r *request, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	counts := make(map[string]int)
 	for _, rt := range req.Topics {
@@ -28,14 +33,19 @@ func (s *Server) handleCreateTopics(req *kmsg.CreateTopicsRequest) (kmsg.Respons
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		if counts[rt.Topic] > 1 {
+		switch {
+		case counts[rt.Topic] > 1:
 			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
-		} else {
+		case !s.mayCreateTopic(r, rt.Topic):
+			err = errTopicDenied
+		default:
 			err = s.createTopic(rt, req.ValidateOnly, &st)
 		}
 		if err != nil {
 			st.ErrorCode = errorCode(err)
 			st.ErrorMessage = errorMessage(err)
+		} else if !s.mayDo(r, opDescribeConfigs, resTopic, rt.Topic) {
+			st.Configs, st.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -9,25 +9,25 @@ import (
 //
 // v0-v5 name topics; v6 names them or gives their ID (an unknown ID is
 // UNKNOWN_TOPIC_ID, a name and an ID together INVALID_REQUEST). v5+ carries
-// an error message.
+// an error message. A topic needs DELETE (else TOPIC_AUTHORIZATION_FAILED).
 
-func (s *Server) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
+func (s *Server) handleDeleteTopics(r *request, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	if req.Version < 6 {
 		for _, name := range req.TopicNames {
 			name := name
-			resp.Topics = append(resp.Topics, s.deleteTopic(kmsg.DeleteTopicsRequestTopic{Topic: &name}))
+			resp.Topics = append(resp.Topics, s.deleteTopic(r, kmsg.DeleteTopicsRequestTopic{Topic: &name}))
 		}
 		return resp, nil
 	}
 	for _, rt := range req.Topics {
-		resp.Topics = append(resp.Topics, s.deleteTopic(rt))
+		resp.Topics = append(resp.Topics, s.deleteTopic(r, rt))
 	}
 	return resp, nil
 }
 
 // deleteTopic deletes one topic given by name or ID.
-func (s *Server) deleteTopic(rt kmsg.DeleteTopicsRequestTopic) kmsg.DeleteTopicsResponseTopic {
+func (s *Server) deleteTopic(r *request, rt kmsg.DeleteTopicsRequestTopic) kmsg.DeleteTopicsResponseTopic {
 	st := kmsg.NewDeleteTopicsResponseTopic()
 	st.Topic, st.TopicID = rt.Topic, rt.TopicID
 	var (
@@ -49,6 +49,9 @@ func (s *Server) deleteTopic(rt kmsg.DeleteTopicsRequestTopic) kmsg.DeleteTopics
 		st.Topic = &name
 	default:
 		err = kafkaErrorf(kerr.InvalidRequest, "neither topic name nor topic ID given")
+	}
+	if err == nil && !s.allowed(r, opDelete, resTopic, name) {
+		err = errTopicDenied
 	}
 	if err == nil {
 		if t, lookupErr := s.broker.Topic(name); lookupErr == nil {

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/broker"
 )
 
 // DeleteRecords (key 21), v0-v2.
@@ -9,14 +11,21 @@ import (
 // Moves each partition's log start offset up to the given offset (-1: the
 // high watermark) and answers the new low watermark. An offset below -1 or
 // above the high watermark is OFFSET_OUT_OF_RANGE. TimeoutMillis is not
-// needed: nothing waits on replicas.
+// needed: nothing waits on replicas. A topic needs DELETE (else
+// TOPIC_AUTHORIZATION_FAILED).
 
-func (s *Server) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
+func (s *Server) handleDeleteRecords(r *request, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
-		t, topicErr := s.broker.Topic(rt.Topic)
+		var (
+			t        *broker.Topic
+			topicErr error = errTopicDenied
+		)
+		if s.allowed(r, opDelete, resTopic, rt.Topic) {
+			t, topicErr = s.broker.Topic(rt.Topic)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -12,13 +12,20 @@ import (
 // that EndTxn can write markers to them. If one partition is bad none is
 // added: it gets its error and the others OPERATION_NOT_ATTEMPTED, as in
 // Kafka. v4+ (brokers verifying partitions for each other, KIP-890) is not
-// served.
-func (s *Server) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, error) {
+// served. It needs WRITE on the transactional id (else every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else
+// TOPIC_AUTHORIZATION_FAILED, and the others OPERATION_NOT_ATTEMPTED).
+func (s *Server) handleAddPartitionsToTxn(r *request, req *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	var parts []txn.TopicPartition
+	var denied []bool // per partition
+	anyDenied := false
 	for _, t := range req.Topics {
+		ok := s.allowed(r, opWrite, resTopic, t.Topic)
+		anyDenied = anyDenied || !ok
 		for _, p := range t.Partitions {
 			parts = append(parts, txn.TopicPartition{Topic: t.Topic, Partition: p})
+			denied = append(denied, !ok)
 		}
 	}
 	answer := func(code func(i int) int16) {
@@ -35,7 +42,16 @@ func (s *Server) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) (
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
-	txns, err := s.transactions()
+	txns, err := s.transactionsFor(r, req.TransactionalID)
+	if err == nil && anyDenied {
+		answer(func(i int) int16 {
+			if denied[i] {
+				return kerr.TopicAuthorizationFailed.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		})
+		return resp, nil
+	}
 	if err == nil {
 		var results []error
 		results, err = txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts)

@@ -7,10 +7,11 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // every partition of the transaction (and applies or drops the offsets
 // committed in it), then answers. v5 (KIP-890 part 2, an epoch bump per
 // transaction) is not served: Wharf does not advertise
-// transaction.version 2, and clients then stay on v4.
-func (s *Server) handleEndTxn(req *kmsg.EndTxnRequest) (kmsg.Response, error) {
+// transaction.version 2, and clients then stay on v4. It needs WRITE on
+// the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+func (s *Server) handleEndTxn(r *request, req *kmsg.EndTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	txns, err := s.transactions()
+	txns, err := s.transactionsFor(r, req.TransactionalID)
 	if err == nil {
 		err = txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 	}

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,14 +24,24 @@ import (
 // ConfigNames filters (null: all; unknown names are left out). v1+ reports
 // Source and, if asked, synonyms (the entry itself and, for a default topic
 // config, the broker config it falls back to); v3+ the config type.
-// Documentation is not available (null).
+// Documentation is not available (null). A topic needs DESCRIBE_CONFIGS
+// (else TOPIC_AUTHORIZATION_FAILED), the broker DESCRIBE_CONFIGS on the
+// cluster (else CLUSTER_AUTHORIZATION_FAILED); AlterConfigs and
+// IncrementalAlterConfigs need ALTER_CONFIGS alike.
 
-func (s *Server) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeConfigs(r *request, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, source, err := s.resourceConfigs(rr.ResourceType, rr.ResourceName)
+		var (
+			entries []broker.ConfigEntry
+			source  func(broker.ConfigEntry) kmsg.ConfigSource
+		)
+		err := s.configResourceAllowed(r, rr.ResourceType, rr.ResourceName, opDescribeConfigs)
+		if err == nil {
+			entries, source, err = s.resourceConfigs(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode = errorCode(err)
 			sr.ErrorMessage = errorMessage(err)
@@ -77,6 +86,22 @@ func (s *Server) resourceConfigs(typ kmsg.ConfigResourceType, name string) (
 	}
 }
 
+// configResourceAllowed checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+// a config resource: the topic, or the cluster for the broker.
+func (s *Server) configResourceAllowed(r *request, typ kmsg.ConfigResourceType, name string, op kmsg.ACLOperation) error {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.allowed(r, op, resTopic, name) {
+			return errTopicDenied
+		}
+	case kmsg.ConfigResourceTypeBroker:
+		if !s.allowedCluster(r, op) {
+			return errClusterDenied
+		}
+	}
+	return nil
+}
+
 // checkBrokerResource accepts a BROKER resource named after this node.
 func (s *Server) checkBrokerResource(name string) error {
 	id, err := strconv.ParseInt(name, 10, 32)
@@ -91,9 +116,8 @@ func (s *Server) checkBrokerResource(name string) error {
 // (listener, request size limit), sorted by name. All are static: set at
 // start-up.
 func (s *Server) brokerConfigs() []broker.ConfigEntry {
-	listener := "PLAINTEXT://" + net.JoinHostPort(s.cfg.AdvertisedHost, strconv.Itoa(int(s.cfg.AdvertisedPort)))
 	entries := append(s.broker.Configs(),
-		broker.ConfigEntry{Name: "advertised.listeners", Value: listener, ReadOnly: true},
+		broker.ConfigEntry{Name: "advertised.listeners", Value: s.advertisedListeners(), ReadOnly: true},
 		broker.ConfigEntry{Name: "socket.request.max.bytes", Value: strconv.Itoa(int(s.cfg.MaxRequestBytes)),
 			IsDefault: s.cfg.MaxRequestBytes == DefaultMaxRequestBytes, ReadOnly: true},
 	)

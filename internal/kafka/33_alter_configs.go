@@ -14,7 +14,7 @@ import (
 // configs are static in Wharf: altering one is INVALID_REQUEST (an empty
 // change to this broker succeeds).
 
-func (s *Server) handleAlterConfigs(req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
+func (s *Server) handleAlterConfigs(r *request, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	dup := duplicateResources(len(req.Resources), func(i int) configResource {
 		return configResource{req.Resources[i].ResourceType, req.Resources[i].ResourceName}
@@ -25,7 +25,7 @@ func (s *Server) handleAlterConfigs(req *kmsg.AlterConfigsRequest) (kmsg.Respons
 		var err error
 		if dup[i] {
 			err = kafkaErrorf(kerr.InvalidRequest, "resource %v %q appears more than once", rr.ResourceType, rr.ResourceName)
-		} else {
+		} else if err = s.configResourceAllowed(r, rr.ResourceType, rr.ResourceName, opAlterConfigs); err == nil {
 			err = s.alterConfigs(rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)

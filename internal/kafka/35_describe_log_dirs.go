@@ -3,6 +3,7 @@ package kafka
 import (
 	"path/filepath"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -14,10 +15,18 @@ import (
 // every partition; otherwise the listed ones, leaving out topics and
 // partitions that do not exist (as Kafka does). OffsetLag is 0 (the high
 // watermark is the log end); there are no future replicas. v4+ reports the
-// volume's total and usable bytes.
+// volume's total and usable bytes. It needs DESCRIBE on the cluster; without
+// it the answer lists no directory and, from v3, says
+// CLUSTER_AUTHORIZATION_FAILED, as in Kafka.
 
-func (s *Server) handleDescribeLogDirs(req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeLogDirs(r *request, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.allowedCluster(r, opDescribe) {
+		if req.Version >= 3 {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		}
+		return resp, nil
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = s.broker.DataDir()
 	if abs, err := filepath.Abs(dir.Dir); err == nil {

@@ -10,9 +10,10 @@ import (
 // Grows a topic to Count partitions (not more than it has: INVALID_PARTITIONS).
 // A manual Assignment must list exactly the new partitions, each on this
 // node alone (else INVALID_REPLICA_ASSIGNMENT). A topic named twice is
-// INVALID_REQUEST. ValidateOnly checks without creating.
+// INVALID_REQUEST. ValidateOnly checks without creating. A topic needs
+// ALTER (else TOPIC_AUTHORIZATION_FAILED).
 
-func (s *Server) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+func (s *Server) handleCreatePartitions(r *request, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	counts := make(map[string]int)
 	for _, rt := range req.Topics {
@@ -22,9 +23,12 @@ func (s *Server) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) (kmsg
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		if counts[rt.Topic] > 1 {
+		switch {
+		case counts[rt.Topic] > 1:
 			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
-		} else {
+		case !s.allowed(r, opAlter, resTopic, rt.Topic):
+			err = errTopicDenied
+		default:
 			err = s.createPartitions(rt, req.ValidateOnly)
 		}
 		st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)

@@ -17,7 +17,7 @@ import (
 // named twice in one resource, or a resource named twice, is
 // INVALID_REQUEST. Broker configs are static (see AlterConfigs).
 
-func (s *Server) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
+func (s *Server) handleIncrementalAlterConfigs(r *request, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	dup := duplicateResources(len(req.Resources), func(i int) configResource {
 		return configResource{req.Resources[i].ResourceType, req.Resources[i].ResourceName}
@@ -28,7 +28,7 @@ func (s *Server) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigs
 		var err error
 		if dup[i] {
 			err = kafkaErrorf(kerr.InvalidRequest, "resource %v %q appears more than once", rr.ResourceType, rr.ResourceName)
-		} else {
+		} else if err = s.configResourceAllowed(r, rr.ResourceType, rr.ResourceName, opAlterConfigs); err == nil {
 			err = s.incrementalAlterConfigs(rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)

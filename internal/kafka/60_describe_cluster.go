@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/acl"
 )
 
 // DescribeCluster (key 60), v0-v2.
@@ -10,14 +12,16 @@ import (
 // Describes the one broker, which is also the controller. v1+ may ask for
 // controllers (EndpointType 2): as on a Kafka broker (not a controller
 // listener), that is MISMATCHED_ENDPOINT_TYPE; an unknown type is
-// UNSUPPORTED_ENDPOINT_TYPE. Nothing is ever fenced (v2).
+// UNSUPPORTED_ENDPOINT_TYPE. Nothing is ever fenced (v2). It needs no
+// permission, as in Kafka; the cluster's authorized operations are the
+// principal's.
 
 const (
 	endpointTypeBrokers     = 1
 	endpointTypeControllers = 2
 )
 
-func (s *Server) handleDescribeCluster(req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeCluster(r *request, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
@@ -33,11 +37,11 @@ func (s *Server) handleDescribeCluster(req *kmsg.DescribeClusterRequest) (kmsg.R
 	resp.ClusterID = s.broker.ClusterID()
 	resp.ControllerID = s.broker.NodeID()
 	b := kmsg.NewDescribeClusterResponseBroker()
-	mb := s.metadataBroker()
+	mb := s.metadataBroker(r.conn.listener)
 	b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAuthorizedOperations
+		resp.ClusterAuthorizedOperations = s.authorizedOperations(r, kmsg.ACLResourceTypeCluster, acl.ClusterName, clusterOperations)
 	}
 	return resp, nil
 }

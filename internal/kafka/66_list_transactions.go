@@ -15,8 +15,8 @@ var knownTxnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort
 // ListTransactions (key 66), v0-v2: every transactional id, filtered by
 // state, producer id, how long its transaction has been open (v1+) and an
 // re2 pattern on the id (v2+). Unknown state names are echoed back in
-// UnknownStateFilters.
-func (s *Server) handleListTransactions(req *kmsg.ListTransactionsRequest) (kmsg.Response, error) {
+// UnknownStateFilters. Only ids the principal may DESCRIBE are listed.
+func (s *Server) handleListTransactions(r *request, req *kmsg.ListTransactionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	txns, err := s.transactions()
 	if err != nil {
@@ -44,7 +44,8 @@ func (s *Server) handleListTransactions(req *kmsg.ListTransactionsRequest) (kmsg
 		case len(req.StateFilters) > 0 && !slices.Contains(states, d.State),
 			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, d.ProducerID),
 			req.Version >= 1 && req.DurationFilterMillis >= 0 && (d.Started.IsZero() || now.Sub(d.Started).Milliseconds() < req.DurationFilterMillis),
-			pattern != nil && !pattern.MatchString(d.TransactionalID):
+			pattern != nil && !pattern.MatchString(d.TransactionalID),
+			!s.mayDo(r, opDescribe, resTxnID, d.TransactionalID):
 			continue
 		}
 		st := kmsg.NewListTransactionsResponseTransactionState()

@@ -12,11 +12,21 @@ import (
 // and "range") and reconciles each member towards its target, revoking
 // before assigning. Null fields mean "unchanged"; a rebalance timeout of -1
 // likewise. v1 clients choose their member id and may subscribe by regex;
-// a v0 client joining without an id gets one.
+// a v0 client joining without an id gets one. It needs READ on the group
+// (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it
+// subscribes to by name (else TOPIC_AUTHORIZATION_FAILED), as in Kafka 4.
 
 func (s *Server) handleConsumerGroupHeartbeat(r *request, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	coord, err := s.coordinator()
+	coord, err := s.groupCoordinator(r, opRead, req.Group)
+	if err == nil {
+		for _, topic := range req.SubscribedTopicNames {
+			if !s.allowed(r, opDescribe, resTopic, topic) {
+				err = errTopicDenied
+				break
+			}
+		}
+	}
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return resp, nil

@@ -8,9 +8,10 @@ import (
 
 // ConsumerGroupDescribe (key 69), v0-v1: KIP-848 groups with each member's
 // current and target assignment. A classic group is GROUP_ID_NOT_FOUND.
-// v1 adds the member type: every member here is a consumer (1).
+// v1 adds the member type: every member here is a consumer (1). A group
+// needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED).
 
-func (s *Server) handleConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, error) {
+func (s *Server) handleConsumerGroupDescribe(r *request, req *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	coord, err := s.coordinator()
 	var described []group.ConsumerGroupDescription
@@ -20,8 +21,13 @@ func (s *Server) handleConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequ
 	for i, name := range req.Groups {
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = name
+		if !s.allowed(r, opDescribe, resGroup, name) {
+			g.ErrorCode, g.ErrorMessage = errorCode(errGroupDenied), errorMessage(errGroupDenied)
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupAuthorizedOperations
+			g.AuthorizedOperations = s.authorizedOperations(r, resGroup, name, groupOperations)
 		}
 		if err != nil {
 			g.ErrorCode, g.ErrorMessage = errorCode(err), errorMessage(err)

@@ -35,6 +35,22 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.DescribeCluster:         {0, 2},
 	kmsg.InitProducerID:          {0, 5},
 
+	// Replica management, trivial on a single node.
+	kmsg.ElectLeaders:               {0, 2},
+	kmsg.AlterPartitionAssignments:  {0, 1},
+	kmsg.ListPartitionReassignments: {0, 0},
+
+	// Security.
+	kmsg.SASLHandshake:                {0, 1},
+	kmsg.SASLAuthenticate:             {0, 2},
+	kmsg.DescribeUserSCRAMCredentials: {0, 0},
+	kmsg.AlterUserSCRAMCredentials:    {0, 0},
+	kmsg.DescribeACLs:                 {0, 3},
+	kmsg.CreateACLs:                   {0, 3},
+	kmsg.DeleteACLs:                   {0, 3},
+	kmsg.DescribeClientQuotas:         {0, 1},
+	kmsg.AlterClientQuotas:            {0, 1},
+
 	// Groups (internal/group).
 	kmsg.OffsetCommit:           {0, 10},
 	kmsg.OffsetFetch:            {0, 10},
@@ -74,69 +90,93 @@ func (s *Server) handle(r *request) (*response, error) {
 	case *kmsg.FetchRequest:
 		return s.handleFetch(r, m)
 	case *kmsg.ListOffsetsRequest:
-		return reply(s.handleListOffsets(m))
+		return reply(s.handleListOffsets(r, m))
 	case *kmsg.MetadataRequest:
-		return reply(s.handleMetadata(m))
+		return reply(s.handleMetadata(r, m))
 	case *kmsg.ApiVersionsRequest:
 		return reply(s.handleApiVersions(m))
+	case *kmsg.SASLHandshakeRequest:
+		return r.conn.handleSaslHandshake(m)
+	case *kmsg.SASLAuthenticateRequest:
+		return r.conn.handleSaslAuthenticate(m)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return reply(s.handleDescribeUserScramCredentials(r, m))
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return reply(s.handleAlterUserScramCredentials(r, m))
+	case *kmsg.DescribeACLsRequest:
+		return reply(s.handleDescribeACLs(r, m))
+	case *kmsg.CreateACLsRequest:
+		return reply(s.handleCreateACLs(r, m))
+	case *kmsg.DeleteACLsRequest:
+		return reply(s.handleDeleteACLs(r, m))
+	case *kmsg.DescribeClientQuotasRequest:
+		return reply(s.handleDescribeClientQuotas(r, m))
+	case *kmsg.AlterClientQuotasRequest:
+		return reply(s.handleAlterClientQuotas(r, m))
 	case *kmsg.CreateTopicsRequest:
-		return reply(s.handleCreateTopics(m))
+		return reply(s.handleCreateTopics(r, m))
 	case *kmsg.DeleteTopicsRequest:
-		return reply(s.handleDeleteTopics(m))
+		return reply(s.handleDeleteTopics(r, m))
 	case *kmsg.DeleteRecordsRequest:
-		return reply(s.handleDeleteRecords(m))
+		return reply(s.handleDeleteRecords(r, m))
 	case *kmsg.DescribeConfigsRequest:
-		return reply(s.handleDescribeConfigs(m))
+		return reply(s.handleDescribeConfigs(r, m))
 	case *kmsg.AlterConfigsRequest:
-		return reply(s.handleAlterConfigs(m))
+		return reply(s.handleAlterConfigs(r, m))
 	case *kmsg.DescribeLogDirsRequest:
-		return reply(s.handleDescribeLogDirs(m))
+		return reply(s.handleDescribeLogDirs(r, m))
 	case *kmsg.CreatePartitionsRequest:
-		return reply(s.handleCreatePartitions(m))
+		return reply(s.handleCreatePartitions(r, m))
 	case *kmsg.IncrementalAlterConfigsRequest:
-		return reply(s.handleIncrementalAlterConfigs(m))
+		return reply(s.handleIncrementalAlterConfigs(r, m))
 	case *kmsg.DescribeClusterRequest:
-		return reply(s.handleDescribeCluster(m))
+		return reply(s.handleDescribeCluster(r, m))
 	case *kmsg.InitProducerIDRequest:
-		return reply(s.handleInitProducerID(m))
+		return reply(s.handleInitProducerID(r, m))
+	case *kmsg.ElectLeadersRequest:
+		return reply(s.handleElectLeaders(r, m))
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return reply(s.handleAlterPartitionReassignments(r, m))
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return reply(s.handleListPartitionReassignments(r, m))
 	case *kmsg.OffsetCommitRequest:
-		return reply(s.handleOffsetCommit(m))
+		return reply(s.handleOffsetCommit(r, m))
 	case *kmsg.OffsetFetchRequest:
-		return reply(s.handleOffsetFetch(m))
+		return reply(s.handleOffsetFetch(r, m))
 	case *kmsg.FindCoordinatorRequest:
-		return reply(s.handleFindCoordinator(m))
+		return reply(s.handleFindCoordinator(r, m))
 	case *kmsg.JoinGroupRequest:
 		return reply(s.handleJoinGroup(r, m))
 	case *kmsg.HeartbeatRequest:
-		return reply(s.handleHeartbeat(m))
+		return reply(s.handleHeartbeat(r, m))
 	case *kmsg.LeaveGroupRequest:
-		return reply(s.handleLeaveGroup(m))
+		return reply(s.handleLeaveGroup(r, m))
 	case *kmsg.SyncGroupRequest:
-		return reply(s.handleSyncGroup(m))
+		return reply(s.handleSyncGroup(r, m))
 	case *kmsg.DescribeGroupsRequest:
-		return reply(s.handleDescribeGroups(m))
+		return reply(s.handleDescribeGroups(r, m))
 	case *kmsg.ListGroupsRequest:
-		return reply(s.handleListGroups(m))
+		return reply(s.handleListGroups(r, m))
 	case *kmsg.DeleteGroupsRequest:
-		return reply(s.handleDeleteGroups(m))
+		return reply(s.handleDeleteGroups(r, m))
 	case *kmsg.OffsetDeleteRequest:
-		return reply(s.handleOffsetDelete(m))
+		return reply(s.handleOffsetDelete(r, m))
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return reply(s.handleConsumerGroupHeartbeat(r, m))
 	case *kmsg.ConsumerGroupDescribeRequest:
-		return reply(s.handleConsumerGroupDescribe(m))
+		return reply(s.handleConsumerGroupDescribe(r, m))
 	case *kmsg.AddPartitionsToTxnRequest:
-		return reply(s.handleAddPartitionsToTxn(m))
+		return reply(s.handleAddPartitionsToTxn(r, m))
 	case *kmsg.AddOffsetsToTxnRequest:
-		return reply(s.handleAddOffsetsToTxn(m))
+		return reply(s.handleAddOffsetsToTxn(r, m))
 	case *kmsg.EndTxnRequest:
-		return reply(s.handleEndTxn(m))
+		return reply(s.handleEndTxn(r, m))
 	case *kmsg.TxnOffsetCommitRequest:
-		return reply(s.handleTxnOffsetCommit(m))
+		return reply(s.handleTxnOffsetCommit(r, m))
 	case *kmsg.DescribeTransactionsRequest:
-		return reply(s.handleDescribeTransactions(m))
+		return reply(s.handleDescribeTransactions(r, m))
 	case *kmsg.ListTransactionsRequest:
-		return reply(s.handleListTransactions(m))
+		return reply(s.handleListTransactions(r, m))
 	default:
 		// decodeRequest only lets through keys listed in apiVersions.
 		return nil, fmt.Errorf("no handler for %T", m)

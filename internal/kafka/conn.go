@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wharf-mq/wharf/internal/authlimit"
 )
 
 // conn serves one client connection.
@@ -47,19 +50,27 @@ import (
 // A connection idle for Config.ConnectionsMaxIdle is closed (conn_idle.go).
 type conn struct {
 	s        *Server
-	nc       net.Conn
+	listener *Listener // the listener that accepted it
+	nc       net.Conn  // a *tls.Conn on a TLS listener
+	raw      net.Conn  // the socket under nc, which Kill closes without a TLS alert
 	r        *bufio.Reader
 	remote   string
+	remoteIP string // for ACL hosts and the failed-login limiter
 	log      *slog.Logger
 	wbuf     []byte // reused response encoding buffer; the writer's only
 	clientID string // of the last request read, for log lines; the reader's only
 
 	inflight inflight
 	order    produceOrder // the reader's only
+	auth     authState    // the reader's only (conn_auth.go)
 
 	// ended is set when the writer gave up on the connection (a failed
 	// write, or a request that closes it): the reader stops, quietly.
 	ended atomic.Bool
+
+	// mutedUntil (monoNow) is when a quota throttle ends: the reader
+	// serves no request before it (conn_quota.go).
+	mutedUntil atomic.Int64
 
 	// Idle expiry and stopping (conn_idle.go). stop is closed, under
 	// stopMu with stopped set, when the reader must stop: Shutdown, or
@@ -86,16 +97,24 @@ const (
 	readBufferSize = 4 << 10
 )
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	remote := nc.RemoteAddr().String()
+	raw := nc
+	if l.TLS != nil {
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
-		s:       s,
-		nc:      nc,
-		r:       bufio.NewReaderSize(nc, readBufferSize),
-		remote:  remote,
-		log:     s.log.With("remote", remote),
-		maxIdle: s.cfg.ConnectionsMaxIdle,
-		stop:    make(chan struct{}),
+		s:        s,
+		listener: l,
+		nc:       nc,
+		raw:      raw,
+		r:        bufio.NewReaderSize(nc, readBufferSize),
+		remote:   remote,
+		remoteIP: authlimit.RemoteIP(nc.RemoteAddr()),
+		log:      s.log.With("remote", remote),
+		auth:     newAuthState(l),
+		maxIdle:  s.cfg.ConnectionsMaxIdle,
+		stop:     make(chan struct{}),
 	}
 	c.inflight.init(maxInFlight, maxInFlightBytes)
 	c.markActive() // idle from the moment it is accepted
@@ -108,6 +127,13 @@ type request struct {
 	msg      kmsg.Request
 	received time.Time
 	conn     *conn
+	// principal is who the connection had authenticated as when the
+	// request was read (conn_auth.go).
+	principal string
+	// waited is time the handler spent waiting rather than working (a
+	// fetch's long poll, a rebalance), which the request quota does not
+	// count.
+	waited time.Duration
 }
 
 // response is what a handler hands back to its connection.
@@ -122,6 +148,10 @@ type response struct {
 	// Kafka does so after an acks=0 produce that failed, the only way such
 	// a producer learns to refresh its metadata.
 	closeConn bool
+
+	// raw, when msg is nil, is written as a bare size-prefixed frame:
+	// a SASL token after SaslHandshake v0.
+	raw []byte
 }
 
 // exchange is one request on its way from the reader to the writer.
@@ -161,6 +191,9 @@ func (c *conn) stopReading() {
 func (c *conn) serve() {
 	defer c.nc.Close()
 	c.armIdleDeadline()
+	if !c.handshakeTLS() {
+		return
+	}
 	queue := make(chan *exchange, maxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
@@ -188,6 +221,11 @@ func (c *conn) readLoop(queue chan<- *exchange) error {
 			return err
 		}
 		size := int64(len(frame))
+		if !c.waitUnmuted() {
+			c.inflight.release(size)
+			putFrameBuf(frame)
+			return nil
+		}
 		decodeCharge, ok := c.admit(frame)
 		if !ok {
 			c.inflight.release(size)
@@ -195,7 +233,7 @@ func (c *conn) readLoop(queue chan<- *exchange) error {
 			return nil
 		}
 		ex := c.dispatch(frame, decodeCharge)
-		ex.frameSize, ex.budgeted = size, size
+		ex.budgeted = size
 		queue <- ex
 		if ex.closeAfter {
 			return nil // known at once: nothing more is read
@@ -249,11 +287,18 @@ func (c *conn) admit(frame []byte) (decodeCharge int64, ok bool) {
 // caller charged to the request budget for decoding, is returned as soon
 // as kmsg is done.
 func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
+	if c.auth.rawTokens {
+		c.s.budget.release(decodeCharge)
+		return c.dispatchRawSASLToken(frame)
+	}
 	received := time.Now()
 	hdr, msg, err := decodeRequest(frame)
 	c.s.budget.release(decodeCharge)
 	c.clientID = hdr.clientID
-	ex := &exchange{correlationID: hdr.correlationID, done: make(chan struct{})}
+	ex := &exchange{correlationID: hdr.correlationID, frameSize: int64(len(frame)), done: make(chan struct{})}
+	if err == nil {
+		err = c.admitBeforeAuthentication(hdr)
+	}
 	switch {
 	case errors.Is(err, errUnsupportedApiVersions):
 		c.log.Debug("ApiVersions at an unsupported version; answering with v0 UNSUPPORTED_VERSION",
@@ -270,7 +315,7 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 	}
 
 	ex.apiKey, ex.received = hdr.key, received
-	r := &request{header: hdr, msg: msg, received: received, conn: c}
+	r := &request{header: hdr, msg: msg, received: received, conn: c, principal: c.auth.principal}
 	if produce, ok := msg.(*kmsg.ProduceRequest); ok {
 		// A produce request's decoded form points into the frame only
 		// for its records, which nothing keeps after the append.
@@ -283,6 +328,20 @@ func (c *conn) dispatch(frame []byte, decodeCharge int64) *exchange {
 	c.inflight.waitAlone()
 	c.order.reset() // nothing is in flight: forget the finished appends
 	c.handle(ex, r)
+	return ex
+}
+
+// dispatchRawSASLToken handles a bare SASL token (after SaslHandshake v0)
+// once the connection is otherwise idle.
+func (c *conn) dispatchRawSASLToken(frame []byte) *exchange {
+	// The token is copied out of the frame as it is read, so the frame
+	// goes back to the pool with the answer.
+	ex := &exchange{frameSize: int64(len(frame)), frame: frame, done: make(chan struct{})}
+	defer close(ex.done)
+	c.inflight.waitAlone()
+	var ok bool
+	ex.resp, ok = c.rawSASLToken(frame)
+	ex.closeAfter = !ok
 	return ex
 }
 
@@ -300,6 +359,7 @@ func (c *conn) startPipelinedProduce(ex *exchange, r *request, req *kmsg.Produce
 		defer close(ex.done)
 		if c.recoverPanic(ex, r.header, plan.run) {
 			ex.resp = plan.response()
+			c.applyQuotas(r, ex.resp, ex.frameSize)
 		}
 	}()
 }
@@ -317,6 +377,7 @@ func (c *conn) handle(ex *exchange, r *request) {
 		}
 		ex.resp = resp
 		ex.closeAfter = resp.closeConn
+		c.applyQuotas(r, resp, ex.frameSize)
 	})
 }
 
@@ -340,7 +401,6 @@ func (c *conn) recoverPanic(ex *exchange, hdr requestHeader, fn func()) (ok bool
 func (c *conn) serveFrame(frame []byte) (keepOpen bool) {
 	c.inflight.acquire(int64(len(frame)), &c.ended)
 	ex := c.dispatch(frame, 0)
-	ex.frameSize = int64(len(frame))
 	ex.frame = nil // the caller's buffer, not the pool's
 	<-ex.done
 	return c.finish(ex, true)
@@ -375,14 +435,21 @@ func (c *conn) finish(ex *exchange, write bool) (keepOpen bool) {
 		return false
 	}
 	if resp != nil {
-		if resp.msg != nil {
-			if err := c.write(ex.correlationID, resp.msg, resp.fetch); err != nil {
-				c.logWriteError(err)
-				return false
-			}
-			c.markActive()
-		} else if resp.fetch != nil {
+		var err error
+		switch {
+		case resp.msg != nil:
+			err = c.write(ex.correlationID, resp.msg, resp.fetch)
+		case resp.raw != nil:
+			err = c.writeRaw(resp.raw)
+		case resp.fetch != nil:
 			resp.fetch.release()
+		}
+		if err != nil {
+			c.logWriteError(err)
+			return false
+		}
+		if resp.msg != nil || resp.raw != nil {
+			c.markActive()
 		}
 	}
 	c.s.observe(ex)
@@ -415,6 +482,9 @@ var errRequestTooLarge = errors.New("request too large")
 // when the size needs it. The error names what the client sent of the
 // request header, for the log line.
 func (c *conn) checkSize(size int64) error {
+	if !c.authenticated() && size > maxUnauthenticatedRequest {
+		return fmt.Errorf("%w: size %d before SASL authentication, limit %d", errRequestTooLarge, size, maxUnauthenticatedRequest)
+	}
 	limit := int64(c.s.cfg.MaxRequestBytes)
 	if size > int64(c.s.cfg.MaxNonProduceRequestBytes) && size <= limit {
 		// Only a produce request may be this large.
@@ -496,6 +566,14 @@ func (c *conn) write(correlationID int32, msg kmsg.Response, fd *fetchData) erro
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not pin a large buffer to an idle connection
 	}
+	return err
+}
+
+// writeRaw writes a bare size-prefixed frame.
+func (c *conn) writeRaw(payload []byte) error {
+	c.wbuf = binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(payload)))
+	c.wbuf = append(c.wbuf, payload...)
+	_, err := c.nc.Write(c.wbuf)
 	return err
 }
 

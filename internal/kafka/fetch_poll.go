@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,9 +24,10 @@ type fetchTarget struct {
 	errCode int16 // set when p could not be resolved or is fenced
 }
 
-// resolveFetchTargets looks up every partition once per request; a topic
-// created while the fetch waits is not added to it.
-func (s *Server) resolveFetchTargets(version int16, parts []*sessionPartition) []fetchTarget {
+// resolveFetchTargets looks up every partition once per request, and
+// checks that r may READ its topic (else TOPIC_AUTHORIZATION_FAILED); a
+// topic created while the fetch waits is not added to it.
+func (s *Server) resolveFetchTargets(r *request, version int16, parts []*sessionPartition) []fetchTarget {
 	type topicLookup struct {
 		t   *broker.Topic
 		err error
@@ -41,12 +43,20 @@ func (s *Server) resolveFetchTargets(version int16, parts []*sessionPartition) [
 		if !seen {
 			if version >= 13 {
 				tl.t, tl.err = s.broker.TopicByID(sp.key.topicID)
+			} else if !s.allowed(r, opRead, resTopic, sp.key.topic) {
+				tl.err = errTopicDenied
 			} else {
 				tl.t, tl.err = s.broker.Topic(sp.key.topic)
+			}
+			if tl.err == nil && version >= 13 && !s.allowed(r, opRead, resTopic, tl.t.Name()) {
+				tl.t, tl.err = nil, errTopicDenied
 			}
 			topics[tk] = tl
 		}
 		switch {
+		case errors.Is(tl.err, errTopicDenied):
+			tg.errCode = kerr.TopicAuthorizationFailed.Code
+			continue
 		case tl.err != nil && version >= 13:
 			tg.errCode = kerr.UnknownTopicID.Code
 			continue
@@ -117,11 +127,13 @@ func (s *Server) pollFetch(r *request, req *kmsg.FetchRequest, targets []fetchTa
 		if s.testHookFetchWaiting != nil {
 			s.testHookFetchWaiting()
 		}
+		waitStart := time.Now()
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-s.done:
 		}
+		r.waited += time.Since(waitStart)
 		unnotifyAll(targets, wake)
 	}
 }

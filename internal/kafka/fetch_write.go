@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,10 +30,14 @@ import (
 // the placeholders' replacement. Unlike placeholders of the real length,
 // this copies no bytes proportional to the data.
 //
+// On a TLS connection the same plan streams the file ranges through the
+// encryption 32 KiB at a time (pread, encrypt, write): sendfile cannot
+// carry TLS, but the response is never held whole in memory.
+//
 // The copy path (Slice.Bytes, a pread, into the kmsg-encoded response) is
-// used when the connection is not TCP, when zero copy is off, when the data
-// is small enough that an extra syscall costs more than the copy, and as a
-// fallback if a placeholder cannot be located.
+// used when the connection is neither TCP nor TLS, when zero copy is off,
+// when the data is small enough that an extra syscall costs more than the
+// copy, and as a fallback if a placeholder cannot be located.
 
 // zeroCopyMinBytes is the record data size below which a fetch response is
 // copied: for a KiB or two, one write beats write+sendfile+write
@@ -103,7 +108,7 @@ func (m markerSource) marker(i int) []byte {
 
 // writeFetch writes a Fetch response whose record data is in fd.
 func (c *conn) writeFetch(correlationID int32, msg kmsg.Response, fd *fetchData) error {
-	if !c.s.zeroCopy.Load() || fd.size() < zeroCopyMinBytes || !isTCP(c.nc) {
+	if !c.s.zeroCopy.Load() || fd.size() < zeroCopyMinBytes || !streams(c.nc) {
 		return c.writeFetchCopy(correlationID, msg, fd)
 	}
 	markers := make([][]byte, len(fd.parts))
@@ -132,9 +137,14 @@ func (c *conn) writeFetchCopy(correlationID int32, msg kmsg.Response, fd *fetchD
 	return err
 }
 
-func isTCP(nc net.Conn) bool {
-	_, ok := nc.(*net.TCPConn)
-	return ok
+// streams reports whether record data goes to nc straight from the
+// files: with sendfile to a TCP socket, through the encryption to TLS.
+func streams(nc net.Conn) bool {
+	switch nc.(type) {
+	case *net.TCPConn, *tls.Conn:
+		return true
+	}
+	return false
 }
 
 // splicePlan locates, in an encoded response, the length field in front of

@@ -99,7 +99,8 @@ func FuzzConnRequest(f *testing.F) {
 			io.Copy(io.Discard, client)
 			close(drained)
 		}()
-		c := newConn(s, server)
+		l := s.defaultListener()
+		c := newConn(s, server, &l)
 		c.serveFrame(frame)
 		server.Close()
 		<-drained

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/group"
 )
@@ -22,6 +23,15 @@ func (s *Server) coordinator() (*group.Coordinator, error) {
 		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "this server runs no group coordinator")
 	}
 	return s.groups, nil
+}
+
+// groupCoordinator is coordinator for a request that needs op on group
+// name: GROUP_AUTHORIZATION_FAILED when r may not.
+func (s *Server) groupCoordinator(r *request, op kmsg.ACLOperation, name string) (*group.Coordinator, error) {
+	if !s.allowed(r, op, resGroup, name) {
+		return nil, errGroupDenied
+	}
+	return s.coordinator()
 }
 
 // clientHost is how Kafka shows a member's address: "/" and its IP.

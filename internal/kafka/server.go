@@ -9,13 +9,18 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/acl"
+	"github.com/wharf-mq/wharf/internal/authlimit"
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/quota"
 	"github.com/wharf-mq/wharf/internal/txn"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 // Defaults of the connection limits in Config.
@@ -41,7 +46,8 @@ const (
 // Config configures a Server.
 type Config struct {
 	// AdvertisedHost and AdvertisedPort are what Metadata and
-	// DescribeCluster tell clients to connect to.
+	// DescribeCluster tell clients of Serve's PLAINTEXT listener to
+	// connect to (ServeListener's listeners carry their own).
 	AdvertisedHost string
 	AdvertisedPort int32
 	// MaxRequestBytes (socket.request.max.bytes) bounds one Produce
@@ -75,6 +81,26 @@ type Config struct {
 	// to; nil makes them answer COORDINATOR_NOT_AVAILABLE. Its owner (the
 	// node) opens it and closes it after Shutdown.
 	Transactions *txn.Coordinator
+
+	// Users checks SASL logins and holds the SCRAM credentials that
+	// Describe/AlterUserScramCredentials manage; nil: every login fails.
+	Users *users.Store
+	// SASLSessionLifetime (connections.max.reauth.ms) is how long a SASL
+	// login lasts before the client must re-authenticate (KIP-368); 0:
+	// forever.
+	SASLSessionLifetime time.Duration
+	// LoginLimiter slows down repeated failed logins from one address;
+	// nil: no limit.
+	LoginLimiter *authlimit.Limiter
+	// Quotas throttle clients over their client quotas (conn_quota.go)
+	// and hold the quotas AlterClientQuotas sets; nil: no quotas, and
+	// the quota APIs answer as for an empty set.
+	Quotas *quota.Manager
+	// Authorizer checks every request against the ACLs (authz.go), which
+	// DescribeAcls, CreateAcls and DeleteAcls manage; nil: everything is
+	// allowed and the ACL APIs answer SECURITY_DISABLED, as Kafka does
+	// without an authorizer.
+	Authorizer *acl.Authorizer
 }
 
 // Server serves the Kafka protocol for one broker. Create it with NewServer,
@@ -108,16 +134,21 @@ type Server struct {
 	// done is closed when Shutdown starts: it wakes fetch long polls so
 	// that in-flight requests finish promptly.
 	done <-chan struct{}
-	// groups is the group coordinator (nil: none). groupWait ends when
-	// Shutdown starts, releasing JoinGroup and SyncGroup requests that
-	// wait for a rebalance.
-	groups          *group.Coordinator
-	groupWait       context.Context
-	cancelGroupWait context.CancelFunc
+	// groups is the group coordinator (nil: none).
+	groups *group.Coordinator
+	// shutdownCtx ends when Shutdown starts, releasing requests that
+	// wait: JoinGroup and SyncGroup for a rebalance, a login the
+	// failed-login limiter slows down.
+	shutdownCtx       context.Context
+	cancelShutdownCtx context.CancelFunc
 	// txns is the transaction coordinator (nil: none).
 	txns *txn.Coordinator
 	// observer times answered requests for metrics (observe.go).
 	observer requestObserver
+
+	// listeners are the listeners served, for advertised.listeners.
+	listenersMu sync.Mutex
+	listeners   []*Listener
 }
 
 // NewServer returns a Server answering for b.
@@ -149,23 +180,25 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		upFront:  newRequestBudget(cfg.QueuedMaxRequestBytes / 4),
 	}
 	s.netsrv = netserve.New(s.log, netserve.Hooks[*conn]{
-		NewConn: func(nc net.Conn) *conn { return newConn(s, nc) },
+		NewConn: func(nc net.Conn) *conn { l := s.defaultListener(); return newConn(s, nc, &l) },
 		Serve:   (*conn).serve,
 		Stop:    (*conn).stopReading,
-		Kill:    func(c *conn) { c.nc.Close() },
+		Kill:    func(c *conn) { c.raw.Close() },
 	})
 	s.done = s.netsrv.Done()
 	s.groups = cfg.Groups
-	s.groupWait, s.cancelGroupWait = context.WithCancel(context.Background())
+	s.shutdownCtx, s.cancelShutdownCtx = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
 	s.txns = cfg.Transactions
 	return s
 }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own
-// goroutine. It returns nil after Shutdown and the accept error otherwise.
-// Serve takes ownership of ln and closes it.
-func (s *Server) Serve(ln net.Listener) error { return s.netsrv.Serve(ln) }
+// goroutine, as a PLAINTEXT listener advertised at Config.AdvertisedHost
+// and AdvertisedPort (ServeListener serves others). It returns nil after
+// Shutdown and the accept error otherwise. Serve takes ownership of ln and
+// closes it.
+func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, s.defaultListener()) }
 
 // isClosing reports whether Shutdown has started.
 func (s *Server) isClosing() bool { return s.netsrv.Closing() }
@@ -176,6 +209,6 @@ func (s *Server) isClosing() bool { return s.netsrv.Closing() }
 // at once and ctx's error is returned; a connection goroutine may still be
 // finishing a handler (inside an fsync, say) then.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.cancelGroupWait()
+	s.cancelShutdownCtx()
 	return s.netsrv.Shutdown(ctx)
 }

@@ -22,6 +22,16 @@ func (s *Server) transactions() (*txn.Coordinator, error) {
 	return s.txns, nil
 }
 
+// transactionsFor is transactions for a request of a transactional
+// producer, which needs WRITE on its transactional id:
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED when r may not.
+func (s *Server) transactionsFor(r *request, transactionalID string) (*txn.Coordinator, error) {
+	if !s.allowed(r, opWrite, resTxnID, transactionalID) {
+		return nil, errTxnIDDenied
+	}
+	return s.transactions()
+}
+
 // txnErrors maps the transaction coordinator's errors to Kafka's.
 var txnErrors = []struct {
 	err  error

@@ -82,7 +82,12 @@ func (s *Server[C]) Closing() bool {
 // Serve accepts connections on ln until Shutdown, serving each on its own
 // goroutine. It returns nil after Shutdown and the accept error otherwise.
 // Serve takes ownership of ln and closes it.
-func (s *Server[C]) Serve(ln net.Listener) error {
+func (s *Server[C]) Serve(ln net.Listener) error { return s.ServeWith(ln, s.hooks.NewConn) }
+
+// ServeWith is Serve with newConn in place of Hooks.NewConn, for a front
+// end whose listeners differ (each Kafka listener has its own security
+// protocol and advertised address).
+func (s *Server[C]) ServeWith(ln net.Listener, newConn func(net.Conn) C) error {
 	s.mu.Lock()
 	if s.Closing() {
 		s.mu.Unlock()
@@ -123,7 +128,7 @@ func (s *Server[C]) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		s.ServeConn(nc)
+		s.serveConn(nc, newConn)
 	}
 }
 
@@ -159,9 +164,11 @@ func nextBackoff(d time.Duration) time.Duration {
 // it for every accepted socket; tests may hand it one end of a net.Pipe.
 // A connection from LimitListener is served as the socket underneath; its
 // slot is given back once Serve has returned (and closed the socket).
-func (s *Server[C]) ServeConn(nc net.Conn) <-chan struct{} {
+func (s *Server[C]) ServeConn(nc net.Conn) <-chan struct{} { return s.serveConn(nc, s.hooks.NewConn) }
+
+func (s *Server[C]) serveConn(nc net.Conn, newConn func(net.Conn) C) <-chan struct{} {
 	nc, releaseSlot := unwrapLimited(nc)
-	c := s.hooks.NewConn(nc)
+	c := newConn(nc)
 	s.mu.Lock()
 	if s.Closing() {
 		s.mu.Unlock()

@@ -103,14 +103,18 @@ func addrOf(ln net.Listener) string {
 // apiListeners are the node's listeners as /api/overview lists them,
 // with RabbitMQ's protocol names.
 func (n *Node) apiListeners() []httpapi.Listener {
-	var out []httpapi.Listener
-	for _, l := range []struct {
+	type named struct {
 		protocol string
 		ln       net.Listener
-	}{
-		{"kafka", n.kafkaListener}, {"amqp", n.amqpListener}, {"amqp/ssl", n.tlsListeners.amqps},
-		{"http", n.httpListener}, {"https", n.tlsListeners.https},
-	} {
+	}
+	var all []named
+	for _, k := range n.kafkaListeners {
+		all = append(all, named{"kafka", k.ln})
+	}
+	all = append(all, named{"amqp", n.amqpListener}, named{"amqp/ssl", n.tlsListeners.amqps},
+		named{"http", n.httpListener}, named{"https", n.tlsListeners.https}, named{"nats", n.natsListener})
+	var out []httpapi.Listener
+	for _, l := range all {
 		if l.ln != nil {
 			out = append(out, httpapi.Listener{Protocol: l.protocol, Addr: l.ln.Addr()})
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 	streamOwners := new(streambridge.Guard)
 	b, err := broker.Open(broker.Config{
 		DataDir:             cfg.DataDir,
+		NodeID:              cmp.Or(cfg.NodeID, 1), // Kafka's sample server.properties: broker.id=1
 		AutoCreateTopics:    cfg.AutoCreateTopics,
 		DefaultPartitions:   cfg.DefaultPartitions,
 		Fsync:               cfg.Fsync,

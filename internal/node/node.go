@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -46,6 +45,16 @@ type Config struct {
 	// KafkaAddr is the Kafka listener's address, e.g. ":9092". Port 0 picks a
 	// free port; Node.KafkaAddr reports the one bound.
 	KafkaAddr string
+	// KafkaListeners, when set, replaces KafkaAddr with listeners of
+	// several security protocols (--kafka-listeners); see
+	// kafka_listeners.go.
+	KafkaListeners []KafkaListener
+	// KafkaSecurity is the Kafka listeners' SASL session lifetime, ACL
+	// authorizer and super users (kafka_security.go).
+	KafkaSecurity KafkaSecurityConfig
+	// NodeID is the broker id clients see (0: 1, as in Kafka's sample
+	// server.properties).
+	NodeID int32
 	// AMQPAddr is the AMQP 0-9-1 listener's address, e.g. ":5672"; empty
 	// binds nothing. Port 0 picks a free port; Node.AMQPAddr reports it.
 	AMQPAddr string
@@ -124,8 +133,10 @@ type Node struct {
 	certs  *tlsconf.Reloader // nil without TLS
 
 	logins *authlimit.Limiter // failed logins per address, shared by every protocol
+	// kafkaAccess is the Kafka listeners' ACLs and client quotas.
+	kafkaAccess kafkaAccess
 
-	kafkaListener   net.Listener
+	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
 	groups          *group.Coordinator
 	txns            *txn.Coordinator
@@ -157,7 +168,7 @@ type Node struct {
 // AMQP, HTTP and NATS ones where their addresses are set) and serves each
 // in a goroutine the Node owns. On error nothing is left running and the
 // data directory is closed cleanly.
-func Start(cfg Config) (*Node, error) {
+func Start(cfg Config) (_ *Node, err error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -170,61 +181,65 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := c.broker
-	// closeCores closes the cores after a failed start, so their logs get
-	// their clean-shutdown markers and the next start skips recovery.
-	closeCores := func(after string) {
-		if cerr := c.close(); cerr != nil {
-			logger.Error("closing the cores after "+after, "err", cerr)
+	// undo takes back, newest first, what a start that fails half-way has
+	// opened: listeners, then the coordinators, then the cores (so their
+	// logs get their clean-shutdown markers and the next start skips
+	// recovery).
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
 		}
-	}
+	}()
+	undo = append(undo, func() {
+		if cerr := c.close(); cerr != nil {
+			logger.Error("closing the cores after a failed start", "err", cerr)
+		}
+	})
+	b := c.broker
+
 	userStore, certs, err := openSecurity(cfg.Security, b)
-	var accessStore *access.Store
-	if err == nil {
-		accessStore, err = openAccess(cfg.Security, b, userStore)
-	}
 	if err != nil {
-		closeCores("failed start")
+		return nil, err
+	}
+	accessStore, err := openAccess(cfg.Security, b, userStore)
+	if err != nil {
+		return nil, err
+	}
+	kafkaAccess, err := openKafkaAccess(cfg.KafkaSecurity, b)
+	if err != nil {
 		return nil, err
 	}
 
-	ln, err := net.Listen("tcp", cfg.KafkaAddr)
+	kafkaLns, err := listenKafka(cfg, certs)
 	if err != nil {
-		closeCores("failed listen")
-		return nil, fmt.Errorf("node: listen for Kafka on %q: %w", cfg.KafkaAddr, err)
+		return nil, err
 	}
-	var amqpLn net.Listener
-	if cfg.AMQPAddr != "" {
-		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
-			ln.Close()
-			closeCores("failed listen")
-			return nil, fmt.Errorf("node: listen for AMQP on %q: %w", cfg.AMQPAddr, err)
-		}
+	undo = append(undo, kafkaLns.close)
+	amqpLn, err := listenIfSet("AMQP", cfg.AMQPAddr)
+	if err != nil {
+		return nil, err
 	}
-	var httpLn net.Listener
-	if cfg.HTTPAddr != "" {
-		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			ln.Close()
-			if amqpLn != nil {
-				amqpLn.Close()
-			}
-			closeCores("failed listen")
-			return nil, fmt.Errorf("node: listen for HTTP on %q: %w", cfg.HTTPAddr, err)
-		}
+	undo = append(undo, closeIfOpen(amqpLn))
+	httpLn, err := listenIfSet("HTTP", cfg.HTTPAddr)
+	if err != nil {
+		return nil, err
 	}
+	undo = append(undo, closeIfOpen(httpLn))
+	tlsLns, err := listenTLS(cfg, certs)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, tlsLns.close)
 	router := subjects.New() // NATS subjects, shared with amq.topic (bridgeSubjects)
 	natsLn, natsSrv, err := startNATS(cfg, router, logger)
 	if err != nil {
-		ln.Close()
-		if amqpLn != nil {
-			amqpLn.Close()
-		}
-		if httpLn != nil {
-			httpLn.Close()
-		}
-		closeCores("failed listen")
 		return nil, err
 	}
+	undo = append(undo, closeIfOpen(natsLn))
+
 	// The group coordinator rebuilds every group from __consumer_offsets
 	// before the first request can reach it.
 	groupCfg := cfg.Groups
@@ -232,19 +247,9 @@ func Start(cfg Config) (*Node, error) {
 	groupCfg.Logger = logger
 	groups, err := group.Open(groupCfg)
 	if err != nil {
-		ln.Close()
-		if amqpLn != nil {
-			amqpLn.Close()
-		}
-		if httpLn != nil {
-			httpLn.Close()
-		}
-		if natsLn != nil {
-			natsLn.Close()
-		}
-		closeCores("failed group coordinator start")
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	undo = append(undo, func() { groups.Close() })
 	// The transaction coordinator rebuilds every transactional id from
 	// __transaction_state and finishes the transactions a stop left
 	// committing or aborting, before the first request can reach it.
@@ -252,36 +257,8 @@ func Start(cfg Config) (*Node, error) {
 	txnCfg.Broker, txnCfg.Groups, txnCfg.Logger = b, groups, logger
 	txns, err := txn.Open(txnCfg)
 	if err != nil {
-		ln.Close()
-		if amqpLn != nil {
-			amqpLn.Close()
-		}
-		if httpLn != nil {
-			httpLn.Close()
-		}
-		if natsLn != nil {
-			natsLn.Close()
-		}
-		groups.Close()
-		closeCores("failed transaction coordinator start")
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	tlsLns, err := listenTLS(cfg, certs)
-	if err != nil {
-		for _, l := range []net.Listener{ln, amqpLn, httpLn, natsLn} {
-			if l != nil {
-				l.Close()
-			}
-		}
-		txns.Close()
-		groups.Close()
-		if cerr := b.Close(); cerr != nil {
-			logger.Error("closing broker after failed listen", "err", cerr)
-		}
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	host := AdvertisedHost(cfg.AdvertisedHost, cfg.KafkaAddr)
 
 	n := &Node{
 		cfg:             cfg,
@@ -291,31 +268,21 @@ func Start(cfg Config) (*Node, error) {
 		access:          accessStore,
 		certs:           certs,
 		logins:          authlimit.New(authlimit.Config{}),
+		kafkaAccess:     kafkaAccess,
 		tlsListeners:    tlsLns,
 		groups:          groups,
 		txns:            txns,
-		kafkaListener:   ln,
+		kafkaListeners:  kafkaLns,
 		amqpListener:    amqpLn,
 		httpListener:    httpLn,
 		natsListener:    natsLn,
 		natsServer:      natsSrv,
-		advertisedKafka: net.JoinHostPort(host, strconv.Itoa(port)),
+		advertisedKafka: kafkaLns[0].advertised(),
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
 	}
-	n.kafkaServer = kafka.NewServer(b, kafka.Config{
-		AdvertisedHost:            host,
-		AdvertisedPort:            int32(port),
-		MaxRequestBytes:           cfg.MaxRequestBytes,
-		MaxNonProduceRequestBytes: cfg.KafkaMaxNonProduceRequestBytes,
-		QueuedMaxRequestBytes:     cfg.KafkaQueuedMaxRequestBytes,
-		ConnectionsMaxIdle:        cfg.KafkaConnectionsMaxIdle,
-		Logger:                    logger, // the server tags its lines component=kafka
-		Groups:                    groups,
-		Transactions:              txns,
-	})
-	n.serve("kafka", func() error { return n.kafkaServer.Serve(n.limited("kafka", n.kafkaListener)) })
-	logger.Info("kafka listener started", "addr", n.KafkaAddr(), "advertised", n.advertisedKafka)
+	n.kafkaServer = kafka.NewServer(b, n.kafkaConfig())
+	n.serveKafka(cfg.Security.TLS.ClientCA != "")
 
 	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
@@ -371,6 +338,28 @@ func Start(cfg Config) (*Node, error) {
 		logger.Info("nats listener started", "addr", n.NATSAddr())
 	}
 	return n, nil
+}
+
+// listenIfSet binds addr for the named protocol, or nothing when addr is
+// empty.
+func listenIfSet(name, addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen for %s on %q: %w", name, addr, err)
+	}
+	return ln, nil
+}
+
+// closeIfOpen closes ln, if there is one.
+func closeIfOpen(ln net.Listener) func() {
+	return func() {
+		if ln != nil {
+			ln.Close()
+		}
+	}
 }
 
 // startNATS binds the NATS listener and builds its server over router
@@ -457,8 +446,8 @@ func (n *Node) limited(name string, ln net.Listener) net.Listener {
 // listenerCount is how many listeners the node bound, among which the
 // default connection caps share the open-file limit.
 func (n *Node) listenerCount() int {
-	count := 0
-	for _, ln := range []net.Listener{n.kafkaListener, n.amqpListener, n.httpListener, n.natsListener, n.tlsListeners.amqps, n.tlsListeners.https} {
+	count := len(n.kafkaListeners)
+	for _, ln := range []net.Listener{n.amqpListener, n.httpListener, n.natsListener, n.tlsListeners.amqps, n.tlsListeners.https} {
 		if ln != nil {
 			count++
 		}
@@ -486,9 +475,9 @@ func (n *Node) NATSAddr() string {
 	return n.natsListener.Addr().String()
 }
 
-// KafkaAddr is the address the Kafka listener is bound to, e.g.
+// KafkaAddr is the address the (first) Kafka listener is bound to, e.g.
 // "127.0.0.1:41234" (with the real port when the config asked for port 0).
-func (n *Node) KafkaAddr() string { return n.kafkaListener.Addr().String() }
+func (n *Node) KafkaAddr() string { return n.kafkaListeners[0].ln.Addr().String() }
 
 // AMQPAddr is the address the AMQP listener is bound to, or "" when the
 // node was started without one.
@@ -499,7 +488,8 @@ func (n *Node) AMQPAddr() string {
 	return n.amqpListener.Addr().String()
 }
 
-// AdvertisedKafkaAddr is the host:port Metadata responses tell clients to use.
+// AdvertisedKafkaAddr is the host:port Metadata responses tell clients of
+// the (first) Kafka listener to use.
 func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 
 // Broker is the node's Kafka core.

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	wharfkafka "github.com/wharf-mq/wharf/internal/kafka"
+	"github.com/wharf-mq/wharf/internal/node"
+	"github.com/wharf-mq/wharf/internal/nodetest"
+)
+
+var (
+	kafkaGoSuite = flag.Bool("e2e.kafkago-suite", false,
+		"run segmentio/kafka-go's own test suite (about four minutes) against a node listening on localhost:9092 "+
+			"(PLAINTEXT) and localhost:9093 (SASL_PLAINTEXT), the addresses it hard-codes")
+	kafkaGoRun     = flag.String("e2e.kafkago-run", "", "with -e2e.kafkago-suite, only kafka-go's tests matching this -run pattern")
+	kafkaGoVersion = flag.String("e2e.kafkago-version", "3.7.0",
+		"KAFKA_VERSION kafka-go's tests are told (its version checks skip most tests without one); 3.7.0 is its docker-compose broker")
+)
+
+// kafkaGoSuiteAddrs are the listeners kafka-go's tests hard-code.
+var kafkaGoSuiteAddrs = []string{"127.0.0.1:9092", "127.0.0.1:9093"}
+
+// TestKafkaGoOwnSuite runs segmentio/kafka-go's own tests, unchanged, from
+// a copy of the module cache, against one node set up as its
+// docker-compose broker is: broker id 1, advertised as localhost, a
+// PLAINTEXT listener on 9092 and a SASL_PLAINTEXT one on 9093 serving the
+// same data, PLAIN user adminplain/admin-secret and SCRAM user adminscram
+// (admin-secret-256 for SHA-256, admin-secret-512 for SHA-512, set through
+// AlterUserScramCredentials), the ACL authorizer with
+// allow.everyone.if.no.acl.found, and topic test-writer-0. It logs the
+// pass and fail counts and the failing tests; it fails only when nothing
+// passes, since some of kafka-go's tests need what no single Wharf node
+// has (see the failures it lists). Behind -e2e.kafkago-suite because of
+// the fixed ports and its length.
+func TestKafkaGoOwnSuite(t *testing.T) {
+	if !*kafkaGoSuite {
+		t.Skip("needs localhost:9092 and :9093 and about four minutes: run with -e2e.kafkago-suite")
+	}
+	for _, addr := range kafkaGoSuiteAddrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s is taken (%v): kafka-go's tests need it", addr, err)
+		}
+		ln.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	src := copyModule(ctx, t, "github.com/segmentio/kafka-go")
+	startKafkaGoNode(t)
+
+	args := []string{"test", "-count=1", "-json", "-timeout", "25m", "./..."}
+	if *kafkaGoRun != "" {
+		args = append(args, "-run", *kafkaGoRun)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = src
+	// -mod=mod: go writes the module's "go 1.23" line as "go 1.23.0"
+	// before it builds anything.
+	cmd.Env = append(os.Environ(), "KAFKA_VERSION="+*kafkaGoVersion, "GOFLAGS=-mod=mod")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output()
+	passed, failed, skipped, output := goTestResults(out)
+	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d skipped",
+		*kafkaGoVersion, len(passed), len(failed), len(skipped))
+	for _, name := range failed {
+		t.Logf("FAIL %s\n%s", name, output[name])
+	}
+	if len(passed) == 0 {
+		t.Fatalf("no kafka-go test passed: %v\n%s\n%s", runErr, out, stderr.Bytes())
+	}
+}
+
+// startKafkaGoNode starts the node kafka-go's tests expect.
+func startKafkaGoNode(t *testing.T) {
+	t.Helper()
+	n := startNode(t, nodetest.WithConfig(func(c *node.Config) {
+		c.KafkaListeners = []node.KafkaListener{
+			{Protocol: wharfkafka.Plaintext, Addr: kafkaGoSuiteAddrs[0]},
+			{Protocol: wharfkafka.SASLPlaintext, Addr: kafkaGoSuiteAddrs[1]},
+		}
+		c.AdvertisedHost = "localhost"
+		c.AMQPAddr, c.HTTPAddr = "", ""
+		c.KafkaSecurity.Authorizer, c.KafkaSecurity.AllowEveryoneIfNoACL = true, true
+	}))
+	if err := n.Users().Put("adminplain", "admin-secret", nil); err != nil {
+		t.Fatal(err)
+	}
+	adm := newAdmin(t, n)
+	for mech, password := range map[kadm.ScramMechanism]string{kadm.ScramSha256: "admin-secret-256", kadm.ScramSha512: "admin-secret-512"} {
+		res, err := adm.AlterUserSCRAMs(testContext(t), nil, []kadm.UpsertSCRAM{{User: "adminscram", Mechanism: mech, Iterations: 8192, Password: password}})
+		if err != nil || res.Error() != nil {
+			t.Fatalf("AlterUserScramCredentials: %v %v", err, res.Error())
+		}
+	}
+	createTopic(t, adm, "test-writer-0", 1, nil)
+}
+
+// copyModule copies a module of the build list out of the read-only
+// module cache, so go test can write in it.
+func copyModule(ctx context.Context, t *testing.T, path string) string {
+	t.Helper()
+	dir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", path).Output()
+	if err != nil {
+		t.Fatalf("finding %s in the module cache: %v", path, err)
+	}
+	src := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.CopyFS(src, os.DirFS(strings.TrimSpace(string(dir)))); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// goTestResults reads `go test -json` output: the tests that passed,
+// failed and were skipped (subtests included), sorted, and the last lines
+// each failed test printed.
+func goTestResults(out []byte) (passed, failed, skipped []string, output map[string]string) {
+	const keepLines = 20
+	lines := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct{ Action, Package, Test, Output string }
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
+			continue
+		}
+		name := strings.TrimPrefix(ev.Package, "github.com/segmentio/kafka-go") + " " + ev.Test
+		switch ev.Action {
+		case "output":
+			lines[name] = append(lines[name], strings.TrimRight(ev.Output, "\n"))
+			if len(lines[name]) > keepLines {
+				lines[name] = lines[name][1:]
+			}
+		case "pass":
+			passed = append(passed, name)
+		case "fail":
+			failed = append(failed, name)
+		case "skip":
+			skipped = append(skipped, name)
+		}
+	}
+	sort.Strings(failed)
+	output = map[string]string{}
+	for _, name := range failed {
+		output[name] = strings.Join(lines[name], "\n")
+	}
+	return passed, failed, skipped, output
+}
