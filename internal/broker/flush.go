@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -92,7 +93,7 @@ func (p *Partition) flushAhead() error {
 	if err != nil {
 		return nil // offline: nothing is appended to it
 	}
-	if err := log.WaitDurable(log.EndOffset()); err != nil && !errors.Is(err, seglog.ErrClosed) {
+	if err := log.WaitDurable(context.Background(), log.EndOffset(), log.Truncations()); err != nil && !errors.Is(err, seglog.ErrClosed) {
 		return err // closed: the topic was deleted meanwhile
 	}
 	return nil

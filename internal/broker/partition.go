@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -133,7 +134,7 @@ func (p *Partition) durableWait(log *seglog.Log, acks int16, upTo int64) (wait f
 		return func() error { return nil }, false
 	}
 	return func() error {
-		if err := log.WaitDurable(upTo); err != nil {
+		if err := log.WaitDurable(context.Background(), upTo, log.Truncations()); err != nil {
 			return p.storageError("sync", err)
 		}
 		return nil

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -161,7 +162,7 @@ func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, c
 	if err != nil {
 		return err
 	}
-	if err := log.WaitDurable(upTo); err != nil {
+	if err := log.WaitDurable(context.Background(), upTo, log.Truncations()); err != nil {
 		return p.storageError("sync", err)
 	}
 	return nil
@@ -202,7 +203,7 @@ func (p *Partition) AppendTxnRecords(producerID int64, epoch int16, recs []recor
 	if err != nil {
 		return err
 	}
-	if err := log.WaitDurable(upTo); err != nil {
+	if err := log.WaitDurable(context.Background(), upTo, log.Truncations()); err != nil {
 		return p.storageError("sync", err)
 	}
 	return nil

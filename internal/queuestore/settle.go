@@ -1,6 +1,7 @@
 package queuestore
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -223,7 +224,7 @@ func (s *Store) messagesDurableThrough(end int64) error {
 	if written := l.EndOffset(); end > written {
 		return fmt.Errorf("settlement of offset %d, beyond the end %d of the messages log", end-1, written)
 	}
-	if err := l.WaitDurable(end); err != nil {
+	if err := l.WaitDurable(context.Background(), end, l.Truncations()); err != nil {
 		return err
 	}
 	s.advanceSynced(end)
