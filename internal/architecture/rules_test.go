@@ -67,8 +67,6 @@ var managedBy = map[string]string{"internal/httpapi": "internal/amqp"}
 // why it is there and what removes it. A break not listed fails the test,
 // and so does a listed one that is gone: the list shrinks with the code.
 var knownViolations = map[string]string{
-	"internal/kafka -> internal/seglog": "Fetch hands the broker's *seglog.Slice to sendfile(2) and errors.go " +
-		"maps seglog's errors to Kafka's codes; part B's log seam should give reads and their errors types of its own",
 	"internal/mq -> internal/seglog": "mq.Stream.Read returns the partition's *seglog.Slice to stream consumers; " +
 		"the same read type of part B's seam removes it",
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/replica"
 	"github.com/wharf-mq/wharf/internal/subjects"
 	"github.com/wharf-mq/wharf/internal/tlsconf"
 	"github.com/wharf-mq/wharf/internal/txn"
@@ -66,7 +67,7 @@ type Config struct {
 	// binds every interface. The advertised port is always the bound port.
 	AdvertisedHost string
 
-	Fsync          broker.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
+	Fsync          replica.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
 	FlushInterval  time.Duration      // background fsync period (0: broker default)
 	RetentionCheck time.Duration      // retention sweep period (0: broker default)
 	// ScrubInterval and ScrubBytesPerSecond are broker.Config's: how often
