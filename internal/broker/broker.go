@@ -1,11 +1,12 @@
 // Package broker is Wharf's Kafka core: topics made of partitions, each
-// partition a log behind the log seam (internal/replica), plus the broker's
-// own metadata, itself kept in a log (which also holds the definition store of the
-// queueing core, internal/mq). The Kafka front end (internal/kafka) and the
-// coordinators (internal/group, internal/txn) translate requests into calls
-// on this package and hold no storage logic of their own. It does not know
-// the queueing core: internal/node opens both side by side and installs
-// the rules between them as hooks (Config.TopicInUse, Config.QueueData).
+// partition a log behind the log seam (internal/replica), plus the
+// broker's own metadata, itself kept in a log (which also holds the
+// definition store of the queueing core, internal/mq). The Kafka front
+// end (internal/kafka) and the coordinators (internal/group, internal/txn)
+// translate requests into calls on this package and hold no storage logic
+// of their own. It does not know the queueing core: internal/node opens
+// both side by side and installs the rules between them as hooks
+// (Config.TopicInUse, Config.QueueData).
 package broker
 
 import (
@@ -24,7 +25,8 @@ import (
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
-// Broker owns every topic and the goroutines that flush and trim their logs.
+// Broker owns every topic and the goroutines that flush, trim, compact and
+// scrub their logs.
 type Broker struct {
 	cfg       Config
 	logger    *slog.Logger

@@ -119,15 +119,18 @@ func (p *Partition) waitFor(c replica.Commit) func() error {
 	if c == (replica.Commit{}) {
 		return noWait // the acknowledgement waits for nothing
 	}
-	return func() error {
-		if err := c.Wait(context.Background()); err != nil {
-			return p.storageError("sync", err)
-		}
-		return nil
-	}
+	return func() error { return p.awaitCommit(c) }
 }
 
 func noWait() error { return nil }
+
+// awaitCommit waits for c, wrapping a failure.
+func (p *Partition) awaitCommit(c replica.Commit) error {
+	if err := c.Wait(context.Background()); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
+}
 
 // appendIdempotent appends the batches of one idempotent producer, or
 // answers a retried batch with the offset it got the first time. The check

@@ -161,7 +161,7 @@ func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, c
 	if err != nil {
 		return err
 	}
-	return p.waitFor(c)()
+	return p.awaitCommit(c)
 }
 
 // appendTxnMarker is WriteTxnMarker's append; it returns the marker's
@@ -199,7 +199,7 @@ func (p *Partition) AppendTxnRecords(producerID int64, epoch int16, recs []recor
 	if err != nil {
 		return err
 	}
-	return p.waitFor(c)()
+	return p.awaitCommit(c)
 }
 
 func (p *Partition) appendTxnRecords(log replica.Log, producerID int64, epoch int16, recs []record.Record) (replica.Commit, error) {

@@ -68,8 +68,8 @@ type Config struct {
 	AdvertisedHost string
 
 	Fsync          replica.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
-	FlushInterval  time.Duration      // background fsync period (0: broker default)
-	RetentionCheck time.Duration      // retention sweep period (0: broker default)
+	FlushInterval  time.Duration       // background fsync period (0: broker default)
+	RetentionCheck time.Duration       // retention sweep period (0: broker default)
 	// ScrubInterval and ScrubBytesPerSecond are broker.Config's: how often
 	// every log is read back and CRC-checked in full (0: only once after
 	// start-up, what recovery did not verify; negative: never), and at

@@ -20,13 +20,16 @@
 //   - in a cluster, fsynced by a majority of the replicas (Raft's commit
 //     index).
 //
-// A Commit waits for it. Append hands back the one its acknowledgement
-// needs (Appended.Ack) under the log's FsyncPolicy: acks=all writes and
-// publisher confirms wait for the commit; under FsyncAlways every write
-// does, under FsyncInterval none does. Commit(upTo) waits for any offsets,
-// Sync for everything appended so far. A Commit whose offsets were cut by
-// TruncateTo fails with ErrTruncated, never vouching for the batches
-// written at those offsets later.
+// A Commit waits for it: every append gets its own (Appended.Commit),
+// Commit(upTo) makes one for any offsets, and Sync waits for everything
+// appended so far. What a Kafka producer's acknowledgement waits for is
+// the log's FsyncPolicy's choice (Appended.Ack, AckFor): by default acks=all
+// waits for the commit and acks=1 for nothing; under FsyncAlways every
+// write waits, under FsyncInterval none does. The metadata log,
+// transaction markers and publisher confirms wait for the commit whatever
+// the policy. A Commit whose offsets were cut by TruncateTo fails with
+// ErrTruncated, never vouching for the batches written at those offsets
+// later.
 //
 // Two helpers commit on behalf of writers that must not block: a Flusher
 // (flusher.go) syncs the logs opened with it every flush interval and ahead
@@ -57,20 +60,24 @@
 //
 // # Kafka offsets and Raft indexes (step 2)
 //
-// The partition's own segmented log is the Raft log: one Raft entry per
-// append, its data the batches and its term the leader epoch stamped in
-// them. So etcd raft's Storage maps onto a Log and its epoch index:
-// LastIndex and FirstIndex onto EndOffset and StartOffset, Entries onto
-// the log's batches, Term(i) onto EpochAt. But Raft also appends entries
-// that hold no records (the empty entry a new leader commits, membership
-// changes), and those must not take Kafka offsets, or consumers would see
-// offsets jump. Kafka offsets therefore stay what Append assigns, and the
-// Raft implementation keeps the translation between a Raft index and the
-// offsets of its entry beside the log (as Redpanda and Kafka's KRaft do),
-// together with Raft's hard state and membership, and the term of the
-// entry just below FirstIndex, which Term must answer after retention or
-// a snapshot dropped it. Nothing in this interface exposes Raft indexes:
-// the cores see offsets only.
+// Step 2 keeps the partition's own segmented log as the Raft log's data,
+// with no second copy: each Raft entry that carries records is one
+// append, its batches stored at their Kafka offsets with its term stamped
+// in them as the leader epoch. etcd raft's Storage then maps onto a Local
+// (whose high watermark is its end, so its reads reach every entry) and
+// what the Raft implementation keeps beside it: InitialState onto Raft's
+// hard state and membership, LastIndex and FirstIndex onto the entries at
+// EndOffset and StartOffset, Entries onto reads, Term(i) onto EpochAt of
+// the entry's offsets, Snapshot onto the state a partition rebuilds from
+// its log. But Raft also appends entries that carry no records, the empty
+// entry a new leader proposes and membership changes; they take Raft
+// indexes and must not take Kafka offsets, or consumers would see offsets
+// jump. So the two numberings stay apart: beside the log, the Raft
+// implementation keeps those entries and the translation between Raft
+// index and offset (as Redpanda's offset translator does), and the term
+// of the entry just below FirstIndex, which Term must still answer once
+// retention or a snapshot dropped the entry. Nothing in this interface
+// exposes Raft indexes: the cores see Kafka offsets only.
 //
 // # Storage
 //

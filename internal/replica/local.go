@@ -28,6 +28,8 @@ type Local struct {
 	flushQueued atomic.Bool
 }
 
+var _ Log = (*Local)(nil)
+
 // Options say how a Local acknowledges appends and who flushes it.
 type Options struct {
 	// Fsync maps AppendOptions.AckCommitted to Appended.Ack. The zero

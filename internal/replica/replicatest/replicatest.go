@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ReadIsBoundedByTheHighWatermark", s.readBounded)
 	t.Run("AppendAt", s.appendAt)
 	t.Run("TruncateTo", s.truncateTo)
+	t.Run("EpochsFollowTheStart", s.epochsFollowTheStart)
 	t.Run("CrashAndReopen", s.crashAndReopen)
 }
 
@@ -210,6 +211,13 @@ func (s suite) commitWaits(t *testing.T) {
 	}
 	if err := a.Ack.Wait(ctx); err != nil {
 		t.Fatalf("the acknowledgement of an acks=all append: %v", err)
+	}
+	b, err := l.Append(batch(2, 1), replica.AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit.Wait(ctx); err != nil {
+		t.Fatalf("the Commit of an acks=1 append: %v", err)
 	}
 	if err := (replica.Commit{}).Wait(ctx); err != nil {
 		t.Fatalf("the zero Commit: %v", err)
@@ -388,6 +396,27 @@ func (s suite) truncateTo(t *testing.T) {
 	appendN(t, l, 2, 1)
 	commitAll(t, l)
 	checkContents(t, l)
+}
+
+// epochsFollowTheStart: once DeleteBefore moved the start, every offset
+// left still has its epoch (Raft's Term(i) from FirstIndex on).
+func (s suite) epochsFollowTheStart(t *testing.T) {
+	l := s.openT(t, t.TempDir())
+	truncatable(t, l)
+	if _, err := l.DeleteBefore(6); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 6 {
+		t.Fatalf("start %d after DeleteBefore(6)", l.StartOffset())
+	}
+	for off, want := range map[int64]int32{6: 3, 7: 3, 8: 5, 11: 5} {
+		if got, err := l.EpochAt(off); err != nil || got != want {
+			t.Errorf("EpochAt(%d) = %d, %v; want %d", off, got, err, want)
+		}
+	}
+	if _, err := l.EpochAt(5); !errors.Is(err, replica.ErrOffsetOutOfRange) {
+		t.Errorf("EpochAt below the start: %v, want ErrOffsetOutOfRange", err)
+	}
 }
 
 // crashAndReopen: committed data, its epochs and a cut survive a crash
