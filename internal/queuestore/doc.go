@@ -2,11 +2,11 @@
 // queue and a Root over the directory holding them all (DataDir/queues).
 // A Store keeps its logs behind the log seam (replica.Local) and is a
 // replica.Target, which the seam's Syncer commits for publisher confirms,
-// a round at a time. The queueing core (internal/mq) keeps a queue's state in memory
-// (ready list, consumers, deliveries) and tells its Store every change to a
-// logged message's fate; this package knows nothing of AMQP beyond the
-// fields of a message it keeps (Message), and imports neither mq nor a
-// front end.
+// a round at a time. The queueing core (internal/mq) keeps a queue's
+// state in memory (ready list, consumers, deliveries) and tells its Store
+// every change to a logged message's fate; this package knows nothing of
+// AMQP beyond the fields of a message it keeps (Message), and imports
+// neither mq nor a front end.
 //
 // # Layout
 //
