@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/node"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // With -wharf-cpuprofile, Wharf does not run as the `wharf serve` binary
@@ -72,7 +72,7 @@ func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr string) 
 		KafkaAddr: kafkaAddr,
 		AMQPAddr:  amqpAddr,
 		NATSAddr:  natsAddr,
-		Fsync:     broker.FsyncOnAcksAll,
+		Fsync:     replica.FsyncOnAcksAll,
 		// No cap, as the built binary runs with --max-connections 0.
 		MaxConnections: -1,
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/node"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // shutdownTimeout bounds how long `wharf serve` waits for in-flight requests
@@ -77,7 +77,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err := expectArgs(positional, 0, ""); err != nil {
 		return err
 	}
-	policy, err := broker.ParseFsyncPolicy(*fsync)
+	policy, err := replica.ParseFsyncPolicy(*fsync)
 	if err != nil {
 		return usagef("--fsync: %v", err)
 	}

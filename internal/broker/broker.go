@@ -1,11 +1,12 @@
 // Package broker is Wharf's Kafka core: topics made of partitions, each
-// partition a log from package seglog, plus the broker's own metadata,
-// itself kept in a log (which also holds the definition store of the
-// queueing core, internal/mq). The Kafka front end (internal/kafka) and the
-// coordinators (internal/group, internal/txn) translate requests into calls
-// on this package and hold no storage logic of their own. It does not know
-// the queueing core: internal/node opens both side by side and installs
-// the rules between them as hooks (Config.TopicInUse, Config.QueueData).
+// partition a log behind the log seam (internal/replica), plus the
+// broker's own metadata, itself kept in a log (which also holds the
+// definition store of the queueing core, internal/mq). The Kafka front
+// end (internal/kafka) and the coordinators (internal/group, internal/txn)
+// translate requests into calls on this package and hold no storage logic
+// of their own. It does not know the queueing core: internal/node opens
+// both side by side and installs the rules between them as hooks
+// (Config.TopicInUse, Config.QueueData).
 package broker
 
 import (
@@ -21,10 +22,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
-// Broker owns every topic and the goroutines that flush and trim their logs.
+// Broker owns every topic and the goroutines that flush, trim, compact and
+// scrub their logs.
 type Broker struct {
 	cfg       Config
 	logger    *slog.Logger
@@ -53,9 +55,9 @@ type Broker struct {
 	byCollisionName map[string]*Topic
 	closed          bool
 
-	// flushSoon carries partitions that want an early background flush
-	// (flush.go) to flushAheadLoop.
-	flushSoon chan *Partition
+	// flusher fsyncs the partitions' logs in the background, every
+	// FlushInterval and ahead of it.
+	flusher *replica.Flusher
 
 	stop chan struct{}
 	bg   sync.WaitGroup
@@ -94,16 +96,15 @@ func Open(cfg Config) (*Broker, error) {
 		byCollisionName: map[string]*Topic{},
 
 		openSlots: make(chan struct{}, partitionOpeners),
-		flushSoon: make(chan *Partition, flushSoonQueue),
+		flusher:   replica.StartFlusher(cfg.FlushInterval),
 		stop:      make(chan struct{}),
 	}
 	if err := b.load(); err != nil {
+		b.flusher.Stop()
 		b.closeLogs()
 		return nil, err
 	}
-	b.bg.Add(3)
-	go b.flushLoop()
-	go b.flushAheadLoop()
+	b.bg.Add(1)
 	go b.retentionLoop()
 	b.startCleaner()  // log compaction; joins b.bg and stops on b.stop
 	b.startScrubber() // CRC check of what recovery trusted; likewise
@@ -150,6 +151,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.bg.Wait()
+	b.flusher.Stop()
 	return b.closeLogs()
 }
 
@@ -287,7 +289,7 @@ func (b *Broker) forEachLog(fn func(*Partition) error, task string) {
 			if p.Offline() != nil {
 				continue
 			}
-			if err := fn(p); err != nil && !errors.Is(err, seglog.ErrClosed) { // closed: deleted meanwhile
+			if err := fn(p); err != nil && !errors.Is(err, replica.ErrClosed) { // closed: deleted meanwhile
 				b.logger.Error(task+" failed", "topic", t.name, "partition", p.index, "err", err)
 			}
 		}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // The log cleaner: compaction of topics whose cleanup.policy has "compact".
-// The work itself is seglog.Log.Compact; this is only the loop that runs it
-// over every such partition, one at a time, as Kafka's cleaner thread does
-// (log.cleaner.threads=1).
+// The work itself is replica.Log.Compact; this is only the loop that runs
+// it over every such partition, one at a time, as Kafka's cleaner thread
+// does (log.cleaner.threads=1).
 
 // logCleanerBackoff is log.cleaner.backoff.ms: the pause between two rounds
 // of the cleaner over every compacted partition. A round finds most
@@ -77,9 +77,9 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 			if p.Offline() != nil {
 				continue // offline
 			}
-			st, err := p.log.CompactContext(ctx, now)
+			st, err := p.log.Compact(ctx, now)
 			switch {
-			case errors.Is(err, seglog.ErrClosed):
+			case errors.Is(err, replica.ErrClosed):
 				// The topic was deleted meanwhile.
 			case err != nil:
 				errs = append(errs, fmt.Errorf("compact %s-%d: %w", t.name, p.index, err))

@@ -1,62 +1,23 @@
 package broker
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/replica"
 )
-
-// FsyncPolicy says which appends wait for an fsync before they are
-// acknowledged. Whatever the policy, a background flusher fsyncs everything
-// written every Config.FlushInterval, and a partition's unsynced appends
-// early once they reach 16 MiB (flush.go).
-type FsyncPolicy int
-
-const (
-	// FsyncOnAcksAll fsyncs (group-committed) before acknowledging acks=all
-	// produces; acks=0 and acks=1 are acknowledged once written. Like
-	// Redpanda, unlike Kafka: on one node nothing else protects the data.
-	FsyncOnAcksAll FsyncPolicy = iota
-	// FsyncAlways fsyncs before acknowledging every write, whatever acks.
-	FsyncAlways
-	// FsyncInterval never fsyncs on the acknowledgement path; data reaches
-	// disk within FlushInterval (Kafka's default behaviour).
-	FsyncInterval
-)
-
-func (p FsyncPolicy) String() string {
-	switch p {
-	case FsyncOnAcksAll:
-		return "acks-all"
-	case FsyncAlways:
-		return "always"
-	case FsyncInterval:
-		return "interval"
-	}
-	return fmt.Sprintf("FsyncPolicy(%d)", int(p))
-}
-
-// ParseFsyncPolicy reads the names String returns.
-func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
-	for _, p := range []FsyncPolicy{FsyncOnAcksAll, FsyncAlways, FsyncInterval} {
-		if p.String() == s {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown fsync policy %q (want acks-all, always or interval)", s)
-}
 
 // Config holds the broker-wide settings. The zero value of a field means
 // its default.
 type Config struct {
 	DataDir           string
 	NodeID            int32
-	AutoCreateTopics  *bool         // auto.create.topics.enable; nil means true
-	DefaultPartitions int32         // num.partitions; default 1
-	MessageMaxBytes   int32         // message.max.bytes; default 1048588
-	Fsync             FsyncPolicy   // default FsyncOnAcksAll
-	FlushInterval     time.Duration // background fsync period; default 1s
-	RetentionCheck    time.Duration // log.retention.check.interval.ms; default 5m
+	AutoCreateTopics  *bool               // auto.create.topics.enable; nil means true
+	DefaultPartitions int32               // num.partitions; default 1
+	MessageMaxBytes   int32               // message.max.bytes; default 1048588
+	Fsync             replica.FsyncPolicy // which acknowledgements wait for an fsync; default acks-all
+	FlushInterval     time.Duration       // background fsync period (replica.Flusher); default 1s
+	RetentionCheck    time.Duration       // log.retention.check.interval.ms; default 5m
 	// ScrubInterval is how often every partition's log is read back and
 	// verified in full (scrubber.go). 0, the default, scrubs only once
 	// after start-up, and only what the log's recovery did not verify;

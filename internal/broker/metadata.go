@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // metadataLogName is the directory of the log that holds the broker's own
@@ -46,13 +47,13 @@ type topicRecord struct {
 
 // metadataLog writes and replays the broker's metadata records.
 type metadataLog struct {
-	log *seglog.Log
+	log replica.Log
 }
 
 func openMetadataLog(dataDir string, logger *slog.Logger) (*metadataLog, error) {
 	dir := filepath.Join(dataDir, metadataLogName)
-	l, err := seglog.Open(dir, seglog.DefaultConfig(), logger)
-	var corrupt *seglog.CorruptionError
+	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
+	var corrupt *replica.CorruptionError
 	if errors.As(err, &corrupt) {
 		return nil, fmt.Errorf("the metadata log is damaged; restore %s from a backup: %w", dir, err)
 	}
@@ -75,7 +76,11 @@ func (m *metadataLog) write(key string, value any) error {
 // writeRaw appends one record as write does; a nil value is a tombstone.
 func (m *metadataLog) writeRaw(key string, v []byte) error {
 	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(key), Value: v}})
-	if _, err := m.log.Append(batch, seglog.AppendOptions{Durable: true}); err != nil {
+	res, err := m.log.Append(batch, replica.AppendOptions{})
+	if err == nil {
+		err = res.Commit.Wait(context.Background())
+	}
+	if err != nil {
 		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
 	}
 	return nil

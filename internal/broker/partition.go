@@ -1,14 +1,14 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Partition is one partition of a topic: a log plus the wake-ups of readers
@@ -17,9 +17,8 @@ type Partition struct {
 	topic *Topic
 	index int32
 	dir   string
-	fsync FsyncPolicy
 
-	log     *seglog.Log // nil if the log could not be opened
+	log     replica.Log // nil if the log could not be opened
 	offline error       // why the log could not be opened; see Offline for the rest
 
 	waitMu  sync.Mutex
@@ -28,13 +27,6 @@ type Partition struct {
 	produceMu        sync.Mutex      // orders idempotent appends with their producer checks
 	producers        *producerStates // guarded by produceMu
 	producerSnapshot int64           // log end offset of the last snapshot; guarded by produceMu
-
-	// Early background flushes (flush.go): bytes appended since the last
-	// flush began without an fsync on their acknowledgement path, and
-	// whether this partition is queued on flushSoon.
-	flushSoon   chan<- *Partition
-	unflushed   atomic.Int64
-	flushQueued atomic.Bool
 
 	txnMu sync.Mutex // guards txns; writers hold produceMu too
 	txns  txnTable   // open and aborted transactions (txn_state.go)
@@ -46,7 +38,7 @@ type Partition struct {
 func (p *Partition) Index() int32 { return p.index }
 
 // Offline returns the error that keeps the partition from serving, or nil:
-// a *seglog.CorruptionError found at start-up, or one the scrubber found
+// a *replica.CorruptionError found at start-up, or one the scrubber found
 // since (the partition then goes offline while the broker runs).
 func (p *Partition) Offline() error {
 	if p.offline != nil {
@@ -55,7 +47,7 @@ func (p *Partition) Offline() error {
 	return p.log.Corruption()
 }
 
-func (p *Partition) online() (*seglog.Log, error) {
+func (p *Partition) online() (replica.Log, error) {
 	if err := p.Offline(); err != nil {
 		return nil, fmt.Errorf("%w: %s-%d is offline: %v", ErrStorage, p.topic.name, p.index, err)
 	}
@@ -79,8 +71,9 @@ func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTi
 // ProduceAsync validates the batches in records and appends them, returning
 // as soon as they are in the log: offsets assigned, visible to readers and
 // to the next append. wait then blocks until the data is as durable as acks
-// requires: for acks=-1 under FsyncOnAcksAll (and for every acks under
-// FsyncAlways) until an fsync covers it, group-committed with every other
+// requires under the broker's fsync policy (replica.FsyncPolicy): for
+// acks=-1 under FsyncOnAcksAll (and for every acks under FsyncAlways)
+// until the log commits it, an fsync group-committed with every other
 // waiter. Splitting the two lets a front end start a pipelined client's
 // next append while this one waits for the disk. wait must be called once
 // when err is nil.
@@ -100,11 +93,11 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 	if err != nil {
 		return -1, -1, nil, err
 	}
-	var opts seglog.AppendOptions
+	opts := replica.AppendOptions{AckCommitted: acks == -1}
 	if cfg.logAppendTime() {
 		opts.LogAppendTime = time.Now().UnixMilli()
 	}
-	var res seglog.AppendResult
+	var res replica.Appended
 	if headers[0].ProducerID < 0 {
 		if res, err = log.Append(records, opts); err != nil {
 			err = p.storageError("append to", err)
@@ -121,47 +114,48 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 	if cfg.logAppendTime() {
 		logAppendTime = res.LogAppendTime
 	}
-	wait, durable := p.durableWait(log, acks, res.LastOffset+1)
-	if !durable {
-		p.noteUnflushed(int64(len(records)))
-	}
-	return res.BaseOffset, logAppendTime, wait, nil
+	return res.BaseOffset, logAppendTime, p.waitFor(res.Ack), nil
 }
 
-// durableWait returns what ProduceAsync's caller waits on for data below
-// upTo, per the fsync policy and acks, and whether that wait is for an
-// fsync.
-func (p *Partition) durableWait(log *seglog.Log, acks int16, upTo int64) (wait func() error, durable bool) {
-	if p.fsync != FsyncAlways && (p.fsync != FsyncOnAcksAll || acks != -1) {
-		return func() error { return nil }, false
+// waitFor returns what ProduceAsync's caller calls to wait for c.
+func (p *Partition) waitFor(c replica.Commit) func() error {
+	if c == (replica.Commit{}) {
+		return noWait // the acknowledgement waits for nothing
 	}
-	return func() error {
-		if err := log.WaitDurable(upTo); err != nil {
-			return p.storageError("sync", err)
-		}
-		return nil
-	}, true
+	return func() error { return p.awaitCommit(c) }
+}
+
+func noWait() error { return nil }
+
+// awaitCommit waits for c, wrapping a failure.
+func (p *Partition) awaitCommit(c replica.Commit) error {
+	if err := c.Wait(context.Background()); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
 }
 
 // appendIdempotent appends the batches of one idempotent producer, or
 // answers a retried batch with the offset it got the first time. The check
 // and the append happen under produceMu so two copies of a batch racing
 // each other cannot both be written.
-func (p *Partition) appendIdempotent(log *seglog.Log, records []byte, headers []record.Header, opts seglog.AppendOptions) (seglog.AppendResult, error) {
+func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []record.Header, opts replica.AppendOptions) (replica.Appended, error) {
 	first := headers[0]
 	for _, h := range headers[1:] {
 		if h.ProducerID != first.ProducerID || h.ProducerEpoch != first.ProducerEpoch {
-			return seglog.AppendResult{}, fmt.Errorf("%w: batches of different producers in one request", ErrInvalidRecord)
+			return replica.Appended{}, fmt.Errorf("%w: batches of different producers in one request", ErrInvalidRecord)
 		}
 	}
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	dup, err := p.producers.check(first)
 	if err != nil {
-		return seglog.AppendResult{}, err
+		return replica.Appended{}, err
 	}
 	if dup != nil {
-		return seglog.AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.FirstOffset + int64(first.LastOffsetDelta), LogAppendTime: -1}, nil
+		last := dup.FirstOffset + int64(first.LastOffsetDelta)
+		return replica.Appended{BaseOffset: dup.FirstOffset, LastOffset: last, LogAppendTime: -1,
+			Ack: log.AckFor(opts.AckCommitted, last+1)}, nil
 	}
 	freshTxn := first.Transactional() && p.beginTxnAt(first.ProducerID, log.EndOffset())
 	res, err := log.Append(records, opts)
@@ -240,21 +234,27 @@ func validateBatch(batch []byte, maxBatch int64, compacted bool) error {
 const magicOffset = 16
 
 // Read returns whole batches from the one containing offset, up to maxBytes
-// but at least one batch. The caller must Release the slice.
-func (p *Partition) Read(offset, maxBytes int64) (*seglog.Slice, error) {
+// but at least one batch, below the high watermark. The caller must
+// Release the slice.
+func (p *Partition) Read(offset, maxBytes int64) (*replica.Slice, error) {
 	log, err := p.online()
 	if err != nil {
 		return nil, err
 	}
 	s, err := log.Read(offset, maxBytes)
-	if errors.Is(err, seglog.ErrOffsetOutOfRange) {
-		return nil, fmt.Errorf("%w: %d is outside [%d, %d] of %s-%d", ErrOffsetOutOfRange,
-			offset, log.StartOffset(), log.EndOffset(), p.topic.name, p.index)
-	}
 	if err != nil {
-		return nil, p.storageError("read", err)
+		return nil, p.readError(log, offset, err)
 	}
 	return s, nil
+}
+
+// readError wraps a failed read of offset.
+func (p *Partition) readError(log replica.Log, offset int64, err error) error {
+	if errors.Is(err, replica.ErrOffsetOutOfRange) {
+		return fmt.Errorf("%w: %d is outside [%d, %d] of %s-%d", ErrOffsetOutOfRange,
+			offset, log.StartOffset(), log.HighWatermark(), p.topic.name, p.index)
+	}
+	return p.storageError("read", err)
 }
 
 // Sync fsyncs everything appended to the partition so far, whatever the
@@ -277,7 +277,7 @@ func (p *Partition) Sync() error {
 // storageError wraps a log failure. A closed log means the topic was
 // deleted under the caller, which clients should see as an unknown topic.
 func (p *Partition) storageError(op string, err error) error {
-	if errors.Is(err, seglog.ErrClosed) {
+	if errors.Is(err, replica.ErrClosed) {
 		return fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.index)
 	}
 	return fmt.Errorf("%w: %s %s-%d: %v", ErrStorage, op, p.topic.name, p.index, err)
@@ -299,10 +299,16 @@ func (p *Partition) EndOffset() int64 {
 	return p.log.EndOffset()
 }
 
-// HighWatermark is the offset below which consumers may read. On a single
-// node every written record is as replicated as it will ever be, so it
-// equals the log end offset, as in a one-replica Kafka partition.
-func (p *Partition) HighWatermark() int64 { return p.EndOffset() }
+// HighWatermark is the offset below which consumers may read (-1 while
+// offline). On a single node every written record is as replicated as it
+// will ever be, so it equals the log end offset, as in a one-replica Kafka
+// partition.
+func (p *Partition) HighWatermark() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.HighWatermark()
+}
 
 // Size is the partition's size on disk in bytes.
 func (p *Partition) Size() int64 {
@@ -340,11 +346,12 @@ func (p *Partition) DeleteBefore(offset int64) (lowWatermark int64, err error) {
 	if err != nil {
 		return -1, err
 	}
+	hw := log.HighWatermark()
 	if offset == -1 {
-		offset = log.EndOffset()
+		offset = hw
 	}
-	if offset < 0 || offset > log.EndOffset() {
-		return -1, fmt.Errorf("%w: cannot delete below %d, the end is %d", ErrOffsetOutOfRange, offset, log.EndOffset())
+	if offset < 0 || offset > hw {
+		return -1, fmt.Errorf("%w: cannot delete below %d, the high watermark is %d", ErrOffsetOutOfRange, offset, hw)
 	}
 	return log.DeleteBefore(offset)
 }

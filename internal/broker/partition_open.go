@@ -5,7 +5,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // partitionOpeners bounds how many partitions the broker opens at once
@@ -27,11 +27,11 @@ func (b *Broker) openPartitions(t *Topic, count int32) []*Partition {
 	return parts
 }
 
-func (b *Broker) openPartition(t *Topic, i int32, cfg seglog.Config) *Partition {
+func (b *Broker) openPartition(t *Topic, i int32, cfg replica.Config) *Partition {
 	p := b.newPartition(t, i)
 	err := b.checkPartitionDir(p.dir, t.id)
 	if err == nil {
-		p.log, err = seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
+		p.log, err = b.openLog(t, i, p.dir, cfg)
 	}
 	if err == nil {
 		if err = p.loadProducers(); err != nil {
@@ -69,12 +69,12 @@ func (b *Broker) createPartitions(t *Topic, first, count int32) ([]*Partition, e
 	return parts, nil
 }
 
-func (b *Broker) createPartition(t *Topic, i int32, cfg seglog.Config) (*Partition, error) {
+func (b *Broker) createPartition(t *Topic, i int32, cfg replica.Config) (*Partition, error) {
 	p := b.newPartition(t, i)
 	if err := b.createPartitionDir(p.dir, t.id); err != nil {
 		return nil, fmt.Errorf("%w: create %s: %v", ErrStorage, p.dir, err)
 	}
-	log, err := seglog.Open(p.dir, cfg, b.logger.With("topic", t.name, "partition", i))
+	log, err := b.openLog(t, i, p.dir, cfg)
 	if err != nil {
 		os.RemoveAll(p.dir)
 		return nil, fmt.Errorf("%w: create %s: %v", ErrStorage, p.dir, err)
@@ -98,7 +98,21 @@ func (b *Broker) discardPartitions(parts []*Partition) {
 }
 
 func (b *Broker) newPartition(t *Topic, i int32) *Partition {
-	return &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i), fsync: b.cfg.Fsync, flushSoon: b.flushSoon}
+	return &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i)}
+}
+
+// openLog opens partition i of t in dir: acknowledged per the broker's
+// fsync policy and flushed by its flusher.
+func (b *Broker) openLog(t *Topic, i int32, dir string, cfg replica.Config) (replica.Log, error) {
+	l, err := replica.Open(dir, cfg, replica.Options{
+		Fsync:   b.cfg.Fsync,
+		Flusher: b.flusher,
+		Logger:  b.logger.With("topic", t.name, "partition", i),
+	})
+	if err != nil {
+		return nil, err // not a nil *Local in the interface: p.log == nil means offline
+	}
+	return l, nil
 }
 
 // inParallel runs fn(0) to fn(n-1), at most partitionOpeners at a time.

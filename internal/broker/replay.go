@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // replayReadBytes is how much one read of a replay asks for.
@@ -28,7 +28,7 @@ func (p *Partition) ReadRecords(from int64, fn func(h record.Header, recs []reco
 // readRecords is ReadRecords over any log read function: it reads [from,
 // end) and returns the offset after the last batch it read, which is
 // below end only if the log ran out of batches first.
-func readRecords(read func(offset, maxBytes int64) (*seglog.Slice, error), from, end int64,
+func readRecords(read func(offset, maxBytes int64) (*replica.Slice, error), from, end int64,
 	fn func(h record.Header, recs []record.Record) error) (next int64, err error) {
 	next = from
 	for next < end {

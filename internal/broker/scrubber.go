@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // The scrubber: a background read of every partition's log that verifies
-// each batch's CRC-32C (seglog.Log.Scrub). Recovery at start-up trusts a
+// each batch's CRC-32C (replica.Log.Scrub). Recovery at start-up trusts a
 // cleanly closed log, and after a crash everything below the recovery
 // point, without reading it (as Kafka does); a byte flipped there would be
 // served until a client's CRC check tripped on it. The scrubber runs right
@@ -78,7 +78,7 @@ func (b *Broker) scrubLoop(every time.Duration) {
 // error) stays online and is logged.
 func (b *Broker) scrubAll(ctx context.Context, full bool) {
 	start := time.Now()
-	var total seglog.ScrubStats
+	var total replica.ScrubStats
 	offline := 0
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
@@ -88,15 +88,15 @@ func (b *Broker) scrubAll(ctx context.Context, full bool) {
 			if p.Offline() != nil {
 				continue
 			}
-			st, err := p.log.Scrub(ctx, seglog.ScrubOptions{Full: full, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
+			st, err := p.log.Scrub(ctx, replica.ScrubOptions{Full: full, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
 			total.Segments += st.Segments
 			total.Bytes += st.Bytes
-			var corrupt *seglog.CorruptionError
+			var corrupt *replica.CorruptionError
 			switch {
 			case errors.As(err, &corrupt):
 				offline++
 				b.logger.Error("partition offline", "topic", t.name, "partition", p.index, "err", err)
-			case errors.Is(err, seglog.ErrClosed), ctx.Err() != nil:
+			case errors.Is(err, replica.ErrClosed), ctx.Err() != nil:
 				// Deleted meanwhile, or the broker is stopping.
 			case err != nil:
 				b.logger.Error("scrub failed", "topic", t.name, "partition", p.index, "err", err)
@@ -104,10 +104,10 @@ func (b *Broker) scrubAll(ctx context.Context, full bool) {
 		}
 	}
 	if full {
-		st, err := b.meta.log.Scrub(ctx, seglog.ScrubOptions{Full: true, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
+		st, err := b.meta.log.Scrub(ctx, replica.ScrubOptions{Full: true, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
 		total.Segments += st.Segments
 		total.Bytes += st.Bytes
-		var corrupt *seglog.CorruptionError
+		var corrupt *replica.CorruptionError
 		if errors.As(err, &corrupt) {
 			b.logger.Error("metadata log corrupt: topic and queue changes are refused", "err", err)
 		} else if err != nil && ctx.Err() == nil {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // ConfigEntry is one topic config as DescribeConfigs reports it.
@@ -102,7 +102,7 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"max.message.bytes":      {defaultValue: strconv.Itoa(defaultMessageMaxBytes), check: intAtLeast(0)},
 	"message.timestamp.type": {defaultValue: "CreateTime", check: oneOf("CreateTime", "LogAppendTime")},
 
-	// Compaction (cleanup.policy=compact); see seglog.Config.
+	// Compaction (cleanup.policy=compact); see replica.Config.
 	"delete.retention.ms":       {defaultValue: "86400000", check: intAtLeast(0)},
 	"min.cleanable.dirty.ratio": {defaultValue: "0.5", check: ratio},
 	"min.compaction.lag.ms":     {defaultValue: "0", check: intAtLeast(0)},
@@ -181,8 +181,8 @@ func (c topicConfig) logAppendTime() bool {
 	return c.value("message.timestamp.type") == "LogAppendTime"
 }
 
-func (c topicConfig) logConfig() seglog.Config {
-	return seglog.Config{
+func (c topicConfig) logConfig() replica.Config {
+	return replica.Config{
 		SegmentBytes:       c.int("segment.bytes"),
 		SegmentMs:          c.int("segment.ms"),
 		IndexIntervalBytes: int32(c.int("index.interval.bytes")),
@@ -233,6 +233,6 @@ func (b *Broker) Configs() []ConfigEntry {
 		entry("message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes)), c.MessageMaxBytes == defaultMessageMaxBytes),
 		entry("node.id", strconv.Itoa(int(c.NodeID)), c.NodeID == 0),
 		entry("num.partitions", strconv.Itoa(int(c.DefaultPartitions)), c.DefaultPartitions == 1),
-		entry("wharf.fsync.policy", c.Fsync.String(), c.Fsync == FsyncOnAcksAll),
+		entry("wharf.fsync.policy", c.Fsync.String(), c.Fsync == replica.FsyncOnAcksAll),
 	}
 }

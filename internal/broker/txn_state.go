@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Transactions (KIP-98) as one partition sees them. A transactional
@@ -157,36 +157,33 @@ func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, c
 	if err != nil {
 		return err
 	}
-	upTo, err := p.appendTxnMarker(log, producerID, epoch, commit, coordinatorEpoch)
+	c, err := p.appendTxnMarker(log, producerID, epoch, commit, coordinatorEpoch)
 	if err != nil {
 		return err
 	}
-	if err := log.WaitDurable(upTo); err != nil {
-		return p.storageError("sync", err)
-	}
-	return nil
+	return p.awaitCommit(c)
 }
 
-// appendTxnMarker is WriteTxnMarker's append; it returns the end offset
-// the marker's durability waits for.
-func (p *Partition) appendTxnMarker(log *seglog.Log, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
+// appendTxnMarker is WriteTxnMarker's append; it returns the marker's
+// commit, which its durability waits for.
+func (p *Partition) appendTxnMarker(log replica.Log, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) (replica.Commit, error) {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
-		return 0, fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
+		return replica.Commit{}, fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
 			ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
 	}
 	now := time.Now().UnixMilli()
-	res, err := log.Append(controlBatch(producerID, epoch, commit, coordinatorEpoch, now), seglog.AppendOptions{})
+	res, err := log.Append(controlBatch(producerID, epoch, commit, coordinatorEpoch, now), replica.AppendOptions{})
 	if err != nil {
-		return 0, p.storageError("append a transaction marker to", err)
+		return replica.Commit{}, p.storageError("append a transaction marker to", err)
 	}
 	p.producers.noteEpoch(producerID, epoch, now)
 	p.txnMu.Lock()
 	p.txns.end(producerID, res.BaseOffset, commit)
 	p.txnMu.Unlock()
 	p.wakeWaiters()
-	return res.LastOffset + 1, nil
+	return res.Commit, nil
 }
 
 // AppendTxnRecords appends records as one transactional batch of a
@@ -198,36 +195,33 @@ func (p *Partition) AppendTxnRecords(producerID int64, epoch int16, recs []recor
 	if err != nil {
 		return err
 	}
-	upTo, err := p.appendTxnRecords(log, producerID, epoch, recs)
+	c, err := p.appendTxnRecords(log, producerID, epoch, recs)
 	if err != nil {
 		return err
 	}
-	if err := log.WaitDurable(upTo); err != nil {
-		return p.storageError("sync", err)
-	}
-	return nil
+	return p.awaitCommit(c)
 }
 
-func (p *Partition) appendTxnRecords(log *seglog.Log, producerID int64, epoch int16, recs []record.Record) (int64, error) {
+func (p *Partition) appendTxnRecords(log replica.Log, producerID int64, epoch int16, recs []record.Record) (replica.Commit, error) {
 	now := time.Now().UnixMilli()
 	batch := record.NewBatch(now, recs)
 	stampProducer(batch, producerID, epoch, attrTransactional)
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
-		return 0, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
+		return replica.Commit{}, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
 	}
 	fresh := p.beginTxnAt(producerID, log.EndOffset())
-	res, err := log.Append(batch, seglog.AppendOptions{})
+	res, err := log.Append(batch, replica.AppendOptions{})
 	if err != nil {
-		return 0, p.storageError("append to", err)
+		return replica.Commit{}, p.storageError("append to", err)
 	}
 	p.producers.noteEpoch(producerID, epoch, now)
 	if fresh {
 		p.fixTxnStart(producerID, res.BaseOffset)
 	}
 	p.wakeWaiters()
-	return res.LastOffset + 1, nil
+	return res.Commit, nil
 }
 
 // beginTxnAt registers the producer's transaction before its first batch
@@ -306,40 +300,15 @@ func (s *producerStates) noteEpoch(producerID int64, epoch int16, nowMs int64) {
 
 // ReadCommitted is Read for read_committed consumers: only batches below
 // the last stable offset are returned. It also returns that offset.
-func (p *Partition) ReadCommitted(offset, maxBytes int64) (*seglog.Slice, int64, error) {
+func (p *Partition) ReadCommitted(offset, maxBytes int64) (*replica.Slice, int64, error) {
 	lso := p.LastStableOffset()
-	s, err := p.Read(offset, maxBytes)
+	log, err := p.online()
 	if err != nil {
 		return nil, lso, err
 	}
-	if err := cutAt(s, lso); err != nil {
-		s.Release()
-		return nil, lso, p.storageError("read", err)
+	s, err := log.ReadBelow(offset, maxBytes, lso)
+	if err != nil {
+		return nil, lso, p.readError(log, offset, err)
 	}
 	return s, lso, nil
-}
-
-// cutAt drops the batches of s whose base offset is at or past limit,
-// walking the batch headers (base offset and length) in the files.
-func cutAt(s *seglog.Slice, limit int64) error {
-	var head [12]byte
-	for i := range s.Chunks {
-		c := &s.Chunks[i]
-		for pos := c.Pos; pos < c.Pos+c.Len; {
-			if _, err := c.File.ReadAt(head[:], pos); err != nil {
-				return err
-			}
-			if int64(binary.BigEndian.Uint64(head[:8])) >= limit {
-				c.Len = pos - c.Pos
-				n := i + 1
-				if c.Len == 0 {
-					n = i
-				}
-				s.Chunks = s.Chunks[:n]
-				return nil
-			}
-			pos += record.LogOverhead + int64(binary.BigEndian.Uint32(head[8:12]))
-		}
-	}
-	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Fetch (key 1), v4-v18.
@@ -18,7 +18,7 @@ import (
 // Sizes (KIP-74): partitions are read in order; each gets at most
 // PartitionMaxBytes and what is left of MaxBytes, except that the first
 // partition that has records returns at least one whole batch however large.
-// Batches are never cut (seglog returns whole batches).
+// Batches are never cut (a log read returns whole batches).
 //
 // Offsets: a fetch offset below the log start offset or above the high
 // watermark is OFFSET_OUT_OF_RANGE; at the high watermark the partition
@@ -173,7 +173,7 @@ func buildFetchResponse(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, scope 
 	targets []fetchTarget, reads []partitionRead) *fetchData {
 	type placed struct {
 		topic, partition int
-		slice            *seglog.Slice
+		slice            *replica.Slice
 	}
 	var (
 		data     []placed
@@ -253,7 +253,7 @@ func partitionChanged(sp *sessionPartition, rd partitionRead) bool {
 // copyForOldFetch answers a Fetch < v10 partition: such clients cannot
 // decode zstd, so data with a zstd batch is UNSUPPORTED_COMPRESSION_TYPE, as
 // Kafka answers; otherwise the bytes are copied into the response.
-func copyForOldFetch(rp *kmsg.FetchResponseTopicPartition, slice *seglog.Slice) {
+func copyForOldFetch(rp *kmsg.FetchResponseTopicPartition, slice *replica.Slice) {
 	defer slice.Release()
 	b, err := slice.Bytes()
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // errorCode maps an error from the broker core to the Kafka error code a
@@ -20,7 +20,7 @@ func errorCode(err error) int16 {
 // kafkaError is errorCode returning the kerr value (for its message).
 func kafkaError(err error) *kerr.Error {
 	var (
-		corrupt *seglog.CorruptionError
+		corrupt *replica.CorruptionError
 		pe      *protocolError
 	)
 	switch {
@@ -51,7 +51,7 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.InvalidRecord
 	case errors.Is(err, broker.ErrBatchTooLarge):
 		return kerr.RecordListTooLarge
-	case errors.Is(err, broker.ErrOffsetOutOfRange), errors.Is(err, seglog.ErrOffsetOutOfRange):
+	case errors.Is(err, broker.ErrOffsetOutOfRange), errors.Is(err, replica.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange
 	case errors.Is(err, broker.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber
@@ -65,7 +65,7 @@ func kafkaError(err error) *kerr.Error {
 		// The broker is stopping: retriable, and makes the client look
 		// for the partition again.
 		return kerr.NotLeaderForPartition
-	case errors.Is(err, seglog.ErrClosed):
+	case errors.Is(err, replica.ErrClosed):
 		// The log was closed under us: its topic was deleted (or the
 		// broker is stopping). Retriable, and sends the client to
 		// refresh its metadata.

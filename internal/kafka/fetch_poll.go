@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/broker"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // The reading half of Fetch: resolving the partitions of a fetch against
@@ -81,7 +81,7 @@ type partitionRead struct {
 	errCode                   int16
 	highWatermark, lastStable int64
 	logStart                  int64
-	slice                     *seglog.Slice       // nil: no records
+	slice                     *replica.Slice      // nil: no records
 	aborted                   []broker.AbortedTxn // read_committed: aborted transactions overlapping the read
 }
 
@@ -194,7 +194,7 @@ func readFetchTargets(targets []fetchTarget, maxBytes int32, readCommitted bool)
 // remaining) bytes (or one batch if first), filling rd's offsets. A
 // read_committed read stops at the last stable offset and lists the
 // aborted transactions its batches may belong to.
-func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first, readCommitted bool) (int16, *seglog.Slice) {
+func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first, readCommitted bool) (int16, *replica.Slice) {
 	if tg.errCode != 0 {
 		return tg.errCode, nil
 	}
@@ -207,7 +207,7 @@ func readFetchTarget(tg fetchTarget, rd *partitionRead, remaining int64, first, 
 		return kerr.OffsetOutOfRange.Code, nil
 	}
 	limit := min(int64(tg.sp.maxBytes), remaining)
-	var slice *seglog.Slice
+	var slice *replica.Slice
 	if limit > 0 || first {
 		var err error
 		if readCommitted {

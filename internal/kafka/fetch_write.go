@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Writing a Fetch response without copying record data through user space.
@@ -53,7 +53,7 @@ type fetchData struct {
 
 type fetchPart struct {
 	batches *[]byte // the partition's RecordBatches field in the response
-	slice   *seglog.Slice
+	slice   *replica.Slice
 }
 
 func (fd *fetchData) hasData() bool { return len(fd.parts) > 0 }

@@ -6,11 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // storage is the fsync latency and group-commit batch size of every log
-// in the process. seglog reports commit rounds process-wide, so there is
+// in the process. The log seam reports commit rounds process-wide, so there is
 // one set of histograms, fed from the first New on and shared by every
 // node's registries.
 type storage struct {
@@ -23,7 +23,7 @@ var (
 )
 
 // storageMetrics returns the process's storage histograms, installing
-// the seglog observer that feeds them on first use.
+// the commit observer that feeds them on first use.
 func storageMetrics() prometheus.Collector {
 	storageOnce.Do(func() {
 		processWide = &storage{
@@ -38,7 +38,7 @@ func storageMetrics() prometheus.Collector {
 				Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 			}),
 		}
-		seglog.SetCommitObserver(func(fsync time.Duration, offsets int64) {
+		replica.SetCommitObserver(func(fsync time.Duration, offsets int64) {
 			processWide.fsync.Observe(fsync.Seconds())
 			processWide.batch.Observe(float64(offsets))
 		})

@@ -3,7 +3,7 @@ package mq
 import "slices"
 
 // A commit is a group of publishes whose logged copies become durable
-// together, under one waiter of the syncer (queuestore.Syncer): the
+// together, under one waiter of the syncer (replica.Syncer): the
 // messages a Publisher took between two flushes, or the one message of an
 // unbatched Publish. The goroutine that fills it (the publisher's) sets
 // failed and hands it to the syncer, which sets err and closes done

@@ -92,7 +92,7 @@
 // # Publisher confirms
 //
 // Appends of persistent messages do not wait for fsync. The registry's
-// syncer (queuestore.Syncer) collects waiting confirms, fsyncs each dirty
+// syncer (replica.Syncer) collects waiting confirms, fsyncs each dirty
 // log once per round (group commit across publishers, queue stores and
 // stream topics) and then completes every confirm the round covered. It
 // fails closed: a log whose fsync failed, or that was closed before its

@@ -7,7 +7,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
-	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Publish routes a message and enqueues it on every queue it reaches, each
@@ -103,7 +103,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 	}
 	h := &held{msg: m, size: int64(len(m.Body))}
 	var res PublishResult
-	var logged [8]queuestore.Target
+	var logged [8]replica.Target
 	stores := logged[:0]
 	var firstErr error
 	streamed := false      // pub holds a record of m back

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Publisher publishes the messages of one client connection in batches.
@@ -38,10 +38,10 @@ type Publisher struct {
 	v   *VHost
 	enc streamEncoder
 
-	cur     *commit             // the messages since the last flush; nil: none
-	streams []*pendingStream    // streams with records held back, in first-use order
-	targets []queuestore.Target // the logs cur waits for, each once
-	held    int                 // record bytes held back
+	cur     *commit          // the messages since the last flush; nil: none
+	streams []*pendingStream // streams with records held back, in first-use order
+	targets []replica.Target // the logs cur waits for, each once
+	held    int              // record bytes held back
 }
 
 // pendingStream is the record batch being built for one stream.
@@ -221,7 +221,7 @@ func (p *Publisher) pendingFor(q *queue) *pendingStream {
 // join adds the message being published to the current commit, waiting
 // also for stores (logs it was appended to already), and returns its
 // Durability. Past maxPendingBytes or maxPendingMessages it flushes.
-func (p *Publisher) join(stores []queuestore.Target) Durability {
+func (p *Publisher) join(stores []replica.Target) Durability {
 	d := Durability{c: p.cur, i: p.index()}
 	p.cur.n++
 	for _, st := range stores {
@@ -233,7 +233,7 @@ func (p *Publisher) join(stores []queuestore.Target) Durability {
 	return d
 }
 
-func (p *Publisher) addTarget(st queuestore.Target) {
+func (p *Publisher) addTarget(st replica.Target) {
 	if !slices.Contains(p.targets, st) {
 		p.targets = append(p.targets, st)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // DefinitionStore keeps durable definitions (vhosts, exchanges, queues,
@@ -112,7 +113,7 @@ type Registry struct {
 	nextTag    atomic.Uint64 // last QueueTag handed out
 	bindingSeq atomic.Uint64 // last bindingRecord.Seq handed out
 
-	syncer *queuestore.Syncer // publisher confirms (group commit)
+	syncer *replica.Syncer // publisher confirms (group commit)
 	timers *timers
 
 	// Stream queues: which queue owns which topic, and the consumers'
@@ -164,7 +165,7 @@ func Open(cfg Config) (*Registry, error) {
 		r.stores.Close()
 		return nil, err
 	}
-	r.syncer = queuestore.StartSyncer()
+	r.syncer = replica.StartSyncer()
 	r.stores.Start()
 	if cfg.manualTimers {
 		close(r.timers.done)

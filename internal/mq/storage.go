@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // queueStore is what a durable queue asks of its storage; the local one is
@@ -34,7 +35,7 @@ type queueStore interface {
 	Scan(off int64, fn func(off, ts int64, m queuestore.Message) bool) error
 	// Sync makes what was appended or buffered durable: what a
 	// publisher confirm waits for (through the registry's syncer).
-	queuestore.Target
+	replica.Target
 	// CloseWithoutMarker gives a crashed queue's store up; Delete
 	// removes a deleted queue's data.
 	CloseWithoutMarker()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Stream queues. A queue declared with x-queue-type stream is a Kafka topic
@@ -53,7 +53,7 @@ type Stream interface {
 	// Read returns whole batches from the one holding offset, up to
 	// maxBytes but at least one batch; offset == EndOffset gives an empty
 	// slice. The caller releases the slice.
-	Read(offset, maxBytes int64) (*seglog.Slice, error)
+	Read(offset, maxBytes int64) (*replica.Slice, error)
 	// StartOffset is the first offset retention has kept.
 	StartOffset() int64
 	// EndOffset is the offset the next record will get.
@@ -234,7 +234,7 @@ func checkStreamTopic(topic, queue, vhost string) error {
 }
 
 // streamLog is a stream queue's log, with the name of its topic. It is a
-// queuestore.Target: the syncer fsyncs it for publisher confirms, along
+// replica.Target: the syncer fsyncs it for publisher confirms, along
 // with the queue stores.
 type streamLog struct {
 	Stream

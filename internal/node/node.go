@@ -29,6 +29,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/kafka"
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
+	"github.com/wharf-mq/wharf/internal/replica"
 	"github.com/wharf-mq/wharf/internal/subjectbridge"
 	"github.com/wharf-mq/wharf/internal/subjects"
 	"github.com/wharf-mq/wharf/internal/tlsconf"
@@ -83,9 +84,9 @@ type Config struct {
 	// binds every interface. The advertised port is always the bound port.
 	AdvertisedHost string
 
-	Fsync          broker.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
-	FlushInterval  time.Duration      // background fsync period (0: broker default)
-	RetentionCheck time.Duration      // retention sweep period (0: broker default)
+	Fsync          replica.FsyncPolicy // when appends are fsynced (default: before acks=all replies)
+	FlushInterval  time.Duration       // background fsync period (0: broker default)
+	RetentionCheck time.Duration       // retention sweep period (0: broker default)
 	// ScrubInterval and ScrubBytesPerSecond are broker.Config's: how often
 	// every log is read back and CRC-checked in full (0: only once after
 	// start-up, what recovery did not verify; negative: never), and at

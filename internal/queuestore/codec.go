@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // How messages and settlements are laid out in a durable queue's logs.
@@ -154,7 +154,7 @@ func decodeCounts(b []byte, fn func(off int64, n uint32)) error {
 }
 
 // readLog calls fn for every record of l from its start offset.
-func readLog(l *seglog.Log, fn func(record.Record) error) error {
+func readLog(l *replica.Local, fn func(record.Record) error) error {
 	for offset := l.StartOffset(); offset < l.EndOffset(); {
 		sl, err := l.Read(offset, 1<<20)
 		if err != nil {

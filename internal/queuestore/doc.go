@@ -1,15 +1,16 @@
 // Package queuestore is the storage of durable AMQP queues: one Store per
-// queue, a Root over the directory holding them all (DataDir/queues), and
-// the Syncer that makes publisher confirms wait for fsyncs by group
-// commit. The queueing core (internal/mq) keeps a queue's state in memory
-// (ready list, consumers, deliveries) and tells its Store every change to a
-// logged message's fate; this package knows nothing of AMQP beyond the
-// fields of a message it keeps (Message), and imports neither mq nor a
-// front end.
+// queue and a Root over the directory holding them all (DataDir/queues).
+// A Store keeps its logs behind the log seam (replica.Local) and is a
+// replica.Target, which the seam's Syncer commits for publisher confirms,
+// a round at a time. The queueing core (internal/mq) keeps a queue's
+// state in memory (ready list, consumers, deliveries) and tells its Store
+// every change to a logged message's fate; this package knows nothing of
+// AMQP beyond the fields of a message it keeps (Message), and imports
+// neither mq nor a front end.
 //
 // # Layout
 //
-// A store owns two seglog logs in <Root>/<id>/: MessagesLog, one record
+// A store owns two logs in <Root>/<id>/: MessagesLog, one record
 // per logged message (value = body; headers carry exchange, routing key
 // and the encoded properties; the batch timestamp is the enqueue time),
 // and SettlementLog, records naming settled message offsets, and the
@@ -39,10 +40,12 @@
 //
 // # Confirms
 //
-// Appends do not wait for fsync. The Syncer's goroutine collects waiting
-// confirms, syncs each Target they name once per round (group commit across
-// publishers and queues; the queueing core adds its stream queues' topics
-// as Targets too) and then completes every waiter the round covered. It
+// Appends do not wait for fsync. The queueing core's replica.Syncer
+// collects waiting confirms, syncs each Target they name once per round
+// (group commit across publishers and queues; the queueing core adds its
+// stream queues' topics as Targets too) and then completes every waiter
+// the round covered. A Store's Sync writes the messages held back since
+// the last round, one append per queue, and commits its messages log. It
 // fails closed: a log whose fsync failed, or that was closed before its
 // messages were made durable, fails the confirms (nacks); only a deleted
 // queue's messages are confirmed without an fsync, as RabbitMQ confirms
@@ -51,7 +54,7 @@
 // # Damage and strays
 //
 // A store whose logs cannot be opened or read back (Root.Open fails, a
-// read fails with IsDamage), or that the scrubber finds damaged (seglog's
+// read fails with IsDamage), or that the scrubber finds damaged (the logs'
 // CRC scrub of every log after Start, and at Config.ScrubInterval), has
 // its queue crashed: the store is closed without a clean-shutdown marker
 // and keeps its files (Owner.Crash, Store.CloseWithoutMarker). Store

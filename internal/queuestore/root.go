@@ -10,13 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // A store's directory, <Root>/<id>/, holds:
 const (
-	MessagesLog   = "messages"       // seglog: one record per persistent message
-	SettlementLog = "settled"        // seglog: records naming settled message offsets
+	MessagesLog   = "messages"       // a log: one record per persistent message
+	SettlementLog = "settled"        // a log: records naming settled message offsets
 	cleanFile     = "clean-shutdown" // written by close: the delivered watermark
 )
 
@@ -48,7 +48,7 @@ type Config struct {
 // compaction) and the scrubber.
 type Root struct {
 	cfg    Config
-	seg    seglog.Config // of every log, for creating them on first use
+	seg    replica.Config // of every log, for creating them on first use
 	logger *slog.Logger
 	dir    *dirSync
 
@@ -67,7 +67,7 @@ func OpenRoot(cfg Config) (*Root, error) {
 		return nil, fmt.Errorf("queuestore: %w", err)
 	}
 	// No time- or size-based retention: messages go when they are settled.
-	seg := seglog.DefaultConfig()
+	seg := replica.DefaultConfig()
 	seg.SegmentBytes = cfg.SegmentBytes
 	seg.RetentionMs = -1
 	seg.RetentionBytes = -1
@@ -110,6 +110,13 @@ func (r *Root) stopBackground() {
 	if r.keeper != nil {
 		r.keeper.shutdown()
 	}
+}
+
+// openLog opens (creating if missing) one of a store's logs. Nothing
+// flushes them in the background: publisher confirms sync them (Store.Sync
+// through a replica.Syncer), the housekeeper the settlements.
+func (r *Root) openLog(dir string, logger *slog.Logger) (*replica.Local, error) {
+	return replica.Open(dir, r.seg, replica.Options{Logger: logger})
 }
 
 // HousekeepSoon asks for a housekeeping pass before the next tick. It

@@ -8,12 +8,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // The scrubber: a background read of every open store's logs (messages
 // and settlements) that verifies each batch's CRC-32C, as the broker's
-// scrubber does for partitions (seglog.Log.Scrub). A queue log reopened
+// scrubber does for partitions (replica.Log.Scrub). A queue log reopened
 // after a clean stop is trusted without being read, and after a crash
 // everything below its recovery point; a byte flipped there would
 // otherwise be found only when a consumer reached it. The scrubber runs
@@ -73,9 +73,9 @@ func (s *scrubber) run(ctx context.Context, every time.Duration) {
 // logged. The scrubber goroutine calls it; tests may too.
 func (r *Root) Scrub(ctx context.Context, full bool) {
 	start := time.Now()
-	var total seglog.ScrubStats
+	var total replica.ScrubStats
 	crashed := 0
-	opts := seglog.ScrubOptions{Full: full, BytesPerSecond: max(r.cfg.ScrubBytesPerSecond, 0)}
+	opts := replica.ScrubOptions{Full: full, BytesPerSecond: max(r.cfg.ScrubBytesPerSecond, 0)}
 	for _, s := range r.openStores() {
 		for _, l := range s.scrubbable() {
 			if ctx.Err() != nil {
@@ -84,12 +84,12 @@ func (r *Root) Scrub(ctx context.Context, full bool) {
 			st, err := l.Scrub(ctx, opts)
 			total.Segments += st.Segments
 			total.Bytes += st.Bytes
-			var corrupt *seglog.CorruptionError
+			var corrupt *replica.CorruptionError
 			switch {
 			case errors.As(err, &corrupt):
 				crashed++
 				s.crash(err)
-			case errors.Is(err, seglog.ErrClosed), ctx.Err() != nil:
+			case errors.Is(err, replica.ErrClosed), ctx.Err() != nil:
 				// Deleted or crashed meanwhile, or the root is closing.
 			case err != nil:
 				s.logger.Error("queuestore: scrub queue log failed", "dir", l.Dir(), "err", err)
@@ -109,14 +109,14 @@ func (r *Root) Scrub(ctx context.Context, full bool) {
 
 // scrubbable returns the logs of the store that exist, none once it is
 // closed.
-func (s *Store) scrubbable() []*seglog.Log {
+func (s *Store) scrubbable() []*replica.Local {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
-	var out []*seglog.Log
-	for _, l := range []*seglog.Log{s.messages.Load(), s.settled} {
+	var out []*replica.Local
+	for _, l := range []*replica.Local{s.messages.Load(), s.settled} {
 		if l != nil {
 			out = append(out, l)
 		}
@@ -134,11 +134,11 @@ func (s *Store) isClosed() bool {
 // is damaged, rather than a passing failure of the file system (no
 // descriptor left, an I/O error) or a log closed meanwhile.
 func IsDamage(err error) bool {
-	var corrupt *seglog.CorruptionError
+	var corrupt *replica.CorruptionError
 	if errors.As(err, &corrupt) {
 		return true
 	}
 	var pathErr *fs.PathError
 	var errno syscall.Errno
-	return err != nil && !errors.As(err, &pathErr) && !errors.As(err, &errno) && !errors.Is(err, seglog.ErrClosed)
+	return err != nil && !errors.As(err, &pathErr) && !errors.As(err, &errno) && !errors.Is(err, replica.ErrClosed)
 }

@@ -1,6 +1,7 @@
 package queuestore
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -11,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Settlement bookkeeping of a durable queue and its background upkeep.
@@ -127,7 +128,7 @@ func (s *Store) Housekeep() error {
 // compactLocked writes one record naming every settled offset still above
 // the messages log start, makes it durable, and drops everything before it.
 // Caller holds mu; the settlement log exists.
-func (s *Store) compactLocked(messages *seglog.Log, lock *sync.Mutex) error {
+func (s *Store) compactLocked(messages *replica.Local, lock *sync.Mutex) error {
 	lock.Lock()
 	if err := s.writeUnwrittenLocked(); err != nil { // as in Housekeep
 		lock.Unlock()
@@ -208,7 +209,7 @@ func (s *Store) writeSettlementRecord(key, value []byte, through int64) error {
 		return err
 	}
 	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: key, Value: value}})
-	_, err = l.Append(batch, seglog.AppendOptions{})
+	_, err = l.Append(batch, replica.AppendOptions{})
 	return err
 }
 
@@ -223,7 +224,7 @@ func (s *Store) messagesDurableThrough(end int64) error {
 	if written := l.EndOffset(); end > written {
 		return fmt.Errorf("settlement of offset %d, beyond the end %d of the messages log", end-1, written)
 	}
-	if err := l.WaitDurable(end); err != nil {
+	if err := l.Commit(end).Wait(context.Background()); err != nil {
 		return err
 	}
 	s.advanceSynced(end)
@@ -234,7 +235,7 @@ func (s *Store) messagesDurableThrough(end int64) error {
 // segment other than the first whose base offset is at or below low, i.e.
 // whether moving the start to low deletes at least one segment file. Segment files are named
 // by their 20-digit base offset (seglog's documented layout).
-func segmentBelow(messages *seglog.Log, low int64) (bool, error) {
+func segmentBelow(messages *replica.Local, low int64) (bool, error) {
 	entries, err := os.ReadDir(messages.Dir())
 	if err != nil {
 		return false, err

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // lowerCompactMin makes settlement logs compact from n bytes on, for one
@@ -134,7 +134,7 @@ func TestStaleSettlementsDroppedAtRecovery(t *testing.T) {
 			{Key: settleRecordKey, Value: encodeRanges([][2]int64{{10, 15}})},
 			{Key: countRecordKey, Value: encodeCounts(map[int64]uint32{12: 3})},
 		})
-		_, err = settled.Append(stale, seglog.AppendOptions{})
+		_, err = settled.Append(stale, replica.AppendOptions{})
 	}
 	s.mu.Unlock()
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Store is a durable queue's storage: the messages log, the settlement
@@ -39,7 +39,7 @@ type Store struct {
 
 	// messages is nil until the first message is logged. It is set under
 	// qmu and read without a lock (the syncer).
-	messages atomic.Pointer[seglog.Log]
+	messages atomic.Pointer[replica.Local]
 	// newDir says that this queue's directory was created by this
 	// process and the entries naming it and its messages log are not
 	// known fsynced yet (set before messages, see syncNewDir), dirChange
@@ -71,7 +71,7 @@ type Store struct {
 
 	// Guarded by mu (taken before the queue's mu).
 	mu          sync.Mutex
-	settled     *seglog.Log // nil until the first settlement record
+	settled     *replica.Local // nil until the first settlement record
 	closed      bool
 	fate        storeFate // how the store ended, once closed
 	compactedAt int64     // settlement log size right after the last compaction
@@ -123,7 +123,7 @@ func (s *Store) open() error {
 		return err
 	}
 	s.delivered = max(s.delivered, s.recovered.delivered)
-	messages, err := seglog.Open(filepath.Join(dir, MessagesLog), s.root.seg, s.logger)
+	messages, err := s.root.openLog(filepath.Join(dir, MessagesLog), s.logger)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (s *Store) openSettlementLog() error {
 	if ok, err := dirExists(filepath.Join(s.dir, SettlementLog)); err != nil || !ok {
 		return err // !ok: nothing ever settled
 	}
-	settled, err := seglog.Open(filepath.Join(s.dir, SettlementLog), s.root.seg, s.logger)
+	settled, err := s.root.openLog(filepath.Join(s.dir, SettlementLog), s.logger)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (s *Store) openSettlementLog() error {
 // were made durable (by a version that did not make the messages durable
 // first, see writeSettlementRecord). Left in place they would settle the
 // messages published next, which get those offsets, at the next start.
-func (s *Store) dropStaleSettlements(messages *seglog.Log, stale int) error {
+func (s *Store) dropStaleSettlements(messages *replica.Local, stale int) error {
 	s.logger.Warn("queuestore: dropping settlements of messages the queue's log does not hold (its tail was lost)",
 		"dir", s.dir, "log_end", messages.EndOffset(), "stale", stale)
 	s.mu.Lock()
@@ -221,17 +221,17 @@ func dirExists(path string) (bool, error) {
 // No fsync of the new directories runs here, on the publish path: the
 // first sync (the syncer's, for a publisher confirm) does it, sharing the
 // fsync of the root directory with the other queues created meanwhile.
-func (s *Store) messagesLogLocked() (*seglog.Log, error) {
+func (s *Store) messagesLogLocked() (*replica.Local, error) {
 	if l := s.messages.Load(); l != nil {
 		return l, nil
 	}
 	if s.ended {
-		return nil, seglog.ErrClosed
+		return nil, replica.ErrClosed
 	}
 	if err := os.Mkdir(s.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	l, err := seglog.Open(filepath.Join(s.dir, MessagesLog), s.root.seg, s.logger)
+	l, err := s.root.openLog(filepath.Join(s.dir, MessagesLog), s.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +244,11 @@ func (s *Store) messagesLogLocked() (*seglog.Log, error) {
 // settledLog returns the settlement log, creating it on first use (the
 // queue's directory exists: something was logged before anything can be
 // settled). Caller holds mu.
-func (s *Store) settledLog() (*seglog.Log, error) {
+func (s *Store) settledLog() (*replica.Local, error) {
 	if s.settled != nil {
 		return s.settled, nil
 	}
-	l, err := seglog.Open(filepath.Join(s.dir, SettlementLog), s.root.seg, s.logger)
+	l, err := s.root.openLog(filepath.Join(s.dir, SettlementLog), s.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (s *Store) writeUnwrittenLocked() error {
 		return nil
 	}
 	l := s.messages.Load() // not nil: BufferLocked created it
-	if _, err := l.Append(*s.unwritten, seglog.AppendOptions{}); err != nil {
+	if _, err := l.Append(*s.unwritten, replica.AppendOptions{}); err != nil {
 		return err
 	}
 	s.dropUnwrittenLocked()
@@ -463,7 +463,7 @@ func (s *Store) endLocked() {
 
 // logs returns the logs that exist; the settlement log may be nil.
 // Caller holds mu, after endLocked (or before anything is shared).
-func (s *Store) logs() (messages, settled *seglog.Log) {
+func (s *Store) logs() (messages, settled *replica.Local) {
 	return s.messages.Load(), s.settled
 }
 
@@ -515,7 +515,7 @@ func (s *Store) Sync() error {
 	case err == nil:
 		s.advanceSynced(end)
 		return nil
-	case errors.Is(err, seglog.ErrClosed):
+	case errors.Is(err, replica.ErrClosed):
 		return s.endedSync() // closed under us
 	}
 	return err

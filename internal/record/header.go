@@ -19,16 +19,17 @@ const minBatchLength = HeaderSize - LogOverhead
 
 // Byte offsets of header fields that this package reads or rewrites.
 const (
-	offBatchLength   = 8
-	offMagic         = 16
-	offCRC           = 17
-	offAttributes    = 21 // also where the CRC-covered region starts
-	offMaxTimestamp  = 35
-	supportedMagic   = 2
-	compressionMask  = 0x07
-	logAppendTimeBit = 0x08
-	transactionalBit = 0x10
-	controlBit       = 0x20
+	offBatchLength          = 8
+	offPartitionLeaderEpoch = 12
+	offMagic                = 16
+	offCRC                  = 17
+	offAttributes           = 21 // also where the CRC-covered region starts
+	offMaxTimestamp         = 35
+	supportedMagic          = 2
+	compressionMask         = 0x07
+	logAppendTimeBit        = 0x08
+	transactionalBit        = 0x10
+	controlBit              = 0x20
 )
 
 // ErrShort reports fewer bytes than a batch header, or than the batch's

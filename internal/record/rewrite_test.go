@@ -46,3 +46,27 @@ func TestSetLogAppendTime(t *testing.T) {
 		})
 	}
 }
+
+// The leader epoch is stamped without touching the CRC: Kafka's CRC-32C
+// covers the batch from its attributes on, and PartitionLeaderEpoch lies
+// before them, so the batch still verifies.
+func TestSetPartitionLeaderEpochKeepsTheCRC(t *testing.T) {
+	recs := withOffsetDeltas(sampleRecords())
+	for _, c := range codecs {
+		t.Run(c.name, func(t *testing.T) {
+			b := franzBatch(t, c, int32(len(recs)), franzRecords(recs), 0)
+			before, err := Verify(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			SetPartitionLeaderEpoch(b, 7)
+			h, err := Verify(b)
+			if err != nil {
+				t.Fatalf("after SetPartitionLeaderEpoch: %v", err)
+			}
+			if h.PartitionLeaderEpoch != 7 || h.CRC != before.CRC {
+				t.Fatalf("epoch %d crc %#x, want 7 and the old crc %#x", h.PartitionLeaderEpoch, h.CRC, before.CRC)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +15,11 @@ type AppendOptions struct {
 	// LogAppendTime > 0 stamps every batch with this time in milliseconds
 	// (message.timestamp.type=LogAppendTime).
 	LogAppendTime int64
+	// LeaderEpoch is stamped into every batch's PartitionLeaderEpoch: the
+	// epoch of the leader that assigned the offsets (0 on a single node).
+	// An epoch above the log's latest starts a new entry of the epoch
+	// index (epochs.go); one below it is ErrEpochRegressed.
+	LeaderEpoch int32
 	// Durable makes Append return only after an fsync that covers the data
 	// (acks=all).
 	Durable bool
@@ -24,10 +30,18 @@ type AppendResult struct {
 	BaseOffset    int64 // offset of the first record
 	LastOffset    int64 // offset of the last record
 	LogAppendTime int64 // the stamped time, -1 when batches keep their create time
+	// Truncations is how many TruncateTo calls came before the append:
+	// what WaitDurable takes to tell the batches from any written at
+	// their offsets after a cut.
+	Truncations int
 }
 
 // errEmptyAppend is returned for an Append with no bytes.
 var errEmptyAppend = errors.New("seglog: nothing to append")
+
+// ErrOffsetMismatch is an AppendAt whose batches do not start at the log
+// end offset, or skip or repeat offsets.
+var ErrOffsetMismatch = errors.New("seglog: batches do not continue the log")
 
 // appendBatch is one batch of an Append payload.
 type appendBatch struct {
@@ -40,9 +54,10 @@ type appendBatch struct {
 //
 // It assigns offsets consecutively by rewriting each batch's base offset in
 // place (record.SetBaseOffset; with opt.LogAppendTime also the timestamp and
-// CRC), and writes the whole payload with one write(2). With opt.Durable it
-// waits for an fsync covering the data, shared with concurrent durable
-// appenders (group commit, see durability.go).
+// CRC), stamps opt.LeaderEpoch, and writes the whole payload with one
+// write(2). With opt.Durable it waits for an fsync covering the data,
+// shared with concurrent durable appenders (group commit, see
+// durability.go).
 func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 	batches, err := splitBatches(records)
 	if err != nil {
@@ -58,38 +73,101 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 		}
 		res.LogAppendTime = opt.LogAppendTime
 	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendResult{}, err
+	}
+	if err := l.appendLocked(records, batches, opt.LeaderEpoch); err != nil {
+		return AppendResult{}, err
+	}
+	res.BaseOffset, res.LastOffset, res.Truncations = batches[0].head.baseOffset, l.end-1, len(l.cuts)
+	if opt.Durable {
+		if err := l.waitDurableLocked(context.Background(), l.end, len(l.cuts)); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// AppendAt writes batches that already carry their offsets, as a follower
+// copies its leader's log: the first must start at the log end offset and
+// each continue the one before. Every batch is verified (record.Verify:
+// CRC-32C and structure) and stamped with epoch, the epoch its leader wrote
+// it under; an epoch below the log's latest is ErrEpochRegressed. Offsets
+// that do not continue the log are ErrOffsetMismatch. Like Append it does
+// not wait for an fsync.
+func (l *Log) AppendAt(records []byte, epoch int32) (AppendResult, error) {
+	batches, err := splitBatches(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	for i, b := range batches {
+		if _, err := record.Verify(records[b.pos : b.pos+b.head.size]); err != nil {
+			return AppendResult{}, fmt.Errorf("seglog: batch at byte %d of the append: %w", b.pos, err)
+		}
+		if i > 0 && b.head.baseOffset != batches[i-1].head.lastOffset+1 {
+			return AppendResult{}, fmt.Errorf("%w: batch at offset %d follows one ending at %d",
+				ErrOffsetMismatch, b.head.baseOffset, batches[i-1].head.lastOffset)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendResult{}, err
+	}
+	if first := batches[0].head.baseOffset; first != l.end {
+		return AppendResult{}, fmt.Errorf("%w: first batch at offset %d, the log ends at %d", ErrOffsetMismatch, first, l.end)
+	}
+	if err := l.appendLocked(records, batches, epoch); err != nil {
+		return AppendResult{}, err
+	}
+	return AppendResult{BaseOffset: batches[0].head.baseOffset, LastOffset: l.end - 1, LogAppendTime: -1, Truncations: len(l.cuts)}, nil
+}
+
+// writableLocked returns why the log takes no appends, if it does not.
+func (l *Log) writableLocked() error {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.failed != nil:
+		return l.failed
+	case l.corrupt != nil:
+		return l.corrupt
+	}
+	return nil
+}
+
+// appendLocked gives the batches of records consecutive offsets from the
+// log end on and the leader epoch, and writes them with one write(2).
+// Caller holds mu and checked writableLocked.
+func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) error {
 	var count int64
 	for _, b := range batches {
 		count += b.head.lastOffset - b.head.baseOffset + 1
 	}
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if l.failed != nil {
-		return AppendResult{}, l.failed
-	}
-	if l.corrupt != nil {
-		return AppendResult{}, l.corrupt
+	if err := l.stampEpochLocked(epoch); err != nil {
+		return err
 	}
 	if err := l.maybeRollLocked(int64(len(records)), count); err != nil {
-		return AppendResult{}, err
+		return err
 	}
 	seg := l.activeLocked()
 
-	res.BaseOffset = l.end
 	next := l.end
 	for i := range batches {
 		b := &batches[i]
-		record.SetBaseOffset(records[b.pos:b.pos+b.head.size], next)
+		raw := records[b.pos : b.pos+b.head.size]
+		record.SetBaseOffset(raw, next)
+		record.SetPartitionLeaderEpoch(raw, epoch)
 		b.head.lastOffset += next - b.head.baseOffset
 		b.head.baseOffset = next
+		b.head.epoch = epoch
 		next = b.head.lastOffset + 1
 	}
 	if err := l.writeLocked(seg, records); err != nil {
-		return AppendResult{}, err
+		return err
 	}
 	interval := int64(l.cfg.IndexIntervalBytes)
 	for _, b := range batches {
@@ -101,14 +179,7 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 	seg.size += int64(len(records))
 	seg.next = next
 	l.end = next
-	res.LastOffset = next - 1
-
-	if opt.Durable {
-		if err := l.waitDurableLocked(next); err != nil {
-			return AppendResult{}, err
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // splitBatches walks the payload with record.ParseHeader. The broker has
@@ -199,6 +270,18 @@ func (l *Log) rollLocked() error {
 		// failed: nothing was lost, the next append tries the roll again.
 		return fmt.Errorf("seglog: roll: %w", err)
 	}
+	if err := l.addSegmentLocked(); err != nil {
+		return err
+	}
+	l.markSyncedLocked(old.next)
+	l.syncDone.Broadcast()
+	return nil
+}
+
+// addSegmentLocked creates a new active segment at the end offset and
+// makes its name durable (and those of a new log's directories), after the
+// previous active segment was closed.
+func (l *Log) addSegmentLocked() error {
 	seg, err := createSegment(l.dir, l.end)
 	if err != nil {
 		return fmt.Errorf("seglog: roll: %w", err)
@@ -217,8 +300,6 @@ func (l *Log) rollLocked() error {
 		return fmt.Errorf("seglog: roll: %w", err)
 	}
 	l.unsyncedDirs = nil
-	l.markSyncedLocked(old.next)
-	l.syncDone.Broadcast()
 	l.segments = append(l.segments, seg)
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package seglog is Wharf's segmented append-only log, the one storage
-// primitive under every Kafka partition (and later every AMQP durable queue
-// and internal topic).
+// primitive under every Kafka partition, internal topic, the metadata log
+// and every AMQP durable queue.
 //
 // A Log is a directory:
 //
@@ -10,6 +10,8 @@
 //	00000000000000000000.timeindex  12-byte entries: int64 timestamp, uint32 relative offset
 //	recovery-point                  text: the offset below which every byte is known fsynced
 //	log-start-offset                text: the first readable offset (DeleteRecords, retention)
+//	leader-epoch-checkpoint         text: where each leader epoch above 0 begins (epochs.go);
+//	                                absent while the log never left epoch 0
 //	clean-shutdown                  present only between Close and the next Open
 //	cleaner-offset                  text: compaction checkpoint, segments below it are compacted
 //	<base>.log.cleaned, .swap (and the index files' likewise) only while compaction
@@ -17,6 +19,17 @@
 //
 // Segments are named by the 20-digit offset of their first batch. The last
 // segment is the active one; appends go only there.
+//
+// # Leader epochs
+//
+// Append stamps AppendOptions.LeaderEpoch (0 on a single node) into every
+// batch's PartitionLeaderEpoch, which Kafka's CRC does not cover, and the
+// epoch index records where each epoch begins (epochs.go): the term of an
+// offset, as Raft asks for it. AppendAt writes batches that carry their
+// offsets already, at a given epoch, as a follower copies its leader;
+// TruncateTo cuts a log back to a batch boundary, with its epoch index,
+// as a follower drops what diverged from its leader (truncate.go). Both
+// exist for replication, which sits above this package.
 //
 // # Durability
 //
@@ -82,9 +95,10 @@
 //
 // # Reading
 //
-// Read returns a Slice of file ranges holding whole batches; Slice.WriteTo
-// sends them with sendfile(2) to a TCP connection (sendfile_linux.go
-// explains why it calls sendfile itself). A Slice holds references on its
+// Read returns a Slice of file ranges holding whole batches (ReadBelow
+// leaves out those from an offset on); Slice.WriteTo sends them with
+// sendfile(2) to a TCP connection (sendfile_linux.go explains why it calls
+// sendfile itself). A Slice holds references on its
 // segments, so retention can delete a segment while a fetch is still
 // sending it: the files are unlinked at once and closed on the last Release.
 //

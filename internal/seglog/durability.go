@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -30,17 +31,35 @@ const checkpointInterval = 250 * time.Millisecond
 // in flight when it was written and the one after it, and N concurrent
 // appenders share one fsync per round instead of paying N.
 
-// waitDurableLocked returns once every offset below upTo is durable. The
-// caller holds mu (write); it is released while waiting and during fsync.
-func (l *Log) waitDurableLocked(upTo int64) error {
+// waitDurableLocked returns once every offset below upTo is durable; with
+// ErrTruncated once a TruncateTo after the first truncations ones cut below
+// upTo (the offsets waited for are gone, whatever was written there
+// since), and with ctx's error once ctx is done. The caller holds mu
+// (write); it is released while waiting and during fsync.
+func (l *Log) waitDurableLocked(ctx context.Context, upTo int64, truncations int) error {
+	if ctx.Done() != nil {
+		// Wake the waiter below when ctx ends; Broadcast needs mu.
+		stop := context.AfterFunc(ctx, func() {
+			l.mu.Lock()
+			l.syncDone.Broadcast()
+			l.mu.Unlock()
+		})
+		defer stop()
+	}
 	for {
 		switch {
+		case l.cutBelow(truncations, upTo):
+			return fmt.Errorf("%w: offsets below %d were cut before they were durable", ErrTruncated, upTo)
 		case l.synced >= upTo:
 			return nil
 		case l.failed != nil:
 			return l.failed
 		case l.closed:
 			return ErrClosed
+		case upTo > l.end:
+			return fmt.Errorf("%w: offsets up to %d, the log ends at %d", ErrTruncated, upTo, l.end)
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
 		l.wanted = max(l.wanted, upTo)
 		if l.committing {
@@ -182,7 +201,7 @@ func (l *Log) Sync() error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	err := l.waitDurableLocked(l.end)
+	err := l.waitDurableLocked(context.Background(), l.end, len(l.cuts))
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -223,12 +242,16 @@ func (l *Log) maybeCheckpoint() error {
 // writes the recovery point, so it keeps the acknowledgement path at one
 // fsync; callers append without Durable and wait here when they are ready
 // to, which lets a pipelined client's next append go in while this one
-// waits.
-func (l *Log) WaitDurable(upTo int64) error {
+// waits. truncations is Truncations (or AppendResult.Truncations) as of
+// when the data was appended: should a TruncateTo since have cut below
+// upTo, the wait fails with ErrTruncated rather than vouch for whatever
+// was written at those offsets after the cut. It returns ctx's error once
+// ctx is done (a waiter already running an fsync finishes it first).
+func (l *Log) WaitDurable(ctx context.Context, upTo int64, truncations int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return ErrClosed
 	}
-	return l.waitDurableLocked(upTo)
+	return l.waitDurableLocked(ctx, upTo, truncations)
 }

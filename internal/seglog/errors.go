@@ -14,6 +14,9 @@ var (
 	// (a waiter whose data Close's final fsync covered gets nil instead),
 	// so it must never be taken for success.
 	ErrClosed = errors.New("seglog: log is closed")
+	// ErrTruncated is a durability wait for offsets TruncateTo cut (or
+	// that were never written): they will never be durable.
+	ErrTruncated = errors.New("seglog: offsets truncated")
 )
 
 // CorruptionError reports a record batch that failed verification where the

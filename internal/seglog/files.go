@@ -13,25 +13,32 @@ import (
 
 // Small files beside the segments.
 const (
-	recoveryPointFile = "recovery-point"   // decimal offset below which every byte is known fsynced
-	startOffsetFile   = "log-start-offset" // decimal log start offset (DeleteRecords, retention)
-	cleanShutdownFile = "clean-shutdown"   // present only between Close and the next Open
+	recoveryPointFile = "recovery-point"          // decimal offset below which every byte is known fsynced
+	startOffsetFile   = "log-start-offset"        // decimal log start offset (DeleteRecords, retention)
+	cleanShutdownFile = "clean-shutdown"          // present only between Close and the next Open
+	epochFile         = "leader-epoch-checkpoint" // the leader epoch index (epochs.go)
 	tempSuffix        = ".tmp"
 )
 
-// writeOffsetFile replaces dir/name with the decimal offset: write a temp
-// file, fsync it, rename it over the old one. With syncDir the directory is
-// fsynced too, so the rename itself survives a crash; without it a crash may
-// bring back the previous value (fine for the recovery point, which only
-// makes the next recovery scan longer).
+// writeOffsetFile replaces dir/name with the decimal offset (see
+// writeSmallFile).
 func writeOffsetFile(dir, name string, offset int64, syncDirAfter bool) error {
+	return writeSmallFile(dir, name, []byte(strconv.FormatInt(offset, 10)+"\n"), syncDirAfter)
+}
+
+// writeSmallFile replaces dir/name with content: write a temp file, fsync
+// it, rename it over the old one. With syncDir the directory is fsynced
+// too, so the rename itself survives a crash; without it a crash may bring
+// back the previous content (fine for the recovery point, which only makes
+// the next recovery scan longer).
+func writeSmallFile(dir, name string, content []byte, syncDirAfter bool) error {
 	path := filepath.Join(dir, name)
 	tmp := path + tempSuffix
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(strconv.FormatInt(offset, 10) + "\n")
+	_, err = f.Write(content)
 	if err == nil {
 		err = f.Sync()
 	}

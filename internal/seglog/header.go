@@ -8,12 +8,13 @@ import (
 
 // batchHead is the part of a batch header the log needs to walk a segment
 // file: where the next batch starts, which offsets and timestamps this one
-// covers.
+// covers, and the leader epoch it was written under.
 type batchHead struct {
 	baseOffset   int64
 	lastOffset   int64
 	size         int64 // record.LogOverhead + BatchLength: bytes from this batch to the next
 	maxTimestamp int64
+	epoch        int32 // PartitionLeaderEpoch
 }
 
 func headOf(h record.Header) batchHead {
@@ -22,6 +23,7 @@ func headOf(h record.Header) batchHead {
 		lastOffset:   h.LastOffset(),
 		size:         int64(h.Size()),
 		maxTimestamp: h.MaxTimestamp,
+		epoch:        h.PartitionLeaderEpoch,
 	}
 }
 

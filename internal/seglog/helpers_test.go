@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,4 +254,9 @@ func wantCorruption(t testing.TB, err error, file string, pos int64) *Corruption
 		t.Fatalf("Error() = %q, want prefix %q", ce.Error(), want)
 	}
 	return ce
+}
+
+// waitDurableNow is WaitDurable for whatever the log holds below upTo now.
+func (l *Log) waitDurableNow(upTo int64) error {
+	return l.WaitDurable(context.Background(), upTo, l.Truncations())
 }

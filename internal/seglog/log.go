@@ -32,6 +32,8 @@ type Log struct {
 	closed     bool
 	failed     error            // sticky: a write or fsync failed and durability of later data is unknown
 	corrupt    *CorruptionError // sticky: Scrub found a bad batch; reads and appends are refused (scrub.go)
+	epochs     epochIndex       // where each leader epoch begins (epochs.go)
+	cuts       []int64          // the offsets of every TruncateTo so far, in order (truncate.go)
 	committing bool             // a commit round is in flight (see durability.go)
 	wanted     int64            // the highest offset a durable waiter has waited for, plus one
 	synced     int64            // every offset below this is on stable storage, and so are the names leading to it

@@ -1,10 +1,13 @@
 package seglog
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
 	"sync/atomic"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // Chunk is a byte range of one segment file holding whole batches.
@@ -166,6 +169,49 @@ func (l *Log) Read(offset, maxBytes int64) (*Slice, error) {
 		v = next
 	}
 	return sl, nil
+}
+
+// ReadBelow is Read without the batches whose base offset is at or past
+// limit: a read_committed fetch stops at the last stable offset, a
+// replica's consumers at its high watermark. It finds them by walking the
+// batch headers of the slice (base offset and length).
+func (l *Log) ReadBelow(offset, maxBytes, limit int64) (*Slice, error) {
+	s, err := l.Read(offset, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cutAt(limit); err != nil {
+		s.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// cutAt drops the batches of s whose base offset is at or past limit.
+func (s *Slice) cutAt(limit int64) error {
+	var head [record.LogOverhead]byte
+	for i := range s.Chunks {
+		c := &s.Chunks[i]
+		for pos := c.Pos; pos < c.Pos+c.Len; {
+			if _, err := c.File.ReadAt(head[:], pos); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
+			if int64(binary.BigEndian.Uint64(head[:8])) >= limit {
+				c.Len = pos - c.Pos
+				n := i + 1
+				if c.Len == 0 {
+					n = i
+				}
+				s.Chunks = s.Chunks[:n]
+				return nil
+			}
+			pos += record.LogOverhead + int64(binary.BigEndian.Uint32(head[8:12]))
+		}
+	}
+	return nil
 }
 
 // viewContinuing returns a view of the segment that holds offset from, read

@@ -14,13 +14,12 @@ import (
 // then copied from the source batch and the CRC recomputed. The byte
 // positions are those of the v2 batch header (see package record's doc).
 const (
-	batchOffPartitionLeaderEpoch = 12
-	batchOffCRC                  = 17
-	batchOffAttributes           = 21
-	batchOffMaxTimestamp         = 35
-	batchOffProducerID           = 43
-	batchOffProducerEpoch        = 51
-	batchOffBaseSequence         = 53
+	batchOffCRC           = 17
+	batchOffAttributes    = 21
+	batchOffMaxTimestamp  = 35
+	batchOffProducerID    = 43
+	batchOffProducerEpoch = 51
+	batchOffBaseSequence  = 53
 
 	attrLogAppendTime = 0x08
 	attrTransactional = 0x10
@@ -52,7 +51,7 @@ func emptyBatchAtEnd(src record.Header) []byte {
 func copySourceFields(b []byte, src record.Header, firstDelta int32) {
 	be := binary.BigEndian
 	record.SetBaseOffset(b, src.BaseOffset+int64(firstDelta))
-	be.PutUint32(b[batchOffPartitionLeaderEpoch:], uint32(src.PartitionLeaderEpoch))
+	record.SetPartitionLeaderEpoch(b, src.PartitionLeaderEpoch)
 	attrs := be.Uint16(b[batchOffAttributes:]) | uint16(src.Attributes)&(attrLogAppendTime|attrTransactional)
 	be.PutUint16(b[batchOffAttributes:], attrs)
 	if src.LogAppendTime() {

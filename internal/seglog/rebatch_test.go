@@ -24,7 +24,7 @@ func sourceBatch(t *testing.T) (record.Header, []record.Record) {
 	b := record.NewBatch(5000, recs)
 	be := binary.BigEndian
 	record.SetBaseOffset(b, 100)
-	be.PutUint32(b[batchOffPartitionLeaderEpoch:], 7)
+	record.SetPartitionLeaderEpoch(b, 7)
 	be.PutUint16(b[batchOffAttributes:], attrTransactional)
 	be.PutUint64(b[batchOffProducerID:], 42)
 	be.PutUint16(b[batchOffProducerEpoch:], 3)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,12 @@ func (l *Log) load(created []string) error {
 	if err != nil {
 		return err
 	}
+	l.epochs, err = readEpochFile(l.dir)
+	rebuildEpochs := err != nil
+	if rebuildEpochs {
+		l.logger.Warn("rebuilding an unreadable leader epoch index from the batches", "err", err)
+	}
+	storedEpochs := slices.Clone(l.epochs.entries)
 
 	for _, base := range bases {
 		s, err := openSegment(l.dir, base)
@@ -101,6 +108,11 @@ func (l *Log) load(created []string) error {
 	if err := l.checkContiguous(compacted); err != nil {
 		return err
 	}
+	if rebuildEpochs {
+		if err := l.rebuildEpochs(); err != nil {
+			return err
+		}
+	}
 
 	active := l.activeLocked()
 	l.end = active.next
@@ -117,6 +129,9 @@ func (l *Log) load(created []string) error {
 		l.start = l.end
 	}
 	if err := l.dropSegmentsBelowStartLocked(); err != nil {
+		return err
+	}
+	if err := l.settleEpochs(storedEpochs, rebuildEpochs); err != nil {
 		return err
 	}
 	if l.cleanerOffset > l.end {
@@ -474,6 +489,7 @@ func (l *Log) scanVerified(s *segment, f *os.File, gaps bool) (good, next int64,
 			return pos, next, fmt.Errorf("%w: base offset %d, expected %d", record.ErrCorrupt, verified.BaseOffset, next)
 		}
 		s.idx.add(s.base, pos, headOf(verified), interval)
+		l.epochs.assign(verified.PartitionLeaderEpoch, verified.BaseOffset)
 		next = verified.LastOffset() + 1
 		pos += size
 	}
@@ -578,4 +594,42 @@ func dataEndAfter(f *os.File, from, size int64) (int64, error) {
 		end = start
 	}
 	return from, nil
+}
+
+// rebuildEpochs rebuilds the epoch index from the batch headers of every
+// segment, for an index file that could not be read.
+func (l *Log) rebuildEpochs() error {
+	l.epochs = epochIndex{}
+	for _, s := range l.segments {
+		f, err := s.file.pin()
+		if err != nil {
+			return err
+		}
+		r := newHeadReader(f, s.size)
+		for pos := int64(0); pos < s.size; {
+			h, err := r.at(pos)
+			if err != nil {
+				s.file.unpin()
+				return &CorruptionError{File: s.logPath, Pos: pos, Err: err}
+			}
+			l.epochs.assign(h.epoch, h.baseOffset)
+			pos += h.size
+		}
+		s.file.unpin()
+	}
+	return nil
+}
+
+// settleEpochs fits the epoch index to the log Open found, [start, end):
+// entries of batches a crash tore off go, entries below the start
+// collapse into one at the start. The file is rewritten if that, or the
+// batches verified since stored (what the file held), changed the index,
+// and always after a rebuild (the file could not be read).
+func (l *Log) settleEpochs(stored []EpochStart, rebuilt bool) error {
+	l.epochs.truncateTo(l.end)
+	l.epochs.truncateFromStart(l.start)
+	if !rebuilt && slices.Equal(stored, l.epochs.entries) {
+		return nil
+	}
+	return l.writeEpochsLocked()
 }

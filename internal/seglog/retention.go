@@ -70,12 +70,20 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 	return before - len(l.segments), err
 }
 
-// advanceStartLocked persists and sets a new log start offset.
+// advanceStartLocked persists and sets a new log start offset, and trims
+// the epoch index to it.
 func (l *Log) advanceStartLocked(offset int64) error {
 	if err := writeOffsetFile(l.dir, startOffsetFile, offset, true); err != nil {
 		return err
 	}
 	l.start = offset
+	if l.epochs.truncateFromStart(offset) {
+		if err := l.writeEpochsLocked(); err != nil {
+			// The file only keeps entries below the start, which Open
+			// trims again.
+			l.logger.Warn("trimming the leader epoch index failed", "err", err)
+		}
+	}
 	return nil
 }
 

@@ -127,8 +127,10 @@ func (l *Log) nextToScrub(after int64, full bool) (segView, bool, error) {
 	return segView{}, false, nil
 }
 
-// markCorrupt records ce unless seg has left the log meanwhile (its damage
-// went with it). It returns the error Scrub should return, nil to go on.
+// markCorrupt records ce unless seg, or the part of it holding the
+// damage, has left the log meanwhile (the damage went with it: retention,
+// compaction, TruncateTo). It returns the error Scrub should return, nil
+// to go on.
 func (l *Log) markCorrupt(seg *segment, ce *CorruptionError) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -136,8 +138,8 @@ func (l *Log) markCorrupt(seg *segment, ce *CorruptionError) error {
 		return ErrClosed
 	}
 	i := l.segmentIndexLocked(seg.base)
-	if l.segments[i] != seg {
-		l.logger.Info("scrub: ignoring damage in a segment removed meanwhile", "err", ce)
+	if l.segments[i] != seg || ce.Pos >= seg.size {
+		l.logger.Info("scrub: ignoring damage in a segment removed or cut meanwhile", "err", ce)
 		return nil
 	}
 	if l.corrupt == nil {

@@ -41,7 +41,7 @@ func failOnce(path string, inFlight, release chan struct{}) func(string) error {
 // not durable before, Sync, appends and Close.
 func wantFailedLog(t *testing.T, l *Log, notDurable int64) {
 	t.Helper()
-	if err := l.WaitDurable(notDurable); !errors.Is(err, syscall.EIO) {
+	if err := l.waitDurableNow(notDurable); !errors.Is(err, syscall.EIO) {
 		t.Errorf("WaitDurable(%d) after the failed fsync: %v, want EIO", notDurable, err)
 	}
 	if err := l.Sync(); !errors.Is(err, syscall.EIO) {
@@ -80,7 +80,7 @@ func TestOverlappingFailedFsyncIsNeverAcknowledged(t *testing.T) {
 		}()
 		<-inFlight
 		acked := make(chan error, 1)
-		go func() { acked <- a.WaitDurable(end) }()
+		go func() { acked <- a.waitDurableNow(end) }()
 		synctest.Wait() // the waiter has returned or is blocked for good
 		select {
 		case err := <-acked:
@@ -122,7 +122,7 @@ func TestFailedGroupCommitFailsEveryWaiterAndTheLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { results <- l.WaitDurable(first.LastOffset + 1) }() // leads the round that fails
+		go func() { results <- l.waitDurableNow(first.LastOffset + 1) }() // leads the round that fails
 		<-inFlight
 		for range writers - 1 {
 			go func() {
@@ -137,7 +137,7 @@ func TestFailedGroupCommitFailsEveryWaiterAndTheLog(t *testing.T) {
 				t.Errorf("durable append: %v, want EIO", err)
 			}
 		}
-		if err := l.WaitDurable(durable); err != nil {
+		if err := l.waitDurableNow(durable); err != nil {
 			t.Errorf("WaitDurable(%d) for data durable before the failure: %v", durable, err)
 		}
 		wantFailedLog(t, l, durable+1)
@@ -225,7 +225,7 @@ func TestRollThatCannotWriteItsIndexIsRetried(t *testing.T) {
 	if n := len(segmentFiles(t, dir)); n < 2 {
 		t.Fatalf("%d segments after the roll was retried", n)
 	}
-	if err := l.WaitDurable(end); err != nil {
+	if err := l.waitDurableNow(end); err != nil {
 		t.Fatalf("durable wait after the retried roll: %v", err)
 	}
 	if got := int64(len(readAll(t, l, 1<<20))); got != end {
@@ -284,7 +284,7 @@ func TestClosedLogIsNotDurable(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.WaitDurable(end); !errors.Is(err, ErrClosed) {
+	if err := l.waitDurableNow(end); !errors.Is(err, ErrClosed) {
 		t.Errorf("WaitDurable on a closed log: %v, want ErrClosed", err)
 	}
 
@@ -301,11 +301,11 @@ func TestClosedLogIsNotDurable(t *testing.T) {
 			return nil
 		})()
 		waited := make(chan error, 1)
-		go func() { waited <- l.WaitDurable(end) }()
+		go func() { waited <- l.waitDurableNow(end) }()
 		<-inFlight // the round is in flight; a second waiter queues behind it
 		more := appendBatches(t, l, 1, 1, 0)
 		second := make(chan error, 1)
-		go func() { second <- l.WaitDurable(more) }()
+		go func() { second <- l.waitDurableNow(more) }()
 		deleted := make(chan error, 1)
 		go func() { deleted <- l.Delete() }()
 		synctest.Wait()

@@ -6,7 +6,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/mq"
-	"github.com/wharf-mq/wharf/internal/seglog"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Topics is mq.StreamStore over a broker's topics: a stream queue is a
@@ -63,7 +63,7 @@ func (s stream) Append(batch []byte) (int64, error) {
 // broker stopped) is an error.
 func (s stream) Sync() error { return s.p.Sync() }
 
-func (s stream) Read(offset, maxBytes int64) (*seglog.Slice, error) {
+func (s stream) Read(offset, maxBytes int64) (*replica.Slice, error) {
 	return s.p.Read(offset, maxBytes)
 }
 func (s stream) StartOffset() int64          { return s.p.StartOffset() }

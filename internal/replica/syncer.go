@@ -1,4 +1,4 @@
-package queuestore
+package replica
 
 import (
 	"errors"
@@ -6,20 +6,23 @@ import (
 	"sync/atomic"
 )
 
-// Target is a log a publisher confirm waits for: a Store, or any other log
-// the caller fsyncs along with stores (the queueing core's stream queues).
-// Sync makes everything appended to it so far durable.
+// Target is what a Syncer round commits: a Log, or a writer of one that
+// writes what it holds back first (a durable queue's store writes the
+// messages it buffered, one append per round). Sync returns once
+// everything appended or held back before the call is committed.
 type Target interface {
 	Sync() error
 }
 
-// Syncer completes publisher confirms by group commit: publishers append
-// without waiting and register a waiter (one message, or all of a
-// publisher's flush) naming the Targets its messages went to; each round
-// takes every waiter registered so far, syncs each Target they name once
-// (in parallel when there are several), and completes them all. While a
-// round's fsyncs run, new waiters gather for the next round, so the number
-// of fsyncs follows the disk's pace rather than the message rate.
+// Syncer is a commit round over a set of logs, for writers that must not
+// block until their data is committed (the queueing core's publisher
+// confirms): writers append without waiting and register a waiter (one
+// message, or all of a publisher's flush) naming the Targets its data went
+// to; each round takes every waiter registered so far, syncs each Target
+// they name once (in parallel when there are several), and completes them
+// all. While a round's fsyncs run, new waiters gather for the next round,
+// so the number of fsyncs follows the disk's pace rather than the message
+// rate, and each Target writes what it held back once per round.
 type Syncer struct {
 	mu      sync.Mutex
 	waiting []syncWaiter

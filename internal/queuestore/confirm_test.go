@@ -1,6 +1,10 @@
 package queuestore
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/replica"
+)
 
 // A confirm never goes out for a message its store did not make durable,
 // even when the store is closed while the confirm waits: a close that
@@ -18,10 +22,10 @@ func TestConfirmFailsWhenCloseLosesTheMessage(t *testing.T) {
 	if err := q.s.close(); err == nil {
 		t.Fatal("close wrote the held-back message to a closed log")
 	}
-	syncer := StartSyncer()
+	syncer := replica.StartSyncer()
 	defer syncer.Shutdown()
 	confirmed := make(chan error, 1)
-	syncer.Await([]Target{q.s}, func(err error) { confirmed <- err })
+	syncer.Await([]replica.Target{q.s}, func(err error) { confirmed <- err })
 	if err := <-confirmed; err == nil {
 		t.Fatal("confirmed a message its store never wrote")
 	}
