@@ -59,11 +59,25 @@ func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Ac
 	t.Helper()
 	for _, step := range steps {
 		stepCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := chromedp.Run(stepCtx, step)
+		err := runStep(stepCtx, step)
 		cancel()
 		if err != nil {
 			page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#main")))
 			t.Fatalf("%s: %v\npage: %s", what, err, page)
+		}
+	}
+}
+
+// runStep runs one step, again if the page re-rendered the element between
+// finding it and acting on it (the console redraws its live views every
+// few seconds; Chrome then says the node it found is gone). That error
+// comes before anything is clicked or typed, so running the step again
+// does it once.
+func runStep(ctx context.Context, step chromedp.Action[chromedp.Void]) error {
+	for {
+		_, err := chromedp.Run(ctx, step)
+		if err == nil || !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+			return err
 		}
 	}
 }
@@ -73,8 +87,8 @@ func waitText(sel string, want func(string) bool) chromedp.Action[chromedp.Void]
 	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 		for {
 			text, err := chromedp.Text(chromedp.CSS(sel))(ctx, tgt)
-			if err != nil {
-				return err
+			if err != nil && !strings.Contains(err.Error(), "No node with given id found") {
+				return err // a redrawn element is read again below
 			}
 			if want(text) {
 				return nil

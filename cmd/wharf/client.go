@@ -113,12 +113,25 @@ func topicPartitions(ctx context.Context, cl *kgo.Client, topic string, create b
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = []kmsg.MetadataRequestTopic{rt}
 	req.AllowAutoTopicCreation = create
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
-	}
-	if len(resp.Topics) != 1 {
-		return 0, fmt.Errorf("metadata of %s: %d topics in the answer", topic, len(resp.Topics))
+	var resp *kmsg.MetadataResponse
+	// A topic the request creates comes back LEADER_NOT_AVAILABLE, as from
+	// Kafka, until its partitions have leaders: ask again shortly.
+	for retry := time.Duration(0); ; retry = min(2*retry+10*time.Millisecond, time.Second) {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("metadata of %s: %w", topic, ctx.Err())
+		case <-time.After(retry):
+		}
+		var err error
+		if resp, err = req.RequestWith(ctx, cl); err != nil {
+			return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+		}
+		if len(resp.Topics) != 1 {
+			return 0, fmt.Errorf("metadata of %s: %d topics in the answer", topic, len(resp.Topics))
+		}
+		if resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code {
+			break
+		}
 	}
 	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition) && create:

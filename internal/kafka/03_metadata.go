@@ -80,8 +80,19 @@ func (s *Server) metadataLookup(r *request, rt kmsg.MetadataRequestTopic, autoCr
 	if !s.mayCreateTopic(r, name) {
 		return nil, errTopicDenied
 	}
-	return s.broker.TopicOrCreate(name)
+	if _, err := s.broker.TopicOrCreate(name); err != nil {
+		return nil, err
+	}
+	// Kafka answers the request that auto-created a topic with
+	// LEADER_NOT_AVAILABLE and no partitions, and the topic from the next
+	// Metadata on; clients retry, and tests written against Kafka (kafka-go's
+	// own) expect it.
+	return nil, errTopicBeingCreated
 }
+
+// errTopicBeingCreated is the answer for a topic this Metadata request
+// auto-created.
+var errTopicBeingCreated = errors.New("topic created by this request")
 
 // mayCreateTopic: CREATE on the cluster or on the topic, as Kafka asks
 // of CreateTopics and of auto-creation.
@@ -144,6 +155,8 @@ func metadataTopicError(rt kmsg.MetadataRequestTopic, err error) kmsg.MetadataRe
 		mt.ErrorCode = kerr.UnknownTopicID.Code
 	case errors.Is(err, broker.ErrUnknownTopic) && !validTopicName(*rt.Topic):
 		mt.ErrorCode = kerr.InvalidTopicException.Code
+	case errors.Is(err, errTopicBeingCreated):
+		mt.ErrorCode = kerr.LeaderNotAvailable.Code
 	default:
 		mt.ErrorCode = errorCode(err)
 	}

@@ -204,12 +204,18 @@ func TestMetadataAutoCreate(t *testing.T) {
 		t.Fatalf("without AllowAutoTopicCreation: error %d", resp.Topics[0].ErrorCode)
 	}
 	req.AllowAutoTopicCreation = true
+	// As Kafka: the request that creates the topic gets LEADER_NOT_AVAILABLE
+	// and no partitions, the next one the topic.
 	resp := c.roundTrip(req).(*kmsg.MetadataResponse)
-	if resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("auto-create: %+v", resp.Topics[0])
+	if resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code || len(resp.Topics[0].Partitions) != 0 {
+		t.Fatalf("auto-create: %+v, want LEADER_NOT_AVAILABLE and no partitions", resp.Topics[0])
 	}
 	if _, err := ts.b.Topic(name); err != nil {
 		t.Fatalf("topic not created: %v", err)
+	}
+	resp = c.roundTrip(req).(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("after auto-creation: %+v", resp.Topics[0])
 	}
 }
 
