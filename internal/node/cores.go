@@ -59,7 +59,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 			}
 			return streamLogsOwners.TopicInUse(topic)
 		},
-		QueueData:           func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
+		QueueData: func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
 	})
 	if err != nil {
 		lock.release()

@@ -60,7 +60,9 @@ func openJetStream(cfg Config, b *broker.Broker, logger *slog.Logger) (*jetstrea
 // jetstreamGuard answers the Kafka core's question whether a topic holds
 // a stream, once the JetStream core (which opens after the broker) is
 // attached.
-type jetstreamGuard struct{ svc atomic.Pointer[jetstream.Service] }
+type jetstreamGuard struct {
+	svc atomic.Pointer[jetstream.Service]
+}
 
 func (g *jetstreamGuard) TopicInUse(topic string) (string, bool) {
 	svc := g.svc.Load()
