@@ -73,6 +73,7 @@ var (
 	ErrMaxConsumers              = apiErr(400, 10026, "maximum consumers limit reached")
 	ErrRollupNotPermitted        = apiErr(500, 10111, "rollup not permitted")
 	ErrMsgDeleteNotPermitted     = apiErr(500, 10057, "message delete not permitted")
+	ErrMsgDeleteNoMessage        = apiErr(500, 10057, "no message found")
 	ErrPurgeNotPermitted         = apiErr(500, 10110, "stream purge not permitted")
 	ErrMaxMsgs                   = apiErr(503, 10077, "maximum messages exceeded")
 	ErrMaxBytes                  = apiErr(503, 10077, "maximum bytes exceeded")

@@ -14,6 +14,9 @@ func (svc *Service) CreateStream(req StreamConfig) (*StreamInfo, *APIError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if cfg.Sealed {
+		return nil, ErrStreamInvalidConfig("stream configuration for create can not be sealed")
+	}
 	svc.adminMu.Lock()
 	defer svc.adminMu.Unlock()
 	if s, _ := svc.stream(cfg.Name); s != nil {
@@ -64,7 +67,7 @@ func (svc *Service) UpdateStream(req StreamConfig) (*StreamInfo, *APIError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := checkStreamUpdate(s.config(), cfg); aerr != nil {
+	if aerr := checkStreamUpdate(s.config(), &cfg); aerr != nil {
 		return nil, aerr
 	}
 	if svc.overlapsOtherStream(cfg) {

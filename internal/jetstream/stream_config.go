@@ -244,8 +244,10 @@ func unsupportedStreamFeature(cfg StreamConfig) *APIError {
 }
 
 // checkStreamUpdate checks that an update from old to cfg (both checked)
-// changes only what nats-server lets an update change.
-func checkStreamUpdate(old, cfg StreamConfig) *APIError {
+// changes only what nats-server lets an update change, and seals the
+// stream as nats-server does if it asks to be: no message gets in or out
+// any more.
+func checkStreamUpdate(old StreamConfig, cfg *StreamConfig) *APIError {
 	switch {
 	case cfg.Name != old.Name:
 		return ErrStreamInvalidConfig("stream configuration name must match original")
@@ -259,6 +261,9 @@ func checkStreamUpdate(old, cfg StreamConfig) *APIError {
 		return ErrStreamInvalidConfig("stream configuration update can not cancel deny message deletes")
 	case !cfg.DenyPurge && old.DenyPurge:
 		return ErrStreamInvalidConfig("stream configuration update can not cancel deny purge")
+	}
+	if cfg.Sealed {
+		cfg.MaxAge, cfg.Discard, cfg.DenyDelete, cfg.DenyPurge, cfg.AllowRollup = 0, DiscardNew, true, true, false
 	}
 	return nil
 }

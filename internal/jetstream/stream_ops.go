@@ -42,12 +42,12 @@ type infoOptions struct {
 	subjectsFilter string
 }
 
-// maxInfoSubjects bounds the subjects one STREAM.INFO lists, nats-server's
+// MaxInfoSubjects bounds the subjects one STREAM.INFO lists, nats-server's
 // page size.
-const maxInfoSubjects = 100_000
+const MaxInfoSubjects = 100_000
 
 // StreamInfo returns a stream's info; with subjectsFilter, the message
-// count of each subject it takes (up to maxInfoSubjects), with
+// count of each subject it takes (up to MaxInfoSubjects), with
 // deletedDetails the deleted sequences between first and last.
 func (svc *Service) StreamInfo(name, subjectsFilter string, deletedDetails bool) (*StreamInfo, *APIError) {
 	s, err := svc.stream(name)
@@ -97,9 +97,9 @@ func (s *stream) info(opt infoOptions) *StreamInfo {
 	}
 	if opt.subjectsFilter != "" {
 		st.Subjects = s.subjects.counts(filter{opt.subjectsFilter})
-		if len(st.Subjects) > maxInfoSubjects {
+		if len(st.Subjects) > MaxInfoSubjects {
 			keys := slices.Sorted(maps.Keys(st.Subjects))
-			for _, k := range keys[maxInfoSubjects:] {
+			for _, k := range keys[MaxInfoSubjects:] {
 				delete(st.Subjects, k)
 			}
 		}
@@ -291,7 +291,7 @@ func (svc *Service) DeleteMsg(name string, seq uint64) *APIError {
 	removed := m != nil && s.removeLocked(seq, m.Subject, true)
 	s.mu.Unlock()
 	if !removed {
-		return ErrSequenceNotFound(seq)
+		return ErrMsgDeleteNoMessage
 	}
 	if err := svc.writeStreamState(s); err != nil {
 		return ErrStreamStore(err)

@@ -139,8 +139,13 @@ func (js *JetStream) accountInfo(reply string) {
 	}{apiResponse: apiResponse{Type: responseType("account_info")}}
 	for _, info := range js.core.Streams("") {
 		resp.Streams++
-		resp.Storage += info.State.Bytes
 		resp.Consumers += info.State.Consumers
+		reserved := &resp.ReservedS
+		if info.Config.Storage == jetstream.MemoryStorage {
+			reserved = &resp.ReservedM
+		}
+		*reserved += uint64(max(info.Config.MaxBytes, 0))
+		resp.Storage += info.State.Bytes // a memory stream is stored on disk too
 	}
 	resp.Limits = limits{-1, -1, -1, -1, -1, -1, -1, false}
 	resp.API = apiStats{Level: apiLevel, Total: js.requests.Load(), Errors: js.errors.Load()}
@@ -153,9 +158,11 @@ func (js *JetStream) accountInfo(reply string) {
 // schedules).
 const apiLevel = 0
 
-// streamInfoResponse carries a stream's info.
+// streamInfoResponse carries a stream's info (and, for STREAM.INFO, the
+// paging of its subjects).
 type streamInfoResponse struct {
 	apiResponse
+	*paged
 	*jetstream.StreamInfo
 	DidCreate bool `json:"did_create,omitempty"`
 }
@@ -186,9 +193,12 @@ func (js *JetStream) streamRequest(op, name, reply string, body []byte) {
 			DeletedDetails bool   `json:"deleted_details"`
 			SubjectsFilter string `json:"subjects_filter"`
 		}
-		resp := streamInfoResponse{apiResponse: apiResponse{Type: responseType("stream_info")}}
+		resp := streamInfoResponse{apiResponse: apiResponse{Type: responseType("stream_info")}, paged: &paged{}}
 		if resp.Error = decode(body, &req); resp.Error == nil {
 			resp.StreamInfo, resp.Error = js.core.StreamInfo(name, req.SubjectsFilter, req.DeletedDetails)
+		}
+		if resp.StreamInfo != nil && req.SubjectsFilter != "" {
+			resp.paged = &paged{Total: len(resp.State.Subjects), Limit: jetstream.MaxInfoSubjects}
 		}
 		js.respond(reply, resp, resp.Error)
 	case "DELETE":
