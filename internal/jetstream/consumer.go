@@ -47,7 +47,8 @@ type consumer struct {
 	lastActive time.Time
 	lastBeat   time.Time // the last push heartbeat or delivery
 	dirty      bool      // state changed since last written
-	removed    bool
+	removed    bool      // deleted: its state is not written any more
+	halted     bool      // its delivery goroutine stopped (or never starts)
 
 	// Owned by the delivery goroutine.
 	out     Outbox

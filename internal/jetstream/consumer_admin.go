@@ -205,6 +205,7 @@ func (svc *Service) DeleteConsumer(stream, name string) *APIError {
 // remove stops a deleted consumer and tells its waiting pull requests.
 func (c *consumer) remove() {
 	c.s.mu.Lock()
+	c.removed = true
 	waiting := c.waiting
 	c.waiting = nil
 	out := c.out

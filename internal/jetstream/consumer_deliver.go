@@ -28,11 +28,12 @@ func (c *consumer) launchLocked(out Outbox) {
 	go c.run()
 }
 
-// halt stops the delivery goroutine, if it runs, and waits for it.
+// halt stops the delivery goroutine, if it runs, and waits for it. The
+// consumer's state stays, to be written.
 func (c *consumer) halt() {
 	c.s.mu.Lock()
-	running := c.out != nil && !c.removed
-	c.removed = true
+	running := c.out != nil && !c.halted
+	c.halted = true
 	c.s.mu.Unlock()
 	if running {
 		close(c.stop)
@@ -95,7 +96,7 @@ func (c *consumer) plan(now time.Time) (roundPlan, bool) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.removed {
+	if c.halted {
 		return roundPlan{}, false
 	}
 	c.expireLocked(now)
@@ -207,7 +208,7 @@ func (c *consumer) collect(now time.Time, p *roundPlan) (sends []outgoing, next 
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.removed {
+	if c.halted {
 		return nil, time.Time{}, false
 	}
 	if p.from > 0 && len(c.ahead) == 0 && p.readEnd > p.from {
