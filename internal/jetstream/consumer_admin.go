@@ -27,6 +27,9 @@ func (svc *Service) CreateConsumer(stream string, req ConsumerConfig, action Con
 		return nil, aerr
 	}
 	cfg := cloneConsumerConfig(req)
+	if cfg.PauseUntil != nil && !cfg.PauseUntil.After(time.Now()) {
+		cfg.PauseUntil = nil // not paused (the nats CLI sends the zero time)
+	}
 	s.mu.Lock()
 	scfg := s.cfg
 	setConsumerDefaults(&cfg, &scfg)

@@ -283,7 +283,7 @@ func unsupportedConsumerFeature(c *ConsumerConfig) *APIError {
 		feature = "replay at the original rate"
 	case c.Direct:
 		feature = "direct consumers"
-	case c.PauseUntil != nil:
+	case c.PauseUntil != nil && c.PauseUntil.After(time.Now()):
 		feature = "pausing"
 	case len(c.PriorityGroups) > 0 || (len(c.PriorityPolicy) > 0 && string(c.PriorityPolicy) != `"none"` && string(c.PriorityPolicy) != "null"):
 		feature = "priority groups"
