@@ -115,6 +115,14 @@ func TestJetStreamStateSurvivesRestart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			eph, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Name: "eph", InactiveThreshold: time.Minute,
+				AckPolicy: jetstream.AckExplicitPolicy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := fetchOne(t, eph, 2*time.Second); m == nil || m.DoubleAck(ctx) != nil {
+				t.Fatal("ephemeral consumer: no message, or its ack failed")
+			}
 			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "settings", History: 2})
 			if err != nil {
 				t.Fatal(err)
@@ -186,6 +194,15 @@ func TestJetStreamStateSurvivesRestart(t *testing.T) {
 			slices.SortFunc(got, func(a, b delivery) int { return strings.Compare(a.data, b.data) })
 			if want := []delivery{{"3", 2}, {"id1", 1}, {"x2", 1}, {"x3", 1}}; !slices.Equal(got, want) {
 				t.Errorf("after the restart the consumer got %v, want %v", got, want)
+			}
+			// An ephemeral consumer (file storage) survives too, within its
+			// inactive threshold.
+			eph, err = s.Consumer(ctx, "eph")
+			if err != nil {
+				t.Fatalf("ephemeral consumer after the restart: %v", err)
+			}
+			if info := eph.CachedInfo(); info.AckFloor.Stream != 1 || info.Delivered.Consumer != 1 {
+				t.Errorf("ephemeral consumer after the restart: delivered %+v, ack floor %+v", info.Delivered, info.AckFloor)
 			}
 			kv, err = js.KeyValue(ctx, "settings")
 			if err != nil {

@@ -89,7 +89,11 @@ func newConsumer(s *stream, cfg ConsumerConfig, id string, created time.Time) *c
 	}
 }
 
-func (c *consumer) durable() bool { return c.cfg.durable() }
+// persistent reports whether the consumer's definition and state are
+// kept across restarts: all but those asking for memory storage (nats.go's
+// ordered consumers), as nats-server keeps them. Ephemeral consumers
+// persist too, and a restart gives them their inactive threshold again.
+func (c *consumer) persistent() bool { return !c.cfg.MemoryStorage }
 
 // startLocked positions a new consumer by its deliver policy.
 func (c *consumer) startLocked() error {
@@ -288,7 +292,7 @@ func (c *consumer) infoLocked() *ConsumerInfo {
 	return info
 }
 
-// consumerState is a durable consumer's persisted state.
+// consumerState is a consumer's persisted state.
 type consumerState struct {
 	Cursor      uint64                  `json:"cursor"`
 	LPS         []uint64                `json:"lps,omitempty"`
@@ -304,10 +308,9 @@ type pendingState struct {
 }
 
 // stateRecordLocked returns the consumer's state record if it changed
-// since the last one, and marks it written. Ephemeral consumers keep
-// their state in memory only.
+// since the last one, and marks it written.
 func (c *consumer) stateRecordLocked() (stateRecord, bool) {
-	if !c.dirty || c.removed || !c.durable() {
+	if !c.dirty || c.removed || !c.persistent() {
 		return stateRecord{}, false
 	}
 	c.dirty = false
@@ -333,7 +336,7 @@ func (c *consumer) stateRecordLocked() (stateRecord, bool) {
 	return stateRecord{key: consumerStateKey(c.id), value: b}, true
 }
 
-// restoreLocked takes up a durable consumer's persisted state.
+// restoreLocked takes up a consumer's persisted state.
 func (c *consumer) restoreLocked(st consumerState) {
 	s := c.s
 	c.cursor = min(st.Cursor, s.last)

@@ -64,7 +64,7 @@ func (svc *Service) CreateConsumer(stream string, req ConsumerConfig, action Con
 	}
 
 	c := newConsumer(s, cfg, newID(16), time.Now().UTC())
-	if c.durable() {
+	if c.persistent() {
 		def := consumerDef{Stream: stream, Config: cfg, Created: c.created, ID: c.id}
 		if err := svc.putDefinition(consumerDefKey(stream, name), def); err != nil {
 			return nil, ErrConsumerCreate("%v", err)
@@ -143,7 +143,7 @@ func (svc *Service) updateConsumer(s *stream, c *consumer, cfg ConsumerConfig, a
 	if err := checkConsumerUpdate(&old, &cfg); err != nil {
 		return nil, ErrConsumerCreate("%v", err)
 	}
-	if c.durable() {
+	if c.persistent() {
 		def := consumerDef{Stream: s.name, Config: cfg, Created: c.created, ID: c.id}
 		if err := svc.putDefinition(consumerDefKey(s.name, c.name), def); err != nil {
 			return nil, ErrConsumerCreate("%v", err)
@@ -185,7 +185,7 @@ func (svc *Service) DeleteConsumer(stream, name string) *APIError {
 	if c == nil {
 		return ErrConsumerNotFound
 	}
-	if c.durable() {
+	if c.persistent() {
 		if err := svc.cfg.Definitions.Delete(consumerDefKey(stream, name)); err != nil {
 			return ErrStreamGeneral(err)
 		}
@@ -197,7 +197,7 @@ func (svc *Service) DeleteConsumer(stream, name string) *APIError {
 	}
 	s.mu.Unlock()
 	c.remove()
-	if c.durable() {
+	if c.persistent() {
 		if err := svc.state.write([]stateRecord{{key: consumerStateKey(c.id)}}); err != nil {
 			svc.log.Warn("jetstream: state of a deleted consumer left in the state log", "stream", stream, "consumer", name, "err", err)
 		}

@@ -18,8 +18,8 @@ import (
 type Config struct {
 	// Logs holds each stream's messages (the node's: Kafka topics).
 	Logs LogStore
-	// Definitions holds stream and durable consumer definitions (the
-	// node's: the metadata log).
+	// Definitions holds stream and consumer definitions (the node's: the
+	// metadata log).
 	Definitions Definitions
 	// State is the compacted log of consumer state and explicit
 	// deletions (see stateLog). The service writes it; its owner opens
@@ -102,7 +102,7 @@ type streamDef struct {
 	ID      string       `json:"id"`
 }
 
-// consumerDef is a durable consumer's definition record.
+// consumerDef is a consumer's definition record.
 type consumerDef struct {
 	Stream  string         `json:"stream"`
 	Config  ConsumerConfig `json:"config"`
@@ -110,8 +110,8 @@ type consumerDef struct {
 	ID      string         `json:"id"`
 }
 
-// Open loads every stream and durable consumer: each stream's log is read
-// back into its state, each consumer's state from the state log.
+// Open loads every stream and consumer: each stream's log is read back
+// into its state, each consumer's state from the state log.
 func Open(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -156,7 +156,7 @@ func Open(cfg Config) (*Service, error) {
 	for _, def := range consumers {
 		s := svc.streams[def.Stream]
 		if s == nil {
-			svc.log.Warn("jetstream: consumer of a missing stream not loaded", "stream", def.Stream, "consumer", def.Config.Durable)
+			svc.log.Warn("jetstream: consumer of a missing stream not loaded", "stream", def.Stream, "consumer", def.Config.Name)
 			continue
 		}
 		c := newConsumer(s, def.Config, def.ID, def.Created)
@@ -297,20 +297,29 @@ func (svc *Service) StreamNames(subject string) []string {
 // Publish stores a message published to one of stream's subjects and
 // calls done with its acknowledgement once the message is committed
 // (fsynced), or at once with the error that refused it. done runs on the
-// caller's goroutine or the service's syncer.
+// caller's goroutine or the service's syncer; nil means nobody waits for
+// the acknowledgement (a publish without a reply subject).
 func (svc *Service) Publish(stream, subject string, header, data []byte, done func(PubAck, *APIError)) {
 	s, err := svc.stream(stream)
-	if err != nil {
-		done(PubAck{}, err)
-		return
+	var ack PubAck
+	if err == nil {
+		s.mu.Lock()
+		ack, err = s.publishLocked(subject, header, data, time.Now())
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	ack, err := s.publishLocked(subject, header, data, time.Now())
-	s.mu.Unlock()
-	if err != nil {
+	switch {
+	case done == nil:
+	case err != nil:
 		done(PubAck{Stream: stream}, err)
-		return
+	default:
+		svc.acknowledge(s, ack, done)
 	}
+}
+
+// acknowledge calls done with ack once the syncer has committed the
+// stream's log up to it.
+func (svc *Service) acknowledge(s *stream, ack PubAck, done func(PubAck, *APIError)) {
+	stream := s.name
 	svc.syncer.Await([]replica.Target{s.log}, func(serr error) {
 		if serr != nil {
 			svc.log.Error("jetstream: commit a publish", "stream", stream, "seq", ack.Seq, "err", serr)

@@ -37,7 +37,7 @@ type StreamLog interface {
 }
 
 // Definitions is the durable key-value store that holds the definitions
-// of streams and durable consumers (the node's metadata log).
+// of streams and consumers (the node's metadata log).
 type Definitions interface {
 	Put(key string, value []byte) error
 	Delete(key string) error

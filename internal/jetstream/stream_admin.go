@@ -119,7 +119,7 @@ func (svc *Service) DeleteStream(name string) *APIError {
 	consumers := slices.Collect(maps.Values(s.consumers))
 	s.mu.Unlock()
 	for _, c := range consumers {
-		if c.durable() {
+		if c.persistent() {
 			if err := svc.cfg.Definitions.Delete(consumerDefKey(name, c.name)); err != nil {
 				return ErrStreamGeneral(err)
 			}

@@ -143,13 +143,14 @@ func (c *streamCapture) unsubscribe(r *subjects.Router) {
 // message's slices are the publisher's: the core copies what it keeps
 // before Publish returns.
 func (c *streamCapture) Deliver(m *subjects.Message) bool {
-	reply := string(m.Reply)
-	c.js.core.Publish(c.name, string(m.Subject), m.Header, m.Payload, func(ack jetstream.PubAck, err *jetstream.APIError) {
-		if reply == "" {
-			return
+	var done func(jetstream.PubAck, *jetstream.APIError)
+	if len(m.Reply) > 0 {
+		reply := string(m.Reply)
+		done = func(ack jetstream.PubAck, err *jetstream.APIError) {
+			c.js.reply(reply, pubAckResponse{PubAck: ack, Error: err})
 		}
-		c.js.reply(reply, pubAckResponse{PubAck: ack, Error: err})
-	})
+	}
+	c.js.core.Publish(c.name, string(m.Subject), m.Header, m.Payload, done)
 	return true
 }
 
