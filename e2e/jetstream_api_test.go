@@ -6,6 +6,7 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,16 +21,20 @@ import (
 func TestJetStreamAPIMatchesNATSServer(t *testing.T) {
 	servers := bothJetStreams(t)
 	answers := make([][]string, len(servers))
+	var wg sync.WaitGroup
 	for i, srv := range servers {
 		nc, err := nats.Connect(srv.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		for _, step := range apiScript {
-			answers[i] = append(answers[i], runStep(t, nc, step))
-		}
+		wg.Go(func() { // both at once: the script waits for answers that never come
+			for _, step := range apiScript {
+				answers[i] = append(answers[i], runStep(nc, step))
+			}
+		})
 	}
+	wg.Wait()
 	for i, step := range apiScript {
 		if answers[0][i] != answers[1][i] {
 			t.Errorf("%s %s\n  wharf:       %s\n  nats-server: %s", step.subject, step.body, answers[0][i], answers[1][i])
@@ -199,16 +204,48 @@ var apiScript = []apiStep{
 	req("$JS.API.STREAM.INFO.INT", ``),
 	req("$JS.API.CONSUMER.DELETE.INT.B", ``),
 	req("$JS.API.STREAM.INFO.INT", ``),
+
+	req("$JS.API.STREAM.CREATE.AGE", `{"name":"AGE","subjects":["age.*"],"max_age":500000000}`),
+	pub("age.a", "", "short-lived"),
+	req("$JS.API.CONSUMER.CREATE.AGE.T1", `{"stream_name":"AGE","config":{"durable_name":"T1","deliver_policy":"by_start_time","opt_start_time":"2000-01-01T00:00:00Z"}}`),
+	req("$JS.API.CONSUMER.CREATE.AGE.T2", `{"stream_name":"AGE","config":{"durable_name":"T2","deliver_policy":"by_start_time","opt_start_time":"2100-01-01T00:00:00Z"}}`),
+	pause(2 * time.Second),
+	req("$JS.API.STREAM.INFO.AGE", ``),
+	req("$JS.API.CONSUMER.INFO.AGE.T1", ``),
+
+	// Malformed requests.
+	req("$JS.API.STREAM.CREATE.BAD", `garbage`),
+	req("$JS.API.STREAM.CREATE.BAD", `{"name":"BAD","subjects":"bad.*"}`),
+	req("$JS.API.STREAM.CREATE.BAD", `{"name":"BAD","subjects":["bad.*"],"max_msgs":"ten"}`),
+	req("$JS.API.CONSUMER.CREATE.AGE.X", `{"stream_name":"AGE","config":{"durable_name":"X","ack_wait":"long"}}`),
+	req("$JS.API.CONSUMER.CREATE.AGE.X", `{"stream_name":"AGE","config":{"durable_name":"X","ack_policy":"sometimes"}}`),
+	req("$JS.API.CONSUMER.CREATE.AGE.X", `{"stream_name":"AGE"}`),
+	pull("$JS.API.CONSUMER.MSG.NEXT.AGE.T1", `{bad`),
+	req("$JS.API.STREAM.MSG.GET.AGE", `{"seq":"one"}`),
+	req("$JS.API.STREAM.MSG.DELETE.AGE", `[]`),
+	req("$JS.API.STREAM.PURGE.AGE", `{"keep":-1}`),
+	pub("$JS.ACK.AGE.T1.x.y.z.t.p", "", "+ACK"),
+	pub("$JS.ACK.AGE.T1", "", "+ACK"),
+	req("$JS.API.STREAM.INFO.AGE", `{"subjects_filter":7}`),
+	req("$JS.API.STREAM.NAMES", `{"offset":"x"}`),
 	req("$JS.API.INFO", ``),
 }
 
-// runStep sends a step's message and describes what came back.
-func runStep(t *testing.T, nc *nats.Conn, step apiStep) string {
-	t.Helper()
+// pause is a step that sends nothing and waits.
+func pause(d time.Duration) apiStep { return apiStep{subject: "", body: d.String()} }
+
+// runStep sends a step's message and describes what came back (or what
+// failed: it runs on a goroutine of its own).
+func runStep(nc *nats.Conn, step apiStep) string {
+	if step.subject == "" {
+		d, _ := time.ParseDuration(step.body)
+		time.Sleep(d) // a step of the script: time passing for both servers
+		return ""
+	}
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		t.Fatal(err)
+		return "subscribe: " + err.Error()
 	}
 	defer sub.Unsubscribe()
 	m := nats.NewMsg(step.subject)
@@ -221,7 +258,7 @@ func runStep(t *testing.T, nc *nats.Conn, step apiStep) string {
 		}
 	}
 	if err := nc.PublishMsg(m); err != nil {
-		t.Fatal(err)
+		return "publish: " + err.Error()
 	}
 	var out []string
 	wait := 2 * time.Second

@@ -250,7 +250,11 @@ func page(n, offset, limit int) (from, to int, p paged) {
 func (js *JetStream) streamListing(op, reply string, body []byte) {
 	var req listRequest
 	if err := decode(body, &req); err != nil {
-		js.respond(reply, apiResponse{Type: responseType("stream_" + strings.ToLower(op)), Error: err}, err)
+		js.respond(reply, struct {
+			apiResponse
+			paged
+			Streams []string `json:"streams"`
+		}{apiResponse: apiResponse{Type: responseType("stream_" + strings.ToLower(op)), Error: err}}, err)
 		return
 	}
 	if op == "NAMES" {

@@ -17,9 +17,9 @@ type consumerInfoResponse struct {
 
 // createRequest is CONSUMER.CREATE's body.
 type createRequest struct {
-	Stream string                    `json:"stream_name"`
-	Config *jetstream.ConsumerConfig `json:"config"`
-	Action string                    `json:"action"`
+	Stream string                   `json:"stream_name"`
+	Config jetstream.ConsumerConfig `json:"config"`
+	Action string                   `json:"action"`
 }
 
 var consumerActions = map[string]jetstream.ConsumerAction{
@@ -52,14 +52,11 @@ func (js *JetStream) checkCreate(stream string, rest []string, durableForm bool,
 	if req.Stream != stream {
 		return jetstream.ErrStreamMismatch
 	}
-	if req.Config == nil {
-		return &jetstream.APIError{Code: 400, ErrCode: 10078, Description: "consumer config required"}
-	}
 	action, ok := consumerActions[req.Action]
 	if !ok {
 		return jetstream.ErrInvalidJSON(errUnknownAction(req.Action))
 	}
-	cfg := *req.Config
+	cfg := req.Config
 	name := cfg.Name
 	if len(rest) > 0 {
 		name = rest[0]
@@ -104,13 +101,17 @@ func (e errUnknownAction) Error() string {
 func (js *JetStream) consumerListing(op, stream, reply string, body []byte) {
 	typ := responseType("consumer_" + strings.ToLower(op))
 	var req listRequest
-	if err := decode(body, &req); err != nil {
-		js.respond(reply, apiResponse{Type: typ, Error: err}, err)
-		return
+	err := decode(body, &req)
+	var infos []*jetstream.ConsumerInfo
+	if err == nil {
+		infos, err = js.core.Consumers(stream)
 	}
-	infos, err := js.core.Consumers(stream)
 	if err != nil {
-		js.respond(reply, apiResponse{Type: typ, Error: err}, err)
+		js.respond(reply, struct {
+			apiResponse
+			paged
+			Consumers []string `json:"consumers"`
+		}{apiResponse: apiResponse{Type: typ, Error: err}}, err)
 		return
 	}
 	if op == "NAMES" {
