@@ -14,25 +14,35 @@ const (
 	AckNak                     // -NAK: deliver it again, now or after a delay
 	AckProgress                // +WPI: still working on it, restart its ack wait
 	AckTerm                    // +TERM: never deliver it again
+	AckUnknown                 // a body JetStream does not know: nothing changes, but it is answered
 )
 
 // Ack applies an acknowledgement sent to a delivery's reply subject
 // (stream sequence sseq, consumer sequence dseq); delay is a -NAK's. An
-// acknowledgement of something no longer pending is ignored.
-func (svc *Service) Ack(stream, consumer string, sseq, dseq uint64, kind AckKind, delay time.Duration) {
+// acknowledgement of something no longer pending is ignored. It reports
+// whether a synchronous acknowledgement gets its (empty) answer: not when
+// the consumer does not exist, nor for an ack or term of a sequence the
+// consumer has not reached, as nats-server.
+func (svc *Service) Ack(stream, consumer string, sseq, dseq uint64, kind AckKind, delay time.Duration) bool {
 	s, _ := svc.stream(stream)
 	if s == nil {
-		return
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.consumers[consumer]; c != nil {
-		c.ackLocked(sseq, dseq, kind, delay, time.Now())
+	c := s.consumers[consumer]
+	if c == nil {
+		return false
 	}
+	if (kind == AckAck || kind == AckTerm) && sseq > c.cursor && len(c.lps) == 0 {
+		return false
+	}
+	c.ackLocked(sseq, dseq, kind, delay, time.Now())
+	return true
 }
 
 func (c *consumer) ackLocked(sseq, dseq uint64, kind AckKind, delay time.Duration, now time.Time) {
-	if c.cfg.AckPolicy == AckNone || dseq <= c.floorC || dseq > c.dseq {
+	if kind == AckUnknown || c.cfg.AckPolicy == AckNone || dseq <= c.floorC || dseq > c.dseq {
 		return
 	}
 	switch kind {

@@ -95,7 +95,11 @@ func (c *consumer) queueRequestLocked(reply string, req NextRequest, now time.Ti
 		return refuse("404", "No Messages")
 	}
 	if len(c.waiting) >= c.cfg.MaxWaiting {
-		c.waiting = slices.DeleteFunc(c.waiting, func(w *pullRequest) bool { return !w.expires.IsZero() && now.After(w.expires) })
+		// Make room, as nats-server does, by dropping the requests that
+		// expired and those whose clients went away.
+		c.waiting = slices.DeleteFunc(c.waiting, func(w *pullRequest) bool {
+			return !w.expires.IsZero() && now.After(w.expires) || c.out != nil && !c.out.Interest(w.reply)
+		})
 	}
 	if len(c.waiting) >= c.cfg.MaxWaiting {
 		if r.heartbeat > 0 {

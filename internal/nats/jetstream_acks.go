@@ -20,6 +20,7 @@ type ackSink struct{ js *JetStream }
 // The acknowledgement bodies, nats-server's.
 var (
 	ackAck      = []byte("+ACK")
+	ackOK       = []byte("+OK")
 	ackNak      = []byte("-NAK")
 	ackProgress = []byte("+WPI")
 	ackNext     = []byte("+NXT")
@@ -40,7 +41,7 @@ func (a ackSink) Deliver(m *subjects.Message) bool {
 	body := bytes.TrimSpace(m.Payload)
 	kind, delay := jetstream.AckAck, time.Duration(0)
 	switch {
-	case len(body) == 0, bytes.Equal(body, ackAck):
+	case len(body) == 0, bytes.Equal(body, ackAck), bytes.Equal(body, ackOK):
 	case bytes.HasPrefix(body, ackNak):
 		kind, delay = jetstream.AckNak, nakDelay(body[len(ackNak):])
 	case bytes.Equal(body, ackProgress):
@@ -56,9 +57,11 @@ func (a ackSink) Deliver(m *subjects.Message) bool {
 		}
 		return true
 	default:
+		kind = jetstream.AckUnknown
+	}
+	if !a.js.core.Ack(stream, consumer, sseq, dseq, kind, delay) {
 		return true
 	}
-	a.js.core.Ack(stream, consumer, sseq, dseq, kind, delay)
 	if reply != "" {
 		// A synchronous acknowledgement (AckSync) waits for this empty
 		// answer, sent once the acknowledgement is applied.
