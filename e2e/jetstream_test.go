@@ -573,3 +573,79 @@ func TestJetStreamKeyValue(t *testing.T) {
 		}
 	})
 }
+
+// ack_policy all settles every delivery up to the one acknowledged, and
+// max_ack_pending holds back new deliveries while that many await acks.
+func TestJetStreamAckAllAndMaxAckPending(t *testing.T) {
+	forEachJetStream(t, func(t *testing.T, srv jsServer) {
+		ctx := testContext(t)
+		_, js := connectJS(t, srv)
+		s := createStream(t, js, jetstream.StreamConfig{Name: "WORK"}, "0", "1", "2", "3", "4", "5", "6")
+		c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetch := func() []jetstream.Msg {
+			batch, err := c.Fetch(10, jetstream.FetchMaxWait(500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []jetstream.Msg
+			for m := range batch.Messages() {
+				msgs = append(msgs, m)
+			}
+			return msgs
+		}
+		first := fetch()
+		if len(first) != 3 {
+			t.Fatalf("fetched %d with max_ack_pending 3", len(first))
+		}
+		if more := fetch(); len(more) != 0 {
+			t.Fatalf("fetched %d more while 3 awaited acks", len(more))
+		}
+		if err := first[1].DoubleAck(ctx); err != nil { // settles 0 and 1
+			t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending != 1 || info.AckFloor.Stream != 2 {
+			t.Errorf("after acking the second of three with ack all: %d pending, ack floor %+v", info.NumAckPending, info.AckFloor)
+		}
+		var got []string
+		for _, m := range fetch() {
+			got = append(got, string(m.Data()))
+		}
+		if !slices.Equal(got, []string{"3", "4"}) {
+			t.Errorf("then fetched %q, want [3 4]", got)
+		}
+	})
+}
+
+// A push consumer with idle_heartbeat sends heartbeats to its deliver
+// subject while there is nothing to deliver.
+func TestJetStreamPushHeartbeat(t *testing.T) {
+	forEachJetStream(t, func(t *testing.T, srv jsServer) {
+		ctx := testContext(t)
+		nc, js := connectJS(t, srv)
+		s := createStream(t, js, jetstream.StreamConfig{Name: "IDLE"})
+		sub, err := nc.SubscribeSync("hb.deliver")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateOrUpdatePushConsumer(ctx, jetstream.ConsumerConfig{Durable: "hb", DeliverSubject: "hb.deliver",
+			IdleHeartbeat: 200 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(m.Header.Get("Status"), " ", m.Header.Get("Description"), " last consumer ", m.Header.Get("Nats-Last-Consumer"),
+			" last stream ", m.Header.Get("Nats-Last-Stream"))
+		if got != "100 Idle Heartbeat last consumer 0 last stream 0" {
+			t.Errorf("push consumer's first message: %s", got)
+		}
+	})
+}
