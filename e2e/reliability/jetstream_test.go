@@ -2,9 +2,12 @@ package reliability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -191,3 +194,76 @@ func randomBody(rng *rand.Rand) []byte {
 	return nil
 }
 
+
+// A stream whose log cannot be read (its segment replaced by a directory,
+// as TestUnreadablePartitionThroughTheNode does to a Kafka partition)
+// does not stop the node: it is offline, with nats-server's "stream is
+// offline" error naming why, its subjects stay taken, it can be deleted,
+// and the other streams serve.
+func TestJetStreamOfflineStream(t *testing.T) {
+	dataDir := t.TempDir()
+	withNATS := nodetest.WithConfig(func(c *node.Config) { c.NATSAddr = "127.0.0.1:0" })
+	n := nodetest.Start(t, nodetest.WithDataDir(dataDir), withNATS, newNodeLog(t, slog.LevelWarn).option())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js := jsClient(t, n)
+	for _, name := range []string{"DAMAGED", "HEALTHY"} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := js.Publish(ctx, strings.ToLower(name)+".x", []byte("data")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	closeNode(t, n)
+
+	seg := filepath.Join(dataDir, "js.DAMAGED-0", fmt.Sprintf("%020d.log", 0))
+	if err := os.Remove(seg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(seg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n = nodetest.Start(t, nodetest.WithDataDir(dataDir), withNATS, newNodeLog(t, slog.LevelWarn).option())
+	js = jsClient(t, n)
+	_, err := js.Stream(ctx, "DAMAGED")
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10194 || !strings.Contains(apiErr.Description, "stream is offline") {
+		t.Errorf("info of the damaged stream: %v", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"damaged.x"}}); err == nil {
+		t.Error("a new stream took the offline stream's subjects")
+	}
+	healthy, err := js.Stream(ctx, "HEALTHY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := js.Publish(ctx, "healthy.x", []byte("more")); err != nil || ack.Sequence != 4 {
+		t.Errorf("publish to the healthy stream: %+v %v", ack, err)
+	}
+	if info, err := healthy.Info(ctx); err != nil || info.State.Msgs != 4 {
+		t.Errorf("healthy stream: %+v %v", info, err)
+	}
+	if err := js.DeleteStream(ctx, "DAMAGED"); err != nil {
+		t.Fatalf("delete the offline stream: %v", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DAMAGED", Subjects: []string{"damaged.>"}}); err != nil {
+		t.Errorf("create the stream again after deleting the offline one: %v", err)
+	}
+}
+
+func jsClient(t *testing.T, n *node.Node) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect("nats://" + n.NATSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}

@@ -70,6 +70,7 @@ func (svc *Service) CreateConsumer(stream string, req ConsumerConfig, action Con
 			return nil, ErrConsumerCreate("%v", err)
 		}
 	}
+	out := svc.outboxOnceStarted()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleted {
@@ -79,7 +80,9 @@ func (svc *Service) CreateConsumer(stream string, req ConsumerConfig, action Con
 		return nil, ErrConsumerCreate("%v", err)
 	}
 	s.consumers[name] = c
-	svc.startConsumerLocked(c)
+	if out != nil {
+		c.launchLocked(out)
+	}
 	return c.infoLocked(), nil
 }
 
@@ -159,15 +162,16 @@ func (svc *Service) updateConsumer(s *stream, c *consumer, cfg ConsumerConfig, a
 	return c.infoLocked(), nil
 }
 
-// startConsumerLocked starts a consumer's deliveries once the service is
-// started (Start starts those there are then).
-func (svc *Service) startConsumerLocked(c *consumer) {
+// outboxOnceStarted is the Outbox new consumers deliver through, nil
+// before Start (which starts the consumers there are then). Read before
+// taking a stream's lock: the service's lock is never taken under one.
+func (svc *Service) outboxOnceStarted() Outbox {
 	svc.mu.RLock()
-	out, started := svc.outbox, svc.started
-	svc.mu.RUnlock()
-	if started {
-		c.launchLocked(out)
+	defer svc.mu.RUnlock()
+	if !svc.started {
+		return nil
 	}
+	return svc.outbox
 }
 
 // DeleteConsumer deletes a consumer; its waiting pull requests get 409

@@ -132,3 +132,6 @@ func ErrStreamGeneral(err error) *APIError { return apiErr(500, 10051, "%v", err
 func ErrStreamUpdate(format string, args ...any) *APIError {
 	return apiErr(500, 10069, format, args...)
 }
+
+// ErrStreamOffline is a request for a stream that could not be loaded.
+func ErrStreamOffline(err error) *APIError { return apiErr(500, 10194, "stream is offline: %v", err) }

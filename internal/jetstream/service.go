@@ -3,6 +3,7 @@ package jetstream
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -51,6 +52,7 @@ type Service struct {
 	adminMu sync.Mutex // orders creates, updates and deletes
 	mu      sync.RWMutex
 	streams map[string]*stream
+	offline map[string]*offlineStream
 
 	outbox   Outbox
 	observer StreamObserver
@@ -124,6 +126,7 @@ func Open(cfg Config) (*Service, error) {
 		log:     cfg.Logger.With("component", "jetstream"),
 		state:   stateLog{cfg.State},
 		streams: map[string]*stream{},
+		offline: map[string]*offlineStream{},
 		stop:    make(chan struct{}),
 	}
 	state, err := svc.state.load()
@@ -134,50 +137,77 @@ func Open(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	for _, def := range streams {
-		log, err := cfg.Logs.OpenLog(def.Config.Name)
-		if err != nil {
-			svc.log.Error("jetstream: stream not loaded: its log cannot be opened", "stream", def.Config.Name, "err", err)
-			continue
+		if err := svc.loadStream(def, state); err != nil {
+			svc.log.Error("jetstream: stream offline: it cannot be loaded", "stream", def.Config.Name, "err", err)
+			svc.offline[def.Config.Name] = &offlineStream{def: def, err: err}
 		}
-		s := newStream(svc, def, log)
-		var st streamState
-		if b := state[streamStateKey(def.ID)]; b != nil {
-			if err := json.Unmarshal(b, &st); err != nil {
-				return nil, fmt.Errorf("jetstream: stream %s: state record: %w", def.Config.Name, err)
-			}
-		}
-		if err := s.rebuild(st, now); err != nil {
-			return nil, err
-		}
-		svc.streams[s.name] = s
 	}
 	for _, def := range consumers {
-		s := svc.streams[def.Stream]
-		if s == nil {
-			svc.log.Warn("jetstream: consumer of a missing stream not loaded", "stream", def.Stream, "consumer", def.Config.Name)
+		if o := svc.offline[def.Stream]; o != nil {
+			o.consumers = append(o.consumers, def)
 			continue
 		}
-		c := newConsumer(s, def.Config, def.ID, def.Created)
-		s.mu.Lock()
-		if b := state[consumerStateKey(def.ID)]; b != nil {
-			var st consumerState
-			if err := json.Unmarshal(b, &st); err != nil {
-				s.mu.Unlock()
-				return nil, fmt.Errorf("jetstream: consumer %s > %s: state record: %w", def.Stream, c.name, err)
-			}
-			c.restoreLocked(st)
-		} else if err := c.startLocked(); err != nil { // created, then the node stopped before its state was written
-			s.mu.Unlock()
-			return nil, fmt.Errorf("jetstream: consumer %s > %s: %w", def.Stream, c.name, err)
+		if err := svc.loadConsumer(def, state); err != nil {
+			svc.log.Error("jetstream: consumer not loaded", "stream", def.Stream, "consumer", def.Config.Name, "err", err)
 		}
-		s.consumers[c.name] = c
-		s.mu.Unlock()
-		c.fillSubjects()
 	}
 	svc.syncer = replica.StartSyncer()
 	return svc, nil
+}
+
+// loadStream opens a stream's log and rebuilds its state.
+func (svc *Service) loadStream(def streamDef, state map[string][]byte) error {
+	log, err := svc.cfg.Logs.OpenLog(def.Config.Name)
+	if err != nil {
+		return fmt.Errorf("open its log: %w", err)
+	}
+	var st streamState
+	if b := state[streamStateKey(def.ID)]; b != nil {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return fmt.Errorf("its state record: %w", err)
+		}
+	}
+	s := newStream(svc, def, log)
+	if err := s.rebuild(st, time.Now()); err != nil {
+		return err
+	}
+	svc.streams[s.name] = s
+	return nil
+}
+
+// loadConsumer restores a consumer of a loaded stream from its state
+// record (or, if it has none yet, positions it by its deliver policy).
+func (svc *Service) loadConsumer(def consumerDef, state map[string][]byte) error {
+	s := svc.streams[def.Stream]
+	if s == nil {
+		return errors.New("its stream is not defined")
+	}
+	c := newConsumer(s, def.Config, def.ID, def.Created)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := state[consumerStateKey(def.ID)]; b != nil {
+		var st consumerState
+		if err := json.Unmarshal(b, &st); err != nil {
+			return fmt.Errorf("its state record: %w", err)
+		}
+		c.restoreLocked(st)
+	} else if err := c.startLocked(); err != nil {
+		return err
+	}
+	s.consumers[c.name] = c
+	defer c.fillSubjects()
+	return nil
+}
+
+// offlineStream is a defined stream that could not be loaded (its log is
+// damaged or missing): requests for it get "stream is offline" with the
+// reason, and deleting it removes its definitions, as nats-server does
+// with a stream it cannot recover. Its subjects stay taken.
+type offlineStream struct {
+	def       streamDef
+	err       error
+	consumers []consumerDef
 }
 
 // loadDefinitions reads the stream and consumer definitions, in name
@@ -257,6 +287,9 @@ func (svc *Service) Close() error {
 func (svc *Service) stream(name string) (*stream, *APIError) {
 	svc.mu.RLock()
 	defer svc.mu.RUnlock()
+	if o := svc.offline[name]; o != nil {
+		return nil, ErrStreamOffline(o.err)
+	}
 	s := svc.streams[name]
 	if s == nil {
 		return nil, ErrStreamNotFound
@@ -273,20 +306,28 @@ func (svc *Service) TopicOwner(topic string) (string, bool) {
 	}
 	svc.mu.RLock()
 	defer svc.mu.RUnlock()
-	if svc.streams[name] == nil {
+	if svc.streams[name] == nil && svc.offline[name] == nil {
 		return "", false
 	}
 	return "JetStream stream '" + name + "'", true
 }
 
 // StreamNames returns the names of the streams whose subjects overlap
-// subject (all when it is empty), sorted.
+// subject (all when it is empty), offline ones included, sorted.
 func (svc *Service) StreamNames(subject string) []string {
 	svc.mu.RLock()
-	defer svc.mu.RUnlock()
+	loaded := slices.Collect(maps.Values(svc.streams))
+	subjectsOf := map[string][]string{}
+	for name, o := range svc.offline {
+		subjectsOf[name] = o.def.Config.Subjects
+	}
+	svc.mu.RUnlock()
+	for _, s := range loaded {
+		subjectsOf[s.name] = s.config().Subjects
+	}
 	var names []string
-	for name, s := range svc.streams {
-		if subject == "" || slices.ContainsFunc(s.config().Subjects, func(p string) bool { return subjectsCollide(p, subject) }) {
+	for name, subjects := range subjectsOf {
+		if subject == "" || slices.ContainsFunc(subjects, func(p string) bool { return subjectsCollide(p, subject) }) {
 			names = append(names, name)
 		}
 	}

@@ -19,7 +19,11 @@ func (svc *Service) CreateStream(req StreamConfig) (*StreamInfo, *APIError) {
 	}
 	svc.adminMu.Lock()
 	defer svc.adminMu.Unlock()
-	if s, _ := svc.stream(cfg.Name); s != nil {
+	s, aerr := svc.stream(cfg.Name)
+	if aerr != nil && aerr != ErrStreamNotFound {
+		return nil, aerr // offline
+	}
+	if s != nil {
 		if !sameStreamConfig(s.config(), cfg) {
 			return nil, ErrStreamNameExist
 		}
@@ -39,7 +43,7 @@ func (svc *Service) CreateStream(req StreamConfig) (*StreamInfo, *APIError) {
 		}
 		return nil, ErrStreamCreate(err)
 	}
-	s := newStream(svc, def, log)
+	s = newStream(svc, def, log)
 	if err := s.rebuild(streamState{}, time.Now()); err != nil {
 		return nil, ErrStreamCreate(err)
 	}
@@ -111,6 +115,12 @@ func (s *stream) applyNewLimitsLocked(now time.Time) {
 func (svc *Service) DeleteStream(name string) *APIError {
 	svc.adminMu.Lock()
 	defer svc.adminMu.Unlock()
+	svc.mu.RLock()
+	offline := svc.offline[name]
+	svc.mu.RUnlock()
+	if offline != nil {
+		return svc.deleteOffline(offline)
+	}
 	s, aerr := svc.stream(name)
 	if aerr != nil {
 		return aerr
@@ -153,16 +163,52 @@ func (svc *Service) DeleteStream(name string) *APIError {
 	return nil
 }
 
+// deleteOffline deletes a stream that could not be loaded: its
+// definitions, its state and whatever is left of its log.
+func (svc *Service) deleteOffline(o *offlineStream) *APIError {
+	name := o.def.Config.Name
+	for _, c := range o.consumers {
+		if err := svc.cfg.Definitions.Delete(consumerDefKey(name, c.Config.Name)); err != nil {
+			return ErrStreamGeneral(err)
+		}
+	}
+	if err := svc.cfg.Definitions.Delete(streamDefKey(name)); err != nil {
+		return ErrStreamGeneral(err)
+	}
+	svc.mu.Lock()
+	delete(svc.offline, name)
+	svc.mu.Unlock()
+	tombstones := []stateRecord{{key: streamStateKey(o.def.ID)}}
+	for _, c := range o.consumers {
+		tombstones = append(tombstones, stateRecord{key: consumerStateKey(c.ID)})
+	}
+	if err := svc.state.write(tombstones); err != nil {
+		svc.log.Warn("jetstream: state of a deleted stream left in the state log", "stream", name, "err", err)
+	}
+	if err := svc.cfg.Logs.DeleteLog(name); err != nil {
+		svc.log.Error("jetstream: delete the log of a deleted stream", "stream", name, "topic", TopicName(name), "err", err)
+	}
+	svc.log.Info("offline stream deleted", "stream", name)
+	return nil
+}
+
 // overlapsOtherStream reports whether cfg's subjects overlap those of a
-// stream of another name.
+// stream of another name, loaded or offline.
 func (svc *Service) overlapsOtherStream(cfg StreamConfig) bool {
 	svc.mu.RLock()
-	defer svc.mu.RUnlock()
-	for name, s := range svc.streams {
-		if name == cfg.Name {
-			continue
+	loaded := slices.Collect(maps.Values(svc.streams))
+	var taken [][]string
+	for _, o := range svc.offline {
+		taken = append(taken, o.def.Config.Subjects)
+	}
+	svc.mu.RUnlock()
+	for _, s := range loaded {
+		if s.name != cfg.Name {
+			taken = append(taken, s.config().Subjects)
 		}
-		for _, p := range s.config().Subjects {
+	}
+	for _, subjects := range taken {
+		for _, p := range subjects {
 			for _, q := range cfg.Subjects {
 				if subjectsCollide(p, q) {
 					return true

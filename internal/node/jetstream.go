@@ -97,6 +97,9 @@ func (l streamLogs) OpenLog(stream string) (jetstream.StreamLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Offline(); err != nil {
+		return nil, err // damaged: the stream goes offline, alone
+	}
 	return streamLog{p}, nil
 }
 
