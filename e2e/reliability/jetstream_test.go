@@ -194,7 +194,6 @@ func randomBody(rng *rand.Rand) []byte {
 	return nil
 }
 
-
 // A stream whose log cannot be read (its segment replaced by a directory,
 // as TestUnreadablePartitionThroughTheNode does to a Kafka partition)
 // does not stop the node: it is offline, with nats-server's "stream is
