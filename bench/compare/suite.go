@@ -72,6 +72,7 @@ func run(ctx context.Context, o options) error {
 		{"kafka", false, s.kafkaSection},
 		{"stream", false, s.streamSection},
 		{"nats", false, s.natsSection},
+		{"jetstream", false, s.jetstreamSection},
 		{"idle", true, s.idleSection},
 		{"catchup", true, s.catchupSection},
 		{"scale", true, s.scaleSection},

@@ -268,7 +268,7 @@ type natsFlags struct {
 
 func natsServeFlags(fs *flag.FlagSet) natsFlags {
 	return natsFlags{
-		addr:       fs.String("nats-addr", defaultNATSAddr, "Core NATS listener address (empty: no NATS listener)"),
+		addr:       fs.String("nats-addr", defaultNATSAddr, "NATS listener address, Core NATS and JetStream (empty: no NATS listener)"),
 		user:       fs.String("nats-user", "", "user NATS clients must connect as (with --nats-password)"),
 		password:   fs.String("nats-password", "", "password of --nats-user"),
 		token:      fs.String("nats-token", "", "token NATS clients must connect with (instead of a user)"),

@@ -21,6 +21,9 @@ var (
 	queueCore = []string{"internal/mq", "internal/queuestore"}
 	// The subject routing core (Core NATS keeps nothing on disk).
 	subjectCore = []string{"internal/subjects"}
+	// The JetStream core: streams and consumers, on Kafka topics and a
+	// state log of its own.
+	jetstreamCore = []string{"internal/jetstream"}
 	// The composition root and what only its users import.
 	composition = []string{"internal/node", "internal/nodetest", "internal/streambridge", "internal/subjectbridge"}
 )
@@ -42,19 +45,23 @@ func rules() []rule {
 			why: "the queueing core reaches Kafka topics only through mq.StreamStore, which the node fills in"},
 		{from: queueCore, not: subjectCore,
 			why: "the queueing core shares amq.topic with NATS subjects only through mq.ExchangeObserver, which the node installs"},
-		{from: subjectCore, not: slices.Concat(queueCore, kafkaCore),
+		{from: subjectCore, not: slices.Concat(queueCore, kafkaCore, jetstreamCore),
 			why: "the subject router knows no other core: another protocol's subscribers are Sinks the node's subject bridge adds"},
+		{from: jetstreamCore, not: slices.Concat(kafkaCore, queueCore, []string{"internal/streambridge"}),
+			why: "the JetStream core reaches Kafka topics only through jetstream.LogStore, which the node fills in"},
+		{from: slices.Concat(kafkaCore, queueCore), not: jetstreamCore,
+			why: "the Kafka and queueing cores do not know JetStream: the node tells the Kafka core which topics hold streams"},
 		{from: []string{"internal/queuestore"}, not: []string{"internal/mq", "internal/amqpwire"},
 			why: "queue storage lies below the queueing core and knows no AMQP: a replicated store will replace it"},
-		{from: slices.Concat(kafkaCore, queueCore, subjectCore), not: frontEnds,
+		{from: slices.Concat(kafkaCore, queueCore, subjectCore, jetstreamCore), not: frontEnds,
 			why: "cores serve front ends, never the other way"},
 		{from: frontEnds, not: []string{"internal/queuestore"}, direct: true,
 			why: "a front end reaches storage only through its core"},
-		{from: slices.Concat(kafkaCore, queueCore, frontEnds, composition, []string{"internal/metrics", "internal/kafkaview"}), not: []string{"internal/seglog"}, direct: true,
+		{from: slices.Concat(kafkaCore, queueCore, jetstreamCore, frontEnds, composition, []string{"internal/metrics", "internal/kafkaview"}), not: []string{"internal/seglog"}, direct: true,
 			why: "every log is reached through the log seam, internal/replica: the cores hold replica.Log, reads are replica.Slices"},
-		{from: []string{"internal/replica"}, not: slices.Concat(kafkaCore, queueCore, frontEnds, composition),
+		{from: []string{"internal/replica"}, not: slices.Concat(kafkaCore, queueCore, jetstreamCore, frontEnds, composition),
 			why: "the log seam lies below the cores: replication must not depend on what it replicates"},
-		{from: slices.Concat(kafkaCore, queueCore, subjectCore, frontEnds, []string{"internal/replica", "internal/seglog", "internal/record"}), not: composition,
+		{from: slices.Concat(kafkaCore, queueCore, subjectCore, jetstreamCore, frontEnds, []string{"internal/replica", "internal/seglog", "internal/record"}), not: composition,
 			why: "only the node wires the cores together; nothing below it imports it"},
 	}
 	for _, fe := range frontEnds {

@@ -1,8 +1,14 @@
-// Package nats is Wharf's Core NATS front end: the client protocol of
+// Package nats is Wharf's NATS front end: the client protocol of
 // nats-server 2.x (INFO, CONNECT, PUB, HPUB, SUB, UNSUB, MSG, HMSG, PING,
-// PONG, +OK, -ERR) over the subject router of internal/subjects. It keeps
-// no messages: Core NATS is at-most-once, a message goes to the
-// subscribers connected when it is published.
+// PONG, +OK, -ERR) over the subject router of internal/subjects, and
+// JetStream's API over the JetStream core (internal/jetstream). Core NATS
+// keeps no messages: it is at-most-once, a message goes to the
+// subscribers connected when it is published. JetStream is a set of
+// subscriptions in the same router (JetStream): the $JS.API.> requests,
+// the acknowledgements on $JS.ACK.>, and each stream's subjects, whose
+// messages the core stores; it needs no connection of its own, and what
+// the core delivers is routed to deliver subjects and inboxes like any
+// message, showing the stored message's own subject.
 //
 // Behaviour is nats-server 2.15's, texts included, wherever a client can
 // tell: CONNECT defaults (verbose, pedantic and echo on until a CONNECT
@@ -31,6 +37,11 @@
 //	auth.go     user/password and token checks
 //	info.go     INFO and CONNECT as JSON
 //	errors.go   the -ERR texts
+//
+//	jetstream.go           the JetStream front end: its subscriptions, the core's Outbox, publish acks
+//	jetstream_api.go       $JS.API.> requests: account, streams, messages, direct get
+//	jetstream_consumers.go consumer requests and pull requests
+//	jetstream_acks.go      acknowledgements
 //
 // Goroutines: per connection a reader (serving it) and a writer, which the
 // reader starts and waits for. The Server owns both through netserve and

@@ -8,7 +8,9 @@ import (
 	"os"
 
 	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/jetstream"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/replica"
 	"github.com/wharf-mq/wharf/internal/streambridge"
 )
 
@@ -16,12 +18,15 @@ import (
 // the Kafka core (internal/broker: topics, and the metadata log, which
 // also holds the queueing core's definitions) and the queueing core
 // (internal/mq), whose stream queues are Kafka topics
-// (internal/streambridge). Neither core imports the other: the rules
+// (internal/streambridge), and the JetStream core, whose streams are
+// Kafka topics too (jetstream.go). No core imports another: the rules
 // between them are hooks installed here.
 type cores struct {
-	lock   *dirLock
-	broker *broker.Broker
-	queues *mq.Registry
+	lock      *dirLock
+	broker    *broker.Broker
+	queues    *mq.Registry
+	jetstream *jetstream.Service
+	jsState   replica.Log // the JetStream core's state log, closed after it
 }
 
 // openCores takes the data directory's lock (one process per directory),
@@ -36,6 +41,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		return nil, fmt.Errorf("node: lock data directory %s: %w", cfg.DataDir, err)
 	}
 	streamOwners := new(streambridge.Guard)
+	streamLogsOwners := new(jetstreamGuard)
 	b, err := broker.Open(broker.Config{
 		DataDir:             cfg.DataDir,
 		NodeID:              cmp.Or(cfg.NodeID, 1), // Kafka's sample server.properties: broker.id=1
@@ -47,8 +53,13 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		ScrubInterval:       cfg.ScrubInterval,
 		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,
 		Logger:              logger.With("component", "broker"),
-		TopicInUse:          streamOwners.TopicInUse,
-		QueueData:           func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
+		TopicInUse: func(topic string) (string, bool) {
+			if user, ok := streamOwners.TopicInUse(topic); ok {
+				return user, ok
+			}
+			return streamLogsOwners.TopicInUse(topic)
+		},
+		QueueData: func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
 	})
 	if err != nil {
 		lock.release()
@@ -72,13 +83,22 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		return nil, fmt.Errorf("node: open message queues in %s: %w", cfg.DataDir, err)
 	}
 	streamOwners.Attach(queues)
-	return &cores{lock: lock, broker: b, queues: queues}, nil
+	js, jsState, err := openJetStream(cfg, b, logger)
+	if err != nil {
+		if cerr := errors.Join(queues.Close(), b.Close()); cerr != nil {
+			logger.Error("closing the cores after a failed start of JetStream", "err", cerr)
+		}
+		lock.release()
+		return nil, err
+	}
+	streamLogsOwners.svc.Store(js)
+	return &cores{lock: lock, broker: b, queues: queues, jetstream: js, jsState: jsState}, nil
 }
 
-// close closes the queueing core first: closing it may still write
-// definitions (auto-delete) to the metadata log, and its stream consumers
-// read the broker's topics. The lock goes last: another process may open
-// the directory once it is free.
+// close closes JetStream and the queueing core first: closing them may
+// still write (JetStream's consumer state; auto-delete definitions to the
+// metadata log), and both read the broker's topics. The lock goes last:
+// another process may open the directory once it is free.
 func (c *cores) close() error {
-	return errors.Join(c.queues.Close(), c.broker.Close(), c.lock.release())
+	return errors.Join(c.jetstream.Close(), c.jsState.Close(), c.queues.Close(), c.broker.Close(), c.lock.release())
 }

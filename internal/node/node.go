@@ -153,6 +153,7 @@ type Node struct {
 
 	natsListener net.Listener // nil when Config.NATSAddr is empty
 	natsServer   *nats.Server
+	jetstreamAPI *nats.JetStream // nil when Config.NATSAddr is empty
 
 	serving   sync.WaitGroup // one per listener's Serve goroutine
 	doneOnce  sync.Once
@@ -334,6 +335,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if natsLn != nil {
 		if err := n.bridgeSubjects(router, natsLn.Addr()); err != nil {
 			logger.Error("NATS subjects and amq.topic not bridged", "err", err)
+		}
+		if err := n.serveJetStream(router); err != nil {
+			return nil, err
 		}
 		n.serve("nats", func() error { return n.natsServer.Serve(n.limited("nats", natsLn)) })
 		logger.Info("nats listener started", "addr", n.NATSAddr())
@@ -530,11 +534,13 @@ func (n *Node) Close(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("node: shut down http server: %w", err))
 			}
 		}
-		// NATS holds nothing on the broker: its clients go first.
+		// NATS clients go first; JetStream's consumers stop with the
+		// cores.
 		if n.natsServer != nil {
 			if err := n.natsServer.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("node: shut down nats server: %w", err))
 			}
+			n.jetstreamAPI.Close()
 		}
 		if n.amqpServer != nil {
 			if err := n.amqpServer.Shutdown(ctx); err != nil {
