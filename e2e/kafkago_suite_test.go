@@ -34,6 +34,17 @@ var (
 // kafkaGoSuiteAddrs are the listeners kafka-go's tests hard-code.
 var kafkaGoSuiteAddrs = []string{"127.0.0.1:9092", "127.0.0.1:9093"}
 
+// kafkaGoCrashingTests (a go test -skip pattern) are kafka-go tests left
+// out because they crash against any broker, and the first to crash ends
+// the package's test binary, so every kafka-go test still running or still
+// to run in it (TestWriter and the 30-odd top-level tests after
+// TestReaderConsumerGroup) never reports. The three subtests read the
+// group's offsets through their helper getOffsets, which builds a
+// ConsumerGroup without Validate and so calls its nil connect function
+// (consumergroup.go:903, a nil pointer dereference).
+const kafkaGoCrashingTests = "^TestReaderConsumerGroup$/" +
+	"^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close)$"
+
 // TestKafkaGoOwnSuite runs segmentio/kafka-go's own tests, unchanged, from
 // a copy of the module cache, against one node set up as its
 // docker-compose broker is: broker id 1, advertised as localhost, a
@@ -41,7 +52,8 @@ var kafkaGoSuiteAddrs = []string{"127.0.0.1:9092", "127.0.0.1:9093"}
 // same data, PLAIN user adminplain/admin-secret and SCRAM user adminscram
 // (admin-secret-256 for SHA-256, admin-secret-512 for SHA-512, set through
 // AlterUserScramCredentials), the ACL authorizer with
-// allow.everyone.if.no.acl.found, and topic test-writer-0. It logs the
+// allow.everyone.if.no.acl.found, group.initial.rebalance.delay.ms=0, and
+// topic test-writer-0. It leaves out kafkaGoCrashingTests and logs the
 // pass and fail counts and the failing tests; it fails only when nothing
 // passes, since some of kafka-go's tests need what no single Wharf node
 // has (see the failures it lists). Behind -e2e.kafkago-suite because of
@@ -62,7 +74,7 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 	src := copyModule(ctx, t, "github.com/segmentio/kafka-go")
 	startKafkaGoNode(t)
 
-	args := []string{"test", "-count=1", "-json", "-timeout", "25m", "./..."}
+	args := []string{"test", "-count=1", "-json", "-timeout", "25m", "-skip", kafkaGoCrashingTests, "./..."}
 	if *kafkaGoRun != "" {
 		args = append(args, "-run", *kafkaGoRun)
 	}
@@ -75,8 +87,8 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
 	passed, failed, skipped, output := goTestResults(out)
-	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d skipped",
-		*kafkaGoVersion, len(passed), len(failed), len(skipped))
+	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d skipped; not run: %s",
+		*kafkaGoVersion, len(passed), len(failed), len(skipped), kafkaGoCrashingTests)
 	for _, name := range failed {
 		t.Logf("FAIL %s\n%s", name, output[name])
 	}
@@ -89,6 +101,14 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 func startKafkaGoNode(t *testing.T) {
 	t.Helper()
 	n := startNode(t, nodetest.WithConfig(func(c *node.Config) {
+		// group.initial.rebalance.delay.ms=0, as on kafka-go's broker:
+		// the image writes its server.properties from Kafka's shipped one,
+		// which sets 0, and kafka-go's docker_compose_versions/README.md
+		// lists it among the settings its tests need. With Kafka's 3 s
+		// default, two readers started together always share generation
+		// 1, and TestReaderConsumerGroup/consumer_group_rebalance then
+		// fails (see e2e/doc.go).
+		c.Groups.InitialRebalanceDelay = -1
 		c.KafkaListeners = []node.KafkaListener{
 			{Protocol: wharfkafka.Plaintext, Addr: kafkaGoSuiteAddrs[0]},
 			{Protocol: wharfkafka.SASLPlaintext, Addr: kafkaGoSuiteAddrs[1]},

@@ -269,9 +269,12 @@ func (g *group) prepareRebalance(now time.Time, reason string) {
 	timeout := cg.maxRebalanceTimeout()
 	cg.initialDelay = wasEmpty && g.c.cfg.InitialRebalanceDelay > 0
 	if cg.initialDelay {
-		delay := min(g.c.cfg.InitialRebalanceDelay, timeout)
+		// As in Kafka, the first wait is the whole delay even when the
+		// rebalance timeout is shorter; only the extensions for members
+		// that join meanwhile come out of the rebalance timeout.
+		delay := g.c.cfg.InitialRebalanceDelay
 		cg.joinDeadline = now.Add(delay)
-		cg.initialBudget = timeout - delay
+		cg.initialBudget = max(timeout-delay, 0)
 		cg.newMemberAdded = false
 	} else {
 		cg.joinDeadline = now.Add(timeout)

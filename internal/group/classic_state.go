@@ -95,7 +95,8 @@ type classicGroup struct {
 	// PreparingRebalance: the join completes at joinDeadline at the
 	// latest. While the initial delay of an empty group runs, it
 	// completes only then, and each new member pushes it back by the
-	// delay as long as initialBudget (the rebalance timeout) lasts.
+	// delay as long as initialBudget (what the rebalance timeout has
+	// left after the first delay) lasts.
 	joinDeadline   time.Time
 	initialDelay   bool
 	initialBudget  time.Duration

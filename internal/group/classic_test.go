@@ -100,6 +100,27 @@ func TestInitialDelayIsBoundedByRebalanceTimeout(t *testing.T) {
 	}
 }
 
+// TestInitialDelayOutlastsShorterRebalanceTimeout: Kafka holds the first
+// generation of an empty group for the whole initial delay even when the
+// members' rebalance timeout is shorter, so a member that comes after the
+// rebalance timeout but within the delay still joins generation 1. With
+// nothing of the rebalance timeout left over, the delay is not extended.
+func TestInitialDelayOutlastsShorterRebalanceTimeout(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.InitialRebalanceDelay = 3 * time.Second })
+	shortTimeout := func(r *JoinRequest) { r.RebalanceTimeout = 2 * time.Second }
+	_, p1 := h.joinNew("g", shortTimeout)
+	h.advance(2500 * time.Millisecond) // past the rebalance timeout, within the delay
+	p1.mustWait(t)
+	_, p2 := h.joinNew("g", shortTimeout)
+	h.advance(499 * time.Millisecond)
+	p1.mustWait(t)
+	h.advance(time.Millisecond) // t=3 s: the delay ends
+	r1, r2 := p1.must(t), p2.must(t)
+	if r1.Err != nil || r2.Err != nil || r1.Generation != 1 || r2.Generation != 1 {
+		t.Fatalf("joins: %+v / %+v, want both in generation 1", r1, r2)
+	}
+}
+
 func TestNewMemberTriggersRebalance(t *testing.T) {
 	h := newHarness(t)
 	ids, gen := h.stableGroup("g", 1)

@@ -14,9 +14,11 @@ type Config struct {
 	Broker *broker.Broker
 
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (3 s): how
-	// long the first rebalance of an empty group waits for more members.
-	// Each member joining in that time extends it, up to the rebalance
-	// timeout. A negative value means no delay.
+	// long the first rebalance of an empty group waits for more members,
+	// even if the members' rebalance timeout is shorter. Each member
+	// joining in that time extends it by the delay again, for as long as
+	// the rebalance timeout lasts beyond the first delay. A negative value
+	// means no delay (Kafka's shipped server.properties sets 0).
 	InitialRebalanceDelay time.Duration
 	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
 	// classic member may ask for: group.min.session.timeout.ms (6 s) and
