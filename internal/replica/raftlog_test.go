@@ -116,3 +116,147 @@ func TestRaftLogConformance(t *testing.T) {
 	}
 	replicatest.RunReplicated(t, open, lead)
 }
+
+// cluster is a group of n members, one per host, over net.
+func cluster(t *testing.T, n int, net *raft.MemNetwork) []*replica.RaftLog {
+	t.Helper()
+	var members []uint64
+	for i := range n {
+		members = append(members, uint64(i+1))
+	}
+	logs := make([]*replica.RaftLog, n)
+	for i := range n {
+		h := startHost(t, uint64(i+1), net)
+		logs[i] = openRaft(t, t.TempDir(), h, members...)
+		t.Cleanup(func() { logs[i].Close() })
+	}
+	return logs
+}
+
+// leaderOf waits for a member to lead and returns it.
+func leaderOf(t *testing.T, logs []*replica.RaftLog) *replica.RaftLog {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range logs {
+			if l.Group().Status().Leading() {
+				return l
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no leader after 10s")
+	return nil
+}
+
+func TestRaftLogReplicates(t *testing.T) {
+	logs := cluster(t, 3, raft.NewMemNetwork())
+	l := leaderOf(t, logs)
+	var last replica.Appended
+	for range 50 {
+		a, err := l.Append(testBatch(2), replica.AppendOptions{AckCommitted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	if err := last.Ack.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, f := range logs {
+		for f.HighWatermark() != 100 {
+			if time.Now().After(deadline) {
+				t.Fatalf("a replica's high watermark is %d, want 100 (%+v)", f.HighWatermark(), f.Group().Status())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// appendCommitted appends count batches of two records on the leader and
+// waits for the last to be committed; it returns the end offset.
+func appendCommitted(t *testing.T, l *replica.RaftLog, count int) int64 {
+	t.Helper()
+	var last replica.Appended
+	for range count {
+		a, err := l.Append(testBatch(2), replica.AppendOptions{AckCommitted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	if err := last.Ack.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return last.LastOffset + 1
+}
+
+// waitHW waits for l's high watermark to reach hw.
+func waitHW(t *testing.T, l *replica.RaftLog, hw int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.HighWatermark() < hw {
+		if time.Now().After(deadline) {
+			t.Fatalf("high watermark %d after 10s, want %d (%+v)", l.HighWatermark(), hw, l.Group().Status())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRaftLogSnapshotCatchUp: a follower that was away while its leader
+// trimmed its index and deleted records catches up from a snapshot: from
+// its own high watermark while the leader still has the records after it,
+// from the leader's log start (emptying its log) once it does not.
+func TestRaftLogSnapshotCatchUp(t *testing.T) {
+	for _, deleted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Incremental", true: "AfterRetention"}[deleted], func(t *testing.T) {
+			net := raft.NewMemNetwork()
+			dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+			open := func(id int) (*raft.Host, *replica.RaftLog) {
+				h := startHost(t, uint64(id), net)
+				l, err := replica.OpenRaft(dirs[id-1], replica.DefaultConfig(), replica.RaftOptions{
+					Host: h, Group: 7, Members: []uint64{1, 2, 3}, Window: 4, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Close() })
+				return h, l
+			}
+			_, l1 := open(1)
+			_, l2 := open(2)
+			h3, l3 := open(3)
+			leader := leaderOf(t, []*replica.RaftLog{l1, l2, l3})
+			if leader == l3 {
+				l3.Group().TransferLeadership(1)
+				leader = leaderOf(t, []*replica.RaftLog{l1, l2})
+			}
+			end := appendCommitted(t, leader, 20)
+			waitHW(t, l3, end)
+			l3.Close()
+			h3.Close()
+			net.Unregister(3)
+
+			end = appendCommitted(t, leader, 40)
+			if deleted {
+				for _, l := range []*replica.RaftLog{l1, l2} {
+					waitHW(t, l, end)
+					if _, err := l.DeleteBefore(end - 10); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			_, l3 = open(3)
+			waitHW(t, l3, end)
+			wantStart := int64(0)
+			if deleted {
+				wantStart = end - 10
+			}
+			if l3.StartOffset() > wantStart {
+				t.Fatalf("the caught-up follower starts at %d, want at most %d", l3.StartOffset(), wantStart)
+			}
+			end = appendCommitted(t, leader, 5)
+			waitHW(t, l3, end)
+		})
+	}
+}

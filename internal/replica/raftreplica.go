@@ -321,6 +321,7 @@ func (r *raftReplica) cut(index uint64) error {
 	if index <= r.applied {
 		return fmt.Errorf("replica: cannot cut applied entry %d (applied up to %d)", index, r.applied)
 	}
+	r.logger.Info("cutting entries that diverged from the leader's log", "index", index, "offset", r.endOf(index-1))
 	if err := r.local.TruncateTo(r.endOf(index - 1)); err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 //   - a follower that lags keeps what it has applied (its high watermark,
 //     committed, so the same as the leader's) and asks for the rest;
 //   - one whose high watermark lies below the leader's log start (its
-//     records were deleted by retention meanwhile) asks from the start
-//     and will empty its log.
+//     records were deleted by retention meanwhile), or below its own,
+//     asks from the leader's start and will empty its log.
 //
 // The batches are staged in a separate log (stagingDir) until the last
 // one is there. Then the offer goes to Raft, which hands the snapshot back
@@ -99,16 +99,21 @@ func (r *raftReplica) PrepareSnapshot(s *pb.Snapshot) (int64, bool, error) {
 		return 0, false, err
 	}
 	st := &snapshotStage{index: index, term: term, marker: m, from: r.hw.Load()}
-	if st.from < m.start {
-		st.reset, st.from = true, -1 // from is the base of the first batch sent
-		st.next = m.start
-	} else {
-		st.next = st.from
+	// Below this replica's own start its log cannot be cut: after a
+	// restart its high watermark can lie there (the last entry applied
+	// before is not recorded), and then it starts over too.
+	st.reset = st.from < m.start || st.from < r.local.StartOffset()
+	if st.reset {
+		st.from = m.start
+		if m.start < m.end {
+			st.from = -1 // the base of the first batch sent, which holds m.start
+		}
 	}
+	st.next = max(st.from, m.start)
 	if st.log, err = r.openStaging(); err != nil {
 		return 0, false, err
 	}
-	if !st.reset && st.from > 0 {
+	if st.from > 0 {
 		if err := st.log.log.ResetTo(st.from); err != nil {
 			return 0, false, err
 		}
@@ -264,6 +269,7 @@ func (r *raftReplica) completeInstall(in *installing) error {
 	if err := r.state.sync(); err != nil {
 		return err
 	}
+	r.logger.Info("installed a snapshot", "index", in.index, "term", in.term, "from", in.from, "end", in.end, "reset", in.reset)
 	err = r.dropStage()
 	r.events.advanced()
 	return err

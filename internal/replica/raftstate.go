@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -62,6 +63,17 @@ const (
 )
 
 var stateCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// stateSyncHook, if set, hears of every successful fsync of a state file
+// and the size it made durable, as seglog's SetSyncHook does of segments:
+// for tests that cut files back to what a power cut would leave.
+var stateSyncHook atomic.Pointer[func(path string, size int64)]
+
+func reportStateSync(path string, size int64) {
+	if fn := stateSyncHook.Load(); fn != nil {
+		(*fn)(path, size)
+	}
+}
 
 // hardState is Raft's hard state.
 type hardState struct{ term, vote, commit uint64 }
@@ -158,6 +170,7 @@ func (sf *stateFile) load() (*raftState, error) {
 		if err := sf.f.Sync(); err != nil {
 			return nil, err
 		}
+		reportStateSync(sf.path, int64(pos))
 	}
 	sf.size = int64(pos)
 	return st, nil
@@ -343,6 +356,7 @@ func (sf *stateFile) sync() error {
 		return fmt.Errorf("replica: fsync %s: %w", sf.path, err)
 	}
 	sf.written = false
+	reportStateSync(sf.path, sf.size)
 	return nil
 }
 
@@ -383,6 +397,7 @@ func (sf *stateFile) rewrite(st *raftState) error {
 	}
 	sf.f.Close()
 	sf.f, sf.size, sf.buf, sf.written = f, int64(len(b)), sf.buf[:0], false
+	reportStateSync(sf.path, sf.size)
 	return nil
 }
 
