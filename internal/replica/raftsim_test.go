@@ -52,9 +52,9 @@ import (
 // each run longer.
 
 var (
-	simSeeds = flag.Int("raft.seeds", 120, "seeds of the Raft simulation (TestRaftSimulation)")
-	simSeed  = flag.Uint64("raft.seed", 0, "run only this seed of the Raft simulation")
-	simTicks = flag.Int("raft.ticks", 120, "ticks of faults and load per seed of the Raft simulation")
+	simSeeds    = flag.Int("raft.seeds", 120, "seeds of the Raft simulation (TestRaftSimulation)")
+	simSeed     = flag.Uint64("raft.seed", 0, "run only this seed of the Raft simulation")
+	simTicks    = flag.Int("raft.ticks", 120, "ticks of faults and load per seed of the Raft simulation")
 	simNoFaults = flag.String("raft.no", "", "debugging: faults to leave out of the Raft simulation (net,partition,crash,disk,delete)")
 )
 
