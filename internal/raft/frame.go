@@ -90,7 +90,7 @@ func appendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 }
 
 // readFrame reads one frame from r into buf (grown as needed) and decodes
-// it. The envelopes' byte slices point into buf.
+// it; the envelopes own their bytes, so buf may be read into again.
 func readFrame(r io.Reader, buf []byte) ([]Envelope, []byte, error) {
 	var head [frameHeader]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -145,7 +145,7 @@ func decodePayload(b []byte) ([]Envelope, error) {
 		case KindSnapshotRequest, KindSnapshotChunk:
 			e.Term, e.Index, e.Offset = d.uvarint(), d.uvarint(), int64(d.uvarint())
 			if e.Kind == KindSnapshotChunk {
-				e.Data = d.bytes()
+				e.Data = append([]byte(nil), d.bytes()...) // the frame's buffer is read into again
 			}
 		default:
 			d.fail("kind %d", e.Kind)

@@ -42,6 +42,9 @@ type Config struct {
 	MaxUncommittedBytes uint64
 	// SyncWorkers is how many groups' fsyncs a sync round runs at once (16).
 	SyncWorkers int
+	// MaxInboxBytes bounds what the transports may queue for the loop;
+	// past it Deliver drops, as Raft tolerates (64 MiB).
+	MaxInboxBytes int
 	// Logger (nil: slog.Default).
 	Logger *slog.Logger
 }
@@ -71,6 +74,9 @@ func (c Config) withDefaults() Config {
 	if c.SyncWorkers <= 0 {
 		c.SyncWorkers = 16
 	}
+	if c.MaxInboxBytes <= 0 {
+		c.MaxInboxBytes = 64 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -95,14 +101,15 @@ type Host struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mu      sync.Mutex // guards the fields below it, and every Group's quiesced
-	groups  map[uint64]*Group
-	active  map[uint64]*Group // groups that tick: not quiesced
-	dirty   map[uint64]*Group // groups with something to process
-	inbox   []inbound
-	senders map[senderKey]bool // snapshot senders running
-	closed  bool
-	wake    chan struct{} // the loop has work; capacity 1
+	mu         sync.Mutex // guards the fields below it, and every Group's quiesced
+	groups     map[uint64]*Group
+	active     map[uint64]*Group // groups that tick: not quiesced
+	dirty      map[uint64]*Group // groups with something to process
+	inbox      []inbound
+	inboxBytes int
+	senders    map[senderKey]bool // snapshot senders running
+	closed     bool
+	wake       chan struct{} // the loop has work; capacity 1
 
 	// Owned by the loop (Tick, Process, Synced).
 	ticks        int64
@@ -218,11 +225,17 @@ func (h *Host) Close() {
 }
 
 // Deliver hands the host a batch of envelopes from node from: a
-// transport calls it, from any goroutine. It only queues them.
+// transport calls it, from any goroutine. It only queues them, or drops
+// them if MaxInboxBytes wait already.
 func (h *Host) Deliver(from uint64, envs []Envelope) {
+	size := 0
+	for i := range envs {
+		size += envs[i].size()
+	}
 	h.mu.Lock()
-	if !h.closed {
+	if !h.closed && h.inboxBytes+size <= h.cfg.MaxInboxBytes {
 		h.inbox = append(h.inbox, inbound{from: from, envs: envs})
+		h.inboxBytes += size
 	}
 	h.mu.Unlock()
 	h.signal()
@@ -324,7 +337,7 @@ func (h *Host) markDirty(g *Group, wake bool) {
 func (h *Host) Process() *SyncBatch {
 	h.mu.Lock()
 	inbox := h.inbox
-	h.inbox = nil
+	h.inbox, h.inboxBytes = nil, 0
 	h.mu.Unlock()
 	for _, in := range inbox {
 		h.receive(in)

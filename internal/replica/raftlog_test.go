@@ -2,7 +2,10 @@ package replica_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,7 +179,7 @@ func TestRaftLogReplicates(t *testing.T) {
 
 // appendCommitted appends count batches of two records on the leader and
 // waits for the last to be committed; it returns the end offset.
-func appendCommitted(t *testing.T, l *replica.RaftLog, count int) int64 {
+func appendCommitted(t testing.TB, l *replica.RaftLog, count int) int64 {
 	t.Helper()
 	var last replica.Appended
 	for range count {
@@ -193,7 +196,7 @@ func appendCommitted(t *testing.T, l *replica.RaftLog, count int) int64 {
 }
 
 // waitHW waits for l's high watermark to reach hw.
-func waitHW(t *testing.T, l *replica.RaftLog, hw int64) {
+func waitHW(t testing.TB, l *replica.RaftLog, hw int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for l.HighWatermark() < hw {
@@ -259,4 +262,173 @@ func TestRaftLogSnapshotCatchUp(t *testing.T) {
 			waitHW(t, l3, end)
 		})
 	}
+}
+
+// TestRaftLogMinorityLeader: a leader cut off with a minority keeps
+// taking appends it cannot commit; their commits fail once it learns of
+// the new leader (never succeed), and the records are gone from every
+// replica, replaced by the majority's.
+func TestRaftLogMinorityLeader(t *testing.T) {
+	net := raft.NewMemNetwork()
+	logs := cluster(t, 3, net)
+	old := leaderOf(t, logs)
+	appendCommitted(t, old, 5)
+	var oldID uint64
+	for i, l := range logs {
+		if l == old {
+			oldID = uint64(i + 1)
+		}
+	}
+	isolate := func(cut bool) {
+		for id := uint64(1); id <= 3; id++ {
+			if id != oldID {
+				net.Cut(oldID, id, cut)
+				net.Cut(id, oldID, cut)
+			}
+		}
+	}
+	isolate(true)
+	var pending []replica.Appended
+	for range 5 {
+		a, err := old.Append(testBatch(1), replica.AppendOptions{AckCommitted: true})
+		if err != nil {
+			break // it may already have stepped down
+		}
+		pending = append(pending, a)
+	}
+	var rest []*replica.RaftLog
+	for _, l := range logs {
+		if l != old {
+			rest = append(rest, l)
+		}
+	}
+	leader := leaderOf(t, rest)
+	end := appendCommitted(t, leader, 7)
+	for _, a := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := a.Ack.Wait(ctx)
+		cancel()
+		if err == nil {
+			t.Fatalf("an append on a leader cut off with a minority was acknowledged at %d", a.BaseOffset)
+		}
+	}
+	isolate(false)
+	waitHW(t, old, end)
+	for _, a := range pending {
+		if err := a.Ack.Wait(context.Background()); err == nil {
+			t.Fatalf("the minority leader's append at %d was acknowledged after the partition healed", a.BaseOffset)
+		} else if !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrTruncated) {
+			t.Fatalf("the minority leader's append: %v, want ErrNotLeader or ErrTruncated", err)
+		}
+	}
+	for _, l := range logs {
+		if got, want := readValues(t, l), readValues(t, leader); !slices.Equal(got, want) {
+			t.Fatalf("a replica holds %q, the leader %q", got, want)
+		}
+	}
+}
+
+// readValues reads the committed values of a log.
+func readValues(t *testing.T, l *replica.RaftLog) []string {
+	t.Helper()
+	var out []string
+	for next := l.StartOffset(); next < l.HighWatermark(); {
+		s, err := l.Read(next, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Bytes()
+		s.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(b) > 0 {
+			h, err := record.Verify(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, _ := record.Records(b[:h.Size()])
+			for _, r := range recs {
+				out = append(out, fmt.Sprintf("%d:%s@%d", h.BaseOffset, r.Value, h.PartitionLeaderEpoch))
+			}
+			next = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+	}
+	return out
+}
+
+// TestRaftQuiescence: idle groups stop ticking on every node; an append
+// wakes its group; a leader's node going silent wakes the groups it led,
+// and they elect another leader.
+func TestRaftQuiescence(t *testing.T) {
+	const groups = 20
+	net := raft.NewMemNetwork()
+	var hosts []*raft.Host
+	logs := make([][]*replica.RaftLog, groups)
+	for id := uint64(1); id <= 3; id++ {
+		h := startHost(t, id, net)
+		hosts = append(hosts, h)
+		for g := range groups {
+			l, err := replica.OpenRaft(t.TempDir(), replica.DefaultConfig(), replica.RaftOptions{
+				Host: h, Group: uint64(g + 1), Members: []uint64{1, 2, 3}, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			logs[g] = append(logs[g], l)
+		}
+	}
+	allQuiesced := func(g int) bool {
+		for _, l := range logs[g] {
+			if !l.Group().Quiesced() {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for g := range groups {
+		waitFor(fmt.Sprintf("group %d to quiesce", g+1), func() bool { return allQuiesced(g) })
+	}
+
+	l := leaderOf(t, logs[0])
+	a, err := l.Append(testBatch(1), replica.AppendOptions{AckCommitted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ack.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("group 1 to quiesce again", func() bool { return allQuiesced(0) })
+
+	// Silence the node leading group 2: the others wake the groups it
+	// led and elect new leaders, although no heartbeat was missed.
+	var leaderID uint64
+	for i, l := range logs[1] {
+		if l.Group().Status().Leading() {
+			leaderID = uint64(i + 1)
+		}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		net.Cut(leaderID, id, true)
+		net.Cut(id, leaderID, true)
+	}
+	waitFor("a new leader of group 2", func() bool {
+		for i, l := range logs[1] {
+			if uint64(i+1) != leaderID && l.Group().Status().Leading() {
+				return true
+			}
+		}
+		return false
+	})
 }

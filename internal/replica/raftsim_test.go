@@ -185,14 +185,16 @@ func (h *simHooks) forget(prefix string) {
 }
 
 type sim struct {
-	t     *testing.T
-	seed  uint64
-	rng   *rand.Rand
-	base  string
-	hooks *simHooks
-	net   *raft.MemNetwork
-	nodes []*simNode
-	step  int64
+	t    *testing.T
+	seed uint64
+	rng  *rand.Rand // the simulation's draws, from its goroutine only
+	// netRng is the network's draws (fate).
+	netRng *rand.Rand
+	base   string
+	hooks  *simHooks
+	net    *raft.MemNetwork
+	nodes  []*simNode
+	step   int64
 
 	// The fault model of the run.
 	dropRate, dupRate float64
@@ -279,7 +281,7 @@ func (c *logCounter) WithGroup(string) slog.Handler      { return c }
 
 func newSim(t *testing.T, seed uint64, nodes int, base string, hooks *simHooks) *sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := &sim{t: t, seed: seed, rng: rng, base: base, hooks: hooks, net: raft.NewMemNetwork(),
+	s := &sim{t: t, seed: seed, rng: rng, netRng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)), base: base, hooks: hooks, net: raft.NewMemNetwork(),
 		leaders: map[[2]uint64]uint64{}, lastHW: map[[2]uint64]int64{}, logCount: &logCounter{}}
 	s.dropRate = []float64{0, 0.02, 0.1, 0.25}[rng.IntN(4)]
 	s.dupRate = []float64{0, 0.02, 0.1}[rng.IntN(3)]
@@ -306,12 +308,14 @@ func (s *sim) members() []uint64 {
 	return ids
 }
 
-// fate draws what the network does to a batch (under the network's lock).
+// fate draws what the network does to a batch (under the network's lock,
+// from the host loops and the snapshot senders: so from netRng, which
+// nothing else draws from).
 func (s *sim) fate(from, to uint64) raft.Fate {
-	f := raft.Fate{Delay: s.rng.Int64N(s.maxDelay + 1)}
-	f.Drop = s.rng.Float64() < s.dropRate
-	if s.rng.Float64() < s.dupRate {
-		f.Duplicate, f.DupDelay = true, s.rng.Int64N(s.maxDelay+3)
+	f := raft.Fate{Delay: s.netRng.Int64N(s.maxDelay + 1)}
+	f.Drop = s.netRng.Float64() < s.dropRate
+	if s.netRng.Float64() < s.dupRate {
+		f.Duplicate, f.DupDelay = true, s.netRng.Int64N(s.maxDelay+3)
 	}
 	return f
 }
