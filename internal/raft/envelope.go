@@ -24,6 +24,12 @@ const (
 	// KindSnapshotChunk carries record batches of that snapshot starting
 	// at Offset.
 	KindSnapshotChunk
+	// KindForward carries a proposal (Data) a follower forwards to the
+	// group's leader; Index is the follower's request id (forward.go).
+	KindForward
+	// KindForwardReply answers a KindForward of the same Index: the
+	// offset the proposal got once committed, or -1 and the error in Data.
+	KindForwardReply
 )
 
 func (k Kind) String() string {
@@ -38,6 +44,10 @@ func (k Kind) String() string {
 		return "snapshot-request"
 	case KindSnapshotChunk:
 		return "snapshot-chunk"
+	case KindForward:
+		return "forward"
+	case KindForwardReply:
+		return "forward-reply"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

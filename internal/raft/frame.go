@@ -22,6 +22,8 @@ import (
 //	  quiesce:          uvarint term, uvarint index (the commit index)
 //	  snapshot-request: uvarint term, uvarint index, uvarint offset
 //	  snapshot-chunk:   uvarint term, uvarint index, uvarint offset, uvarint length, bytes
+//	  forward:          uvarint index (the request id), uvarint length, bytes
+//	  forward-reply:    uvarint index, uvarint offset (-1 as 2^64-1), uvarint length, bytes (the error)
 //
 // A frame whose CRC does not match, or whose payload does not decode to
 // exactly its length, breaks the connection: the receiver cannot trust
@@ -83,6 +85,13 @@ func appendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
 			dst = append(dst, e.Data...)
 		}
+	case KindForward, KindForwardReply:
+		dst = binary.AppendUvarint(dst, e.Index)
+		if e.Kind == KindForwardReply {
+			dst = binary.AppendUvarint(dst, uint64(e.Offset))
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
+		dst = append(dst, e.Data...)
 	default:
 		return dst, fmt.Errorf("raft: cannot encode an envelope of kind %v", e.Kind)
 	}
@@ -147,6 +156,12 @@ func decodePayload(b []byte) ([]Envelope, error) {
 			if e.Kind == KindSnapshotChunk {
 				e.Data = append([]byte(nil), d.bytes()...) // the frame's buffer is read into again
 			}
+		case KindForward, KindForwardReply:
+			e.Index = d.uvarint()
+			if e.Kind == KindForwardReply {
+				e.Offset = int64(d.uvarint())
+			}
+			e.Data = append([]byte(nil), d.bytes()...)
 		default:
 			d.fail("kind %d", e.Kind)
 		}

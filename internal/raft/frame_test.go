@@ -17,6 +17,8 @@ func sampleEnvelopes() []Envelope {
 		{Kind: KindQuiesce, Group: 1 << 40, Term: 5, Index: 99},
 		{Kind: KindSnapshotRequest, Group: 3, Term: 2, Index: 40, Offset: 1234},
 		{Kind: KindSnapshotChunk, Group: 3, Term: 2, Index: 40, Offset: 1234, Data: bytes.Repeat([]byte{7}, 3000)},
+		{Kind: KindForward, Group: 1, Index: 12, Data: []byte("proposal")},
+		{Kind: KindForwardReply, Group: 1, Index: 12, Offset: -1, Data: []byte("not the leader")},
 	}
 }
 

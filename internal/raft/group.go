@@ -27,6 +27,7 @@ type Group struct {
 	lastWrittenTerm uint64 // term of the last entry written to the replica
 	idleTicks       int    // ticks a leader found nothing to do, for quiescence
 	snapRequest     snapshotRequest
+	forward         ForwardHandler // nil: forwarded proposals are refused
 	removed         bool
 	failed          error
 

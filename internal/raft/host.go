@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
@@ -101,15 +102,17 @@ type Host struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mu         sync.Mutex // guards the fields below it, and every Group's quiesced
-	groups     map[uint64]*Group
-	active     map[uint64]*Group // groups that tick: not quiesced
-	dirty      map[uint64]*Group // groups with something to process
-	inbox      []inbound
-	inboxBytes int
-	senders    map[senderKey]bool // snapshot senders running
-	closed     bool
-	wake       chan struct{} // the loop has work; capacity 1
+	mu          sync.Mutex // guards the fields below it, and every Group's quiesced
+	groups      map[uint64]*Group
+	active      map[uint64]*Group // groups that tick: not quiesced
+	dirty       map[uint64]*Group // groups with something to process
+	inbox       []inbound
+	inboxBytes  int
+	senders     map[senderKey]bool            // snapshot senders running
+	forwards    map[uint64]chan forwardResult // Forward calls waiting, by request id
+	nextForward uint64
+	closed      bool
+	wake        chan struct{} // the loop has work; capacity 1
 
 	// Owned by the loop (Tick, Process, Synced).
 	ticks        int64
@@ -119,6 +122,8 @@ type Host struct {
 	writers      map[uint64]*Group     // groups with appends to write
 	syncing      bool                  // a sync round is in flight
 	tickDeadline time.Time
+	// silent is the peers taken for down, published for PeerUp.
+	silent atomic.Pointer[map[uint64]bool]
 
 	// Background work: the loop, sync rounds, snapshot senders.
 	ctx      context.Context
@@ -159,6 +164,7 @@ func NewHost(cfg Config) (*Host, error) {
 		active:   map[uint64]*Group{},
 		dirty:    map[uint64]*Group{},
 		senders:  map[senderKey]bool{},
+		forwards: map[uint64]chan forwardResult{},
 		wake:     make(chan struct{}, 1),
 		peers:    map[uint64]*peer{},
 		outbox:   map[uint64][]Envelope{},
@@ -382,7 +388,11 @@ func (h *Host) receive(in inbound) {
 	h.heard(in.from)
 	for i := range in.envs {
 		e := &in.envs[i]
-		if e.Kind == KindPing {
+		switch e.Kind {
+		case KindPing:
+			continue
+		case KindForwardReply:
+			h.forwardAnswered(e)
 			continue
 		}
 		g := h.group(e.Group)
@@ -410,6 +420,8 @@ func (h *Host) receiveFor(g *Group, from uint64, e *Envelope) {
 		if err := g.rep.StageSnapshot(e.Index, e.Term, e.Offset, e.Data); err != nil {
 			h.logger.Warn("staging a snapshot chunk failed", "group", g.id, "err", err)
 		}
+	case KindForward:
+		h.forwarded(g, from, e)
 	}
 }
 

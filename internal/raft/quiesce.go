@@ -180,8 +180,29 @@ func (h *Host) refreshPeers() {
 func (h *Host) heard(from uint64) {
 	if p := h.peers[from]; p != nil {
 		p.lastHeard = h.ticks
-		p.down = false
+		if p.down {
+			p.down = false
+			h.publishSilent()
+		}
 	}
+}
+
+// publishSilent publishes the peers taken for down, for PeerUp.
+func (h *Host) publishSilent() {
+	silent := map[uint64]bool{}
+	for id, p := range h.peers {
+		if p.down {
+			silent[id] = true
+		}
+	}
+	h.silent.Store(&silent)
+}
+
+// PeerUp reports whether node id was heard from lately (within
+// LivenessTicks); this node is always up.
+func (h *Host) PeerUp(id uint64) bool {
+	silent := h.silent.Load()
+	return silent == nil || !(*silent)[id]
 }
 
 // checkLiveness takes the peers silent for LivenessTicks for down, and
@@ -193,6 +214,7 @@ func (h *Host) checkLiveness() {
 			continue
 		}
 		p.down = true
+		h.publishSilent()
 		h.logger.Info("peer silent; waking its groups", "peer", id, "ticks", h.ticks-p.lastHeard)
 		h.peerDown(id)
 	}

@@ -432,3 +432,50 @@ func TestRaftQuiescence(t *testing.T) {
 		return false
 	})
 }
+
+// TestRaftLogProposeForwards: Propose on a follower forwards the batch to
+// the leader and returns once it is committed, with its offset; the
+// leader's InContact loses a member whose node went silent.
+func TestRaftLogProposeForwards(t *testing.T) {
+	net := raft.NewMemNetwork()
+	logs := cluster(t, 3, net)
+	leader := leaderOf(t, logs)
+	var follower *replica.RaftLog
+	for _, l := range logs {
+		if l != leader {
+			follower = l
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offset, err := follower.Propose(ctx, testBatch(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hw := leader.HighWatermark(); hw < offset+3 {
+		t.Fatalf("proposed at %d from a follower; the leader's high watermark is %d", offset, hw)
+	}
+	if err := follower.WaitHighWatermark(ctx, offset+2); err != nil {
+		t.Fatal(err)
+	}
+	if got := leader.InContact(); len(got) != 3 {
+		t.Fatalf("in contact: %v, want all three", got)
+	}
+	var silent uint64
+	for i, l := range logs {
+		if l == follower {
+			silent = uint64(i + 1)
+		}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		net.Cut(silent, id, true)
+		net.Cut(id, silent, true)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for slices.Contains(leader.InContact(), silent) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d cut off is still in contact: %v", silent, leader.InContact())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
