@@ -19,9 +19,10 @@ import (
 // (internal/streambridge). Neither core imports the other: the rules
 // between them are hooks installed here.
 type cores struct {
-	lock   *dirLock
-	broker *broker.Broker
-	queues *mq.Registry
+	lock    *dirLock
+	cluster *clusterHost // nil on a single node
+	broker  *broker.Broker
+	queues  *mq.Registry
 }
 
 // openCores takes the data directory's lock (one process per directory),
@@ -34,6 +35,16 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("node: lock data directory %s: %w", cfg.DataDir, err)
+	}
+	var (
+		cluster       *clusterHost
+		brokerCluster *broker.ClusterConfig
+	)
+	if cfg.Cluster != nil {
+		if cluster, brokerCluster, err = startCluster(cfg, logger); err != nil {
+			lock.release()
+			return nil, err
+		}
 	}
 	streamOwners := new(streambridge.Guard)
 	b, err := broker.Open(broker.Config{
@@ -49,8 +60,10 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		Logger:              logger.With("component", "broker"),
 		TopicInUse:          streamOwners.TopicInUse,
 		QueueData:           func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
+		Cluster:             brokerCluster,
 	})
 	if err != nil {
+		cluster.close()
 		lock.release()
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
 	}
@@ -68,11 +81,12 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed start of the message queues", "err", cerr)
 		}
+		cluster.close()
 		lock.release()
 		return nil, fmt.Errorf("node: open message queues in %s: %w", cfg.DataDir, err)
 	}
 	streamOwners.Attach(queues)
-	return &cores{lock: lock, broker: b, queues: queues}, nil
+	return &cores{lock: lock, cluster: cluster, broker: b, queues: queues}, nil
 }
 
 // close closes the queueing core first: closing it may still write
@@ -80,5 +94,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 // read the broker's topics. The lock goes last: another process may open
 // the directory once it is free.
 func (c *cores) close() error {
-	return errors.Join(c.queues.Close(), c.broker.Close(), c.lock.release())
+	err := errors.Join(c.queues.Close(), c.broker.Close())
+	c.cluster.close() // after the broker closed every replica
+	return errors.Join(err, c.lock.release())
 }

@@ -47,10 +47,10 @@ func (l *RaftLog) Propose(ctx context.Context, batches []byte) (int64, error) {
 		switch {
 		case leading:
 			offset, err = l.appendCommitted(ctx, batches)
-		case leader != 0:
+		case leader != 0 && leader != l.host.NodeID():
 			offset, err = l.host.Forward(ctx, l.group.ID(), leader, batches)
-		default:
-			err = &NotLeaderError{}
+		default: // no leader yet, or this node about to lead
+			err = &NotLeaderError{Leader: leader}
 		}
 		if err == nil {
 			return offset, nil
