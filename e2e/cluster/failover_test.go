@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,11 +38,17 @@ func TestLeaderKillLosesNothing(t *testing.T) {
 	const topic = "replicated"
 	admin := newAdmin(t, seeds)
 	createTopic(ctx, t, admin, topic)
+	if _, err := admin.CreateTopic(ctx, 1, 4, nil, "four-replicas"); !errors.Is(err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("a topic of 4 replicas on 3 nodes: %v, want INVALID_REPLICATION_FACTOR", err)
+	}
 	leader := waitLeader(ctx, t, admin, topic, -1)
 	t.Logf("partition leader: node %d", leader)
 
 	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		// franz-go refreshes metadata at most every 5 s by default; Kafka's
+		// Java producer every 100 ms (retry.backoff.ms).
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +73,26 @@ func TestLeaderKillLosesNothing(t *testing.T) {
 	load.stop()
 
 	checkLog(ctx, t, seeds, topic, book)
+	checkStatus(ctx, t, killed)
+}
+
+// checkStatus runs `wharf cluster status` against nd until it shows three
+// nodes and no partition under-replicated (the restarted node caught up).
+func checkStatus(ctx context.Context, t *testing.T, nd *node) {
+	t.Helper()
+	for {
+		out, err := exec.CommandContext(ctx, nd.bin, "cluster", "status", "--bootstrap-server", nd.kafkaAddr).CombinedOutput()
+		text := string(out)
+		if err == nil && strings.Count(text, "127.0.0.1:") == 3 && strings.Contains(text, "controller") &&
+			strings.Contains(text, "0 under-replicated, 0 without a leader") && strings.Contains(text, "replicated  ") {
+			t.Logf("wharf cluster status:\n%s", text)
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("wharf cluster status never showed a healthy cluster: %v\n%s", err, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func newAdmin(t *testing.T, seeds []string) *kadm.Client {
