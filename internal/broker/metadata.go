@@ -174,6 +174,12 @@ func (st *metadataState) apply(key string, value []byte) error {
 		if err := json.Unmarshal(value, &t); err != nil {
 			return fmt.Errorf("metadata record %q: %w", key, err)
 		}
+		if live, ok := st.topics[t.Name]; ok && live.ID != t.ID {
+			// Another creation of a live name: in a cluster, two nodes
+			// created it at once and the first record won (a single
+			// node records a deletion first).
+			break
+		}
 		if t.Deleted {
 			delete(st.topics, t.Name)
 			st.deletedTopics[t.ID] = true
