@@ -44,6 +44,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run a Wharf broker", runServe},
 		{"topics", "create, list, describe, alter and delete topics", runTopics},
+		{"cluster", "show a cluster's nodes, controller and partition leaders", runCluster},
 		{"produce", "write stdin lines to a topic (key<TAB>value for keyed records)", runProduce},
 		{"consume", "print a topic's records", runConsume},
 		{"groups", "list, describe (with lag), reset offsets of and delete consumer groups", runGroups},

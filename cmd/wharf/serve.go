@@ -64,11 +64,12 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	secFlags := securityServeFlags(fs)
 	tlsFlags := tlsListenerServeFlags(fs)
 	kafkaSecFlags := kafkaSecurityServeFlags(fs)
+	clusterFlags := clusterServeFlags(fs)
 	env := bindEnv(fs, slices.Concat([]string{"data-dir", "kafka-addr", "amqp-addr", "http-addr", "advertised-host",
 		"fsync", "flush-interval", "auto-create-topics", "num-partitions", "log-level",
 		"kafka-connections-max-idle", "kafka-max-request-bytes", "kafka-max-non-produce-request-bytes",
 		"kafka-queued-max-request-bytes", "scrub-interval", "scrub-bytes-per-second", "max-connections",
-		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, tlsListenerEnv, kafkaSecurityEnv)...)
+		"nats-addr", "nats-user", "nats-password", "nats-token", "nats-max-payload"}, securityEnv, tlsListenerEnv, kafkaSecurityEnv, clusterEnv)...)
 
 	positional, err := parseArgs(fs, args, env)
 	if err != nil {
@@ -144,6 +145,9 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 		MaxConnections:                 connCap,
 	}
 	if err := kafkaSecFlags.apply(fs, &cfg); err != nil {
+		return err
+	}
+	if err := clusterFlags.apply(&cfg); err != nil {
 		return err
 	}
 	n, err := node.Start(cfg)

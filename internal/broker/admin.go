@@ -15,6 +15,10 @@ type TopicSpec struct {
 	Name       string
 	Partitions int32
 	Configs    map[string]string
+	// ReplicationFactor is how many replicas each partition has in a
+	// cluster (<= 0: min(3, nodes)); more than the nodes is
+	// ErrInvalidReplicationFactor. A single node ignores it.
+	ReplicationFactor int16
 }
 
 // maxPartitions bounds one topic's partition count; each partition is a
@@ -63,10 +67,18 @@ func (b *Broker) createTopic(spec TopicSpec, validateOnly bool) (*Topic, error) 
 		return nil, err
 	}
 	rec := topicRecord{Name: spec.Name, Partitions: spec.Partitions, Configs: maps.Clone(spec.Configs)}
+	rf, err := b.replicationFactor(spec.ReplicationFactor)
+	if err != nil && b.cfg.Cluster != nil {
+		return nil, err
+	}
 	if validateOnly {
 		return b.newTopic(rec), nil
 	}
 	rand.Read(rec.ID[:])
+	if b.cfg.Cluster != nil {
+		rec.Replicas = b.assignReplicas(0, rec.Partitions, rf)
+		return b.writeClusterTopic(rec)
+	}
 	t := b.newTopic(rec)
 	parts, err := b.createPartitions(t, 0, rec.Partitions)
 	if err != nil {
@@ -144,6 +156,9 @@ func (b *Broker) deleteTopicLocked(t *Topic) error {
 	if err := b.meta.write(topicKey(name), rec); err != nil {
 		return err
 	}
+	if b.cfg.Cluster != nil {
+		return nil // applied: gone on every replica (reconcileTopic)
+	}
 	b.deletedTopics[t.id] = true
 	b.mu.Lock()
 	b.removeTopicLocked(t)
@@ -187,6 +202,13 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 	}
 	if validateOnly {
 		return nil
+	}
+	if b.cfg.Cluster != nil {
+		rec := t.record()
+		rec.Partitions = total
+		rec.Replicas = append(rec.Replicas, b.assignReplicas(have, total, len(rec.Replicas[0]))...)
+		_, err := b.writeClusterTopic(rec)
+		return err
 	}
 	parts, err := b.createPartitions(t, have, total)
 	if err != nil {
@@ -245,6 +267,9 @@ func (b *Broker) AlterTopicConfigs(name string, set map[string]*string, incremen
 	rec.Configs = overrides
 	if err := b.meta.write(topicKey(name), rec); err != nil {
 		return err
+	}
+	if b.cfg.Cluster != nil {
+		return nil // applied (reconcileTopic)
 	}
 	t.mu.Lock()
 	t.config.overrides = overrides

@@ -10,6 +10,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -55,6 +56,14 @@ type Broker struct {
 	byCollisionName map[string]*Topic
 	closed          bool
 
+	// In a cluster: the metadata as applied so far, the offset its apply
+	// loop reached, and a channel closed when it moves on (cluster.go);
+	// guarded by mu.
+	state        metadataState
+	appliedEnd   int64
+	applyChanged chan struct{}
+	stopCluster  context.CancelFunc // ends metadata writes and the apply loop
+
 	// flusher fsyncs the partitions' logs in the background, every
 	// FlushInterval and ahead of it.
 	flusher *replica.Flusher
@@ -79,7 +88,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.Logger)
+	meta, err := openMetadataLog(cfg.DataDir, cfg.Cluster, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +113,9 @@ func Open(cfg Config) (*Broker, error) {
 		b.closeLogs()
 		return nil, err
 	}
+	if cfg.Cluster != nil {
+		b.startApplying()
+	}
 	b.bg.Add(1)
 	go b.retentionLoop()
 	b.startCleaner()  // log compaction; joins b.bg and stops on b.stop
@@ -119,6 +131,13 @@ func (b *Broker) load() error {
 	b.defs = &DefinitionStore{meta: b.meta, live: st.definitions}
 	b.clusterID = st.clusterID
 	b.nextProducerID, b.producerIDBlockEnd = st.producerIDBlockEnd, st.producerIDBlockEnd
+	if b.cfg.Cluster != nil {
+		b.state, b.appliedEnd = st, st.end
+		if b.clusterID == "" {
+			b.clusterID = clusterIDOf(b.nodeIDs())
+		}
+		b.nextProducerID, b.producerIDBlockEnd = 0, 0 // each node's own block, granted by the cluster
+	}
 	if b.clusterID == "" {
 		b.clusterID = newClusterID()
 		if err := b.meta.write(clusterKey, clusterRecord{ClusterID: b.clusterID}); err != nil {
@@ -132,6 +151,10 @@ func (b *Broker) load() error {
 	for _, name := range names {
 		t := b.newTopic(st.topics[name])
 		b.addTopicLocked(t)
+		if b.cfg.Cluster != nil {
+			wg.Go(func() { t.partitions = b.openClusterPartitions(t, st.topics[name], 0) })
+			continue
+		}
 		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
@@ -150,6 +173,9 @@ func (b *Broker) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	close(b.stop)
+	if b.stopCluster != nil {
+		b.stopCluster()
+	}
 	b.bg.Wait()
 	b.flusher.Stop()
 	return b.closeLogs()

@@ -40,6 +40,10 @@ type Config struct {
 	// missing or empty metadata log beside such data refuses the start,
 	// as it does beside partitions (metadata_loss.go); nil: no queue data.
 	QueueData func() (queues int, dir string, err error)
+
+	// Cluster makes the broker a node of a cluster (cluster.go); nil: a
+	// single node, as before.
+	Cluster *ClusterConfig
 }
 
 const (

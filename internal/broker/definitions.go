@@ -16,8 +16,9 @@ const definitionPrefix = "def/"
 type DefinitionStore struct {
 	meta *metadataLog
 
-	mu   sync.Mutex
-	live map[string][]byte
+	mu     sync.Mutex // serialises writers
+	liveMu sync.Mutex // guards live: held apart from mu, as a cluster's apply loop sets live while a writer waits for it
+	live   map[string][]byte
 }
 
 // Definitions returns the broker's definition store.
@@ -33,29 +34,43 @@ func (s *DefinitionStore) Put(key string, value []byte) error {
 	if err := s.meta.writeRaw(definitionPrefix+key, value); err != nil {
 		return err
 	}
-	s.live[key] = slices.Clone(value)
+	s.set(key, value)
 	return nil
+}
+
+// set makes value key's live value (nil: deleted).
+func (s *DefinitionStore) set(key string, value []byte) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if value == nil {
+		delete(s.live, key)
+	} else {
+		s.live[key] = slices.Clone(value)
+	}
 }
 
 // Delete removes key durably.
 func (s *DefinitionStore) Delete(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live[key]; !ok {
+	s.liveMu.Lock()
+	_, ok := s.live[key]
+	s.liveMu.Unlock()
+	if !ok {
 		return nil
 	}
 	if err := s.meta.writeRaw(definitionPrefix+key, nil); err != nil {
 		return err
 	}
-	delete(s.live, key)
+	s.set(key, nil)
 	return nil
 }
 
 // Load calls fn for every stored key, in key order.
 func (s *DefinitionStore) Load(fn func(key string, value []byte) error) error {
-	s.mu.Lock()
+	s.liveMu.Lock()
 	snapshot := maps.Clone(s.live)
-	s.mu.Unlock()
+	s.liveMu.Unlock()
 	for _, k := range slices.Sorted(maps.Keys(snapshot)) {
 		if err := fn(k, snapshot[k]); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,15 +44,32 @@ type topicRecord struct {
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Deleted    bool              `json:"deleted,omitempty"`
+	// Replicas lists each partition's replicas, the preferred leader
+	// first: in a cluster only (cluster.go); a single node's topics have
+	// none.
+	Replicas [][]int32 `json:"replicas,omitempty"`
 }
 
 // metadataLog writes and replays the broker's metadata records.
 type metadataLog struct {
 	log replica.Log
+	// In a cluster, the metadata group's replica (the same log), and
+	// what waits for the broker to apply a record written at an offset.
+	raft         *replica.RaftLog
+	applied      func(ctx context.Context, offset int64) error
+	writeTimeout time.Duration
+	ctx          context.Context // ends when the broker closes
 }
 
-func openMetadataLog(dataDir string, logger *slog.Logger) (*metadataLog, error) {
+func openMetadataLog(dataDir string, cluster *ClusterConfig, logger *slog.Logger) (*metadataLog, error) {
 	dir := filepath.Join(dataDir, metadataLogName)
+	if cluster != nil {
+		l, err := cluster.OpenMetadataLog(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open metadata log: %w", err)
+		}
+		return &metadataLog{log: l, raft: l, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
+	}
 	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError
 	if errors.As(err, &corrupt) {
@@ -76,6 +94,9 @@ func (m *metadataLog) write(key string, value any) error {
 // writeRaw appends one record as write does; a nil value is a tombstone.
 func (m *metadataLog) writeRaw(key string, v []byte) error {
 	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(key), Value: v}})
+	if m.raft != nil {
+		return m.propose(batch)
+	}
 	res, err := m.log.Append(batch, replica.AppendOptions{})
 	if err == nil {
 		err = res.Commit.Wait(context.Background())
@@ -86,11 +107,11 @@ func (m *metadataLog) writeRaw(key string, v []byte) error {
 	return nil
 }
 
-// replay calls fn for every record in the log, oldest first. The metadata
-// log is never compacted, so running out of batches below its end is an
-// error.
-func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
-	end := m.log.EndOffset()
+// replay calls fn for every record in the log below its high watermark
+// (its end on a single node), oldest first. The metadata log is never
+// compacted, so running out of batches below it is an error.
+func (m *metadataLog) replay(fn func(key string, value []byte) error) (end int64, err error) {
+	end = m.log.HighWatermark()
 	var fnErr error // returned as is; the log's own errors get a prefix
 	next, err := readRecords(m.log.Read, m.log.StartOffset(), end, func(_ record.Header, recs []record.Record) error {
 		for _, r := range recs {
@@ -102,13 +123,13 @@ func (m *metadataLog) replay(fn func(key string, value []byte) error) error {
 	})
 	switch {
 	case fnErr != nil:
-		return fnErr
+		return end, fnErr
 	case err != nil:
-		return fmt.Errorf("metadata log: %w", err)
+		return end, fmt.Errorf("metadata log: %w", err)
 	case next < end:
-		return fmt.Errorf("metadata log: no data at offset %d below end %d", next, end)
+		return end, fmt.Errorf("metadata log: no data at offset %d below end %d", next, end)
 	}
-	return nil
+	return end, nil
 }
 
 // metadataState is what replaying the metadata log yields.
@@ -119,47 +140,70 @@ type metadataState struct {
 	definitions   map[string][]byte      // live keys of the definition store
 
 	producerIDBlockEnd int64 // first producer id not yet reserved
+	end                int64 // the offset the replay stopped at
+
+	// In a cluster: the brokers registered, and the producer id block
+	// each node was granted last.
+	brokers        map[int32]BrokerInfo
+	producerBlocks map[int32][2]int64
+}
+
+func newMetadataState() metadataState {
+	return metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
+		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}}
 }
 
 func (m *metadataLog) load() (metadataState, error) {
-	st := metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{}}
-	err := m.replay(func(key string, value []byte) error {
-		switch {
-		case key == clusterKey:
-			var c clusterRecord
-			if err := json.Unmarshal(value, &c); err != nil {
-				return fmt.Errorf("metadata record %q: %w", key, err)
-			}
-			st.clusterID = c.ClusterID
-		case strings.HasPrefix(key, "topic/"):
-			var t topicRecord
-			if err := json.Unmarshal(value, &t); err != nil {
-				return fmt.Errorf("metadata record %q: %w", key, err)
-			}
-			if t.Deleted {
-				delete(st.topics, t.Name)
-				st.deletedTopics[t.ID] = true
-			} else {
-				st.topics[t.Name] = t
-			}
-		case key == producerIDsKey:
-			var r producerIDsRecord
-			if err := json.Unmarshal(value, &r); err != nil {
-				return fmt.Errorf("metadata record %q: %w", key, err)
-			}
-			st.producerIDBlockEnd = r.BlockEnd
-		case strings.HasPrefix(key, definitionPrefix):
-			if value == nil {
-				delete(st.definitions, key[len(definitionPrefix):])
-			} else {
-				st.definitions[key[len(definitionPrefix):]] = value
-			}
-		default:
-			return errors.New("metadata log: unknown record key " + key)
-		}
-		return nil
-	})
+	st := newMetadataState()
+	end, err := m.replay(st.apply)
+	st.end = end
 	return st, err
+}
+
+// apply applies one metadata record to the state.
+func (st *metadataState) apply(key string, value []byte) error {
+	switch {
+	case key == clusterKey:
+		var c clusterRecord
+		if err := json.Unmarshal(value, &c); err != nil {
+			return fmt.Errorf("metadata record %q: %w", key, err)
+		}
+		st.clusterID = c.ClusterID
+	case strings.HasPrefix(key, "topic/"):
+		var t topicRecord
+		if err := json.Unmarshal(value, &t); err != nil {
+			return fmt.Errorf("metadata record %q: %w", key, err)
+		}
+		if live, ok := st.topics[t.Name]; ok && live.ID != t.ID {
+			// Another creation of a live name: in a cluster, two nodes
+			// created it at once and the first record won (a single
+			// node records a deletion first).
+			break
+		}
+		if t.Deleted {
+			delete(st.topics, t.Name)
+			st.deletedTopics[t.ID] = true
+		} else {
+			st.topics[t.Name] = t
+		}
+	case key == producerIDsKey:
+		var r producerIDsRecord
+		if err := json.Unmarshal(value, &r); err != nil {
+			return fmt.Errorf("metadata record %q: %w", key, err)
+		}
+		st.producerIDBlockEnd = r.BlockEnd
+	case strings.HasPrefix(key, definitionPrefix):
+		if value == nil {
+			delete(st.definitions, key[len(definitionPrefix):])
+		} else {
+			st.definitions[key[len(definitionPrefix):]] = value
+		}
+	case strings.HasPrefix(key, brokerKeyPrefix), key == producerIDBlockKey:
+		return st.applyCluster(key, value)
+	default:
+		return errors.New("metadata log: unknown record key " + key)
+	}
+	return nil
 }
 
 func (m *metadataLog) close() error { return m.log.Close() }

@@ -21,6 +21,14 @@ type Partition struct {
 	log     replica.Log // nil if the log could not be opened
 	offline error       // why the log could not be opened; see Offline for the rest
 
+	// In a cluster (cluster.go): the replicas, the replica here if there
+	// is one (the same as log), or remote if this node holds none; and
+	// the term producers was rebuilt for.
+	replicas      []int32
+	raft          *replica.RaftLog
+	remote        bool
+	producersTerm uint64
+
 	waitMu  sync.Mutex
 	waiters map[chan<- struct{}]struct{}
 
@@ -41,7 +49,7 @@ func (p *Partition) Index() int32 { return p.index }
 // a *replica.CorruptionError found at start-up, or one the scrubber found
 // since (the partition then goes offline while the broker runs).
 func (p *Partition) Offline() error {
-	if p.offline != nil {
+	if p.offline != nil || p.remote {
 		return p.offline
 	}
 	return p.log.Corruption()
@@ -50,6 +58,9 @@ func (p *Partition) Offline() error {
 func (p *Partition) online() (replica.Log, error) {
 	if err := p.Offline(); err != nil {
 		return nil, fmt.Errorf("%w: %s-%d is offline: %v", ErrStorage, p.topic.name, p.index, err)
+	}
+	if err := p.CheckLeader(); err != nil {
+		return nil, err
 	}
 	return p.log, nil
 }
@@ -91,6 +102,9 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 	cfg := p.topic.currentConfig()
 	headers, err := validateBatches(records, cfg)
 	if err != nil {
+		return -1, -1, nil, err
+	}
+	if err := p.checkInSync(acks); err != nil {
 		return -1, -1, nil, err
 	}
 	opts := replica.AppendOptions{AckCommitted: acks == -1}
@@ -148,6 +162,9 @@ func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []
 	}
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
+	if err := p.ensureProducers(); err != nil {
+		return replica.Appended{}, err
+	}
 	dup, err := p.producers.check(first)
 	if err != nil {
 		return replica.Appended{}, err
@@ -277,6 +294,10 @@ func (p *Partition) Sync() error {
 // storageError wraps a log failure. A closed log means the topic was
 // deleted under the caller, which clients should see as an unknown topic.
 func (p *Partition) storageError(op string, err error) error {
+	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrTruncated) {
+		// Leadership moved: the new leader has (or never had) it.
+		return fmt.Errorf("%w: %s %s-%d: %v", ErrNotLeader, op, p.topic.name, p.index, err)
+	}
 	if errors.Is(err, replica.ErrClosed) {
 		return fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.index)
 	}

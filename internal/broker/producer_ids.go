@@ -19,6 +19,11 @@ type producerIDsRecord struct {
 func (b *Broker) AllocateProducerID() (int64, error) {
 	b.producerIDMu.Lock()
 	defer b.producerIDMu.Unlock()
+	if b.nextProducerID >= b.producerIDBlockEnd && b.cfg.Cluster != nil {
+		if err := b.reserveClusterProducerIDs(); err != nil {
+			return -1, fmt.Errorf("reserve producer ids: %w", err)
+		}
+	}
 	if b.nextProducerID >= b.producerIDBlockEnd {
 		end := b.nextProducerID + producerIDsBlockSize
 		if err := b.meta.write(producerIDsKey, producerIDsRecord{BlockEnd: end}); err != nil {

@@ -199,8 +199,10 @@ func readProducerSnapshot(dir string) (producerSnapshot, bool) {
 func (p *Partition) loadProducers() error {
 	p.producers = newProducerStates()
 	p.txns = newTxnTable()
-	from, end := p.log.StartOffset(), p.log.EndOffset()
-	if snap, ok := readProducerSnapshot(p.dir); ok && snap.Offset >= from && snap.Offset <= end {
+	from, end := p.log.StartOffset(), p.log.HighWatermark() // the end, on a single node
+	// A replica's snapshot may be a follower's, whose table Raft did not
+	// keep: replicas replay their whole log.
+	if snap, ok := readProducerSnapshot(p.dir); ok && p.raft == nil && snap.Offset >= from && snap.Offset <= end {
 		p.producers.byID = snap.Producers
 		if snap.Ongoing != nil {
 			p.txns.ongoing = snap.Ongoing

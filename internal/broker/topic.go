@@ -65,7 +65,13 @@ func (t *Topic) currentConfig() topicConfig {
 func (t *Topic) record() topicRecord {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Configs: t.config.overrides}
+	rec := topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Configs: t.config.overrides}
+	for _, p := range t.partitions {
+		if p.replicas != nil {
+			rec.Replicas = append(rec.Replicas, p.replicas)
+		}
+	}
+	return rec
 }
 
 // refuseIfInternal refuses a change to an internal topic: the group and

@@ -96,11 +96,13 @@ func (s *Server) listPartitionOffset(version int16, readCommitted bool, t *broke
 		sp.ErrorCode = errorCode(err)
 		return
 	}
-	if version >= 4 {
-		if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
-			sp.ErrorCode = code
-			return
-		}
+	epoch := rp.CurrentLeaderEpoch
+	if version < 4 {
+		epoch = -1 // no fencing before v4; the leader check stays
+	}
+	if code := checkLeaderEpoch(p, s.broker.NodeID(), epoch); code != 0 {
+		sp.ErrorCode = code
+		return
 	}
 	if p.Offline() != nil {
 		sp.ErrorCode = kerr.KafkaStorageError.Code
@@ -145,5 +147,5 @@ func (s *Server) listPartitionOffset(version int16, readCommitted bool, t *broke
 		}
 		sp.Offset, sp.Timestamp = offset, timestamp
 	}
-	sp.LeaderEpoch = leaderEpoch
+	_, sp.LeaderEpoch, _ = p.Leadership(s.broker.NodeID())
 }

@@ -26,10 +26,10 @@ import (
 
 func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{s.metadataBroker(r.conn.listener)}
+	resp.Brokers = s.metadataBrokers(r.conn.listener)
 	clusterID := s.broker.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = s.broker.NodeID()
+	resp.ControllerID = s.broker.Controller()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = s.authorizedOperations(r, kmsg.ACLResourceTypeCluster, acl.ClusterName, clusterOperations)
 	}
@@ -126,16 +126,19 @@ func (s *Server) metadataTopic(r *request, t *broker.Topic, req *kmsg.MetadataRe
 	for _, p := range t.Partitions() {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index()
-		mp.Leader = node
-		mp.LeaderEpoch = leaderEpoch
-		mp.Replicas = []int32{node}
-		if p.Offline() != nil {
+		mp.Leader, mp.LeaderEpoch, mp.ISR = p.Leadership(node)
+		mp.Replicas = p.Replicas()
+		if mp.Replicas == nil {
+			mp.Replicas = []int32{node}
+		}
+		mp.OfflineReplicas = []int32{}
+		switch {
+		case p.Offline() != nil:
 			mp.ErrorCode = kerr.KafkaStorageError.Code
 			mp.ISR = []int32{}
 			mp.OfflineReplicas = []int32{node}
-		} else {
-			mp.ISR = []int32{node}
-			mp.OfflineReplicas = []int32{}
+		case mp.Leader < 0:
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
@@ -163,17 +166,20 @@ func metadataTopicError(rt kmsg.MetadataRequestTopic, err error) kmsg.MetadataRe
 	return mt
 }
 
-// leaderEpoch is the leader epoch of every partition: leadership never
-// moves on a single node, so it stays at Kafka's initial epoch.
-const leaderEpoch = 0
-
-// checkLeaderEpoch answers KIP-320 fencing for a CurrentLeaderEpoch sent by
-// a client: -1 skips the check, ours is always leaderEpoch.
-func checkLeaderEpoch(epoch int32) int16 {
+// checkLeaderEpoch answers a request for partition p of this node (self):
+// NOT_LEADER_OR_FOLLOWER unless this node leads it, then KIP-320 fencing
+// for a CurrentLeaderEpoch sent by a client: -1 skips the check; the
+// partition's epoch is its Raft term in a cluster, always 0 on a single
+// node, where leadership never moves.
+func checkLeaderEpoch(p *broker.Partition, self, epoch int32) int16 {
+	if err := p.CheckLeader(); err != nil {
+		return kerr.NotLeaderForPartition.Code
+	}
+	_, current, _ := p.Leadership(self)
 	switch {
-	case epoch < 0 || epoch == leaderEpoch:
+	case epoch < 0 || epoch == current:
 		return 0
-	case epoch > leaderEpoch:
+	case epoch > current:
 		return kerr.UnknownLeaderEpoch.Code
 	default:
 		return kerr.FencedLeaderEpoch.Code

@@ -10,8 +10,9 @@ import (
 // CreateTopics (key 19), v0-v7.
 //
 // NumPartitions -1 takes the broker default (num.partitions); 0 or below -1
-// is INVALID_PARTITIONS. ReplicationFactor -1 or 1 is fine; anything above
-// 1 is INVALID_REPLICATION_FACTOR, in Kafka's words (there is one broker). A manual
+// is INVALID_PARTITIONS. ReplicationFactor -1 takes min(3, nodes); one
+// above the node count (1 on a single node) is INVALID_REPLICATION_FACTOR,
+// in Kafka's words. A manual
 // ReplicaAssignment must have NumPartitions and ReplicationFactor -1, list
 // partitions 0..n-1 and put each on exactly this node. A topic named twice
 // in one request is INVALID_REQUEST. ValidateOnly (v1+) checks without
@@ -66,11 +67,15 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		configs[c.Name] = *c.Value
 	}
 
-	t, err := s.broker.CreateTopic(broker.TopicSpec{Name: rt.Topic, Partitions: partitions, Configs: configs}, validateOnly)
+	t, err := s.broker.CreateTopic(broker.TopicSpec{Name: rt.Topic, Partitions: partitions, Configs: configs,
+		ReplicationFactor: rt.ReplicationFactor}, validateOnly)
 	if err != nil {
 		return err
 	}
 	st.ReplicationFactor = 1
+	if ps := t.Partitions(); len(ps) > 0 && len(ps[0].Replicas()) > 0 {
+		st.ReplicationFactor = int16(len(ps[0].Replicas()))
+	}
 	st.Configs = createTopicsConfigs(t.Configs())
 	if validateOnly {
 		// The topic that would be created has no ID or partitions yet.
@@ -95,12 +100,12 @@ func (s *Server) createTopicPartitions(rt kmsg.CreateTopicsRequestTopic) (int32,
 		}
 		return s.checkAssignment(rt.ReplicaAssignment)
 	}
-	switch rf := rt.ReplicationFactor; {
+	switch rf, nodes := rt.ReplicationFactor, s.broker.NodeCount(); {
 	case rf == 0 || rf < -1:
 		return 0, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor must be larger than 0, or -1 to use the default")
-	case rf > 1:
+	case int(rf) > nodes:
 		return 0, kafkaErrorf(kerr.InvalidReplicationFactor,
-			"Replication factor: %d larger than available brokers: 1.", rf)
+			"Replication factor: %d larger than available brokers: %d.", rf, nodes)
 	}
 	switch n := rt.NumPartitions; {
 	case n == -1:

@@ -9,7 +9,9 @@ import (
 
 // DescribeCluster (key 60), v0-v2.
 //
-// Describes the one broker, which is also the controller. v1+ may ask for
+// Describes the brokers: this one, which is also the controller, on a
+// single node; every registered broker and the metadata group's leader as
+// the controller in a cluster. v1+ may ask for
 // controllers (EndpointType 2): as on a Kafka broker (not a controller
 // listener), that is MISMATCHED_ENDPOINT_TYPE; an unknown type is
 // UNSUPPORTED_ENDPOINT_TYPE. Nothing is ever fenced (v2). It needs no
@@ -35,11 +37,12 @@ func (s *Server) handleDescribeCluster(r *request, req *kmsg.DescribeClusterRequ
 		return resp, nil
 	}
 	resp.ClusterID = s.broker.ClusterID()
-	resp.ControllerID = s.broker.NodeID()
-	b := kmsg.NewDescribeClusterResponseBroker()
-	mb := s.metadataBroker(r.conn.listener)
-	b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	resp.ControllerID = s.broker.Controller()
+	for _, mb := range s.metadataBrokers(r.conn.listener) {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = s.authorizedOperations(r, kmsg.ACLResourceTypeCluster, acl.ClusterName, clusterOperations)
 	}

@@ -59,6 +59,12 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.InvalidProducerEpoch
 	case errors.Is(err, broker.ErrUnknownProducerID):
 		return kerr.UnknownProducerID
+	case errors.Is(err, broker.ErrNotLeader):
+		return kerr.NotLeaderForPartition
+	case errors.Is(err, broker.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas
+	case errors.Is(err, broker.ErrInvalidReplicationFactor):
+		return kerr.InvalidReplicationFactor
 	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):
 		return kerr.KafkaStorageError
 	case errors.Is(err, broker.ErrClosed):

@@ -71,7 +71,7 @@ func (s *Server) resolveFetchTargets(r *request, version int16, parts []*session
 			continue
 		}
 		tg.p = p
-		tg.errCode = checkLeaderEpoch(sp.leaderEpoch)
+		tg.errCode = checkLeaderEpoch(p, s.broker.NodeID(), sp.leaderEpoch)
 	}
 	return targets
 }

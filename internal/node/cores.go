@@ -23,6 +23,7 @@ import (
 // between them are hooks installed here.
 type cores struct {
 	lock      *dirLock
+	cluster   *clusterHost // nil on a single node
 	broker    *broker.Broker
 	queues    *mq.Registry
 	jetstream *jetstream.Service
@@ -39,6 +40,16 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("node: lock data directory %s: %w", cfg.DataDir, err)
+	}
+	var (
+		cluster       *clusterHost
+		brokerCluster *broker.ClusterConfig
+	)
+	if cfg.Cluster != nil {
+		if cluster, brokerCluster, err = startCluster(cfg, logger); err != nil {
+			lock.release()
+			return nil, err
+		}
 	}
 	streamOwners := new(streambridge.Guard)
 	streamLogsOwners := new(jetstreamGuard)
@@ -60,8 +71,10 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 			return streamLogsOwners.TopicInUse(topic)
 		},
 		QueueData: func() (int, string, error) { return mq.StoredQueues(cfg.DataDir) },
+		Cluster:   brokerCluster,
 	})
 	if err != nil {
+		cluster.close()
 		lock.release()
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
 	}
@@ -79,6 +92,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		if cerr := b.Close(); cerr != nil {
 			logger.Error("closing broker after failed start of the message queues", "err", cerr)
 		}
+		cluster.close()
 		lock.release()
 		return nil, fmt.Errorf("node: open message queues in %s: %w", cfg.DataDir, err)
 	}
@@ -88,11 +102,12 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		if cerr := errors.Join(queues.Close(), b.Close()); cerr != nil {
 			logger.Error("closing the cores after a failed start of JetStream", "err", cerr)
 		}
+		cluster.close()
 		lock.release()
 		return nil, err
 	}
 	streamLogsOwners.svc.Store(js)
-	return &cores{lock: lock, broker: b, queues: queues, jetstream: js, jsState: jsState}, nil
+	return &cores{lock: lock, cluster: cluster, broker: b, queues: queues, jetstream: js, jsState: jsState}, nil
 }
 
 // close closes JetStream and the queueing core first: closing them may
@@ -100,5 +115,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 // metadata log), and both read the broker's topics. The lock goes last:
 // another process may open the directory once it is free.
 func (c *cores) close() error {
-	return errors.Join(c.jetstream.Close(), c.jsState.Close(), c.queues.Close(), c.broker.Close(), c.lock.release())
+	err := errors.Join(c.jetstream.Close(), c.jsState.Close(), c.queues.Close(), c.broker.Close())
+	c.cluster.close() // after the broker closed every replica
+	return errors.Join(err, c.lock.release())
 }

@@ -115,6 +115,10 @@ type Config struct {
 
 	Logger *slog.Logger // nil: discard
 
+	// Cluster makes the node one of a cluster (cluster.go); nil: a single
+	// node.
+	Cluster *ClusterConfig
+
 	// Groups tunes the group coordinator (timeouts, offset retention);
 	// the node sets its Broker and Logger.
 	Groups group.Config
@@ -242,24 +246,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	undo = append(undo, closeIfOpen(natsLn))
 
-	// The group coordinator rebuilds every group from __consumer_offsets
-	// before the first request can reach it.
-	groupCfg := cfg.Groups
-	groupCfg.Broker = b
-	groupCfg.Logger = logger
-	groups, err := group.Open(groupCfg)
+	groups, txns, err := openCoordinators(cfg, b, logger)
 	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		return nil, err
 	}
-	undo = append(undo, func() { groups.Close() })
-	// The transaction coordinator rebuilds every transactional id from
-	// __transaction_state and finishes the transactions a stop left
-	// committing or aborting, before the first request can reach it.
-	txnCfg := cfg.Transactions
-	txnCfg.Broker, txnCfg.Groups, txnCfg.Logger = b, groups, logger
-	txns, err := txn.Open(txnCfg)
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+	if groups != nil {
+		undo = append(undo, func() { groups.Close() })
 	}
 
 	n := &Node{
@@ -285,6 +277,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.kafkaServer = kafka.NewServer(b, n.kafkaConfig())
 	n.serveKafka(cfg.Security.TLS.ClientCA != "")
+	b.Register(kafkaLns[0].spec.AdvertisedHost, kafkaLns[0].spec.AdvertisedPort) // in a cluster only
 
 	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
@@ -322,7 +315,9 @@ func Start(cfg Config) (_ *Node, err error) {
 			apiCfg.AMQP = n.amqpServer
 		}
 		n.httpServer = httpapi.New(c.queues, apiCfg)
-		n.addManagement(c.broker, c.queues)
+		if groups != nil { // a cluster node has no Kafka view or metrics yet: no group coordinator
+			n.addManagement(c.broker, c.queues)
+		}
 		if httpLn != nil {
 			n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 			logger.Info("http listener started", "addr", n.HTTPAddr())
@@ -343,6 +338,34 @@ func Start(cfg Config) (_ *Node, err error) {
 		logger.Info("nats listener started", "addr", n.NATSAddr())
 	}
 	return n, nil
+}
+
+// openCoordinators opens the group coordinator, which rebuilds every group
+// from __consumer_offsets, and the transaction coordinator, which rebuilds
+// every transactional id from __transaction_state and finishes the
+// transactions a stop left committing or aborting, before the first
+// request can reach them. A cluster node runs neither yet: they do not
+// move with the leadership of their partitions, so clients get
+// COORDINATOR_NOT_AVAILABLE rather than a coordinator that could be wrong.
+func openCoordinators(cfg Config, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, *txn.Coordinator, error) {
+	if cfg.Cluster != nil {
+		return nil, nil, nil
+	}
+	groupCfg := cfg.Groups
+	groupCfg.Broker = b
+	groupCfg.Logger = logger
+	groups, err := group.Open(groupCfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	txnCfg := cfg.Transactions
+	txnCfg.Broker, txnCfg.Groups, txnCfg.Logger = b, groups, logger
+	txns, err := txn.Open(txnCfg)
+	if err != nil {
+		groups.Close()
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	return groups, txns, nil
 }
 
 // listenIfSet binds addr for the named protocol, or nothing when addr is
@@ -557,8 +580,10 @@ func (n *Node) Close(ctx context.Context) error {
 		// No request reaches the coordinators any more: stop their timers
 		// before the logs they write to close. Transactions first: they
 		// complete transactional offsets in the group coordinator.
-		n.txns.Close()
-		n.groups.Close()
+		if n.txns != nil {
+			n.txns.Close()
+			n.groups.Close()
+		}
 		if err := n.cores.close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: close the cores: %w", err))
 		}

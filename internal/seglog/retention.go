@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"math"
 	"time"
 )
 
@@ -38,6 +39,13 @@ func (l *Log) DeleteBefore(offset int64) (startOffset int64, err error) {
 // (Config.Delete) is left alone: a compact-only topic keeps its data until
 // compaction removes it.
 func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
+	return l.ApplyRetentionBelow(now, math.MaxInt64)
+}
+
+// ApplyRetentionBelow is ApplyRetention that deletes no segment holding
+// offsets at or past limit: a replicated log's retention stops at its
+// high watermark, as Kafka's does, so that only committed records go.
+func (l *Log) ApplyRetentionBelow(now time.Time, limit int64) (deleted int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -48,7 +56,7 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 	}
 	total := l.sizeLocked()
 	n := 0
-	for ; n < len(l.segments)-1; n++ {
+	for ; n < len(l.segments)-1 && l.segments[n].next <= limit; n++ {
 		s := l.segments[n]
 		expired := l.cfg.RetentionMs >= 0 && now.UnixMilli()-s.largestTimestamp() > l.cfg.RetentionMs
 		oversize := l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes

@@ -1,7 +1,19 @@
 // Package replicatest is the conformance suite of replica.Log: what every
-// implementation must do, the single-node replica.Local today and the Raft
-// log of issue 13's step 2 next. An implementation's test calls Run with a
-// function that opens its log in a directory.
+// implementation must do, the single-node replica.Local and the Raft log
+// replica.RaftLog. An implementation's test calls Run with a function that
+// opens its log in a directory, or RunReplicated for a log whose followers
+// its replication writes.
+//
+// A leader epoch changes when leadership does. Local takes the epochs the
+// suite gives AppendAt, as a follower takes its leader's; a Raft log's
+// epochs are its group's terms, and AppendAt and TruncateTo are Raft's
+// own business, refused to callers. So for a replicated log the suite
+// moves to a later epoch through the harness's Lead (a leader change) and
+// checks everything it checks of Local's epochs against the epochs that
+// gave; what it checks of AppendAt and TruncateTo themselves (and of a cut
+// surviving a crash) it checks of Local only, and of a replicated log that
+// both are refused. Raft's own truncation of a divergent suffix is
+// internal/replica's simulation tests' business.
 //
 // A crash is simulated by copying the directory of a live log, after the
 // data in question was committed, and opening the copy: what a killed
@@ -30,9 +42,20 @@ import (
 // closes what it opens.
 type Opener func(t *testing.T, dir string) replica.Log
 
-// Run runs every conformance test against logs open opens.
-func Run(t *testing.T, open Opener) {
-	s := suite{open: open}
+// Lead makes the replica of l lead at a later epoch than any in its log
+// (for a Raft log: closes it, and reopens its directory, where its group
+// elects it in a later term) and returns the log to use from then on.
+type Lead func(t *testing.T, l replica.Log) replica.Log
+
+// Run runs every conformance test against logs open opens, which lead
+// alone and take AppendAt and TruncateTo (Local).
+func Run(t *testing.T, open Opener) { run(t, suite{open: open}) }
+
+// RunReplicated runs the conformance tests against logs open opens whose
+// followers their replication writes: lead moves one to a later epoch.
+func RunReplicated(t *testing.T, open Opener, lead Lead) { run(t, suite{open: open, lead: lead}) }
+
+func run(t *testing.T, s suite) {
 	t.Run("AppendAssignsOffsetsAndStampsTheEpoch", s.appendAssignsOffsets)
 	t.Run("CommitWaits", s.commitWaits)
 	t.Run("ReadIsBoundedByTheHighWatermark", s.readBounded)
@@ -42,7 +65,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("CrashAndReopen", s.crashAndReopen)
 }
 
-type suite struct{ open Opener }
+type suite struct {
+	open Opener
+	lead Lead // nil: epochs are set with AppendAt
+}
 
 // batch builds a batch of n records with the values value(first..).
 func batch(first int64, n int) []byte {
@@ -192,13 +218,24 @@ func (s suite) appendAssignsOffsets(t *testing.T) {
 		t.Fatalf("everything committed, yet the high watermark %d is below the end %d", l.HighWatermark(), l.EndOffset())
 	}
 	checkContents(t, l)
-	for _, b := range readAll(t, l, 0) {
-		if b.epoch != 0 {
-			t.Fatalf("batch at %d of a log that never left epoch 0 carries epoch %d", b.base, b.epoch)
+	// Its leader never changed: every batch carries the first one's epoch,
+	// 0 for a single node's log, which the index then needs no entry for.
+	batches := readAll(t, l, 0)
+	first := batches[0].epoch
+	if s.lead == nil && first != 0 {
+		t.Fatalf("batch at 0 of a log that never left epoch 0 carries epoch %d", first)
+	}
+	for _, b := range batches {
+		if b.epoch != first {
+			t.Fatalf("batch at %d carries epoch %d, the log's first %d, and its leader never changed", b.base, b.epoch, first)
 		}
 	}
-	if e := l.Epochs(); len(e) != 0 {
-		t.Fatalf("epoch index %v of a log that never left epoch 0", e)
+	var want []replica.EpochStart
+	if first != 0 {
+		want = []replica.EpochStart{{Epoch: first, StartOffset: 0}}
+	}
+	if e := l.Epochs(); !slices.Equal(e, want) {
+		t.Fatalf("epoch index %v of a log that stayed in epoch %d, want %v", e, first, want)
 	}
 }
 
@@ -297,6 +334,10 @@ func mustRead(t *testing.T, l replica.Log, off int64) *replica.Slice {
 func (s suite) appendAt(t *testing.T) {
 	l := s.openT(t, t.TempDir())
 	end := appendN(t, l, 2, 2)
+	if s.lead != nil {
+		s.followerAPIRefused(t, l)
+		return
+	}
 	if _, err := l.AppendAt(batchAt(end+1, 1), 2); !errors.Is(err, replica.ErrOffsetMismatch) {
 		t.Errorf("AppendAt past the end: %v, want ErrOffsetMismatch", err)
 	}
@@ -336,25 +377,74 @@ func (s suite) appendAt(t *testing.T) {
 	checkContents(t, l)
 }
 
-// truncatable builds a log of epochs 0 (batches [0,1] [2,3]), 3 ([4,5]
-// [6,7]) and 5 ([8,9] [10,11]).
-func truncatable(t *testing.T, l replica.Log) {
+// followerAPIRefused checks that a replicated log refuses AppendAt and
+// TruncateTo, leaving itself as it was.
+func (s suite) followerAPIRefused(t *testing.T, l replica.Log) {
+	t.Helper()
+	end := l.EndOffset()
+	if _, err := l.AppendAt(batchAt(end, 1), 100); !errors.Is(err, replica.ErrReplicated) {
+		t.Errorf("AppendAt on a replicated log: %v, want ErrReplicated", err)
+	}
+	if err := l.TruncateTo(0); !errors.Is(err, replica.ErrReplicated) {
+		t.Errorf("TruncateTo on a replicated log: %v, want ErrReplicated", err)
+	}
+	if l.EndOffset() != end {
+		t.Fatalf("a refused call moved the end from %d to %d", end, l.EndOffset())
+	}
+	commitAll(t, l)
+	checkContents(t, l)
+}
+
+// truncatable builds a log of three epochs, two batches of two records in
+// each: [0,1] [2,3] in the first, [4,5] [6,7] in the second, [8,9]
+// [10,11] in the third, and returns the log and the epochs. For Local
+// they are 0, 3 and 5, set with AppendAt; for a replicated log, whatever
+// its leader changes give.
+func (s suite) truncatable(t *testing.T, l replica.Log) (replica.Log, [3]int32) {
 	t.Helper()
 	appendN(t, l, 2, 2)
-	for _, epoch := range []int32{3, 5} {
+	epochs := [3]int32{0, 3, 5}
+	for i := 1; i < 3; i++ {
+		if s.lead != nil {
+			commitAll(t, l) // what a leader never committed, a leader change may lose
+			l = s.lead(t, l)
+			appendN(t, l, 2, 2)
+			epochs[i] = mustEpochAt(t, l, l.EndOffset()-1)
+			continue
+		}
 		for range 2 {
-			if _, err := l.AppendAt(batchAt(l.EndOffset(), 2), epoch); err != nil {
+			if _, err := l.AppendAt(batchAt(l.EndOffset(), 2), epochs[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	commitAll(t, l)
+	epochs[0] = mustEpochAt(t, l, 0)
+	if !(epochs[0] < epochs[1] && epochs[1] < epochs[2]) {
+		t.Fatalf("epochs %v after two leader changes", epochs)
+	}
+	return l, epochs
+}
+
+func mustEpochAt(t *testing.T, l replica.Log, off int64) int32 {
+	t.Helper()
+	e, err := l.EpochAt(off)
+	if err != nil {
+		t.Fatalf("EpochAt(%d): %v", off, err)
+	}
+	return e
 }
 
 func (s suite) truncateTo(t *testing.T) {
 	ctx := context.Background()
+	if s.lead != nil {
+		l := s.openT(t, t.TempDir())
+		appendN(t, l, 2, 2)
+		s.followerAPIRefused(t, l)
+		return
+	}
 	l := s.openT(t, t.TempDir())
-	truncatable(t, l)
+	l, _ = s.truncatable(t, l)
 	if err := l.TruncateTo(7); !errors.Is(err, replica.ErrOffsetMismatch) {
 		t.Errorf("TruncateTo inside a batch: %v, want ErrOffsetMismatch", err)
 	}
@@ -401,15 +491,15 @@ func (s suite) truncateTo(t *testing.T) {
 // epochsFollowTheStart: once DeleteBefore moved the start, every offset
 // left still has its epoch (Raft's Term(i) from FirstIndex on).
 func (s suite) epochsFollowTheStart(t *testing.T) {
-	l := s.openT(t, t.TempDir())
-	truncatable(t, l)
+	l, epochs := s.truncatable(t, s.open(t, t.TempDir()))
+	t.Cleanup(func() { l.Close() })
 	if _, err := l.DeleteBefore(6); err != nil {
 		t.Fatal(err)
 	}
 	if l.StartOffset() != 6 {
 		t.Fatalf("start %d after DeleteBefore(6)", l.StartOffset())
 	}
-	for off, want := range map[int64]int32{6: 3, 7: 3, 8: 5, 11: 5} {
+	for off, want := range map[int64]int32{6: epochs[1], 7: epochs[1], 8: epochs[2], 11: epochs[2]} {
 		if got, err := l.EpochAt(off); err != nil || got != want {
 			t.Errorf("EpochAt(%d) = %d, %v; want %d", off, got, err, want)
 		}
@@ -419,18 +509,22 @@ func (s suite) epochsFollowTheStart(t *testing.T) {
 	}
 }
 
-// crashAndReopen: committed data, its epochs and a cut survive a crash
-// (and a clean close) unchanged.
+// crashAndReopen: committed data, its epochs and (on a log with the
+// follower API) a cut survive a crash (and a clean close) unchanged.
 func (s suite) crashAndReopen(t *testing.T) {
-	dir := t.TempDir()
-	l := s.open(t, dir)
-	truncatable(t, l)
-	if err := l.TruncateTo(6); err != nil {
-		t.Fatal(err)
+	l, _ := s.truncatable(t, s.open(t, t.TempDir()))
+	if s.lead == nil {
+		if err := l.TruncateTo(6); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AppendAt(batchAt(6, 3), 4); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		commitAll(t, l)
+		l = s.lead(t, l)
 	}
-	if _, err := l.AppendAt(batchAt(6, 3), 4); err != nil {
-		t.Fatal(err)
-	}
+	dir := l.Dir()
 	appendN(t, l, 3, 2)
 	commitAll(t, l)
 	end, epochs, contents := l.EndOffset(), l.Epochs(), readAll(t, l, 0)

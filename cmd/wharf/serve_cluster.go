@@ -1,0 +1,67 @@
+package main
+
+import (
+	"flag"
+	"strconv"
+	"strings"
+
+	"github.com/wharf-mq/wharf/internal/node"
+)
+
+// clusterFlags are the flags that make `wharf serve` one node of a
+// cluster (issue 13): all three, or none for a single node.
+type clusterFlags struct {
+	nodeID        *int
+	addr, initial *string
+}
+
+// clusterEnv lists the cluster flags settable by environment variable.
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster"}
+
+func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
+	return clusterFlags{
+		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
+		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
+		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
+	}
+}
+
+// apply checks the cluster flags and sets the node's id and cluster.
+func (f clusterFlags) apply(cfg *node.Config) error {
+	if *f.nodeID < 0 || *f.nodeID > 1<<31-1 {
+		return usagef("--node-id must be between 0 and %d, got %d", 1<<31-1, *f.nodeID)
+	}
+	cfg.NodeID = int32(*f.nodeID)
+	if *f.addr == "" && *f.initial == "" {
+		return nil
+	}
+	if *f.addr == "" || *f.initial == "" || *f.nodeID == 0 {
+		return usagef("--node-id, --cluster-addr and --initial-cluster go together")
+	}
+	nodes, err := parseInitialCluster(*f.initial)
+	if err != nil {
+		return err
+	}
+	if _, ok := nodes[int32(*f.nodeID)]; !ok {
+		return usagef("--initial-cluster %q does not name --node-id %d", *f.initial, *f.nodeID)
+	}
+	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes}
+	return nil
+}
+
+// parseInitialCluster parses ID@HOST:PORT,...
+func parseInitialCluster(s string) (map[int32]string, error) {
+	nodes := map[int32]string{}
+	for _, item := range strings.Split(s, ",") {
+		idText, addr, ok := strings.Cut(strings.TrimSpace(item), "@")
+		id, err := strconv.ParseInt(idText, 10, 32)
+		if !ok || err != nil || id <= 0 || addr == "" {
+			return nil, usagef("--initial-cluster: %q is not ID@HOST:PORT with an id above 0", item)
+		}
+		if _, dup := nodes[int32(id)]; dup {
+			return nil, usagef("--initial-cluster names node %d twice", id)
+		}
+		nodes[int32(id)] = addr
+	}
+	return nodes, nil
+}

@@ -1,0 +1,522 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+// A broker in a cluster (issue 13, step 2).
+//
+// The metadata log is the replica of the cluster's metadata group, a Raft
+// group over every node: any node writes to it (replica.RaftLog.Propose
+// forwards to the leader), and every node applies what is committed, in
+// order, in its apply loop: topics appear, change and go, partitions are
+// opened where this node is one of their replicas, brokers register. So
+// in a cluster an admin call writes its record and waits for its own
+// node to have applied it: the in-memory change is the apply loop's,
+// the same on every node. Each partition's log is the replica of its own
+// Raft group over the partition's replicas (partitionGroup); a partition
+// this node is no replica of has no log here and answers
+// NOT_LEADER_OR_FOLLOWER, as do the replicas that do not lead.
+//
+// Not yet in a cluster: the group and transaction coordinators (the node
+// does not start them), reassignment, adding and removing nodes,
+// compacted topics, and the definitions other cores keep (mq, users,
+// ACLs) are written to the replicated log but each node reads them only
+// when it starts.
+
+// ClusterConfig makes the broker one node of a cluster.
+type ClusterConfig struct {
+	// Nodes are the ids of every node (the metadata group's voters),
+	// this one (Config.NodeID) included.
+	Nodes []int32
+	// OpenMetadataLog opens this node's replica of the metadata group in
+	// dir.
+	OpenMetadataLog func(dir string) (*replica.RaftLog, error)
+	// OpenPartitionLog opens this node's replica of the partition group
+	// in dir, whose members are replicas.
+	OpenPartitionLog func(dir string, group uint64, replicas []int32, cfg replica.Config) (*replica.RaftLog, error)
+	// WriteTimeout bounds a metadata write: no quorum for that long fails
+	// it (30 s).
+	WriteTimeout time.Duration
+}
+
+// BrokerInfo is a broker as it registered: its id and the address its
+// Kafka clients reach it at.
+type BrokerInfo struct {
+	NodeID int32  `json:"node_id"`
+	Host   string `json:"host"`
+	Port   int32  `json:"port"`
+}
+
+// Metadata records only a cluster writes.
+const (
+	brokerKeyPrefix    = "broker/"
+	producerIDBlockKey = "producer-id-block"
+)
+
+// producerIDBlockRecord asks for a block of producer ids for a node;
+// applying it grants the next Size ids, so concurrent requests from
+// several nodes never overlap.
+type producerIDBlockRecord struct {
+	Node int32 `json:"node"`
+	Size int64 `json:"size"`
+}
+
+// applyCluster applies the records only a cluster writes.
+func (st *metadataState) applyCluster(key string, value []byte) error {
+	if key == producerIDBlockKey {
+		var r producerIDBlockRecord
+		if err := json.Unmarshal(value, &r); err != nil {
+			return fmt.Errorf("metadata record %q: %w", key, err)
+		}
+		start := st.producerIDBlockEnd
+		st.producerIDBlockEnd += r.Size
+		st.producerBlocks[r.Node] = [2]int64{start, st.producerIDBlockEnd}
+		return nil
+	}
+	var r BrokerInfo
+	if err := json.Unmarshal(value, &r); err != nil {
+		return fmt.Errorf("metadata record %q: %w", key, err)
+	}
+	st.brokers[r.NodeID] = r
+	return nil
+}
+
+// ErrNotLeader is a partition request to a node that does not lead the
+// partition (Kafka's NOT_LEADER_OR_FOLLOWER): the client should refresh
+// its metadata and go to the leader.
+var ErrNotLeader = errors.New("not the leader of the partition")
+
+// ErrNotEnoughReplicas is an acks=all produce to a partition with fewer
+// replicas in contact than min.insync.replicas.
+var ErrNotEnoughReplicas = errors.New("not enough in-sync replicas")
+
+// ErrInvalidReplicationFactor is a replication factor the cluster cannot
+// give: above its node count.
+var ErrInvalidReplicationFactor = errors.New("invalid replication factor")
+
+// Clustered reports whether the broker is a node of a cluster.
+func (b *Broker) Clustered() bool { return b.cfg.Cluster != nil }
+
+// nodeIDs lists the cluster's nodes in id order (this one alone on a
+// single node).
+func (b *Broker) nodeIDs() []int32 {
+	if b.cfg.Cluster == nil {
+		return []int32{b.cfg.NodeID}
+	}
+	return slices.Sorted(slices.Values(b.cfg.Cluster.Nodes))
+}
+
+// Brokers lists the registered brokers in id order (in a cluster; none
+// on a single node).
+func (b *Broker) Brokers() []BrokerInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := slices.Collect(maps.Values(b.state.brokers))
+	slices.SortFunc(out, func(x, y BrokerInfo) int { return int(x.NodeID - y.NodeID) })
+	return out
+}
+
+// Controller is the node leading the metadata group, -1 while none does
+// (a single node is its own controller).
+func (b *Broker) Controller() int32 {
+	if b.meta.raft == nil {
+		return b.cfg.NodeID
+	}
+	leader, _, _ := b.meta.raft.Leadership()
+	if leader == 0 {
+		return -1
+	}
+	return int32(leader)
+}
+
+// NodeCount is how many nodes the cluster has (1 on a single node).
+func (b *Broker) NodeCount() int { return len(b.nodeIDs()) }
+
+// Register records this broker's Kafka address in the metadata log, in
+// the background until it is applied (a cluster has no quorum until
+// enough nodes are up). A single node has nothing to register.
+func (b *Broker) Register(host string, port int32) {
+	if b.meta.raft == nil {
+		return
+	}
+	info := BrokerInfo{NodeID: b.cfg.NodeID, Host: host, Port: port}
+	b.bg.Go(func() {
+		for {
+			err := b.meta.write(brokerKeyPrefix+strconv.Itoa(int(info.NodeID)), info)
+			if err == nil {
+				b.logger.Info("broker registered", "node", info.NodeID, "host", host, "port", port)
+				return
+			}
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(time.Second):
+				b.logger.Warn("broker registration failed; retrying", "err", err)
+			}
+		}
+	})
+}
+
+// propose writes batch to the metadata group from this node and waits
+// until this node has applied it.
+func (m *metadataLog) propose(batch []byte) error {
+	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
+	defer cancel()
+	offset, err := m.raft.Propose(ctx, batch)
+	if err == nil {
+		err = m.applied(ctx, offset)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
+	}
+	return nil
+}
+
+// startApplying replays the committed metadata (loaded) and starts the
+// loop that applies what is committed from then on.
+func (b *Broker) startApplying() {
+	b.meta.applied = b.waitApplied
+	b.meta.ctx, b.stopCluster = context.WithCancel(context.Background())
+	b.applyChanged = make(chan struct{})
+	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
+}
+
+// applyLoop applies the metadata log's committed records as they come,
+// until ctx ends.
+func (b *Broker) applyLoop(ctx context.Context) {
+	for {
+		b.mu.RLock()
+		next := b.appliedEnd
+		b.mu.RUnlock()
+		if err := b.meta.raft.WaitHighWatermark(ctx, next); err != nil {
+			return
+		}
+		end, err := readRecords(b.meta.log.Read, next, b.meta.log.HighWatermark(), func(h record.Header, recs []record.Record) error {
+			for _, r := range recs {
+				if err := b.applyRecord(string(r.Key), r.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.logger.Error("applying the metadata log failed; retrying", "offset", next, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		b.mu.Lock()
+		b.appliedEnd = end
+		close(b.applyChanged)
+		b.applyChanged = make(chan struct{})
+		b.mu.Unlock()
+	}
+}
+
+// waitApplied waits until this node applied the metadata record at
+// offset.
+func (b *Broker) waitApplied(ctx context.Context, offset int64) error {
+	for {
+		b.mu.RLock()
+		done, changed := b.appliedEnd > offset, b.applyChanged
+		b.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.stop:
+			return ErrClosed
+		}
+	}
+}
+
+// applyRecord applies one committed metadata record: to the state, then
+// to the topics and definitions it changes.
+func (b *Broker) applyRecord(key string, value []byte) error {
+	b.mu.Lock()
+	err := b.state.apply(key, value)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	switch {
+	case strings.HasPrefix(key, "topic/"):
+		b.reconcileTopic(strings.TrimPrefix(key, "topic/"))
+	case strings.HasPrefix(key, definitionPrefix):
+		b.defs.set(key[len(definitionPrefix):], value)
+	}
+	return nil
+}
+
+// reconcileTopic makes the topic named what the metadata says: created,
+// grown, reconfigured or gone.
+func (b *Broker) reconcileTopic(name string) {
+	b.mu.RLock()
+	rec, live := b.state.topics[name]
+	t := b.topics[name]
+	b.mu.RUnlock()
+	if t != nil && (!live || t.id != rec.ID) {
+		b.mu.Lock()
+		b.removeTopicLocked(t)
+		b.mu.Unlock()
+		for _, p := range t.Partitions() {
+			if p.log != nil {
+				if err := p.log.Delete(); err != nil {
+					b.logger.Warn("deleting a partition's replica failed", "dir", p.dir, "err", err)
+				}
+			}
+			p.wakeWaiters()
+		}
+		b.logger.Info("topic deleted", "topic", name)
+		t = nil
+	}
+	if !live {
+		return
+	}
+	if t == nil {
+		t = b.newTopic(rec)
+		t.partitions = b.openClusterPartitions(t, rec, 0)
+		b.mu.Lock()
+		b.addTopicLocked(t)
+		b.mu.Unlock()
+		b.logger.Info("topic created", "topic", name, "partitions", rec.Partitions)
+		return
+	}
+	have := int32(len(t.Partitions()))
+	var more []*Partition
+	if rec.Partitions > have {
+		more = b.openClusterPartitions(t, rec, have)
+	}
+	t.mu.Lock()
+	t.partitions = append(t.partitions, more...)
+	t.config.overrides = rec.Configs
+	cfg := t.config
+	parts := t.partitions
+	t.mu.Unlock()
+	for _, p := range parts {
+		if p.log != nil {
+			p.log.SetConfig(cfg.logConfig())
+		}
+	}
+}
+
+// openClusterPartitions opens partitions from to rec.Partitions-1 of t:
+// the replicas this node holds, and the rest as remote.
+func (b *Broker) openClusterPartitions(t *Topic, rec topicRecord, from int32) []*Partition {
+	cfg := t.currentConfig().logConfig()
+	parts := make([]*Partition, rec.Partitions-from)
+	b.inParallel(rec.Partitions-from, func(k int32) {
+		i := from + k
+		var replicas []int32
+		if int(i) < len(rec.Replicas) {
+			replicas = rec.Replicas[i]
+		}
+		parts[k] = b.openClusterPartition(t, i, replicas, cfg)
+	})
+	return parts
+}
+
+// openClusterPartition opens partition i of t, with replicas.
+func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg replica.Config) *Partition {
+	p := b.newPartition(t, i)
+	p.replicas = replicas
+	if !slices.Contains(replicas, b.cfg.NodeID) {
+		p.remote = true
+		return p
+	}
+	err := b.createPartitionDir(p.dir, t.id)
+	var l *replica.RaftLog
+	if err == nil {
+		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), replicas, cfg)
+	}
+	if err == nil {
+		p.log, p.raft = l, l
+		if err = p.loadProducers(); err != nil {
+			l.Close()
+			p.log, p.raft = nil, nil
+		}
+	}
+	if err != nil {
+		p.offline = err
+		b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", err)
+	}
+	return p
+}
+
+// partitionGroup is the Raft group of partition i of topic id, the same
+// on every node: a hash, with the top bit set so that it never meets the
+// metadata group (1).
+func partitionGroup(id [16]byte, i int32) uint64 {
+	h := fnv.New64a()
+	h.Write(id[:])
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(i)))
+	return h.Sum64() | 1<<63
+}
+
+// assignReplicas places count partitions' replicas, from partition
+// first on: rf consecutive nodes each, starting one node further for each
+// partition (from a random node), so that leaders spread over the nodes.
+func (b *Broker) assignReplicas(first, count int32, rf int) [][]int32 {
+	nodes := b.nodeIDs()
+	var r [1]byte
+	rand.Read(r[:])
+	start := int(r[0])
+	out := make([][]int32, 0, count-first)
+	for i := first; i < count; i++ {
+		replicas := make([]int32, rf)
+		for j := range rf {
+			replicas[j] = nodes[(start+int(i)+j)%len(nodes)]
+		}
+		out = append(out, replicas)
+	}
+	return out
+}
+
+// replicationFactor checks a requested replication factor (<= 0: the
+// default, min(3, nodes)).
+func (b *Broker) replicationFactor(rf int16) (int, error) {
+	n := b.NodeCount()
+	switch {
+	case rf <= 0:
+		return min(3, n), nil
+	case int(rf) > n:
+		return 0, fmt.Errorf("%w: Replication factor: %d larger than available brokers: %d.", ErrInvalidReplicationFactor, rf, n)
+	}
+	return int(rf), nil
+}
+
+// Replicas lists the partition's replicas, the preferred leader first.
+func (p *Partition) Replicas() []int32 { return p.replicas }
+
+// Leadership is the partition as this node sees it: the leader (-1 if
+// none is known), its leader epoch (the Raft term), and the replicas in
+// sync (in contact with this node). A single node leads every partition
+// at epoch 0.
+func (p *Partition) Leadership(self int32) (leader, epoch int32, isr []int32) {
+	if p.raft == nil {
+		if p.remote {
+			return -1, -1, []int32{}
+		}
+		return self, 0, []int32{self}
+	}
+	id, term, _ := p.raft.Leadership()
+	leader = int32(id)
+	if id == 0 {
+		leader = -1
+	}
+	for _, r := range p.raft.InContact() {
+		isr = append(isr, int32(r))
+	}
+	return leader, int32(term), isr
+}
+
+// CheckLeader fails with ErrNotLeader unless this node leads the
+// partition (always on a single node).
+func (p *Partition) CheckLeader() error {
+	if p.remote {
+		return fmt.Errorf("%w: this node holds no replica of %s-%d", ErrNotLeader, p.topic.name, p.index)
+	}
+	if p.raft == nil {
+		return nil
+	}
+	if leader, _, leading := p.raft.Leadership(); !leading {
+		return fmt.Errorf("%w: %s-%d is led by node %d", ErrNotLeader, p.topic.name, p.index, leader)
+	}
+	return nil
+}
+
+// checkInSync refuses an acks=all produce while fewer replicas than
+// min.insync.replicas are in contact: in a cluster, by default, 2 of 3
+// (min(2, replicas)).
+func (p *Partition) checkInSync(acks int16) error {
+	if p.raft == nil || acks != -1 {
+		return nil
+	}
+	need := min(2, len(p.replicas))
+	if in := len(p.raft.InContact()); in < need {
+		return fmt.Errorf("%w: %s-%d has %d of %d replicas in sync, min.insync.replicas is %d",
+			ErrNotEnoughReplicas, p.topic.name, p.index, in, len(p.replicas), need)
+	}
+	return nil
+}
+
+// ensureProducers rebuilds the idempotent producers' state from the log
+// when this node has just become the partition's leader: a follower's
+// table is not kept as Raft writes its log. It first waits for the
+// entries of earlier terms to be committed, so that the whole log is
+// read. Caller holds produceMu.
+func (p *Partition) ensureProducers() error {
+	if p.raft == nil {
+		return nil
+	}
+	_, term, leading := p.raft.Leadership()
+	if !leading || term == p.producersTerm {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.raft.Commit(p.raft.EndOffset()).Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %s-%d: %v", ErrNotLeader, p.topic.name, p.index, err)
+	}
+	if err := p.loadProducers(); err != nil {
+		return p.storageError("rebuild producer state of", err)
+	}
+	p.producersTerm = term
+	return nil
+}
+
+// writeClusterTopic writes a topic's record and returns the topic once
+// this node applied it.
+func (b *Broker) writeClusterTopic(rec topicRecord) (*Topic, error) {
+	if err := b.meta.write(topicKey(rec.Name), rec); err != nil {
+		return nil, err
+	}
+	t, err := b.Topic(rec.Name)
+	if err == nil && t.id != rec.ID {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, rec.Name) // another node's creation won
+	}
+	return t, err
+}
+
+// reserveClusterProducerIDs asks the cluster for this node's next block
+// of producer ids. Caller holds producerIDMu.
+func (b *Broker) reserveClusterProducerIDs() error {
+	if err := b.meta.write(producerIDBlockKey, producerIDBlockRecord{Node: b.cfg.NodeID, Size: producerIDsBlockSize}); err != nil {
+		return err
+	}
+	b.mu.RLock()
+	block := b.state.producerBlocks[b.cfg.NodeID]
+	b.mu.RUnlock()
+	b.nextProducerID, b.producerIDBlockEnd = block[0], block[1]
+	return nil
+}
+
+// clusterIDOf is the cluster id of a cluster of nodes, the same on every
+// node without a write.
+func clusterIDOf(nodes []int32) string {
+	h := fnv.New64a()
+	for _, n := range nodes {
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(n)))
+	}
+	return fmt.Sprintf("wharf-cluster-%016x", h.Sum64())
+}

@@ -1,0 +1,86 @@
+package raft
+
+import (
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Kind says what an Envelope carries.
+type Kind uint8
+
+const (
+	// KindRaft carries a Raft message of one group.
+	KindRaft Kind = iota + 1
+	// KindPing is a node's liveness beacon, one per peer per heartbeat
+	// interval whatever the number of groups (Group is 0).
+	KindPing
+	// KindQuiesce tells a follower that its leader stopped ticking the
+	// group at Term, so it may stop too (quiesce.go).
+	KindQuiesce
+	// KindSnapshotRequest asks a leader for the data of the snapshot at
+	// (Index, Term) from Offset on (snapshot.go).
+	KindSnapshotRequest
+	// KindSnapshotChunk carries record batches of that snapshot starting
+	// at Offset.
+	KindSnapshotChunk
+	// KindForward carries a proposal (Data) a follower forwards to the
+	// group's leader; Index is the follower's request id (forward.go).
+	KindForward
+	// KindForwardReply answers a KindForward of the same Index: the
+	// offset the proposal got once committed, or -1 and the error in Data.
+	KindForwardReply
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRaft:
+		return "raft"
+	case KindPing:
+		return "ping"
+	case KindQuiesce:
+		return "quiesce"
+	case KindSnapshotRequest:
+		return "snapshot-request"
+	case KindSnapshotChunk:
+		return "snapshot-chunk"
+	case KindForward:
+		return "forward"
+	case KindForwardReply:
+		return "forward-reply"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Envelope is one unit of traffic between two hosts: a Raft message or
+// one of the host's own messages. A transport carries batches of them, in
+// order, between two nodes; it may drop, delay or duplicate a batch (as
+// Raft tolerates), but never alter one.
+type Envelope struct {
+	Kind  Kind
+	Group uint64
+	// Msg is the Raft message (KindRaft).
+	Msg *pb.Message
+	// Term and Index name the leader's term (KindQuiesce) or the snapshot
+	// (KindSnapshotRequest, KindSnapshotChunk).
+	Term, Index uint64
+	// Offset is where a snapshot request or chunk starts.
+	Offset int64
+	// Data is a chunk's record batches.
+	Data []byte
+}
+
+// size is about how many bytes the envelope takes in a frame.
+func (e *Envelope) size() int {
+	n := 32 + len(e.Data)
+	if e.Msg != nil {
+		for _, ent := range e.Msg.GetEntries() {
+			n += len(ent.GetData()) + 16
+		}
+		if s := e.Msg.GetSnapshot(); s != nil {
+			n += len(s.GetData())
+		}
+		n += 64
+	}
+	return n
+}

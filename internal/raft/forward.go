@@ -1,0 +1,113 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Forwarding proposals.
+//
+// Only a group's leader takes proposals. A node that must write to a
+// group it follows (the metadata group: a broker registering itself,
+// reserving producer ids, creating a topic asked of it) forwards the
+// proposal's data to the leader: a KindForward envelope with a request id.
+// The leader's host hands the data to the group's ForwardHandler (its
+// replica's owner proposes it and waits for the commit) and answers with
+// a KindForwardReply of the same id: the offset it got, or the error. A
+// lost request or reply is the caller's context running out; the caller
+// may forward again, so what it forwards must be safe to apply twice.
+
+// ForwardHandler proposes data forwarded by another node, on the leader,
+// and returns once it is committed: the offset it got.
+type ForwardHandler func(ctx context.Context, data []byte) (int64, error)
+
+// ErrForwarded is an error the leader answered a forwarded proposal with.
+var ErrForwarded = errors.New("raft: the leader refused the forwarded proposal")
+
+// forwardResult is what a KindForwardReply says.
+type forwardResult struct {
+	offset int64
+	err    error
+}
+
+// SetForwardHandler installs what takes proposals forwarded to g while
+// this node leads it.
+func (g *Group) SetForwardHandler(fn ForwardHandler) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forward = fn
+}
+
+// Forward sends data to node to, the leader of group, to propose, and
+// waits for its answer until ctx ends.
+func (h *Host) Forward(ctx context.Context, group, to uint64, data []byte) (int64, error) {
+	if h.cfg.Transport == nil {
+		return -1, fmt.Errorf("raft: no transport to forward to node %d", to)
+	}
+	done := make(chan forwardResult, 1)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return -1, ErrRemoved
+	}
+	h.nextForward++
+	id := h.nextForward
+	h.forwards[id] = done
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.forwards, id)
+		h.mu.Unlock()
+	}()
+	h.cfg.Transport.Send(to, []Envelope{{Kind: KindForward, Group: group, Index: id, Data: data}})
+	select {
+	case r := <-done:
+		return r.offset, r.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	case <-h.ctx.Done():
+		return -1, ErrRemoved
+	}
+}
+
+// forwarded proposes what node from forwarded to g, in the background,
+// and answers it. Caller holds g.mu.
+func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
+	handler := g.forward
+	reply := Envelope{Kind: KindForwardReply, Group: g.id, Index: e.Index, Offset: -1}
+	if handler == nil || h.cfg.Transport == nil {
+		reply.Data = []byte("no forwarded proposals taken for this group")
+		h.send(from, reply)
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		offset, err := handler(h.ctx, e.Data)
+		if err != nil {
+			reply.Data = []byte(err.Error())
+		} else {
+			reply.Offset = offset
+		}
+		h.cfg.Transport.Send(from, []Envelope{reply})
+	}()
+}
+
+// forwardAnswered completes the Forward waiting for e's request id.
+func (h *Host) forwardAnswered(e *Envelope) {
+	h.mu.Lock()
+	done := h.forwards[e.Index]
+	h.mu.Unlock()
+	if done == nil {
+		return // given up on, or answered already (a duplicate)
+	}
+	r := forwardResult{offset: e.Offset}
+	if e.Offset < 0 {
+		r.err = fmt.Errorf("%w: %s", ErrForwarded, e.Data)
+	}
+	select {
+	case done <- r:
+	default:
+	}
+}

@@ -1,0 +1,155 @@
+package raft
+
+import (
+	"sync"
+	"sync/atomic"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+)
+
+// Group is one Raft group hosted by a Host: what its replica's owner
+// proposes through.
+type Group struct {
+	id  uint64
+	h   *Host
+	rep Replica
+
+	published atomic.Pointer[Status] // status, for readers without mu
+
+	mu              sync.Mutex // guards rn and everything below
+	rn              *etcdraft.RawNode
+	status          Status
+	members         []uint64 // voters and learners, sorted
+	appends         []*pendingAppend
+	lastWrittenTerm uint64 // term of the last entry written to the replica
+	idleTicks       int    // ticks a leader found nothing to do, for quiescence
+	snapRequest     snapshotRequest
+	forward         ForwardHandler // nil: forwarded proposals are refused
+	removed         bool
+	failed          error
+
+	quiesced bool // guarded by h.mu
+}
+
+// ID is the group's id.
+func (g *Group) ID() uint64 { return g.id }
+
+// Status is the group's state as this node last saw it.
+func (g *Group) Status() Status { return *g.published.Load() }
+
+// Propose appends entries to the group's log as its leader in term: they
+// are in the leader's Raft log, in order after everything proposed
+// before, when it returns nil. ErrNotLeader unless this node leads term
+// and is ready (Status.Leading); etcd raft's ErrProposalDropped when the
+// leader refuses them (too much uncommitted, or a leadership transfer).
+func (g *Group) Propose(term uint64, ents []*pb.Entry) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.usable(); err != nil {
+		return err
+	}
+	if !g.status.Leading() || g.status.Term != term {
+		return ErrNotLeader
+	}
+	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: &g.h.cfg.NodeID, Entries: ents})
+	if err != nil {
+		return err
+	}
+	g.h.markDirty(g, true)
+	return nil
+}
+
+// ProposeConfChange proposes a membership change (ConfChangeV2: add or
+// remove voters, add learners, promote them) on the leader.
+func (g *Group) ProposeConfChange(cc *pb.ConfChangeV2) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.usable(); err != nil {
+		return err
+	}
+	if !g.status.Leading() {
+		return ErrNotLeader
+	}
+	if err := g.rn.ProposeConfChange(cc); err != nil {
+		return err
+	}
+	g.h.markDirty(g, true)
+	return nil
+}
+
+// Campaign makes this node stand for election now.
+func (g *Group) Campaign() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.usable(); err != nil {
+		return err
+	}
+	if err := g.rn.Campaign(); err != nil {
+		return err
+	}
+	g.h.markDirty(g, true)
+	return nil
+}
+
+// TransferLeadership asks the leader to hand leadership to node to.
+func (g *Group) TransferLeadership(to uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.usable() != nil {
+		return
+	}
+	g.rn.TransferLeader(to)
+	g.h.markDirty(g, true)
+}
+
+// Members lists the group's voters and learners as this node knows them.
+func (g *Group) Members() []uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]uint64(nil), g.members...)
+}
+
+// Progress reports, on the leader, how far each member's log matches
+// its own (nil on a follower).
+func (g *Group) Progress() map[uint64]uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.status.Role != etcdraft.StateLeader {
+		return nil
+	}
+	m := map[uint64]uint64{}
+	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) { m[id] = pr.Match })
+	return m
+}
+
+// Quiesced reports whether the group is quiesced on this node (ticks
+// no more until something happens).
+func (g *Group) Quiesced() bool {
+	g.h.mu.Lock()
+	defer g.h.mu.Unlock()
+	return g.quiesced
+}
+
+// setStatus changes the status and publishes a copy. Caller holds g.mu
+// (or owns g alone).
+func (g *Group) setStatus(s Status) {
+	g.status = s
+	g.published.Store(&s)
+}
+
+// usable returns why g takes no more calls, if it does not. Caller holds
+// g.mu.
+func (g *Group) usable() error {
+	switch {
+	case g.removed:
+		return ErrRemoved
+	case g.failed != nil:
+		return g.failed
+	}
+	return nil
+}
+
+func unmarshal(b []byte, m proto.Message) error { return proto.Unmarshal(b, m) }

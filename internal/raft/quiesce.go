@@ -1,0 +1,241 @@
+package raft
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	etcdraft "go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Ticks, quiescence and liveness.
+//
+// Only active groups tick. A leader whose group has been idle for two
+// ticks in a row (every member has every entry, everything committed is
+// applied, nothing is queued) quiesces it: it stops ticking and tells the
+// followers, which stop too if they follow it in that term and know its
+// commit index. A quiesced group costs nothing: no ticks, no heartbeats.
+// Anything that needs the group wakes it on the node where it happens: a
+// proposal, or any Raft message but a heartbeat response (a message from
+// a woken leader or a candidate wakes the others in turn).
+//
+// What a quiesced follower cannot notice by itself is its leader's death,
+// since no heartbeat is missed. The host notices instead: every host pings
+// each of its peers every heartbeat interval, one envelope per node pair
+// whatever the number of groups, and a peer silent for LivenessTicks is
+// down. Then every group that peer is a member of wakes, and the followers
+// it led move their election clock on by ElectionTicks-1, so they campaign
+// within one more randomized timeout: a dead leader is replaced about as
+// fast as in an active group.
+
+// quiesceAfter is how many idle ticks in a row a leader waits before it
+// quiesces its group: one tick's heartbeat has then told every follower
+// the final commit index.
+const quiesceAfter = 2
+
+// Tick advances the clock one tick: every active group ticks, the leaders
+// of idle groups quiesce them, and every HeartbeatTicks the host pings its
+// peers and looks for the silent ones.
+func (h *Host) Tick() {
+	h.ticks++
+	for _, g := range h.activeGroups() {
+		g.mu.Lock()
+		if !g.removed && g.failed == nil && !(g.status.Role == etcdraft.StateLeader && h.leaderTick(g)) {
+			g.rn.Tick()
+		}
+		g.mu.Unlock()
+	}
+	if h.ticks%int64(h.cfg.HeartbeatTicks) == 0 {
+		h.pingPeers()
+	}
+	h.checkLiveness()
+	h.flush()
+}
+
+// activeGroups returns the groups that tick, in group order, and marks
+// them dirty (a tick may make messages).
+func (h *Host) activeGroups() []*Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(h.active))
+	gs := make([]*Group, len(ids))
+	for i, id := range ids {
+		gs[i] = h.active[id]
+		h.dirty[id] = gs[i]
+	}
+	if len(gs) > 0 {
+		h.signal()
+	}
+	return gs
+}
+
+// leaderTick tells the replica of a group this node leads how far its
+// followers have come, and quiesces the group (reporting true) if it has
+// been idle at quiesceAfter ticks in a row, the last tick's heartbeats
+// having told the followers the commit index. Caller holds g.mu.
+func (h *Host) leaderTick(g *Group) bool {
+	bs := g.rn.BasicStatus()
+	matched, idle := h.survey(g, bs.GetCommit())
+	g.rep.Matched(matched)
+	if !idle || bs.LeadTransferee != 0 || bs.Applied != bs.GetCommit() || len(g.appends) > 0 || g.rn.HasReady() {
+		g.idleTicks = 0
+		return false
+	}
+	if g.idleTicks++; g.idleTicks < quiesceAfter {
+		return false
+	}
+	g.idleTicks = 0
+	for _, id := range g.members {
+		if id != h.cfg.NodeID {
+			h.send(id, Envelope{Kind: KindQuiesce, Group: g.id, Term: g.status.Term, Index: bs.GetCommit()})
+		}
+	}
+	h.quiesce(g)
+	return true
+}
+
+// survey returns, on a leader, how far every member's log matches its
+// own, and whether every member has every entry, all of them committed
+// (commit) with none in flight. Caller holds g.mu.
+func (h *Host) survey(g *Group, commit uint64) (matched uint64, synced bool) {
+	matched, synced = commit, true
+	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+		matched = min(matched, pr.Match)
+		if pr.Match != commit || pr.Next != pr.Match+1 || pr.State != tracker.StateReplicate && id != h.cfg.NodeID {
+			synced = false
+		}
+	})
+	return matched, synced
+}
+
+// followerQuiesce handles a leader's quiesce notice: g stops ticking if
+// this node follows from in term and knows the commit index it was sent.
+// Caller holds g.mu.
+func (h *Host) followerQuiesce(g *Group, from, term, commit uint64) {
+	s := g.status
+	if s.Role != etcdraft.StateFollower || s.Leader != from || s.Term != term || len(g.appends) > 0 {
+		return
+	}
+	if bs := g.rn.BasicStatus(); bs.GetCommit() < commit {
+		return // the heartbeat with the commit index is lost: keep ticking
+	}
+	h.quiesce(g)
+}
+
+// quiesce stops ticking g. Caller holds g.mu.
+func (h *Host) quiesce(g *Group) {
+	h.mu.Lock()
+	if h.groups[g.id] == g {
+		g.quiesced = true
+		delete(h.active, g.id)
+	}
+	h.mu.Unlock()
+}
+
+// pingPeers sends every peer its liveness ping.
+func (h *Host) pingPeers() {
+	h.refreshPeers()
+	for id := range h.peers {
+		h.send(id, Envelope{Kind: KindPing})
+	}
+}
+
+// refreshPeers makes the peer set the members of the hosted groups but
+// this node, if memberships changed. A new peer counts as just heard.
+func (h *Host) refreshPeers() {
+	h.mu.Lock()
+	stale := h.peersStale
+	h.peersStale = false
+	var groups []*Group
+	if stale {
+		groups = slices.Collect(maps.Values(h.groups))
+	}
+	h.mu.Unlock()
+	if !stale {
+		return
+	}
+	members := map[uint64]bool{}
+	for _, g := range groups {
+		g.mu.Lock()
+		for _, id := range g.members {
+			members[id] = true
+		}
+		g.mu.Unlock()
+	}
+	delete(members, h.cfg.NodeID)
+	for id := range h.peers {
+		if !members[id] {
+			delete(h.peers, id)
+		}
+	}
+	for id := range members {
+		if h.peers[id] == nil {
+			h.peers[id] = &peer{lastHeard: h.ticks}
+		}
+	}
+}
+
+// heard notes that peer from is alive.
+func (h *Host) heard(from uint64) {
+	if p := h.peers[from]; p != nil {
+		p.lastHeard = h.ticks
+		if p.down {
+			p.down = false
+			h.publishSilent()
+		}
+	}
+}
+
+// publishSilent publishes the peers taken for down, for PeerUp.
+func (h *Host) publishSilent() {
+	silent := map[uint64]bool{}
+	for id, p := range h.peers {
+		if p.down {
+			silent[id] = true
+		}
+	}
+	h.silent.Store(&silent)
+}
+
+// PeerUp reports whether node id was heard from lately (within
+// LivenessTicks); this node is always up.
+func (h *Host) PeerUp(id uint64) bool {
+	silent := h.silent.Load()
+	return silent == nil || !(*silent)[id]
+}
+
+// checkLiveness takes the peers silent for LivenessTicks for down, and
+// wakes the groups they are members of.
+func (h *Host) checkLiveness() {
+	for _, id := range slices.Sorted(maps.Keys(h.peers)) {
+		p := h.peers[id]
+		if p.down || h.ticks-p.lastHeard <= int64(h.cfg.LivenessTicks) {
+			continue
+		}
+		p.down = true
+		h.publishSilent()
+		h.logger.Info("peer silent; waking its groups", "peer", id, "ticks", h.ticks-p.lastHeard)
+		h.peerDown(id)
+	}
+}
+
+// peerDown wakes every group peer is a member of; the followers it led
+// move their election clock on so that they campaign soon.
+func (h *Host) peerDown(peer uint64) {
+	h.mu.Lock()
+	groups := slices.SortedFunc(maps.Values(h.groups), func(a, b *Group) int { return cmp.Compare(a.id, b.id) })
+	h.mu.Unlock()
+	for _, g := range groups {
+		g.mu.Lock()
+		if !g.removed && g.failed == nil && slices.Contains(g.members, peer) {
+			if g.status.Leader == peer && g.status.Role == etcdraft.StateFollower {
+				for range h.cfg.ElectionTicks - 1 {
+					g.rn.Tick()
+				}
+			}
+			h.markDirty(g, true)
+		}
+		g.mu.Unlock()
+	}
+}

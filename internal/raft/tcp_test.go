@@ -1,0 +1,106 @@
+package raft
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collector is a Handler that keeps what it is given.
+type collector struct {
+	mu   sync.Mutex
+	from []uint64
+	envs []Envelope
+}
+
+func (c *collector) Deliver(from uint64, envs []Envelope) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for range envs {
+		c.from = append(c.from, from)
+	}
+	c.envs = append(c.envs, envs...)
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.envs)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func listen(t *testing.T, id uint64, addr string, peers map[uint64]string) *TCPTransport {
+	t.Helper()
+	tr, err := ListenTCP(TCPConfig{NodeID: id, ListenAddr: addr, Peers: peers, QueueBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// TestTCPTransport: both nodes of a pair send on the one connection the
+// lower id dials, in order; the dialer reconnects after the other side
+// restarts on its address.
+func TestTCPTransport(t *testing.T) {
+	a := listen(t, 1, "127.0.0.1:0", nil)
+	b := listen(t, 2, "127.0.0.1:0", nil)
+	a.SetPeer(2, b.Addr().String())
+	var ra, rb collector
+	a.Start(&ra)
+	b.Start(&rb)
+
+	for i := range 100 {
+		a.Send(2, []Envelope{{Kind: KindQuiesce, Group: uint64(i), Term: 1}})
+	}
+	waitFor(t, "a's envelopes at b", func() bool { return rb.count() == 100 })
+	for i, e := range rb.envs {
+		if e.Group != uint64(i) || rb.from[i] != 1 {
+			t.Fatalf("envelope %d at b: group %d from %d", i, e.Group, rb.from[i])
+		}
+	}
+	b.Send(1, []Envelope{{Kind: KindPing}}) // b learned of 1 from its connection
+	waitFor(t, "b's ping at a", func() bool { return ra.count() == 1 })
+
+	addr := b.Addr().String()
+	b.Close()
+	b2 := listen(t, 2, addr, nil)
+	var rb2 collector
+	b2.Start(&rb2)
+	waitFor(t, "a to reconnect", func() bool {
+		a.Send(2, []Envelope{{Kind: KindPing}})
+		return rb2.count() > 0
+	})
+}
+
+// TestTCPTransportQueueBounds: Send drops what does not fit in a peer's
+// queue while it is unreachable; Stream waits for room and a connection
+// instead, until its context ends.
+func TestTCPTransportQueueBounds(t *testing.T) {
+	a := listen(t, 1, "127.0.0.1:0", map[uint64]string{2: "127.0.0.1:1"}) // nobody listens there
+	a.Start(&collector{})
+	big := make([]byte, 256<<10)
+	for range 8 {
+		a.Send(2, []Envelope{{Kind: KindSnapshotChunk, Group: 1, Data: big}})
+	}
+	if a.Dropped() < 4 {
+		t.Fatalf("%d envelopes dropped of 8 of 256 KiB with a queue of 1 MiB", a.Dropped())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := a.Stream(ctx, 2, []Envelope{{Kind: KindSnapshotChunk, Group: 1, Data: big}}); err != context.DeadlineExceeded {
+		t.Fatalf("Stream to an unreachable peer: %v, want the context's deadline", err)
+	}
+}

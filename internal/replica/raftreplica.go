@@ -1,0 +1,470 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/record"
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// raftReplica is one node's replica of a Raft log, what the host reads
+// and writes (raft.Replica): a Local holding the entries that carry
+// records, one record batch per entry at the batch's own offsets with the
+// entry's term as its leader epoch; the state file (raftstate.go) holding
+// the hard state, the membership and the entries without records; and in
+// memory the index of the entries kept (slots), which translates between
+// Raft indexes and offsets.
+type raftReplica struct {
+	local  *Local
+	state  *stateFile
+	logger *slog.Logger
+	window uint64 // entries kept below the applied one for followers that lag
+	events replicaEvents
+
+	mu          sync.RWMutex // guards everything below
+	hard        hardState    // as Raft last gave it (the commit index in the file is only a hint)
+	savedTerm   uint64       // term and vote in the state file
+	savedVote   uint64
+	anchor      anchor
+	slots       []slot // entries anchor.index+1, anchor.index+2, ...
+	config      *pb.ConfState
+	configIndex uint64
+	applied     uint64
+	leading     bool
+	matched     uint64 // on a leader: every member's log matches up to here
+	stage       *snapshotStage
+	buf         []byte // write buffer
+
+	hw atomic.Int64 // the offset after the last entry applied: the high watermark
+}
+
+// slot is one entry of the index.
+type slot struct {
+	end  int64     // the offset after the entry (its records', or where it sits)
+	term uint64    // its term, the leader epoch of its records
+	meta *pb.Entry // the entry, if it carries no records; nil if it is a batch
+}
+
+// replicaEvents is who hears what the host tells a replica: the Raft log
+// above it.
+type replicaEvents interface {
+	stateChanged(s raft.Status)
+	advanced()
+}
+
+// maxWindow bounds the entries a leader keeps for a follower that lags:
+// one lagging further catches up from a snapshot.
+const maxWindow = 1 << 18
+
+var errReplicaGone = errors.New("replica: entries requested that the replica does not hold")
+
+var _ raft.Replica = (*raftReplica)(nil)
+
+// lastIndex is the index of the last entry. Caller holds mu.
+func (r *raftReplica) lastIndex() uint64 { return r.anchor.index + uint64(len(r.slots)) }
+
+// endOf is the offset after entry i, for i in [anchor.index, lastIndex].
+// Caller holds mu.
+func (r *raftReplica) endOf(i uint64) int64 {
+	if i == r.anchor.index {
+		return r.anchor.offset
+	}
+	return r.slots[i-r.anchor.index-1].end
+}
+
+// slotAt is entry i's slot, for i in (anchor.index, lastIndex]. Caller
+// holds mu.
+func (r *raftReplica) slotAt(i uint64) slot { return r.slots[i-r.anchor.index-1] }
+
+// InitialState is the hard state and the membership (etcd raft's Storage).
+func (r *raftReplica) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	hs := &pb.HardState{Term: new(r.hard.term), Vote: new(r.hard.vote), Commit: new(r.hard.commit)}
+	return hs, ensureConfig(r.config), nil
+}
+
+// FirstIndex is the first entry kept.
+func (r *raftReplica) FirstIndex() (uint64, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.anchor.index + 1, nil
+}
+
+// LastIndex is the last entry written.
+func (r *raftReplica) LastIndex() (uint64, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lastIndex(), nil
+}
+
+// Term is the term of entry i, in [FirstIndex-1, LastIndex].
+func (r *raftReplica) Term(i uint64) (uint64, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	switch {
+	case i < r.anchor.index:
+		return 0, etcdraft.ErrCompacted
+	case i == r.anchor.index:
+		return r.anchor.term, nil
+	case i > r.lastIndex():
+		return 0, etcdraft.ErrUnavailable
+	}
+	return r.slotAt(i).term, nil
+}
+
+// Entries returns the entries [lo, hi), at least one, at most maxSize
+// bytes of them: the batches read back from the log, the others from
+// memory.
+func (r *raftReplica) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if lo <= r.anchor.index {
+		return nil, etcdraft.ErrCompacted
+	}
+	if hi > r.lastIndex()+1 || lo >= hi {
+		return nil, etcdraft.ErrUnavailable
+	}
+	var ents []*pb.Entry
+	var size uint64
+	var data []byte // batches read ahead, from offset dataAt
+	dataAt := r.endOf(lo - 1)
+	for i := lo; i < hi; i++ {
+		s := r.slotAt(i)
+		e := s.meta
+		if e == nil {
+			if len(data) == 0 {
+				var err error
+				if data, err = r.readBatches(dataAt, s.end, max(maxSize-min(size, maxSize), 1)); err != nil {
+					return nil, err
+				}
+			}
+			h, err := record.ParseHeader(data)
+			if err != nil || h.BaseOffset != dataAt || h.LastOffset()+1 != s.end {
+				// Compaction or retention removed what the index says is
+				// here: the entry is not to be had any more.
+				return nil, etcdraft.ErrCompacted
+			}
+			e = &pb.Entry{Index: new(i), Term: new(s.term), Type: pb.EntryNormal.Enum(), Data: data[:h.Size():h.Size()]}
+			data = data[h.Size():]
+			dataAt = s.end
+		}
+		if size += uint64(len(e.GetData())) + 16; size > maxSize && len(ents) > 0 {
+			break
+		}
+		ents = append(ents, e)
+	}
+	return ents, nil
+}
+
+// readBatches reads whole batches from offset on, at least the one there,
+// about maxBytes in all, none at or past limit. Caller holds mu.
+func (r *raftReplica) readBatches(offset, limit int64, maxBytes uint64) ([]byte, error) {
+	// From the start offset if it moved inside the batch at offset: the
+	// batch is still there, whole.
+	sl, err := r.local.ReadBelow(max(offset, r.local.StartOffset()), int64(min(maxBytes, 1<<30)), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer sl.Release()
+	return sl.Bytes()
+}
+
+// Snapshot is the snapshot at the anchor: its metadata, and as data where
+// its records lie in the log (raftsnapshot.go).
+func (r *raftReplica) Snapshot() (*pb.Snapshot, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.snapshotLocked(), nil
+}
+
+// Applied is the last entry applied.
+func (r *raftReplica) Applied() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.applied
+}
+
+// Write stores a Ready's hard state, snapshot and entries (see
+// raft.Replica). Entries that carry records go to the log, consecutive
+// ones of a term with one write; the others to the state file. It stops,
+// for the host to sync before it writes the rest, after cutting the log
+// (a follower's divergent suffix), after installing a snapshot, and after
+// an entry without records that more entries follow: such an entry must
+// be durable before any batch after it, or recovery could take a later
+// batch for it (raftrecover.go).
+func (r *raftReplica) Write(w *raft.Write) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.HardState != nil {
+		r.saveHardState(w.HardState)
+	}
+	if !etcdraft.IsEmptySnap(w.Snapshot) {
+		if err := r.install(w.Snapshot); err != nil {
+			return 0, err
+		}
+		return 0, r.state.flush()
+	}
+	n, err := r.writeEntries(w.Entries)
+	if err != nil {
+		return n, err
+	}
+	if r.state.oversized() {
+		if err := r.state.rewrite(r.stateSnapshot()); err != nil {
+			return n, err
+		}
+	}
+	return n, r.state.flush()
+}
+
+// saveHardState takes Raft's hard state and records it in the state file
+// if the term or vote changed (the commit index rides along). Caller
+// holds mu.
+func (r *raftReplica) saveHardState(hs *pb.HardState) {
+	r.hard = hardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: max(hs.GetCommit(), r.hard.commit)}
+	if r.hard.term == r.savedTerm && r.hard.vote == r.savedVote {
+		return
+	}
+	r.state.add(recHardState, r.hard.term, r.hard.vote, r.hard.commit)
+	r.savedTerm, r.savedVote = r.hard.term, r.hard.vote
+}
+
+// writeEntries appends ents, cutting the log first where they replace
+// entries; it returns how many it wrote. Caller holds mu.
+func (r *raftReplica) writeEntries(ents []*pb.Entry) (int, error) {
+	if len(ents) == 0 {
+		return 0, nil
+	}
+	first := ents[0].GetIndex()
+	if first <= r.anchor.index {
+		return 0, fmt.Errorf("replica: entries from %d replace committed ones (the log is kept from %d)", first, r.anchor.index+1)
+	}
+	if first <= r.lastIndex() {
+		return 0, r.cut(first)
+	}
+	if first != r.lastIndex()+1 {
+		return 0, fmt.Errorf("replica: entries from %d do not follow the last one, %d", first, r.lastIndex())
+	}
+	run := 0 // ents[run:i] are batches of one term not written yet
+	for i, e := range ents {
+		if isBatchEntry(e) && (run == i || e.GetTerm() == ents[run].GetTerm()) {
+			continue
+		}
+		if err := r.appendBatches(ents[run:i]); err != nil {
+			return run, err
+		}
+		run = i
+		if isBatchEntry(e) {
+			continue
+		}
+		r.appendSideEntry(e)
+		run = i + 1
+		if i+1 < len(ents) {
+			return i + 1, nil
+		}
+	}
+	return len(ents), r.appendBatches(ents[run:])
+}
+
+// isBatchEntry reports whether e carries records (one batch) rather than
+// nothing (a new leader's empty entry) or a membership change.
+func isBatchEntry(e *pb.Entry) bool {
+	return e.GetType() == pb.EntryNormal && len(e.GetData()) > 0
+}
+
+// appendBatches writes entries of one term, each one batch at the offset
+// it carries, with one write. Caller holds mu.
+func (r *raftReplica) appendBatches(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	next := r.endOf(r.lastIndex())
+	r.buf = r.buf[:0]
+	added := make([]slot, 0, len(ents))
+	for _, e := range ents {
+		h, err := record.ParseHeader(e.GetData())
+		if err != nil || h.Size() != len(e.GetData()) {
+			return fmt.Errorf("replica: entry %d is not one record batch (%d bytes): %v", e.GetIndex(), len(e.GetData()), err)
+		}
+		if h.BaseOffset != next {
+			return fmt.Errorf("replica: entry %d holds offsets from %d, the log continues at %d", e.GetIndex(), h.BaseOffset, next)
+		}
+		next = h.LastOffset() + 1
+		r.buf = append(r.buf, e.GetData()...)
+		added = append(added, slot{end: next, term: e.GetTerm()})
+	}
+	if _, err := r.local.AppendAt(r.buf, int32(ents[0].GetTerm())); err != nil {
+		return err
+	}
+	r.slots = append(r.slots, added...)
+	return nil
+}
+
+// appendSideEntry records an entry without records in the state file.
+// Caller holds mu.
+func (r *raftReplica) appendSideEntry(e *pb.Entry) {
+	se := sideEntry{offset: r.endOf(r.lastIndex()), entry: e}
+	r.state.add(recEntry, e.GetIndex(), e.GetTerm(), se.offset, uint64(e.GetType()), e.GetData())
+	r.slots = append(r.slots, slot{end: se.offset, term: e.GetTerm(), meta: e})
+}
+
+// cut removes the entries from index on: the log from their first offset
+// (durably) and the entries from the state file. Caller holds mu.
+func (r *raftReplica) cut(index uint64) error {
+	if index <= r.applied {
+		return fmt.Errorf("replica: cannot cut applied entry %d (applied up to %d)", index, r.applied)
+	}
+	r.logger.Info("cutting entries that diverged from the leader's log", "index", index, "offset", r.endOf(index-1))
+	if err := r.local.TruncateTo(r.endOf(index - 1)); err != nil {
+		return err
+	}
+	r.slots = r.slots[:index-r.anchor.index-1]
+	r.state.add(recTruncate, index)
+	return nil
+}
+
+// Sync makes the log and the state file durable.
+func (r *raftReplica) Sync() error {
+	if err := r.local.Sync(); err != nil {
+		return err
+	}
+	return r.state.sync()
+}
+
+// Apply applies a committed entry: the high watermark moves past it, a
+// membership change is recorded, and the index is trimmed.
+func (r *raftReplica) Apply(e *pb.Entry, cs *pb.ConfState) error {
+	r.mu.Lock()
+	i := e.GetIndex()
+	if i <= r.applied || i > r.lastIndex() {
+		r.mu.Unlock()
+		return nil // applied before (a replay), or not ours to apply
+	}
+	r.applied = i
+	r.hw.Store(r.endOf(i))
+	r.hard.commit = max(r.hard.commit, i)
+	var err error
+	if cs != nil {
+		r.config, r.configIndex = cs, i
+		r.state.add(recConfig, i, cs)
+		err = r.state.flush()
+	}
+	if err == nil {
+		err = r.trim()
+	}
+	r.mu.Unlock()
+	r.events.advanced()
+	return err
+}
+
+// trim drops from the index the entries no follower should still need:
+// all but window below the applied one, and on a leader none that a
+// member lacks, unless that keeps more than maxWindow. Caller holds mu.
+func (r *raftReplica) trim() error {
+	if r.applied <= r.window {
+		return nil
+	}
+	target := r.applied - r.window
+	if r.leading && r.matched < target {
+		target = max(r.matched, r.lastIndex()-min(r.lastIndex(), maxWindow))
+	}
+	target = min(target, r.applied)
+	// The anchor carries the membership as of it: it must not fall below
+	// the last change applied, whose predecessor is not kept.
+	if target < r.configIndex || target < r.anchor.index+max(r.window/2, 1) {
+		return nil
+	}
+	return r.moveAnchor(target)
+}
+
+// moveAnchor makes entry i (applied) the anchor. Caller holds mu.
+func (r *raftReplica) moveAnchor(i uint64) error {
+	a := anchor{index: i, term: r.slotAt(i).term, offset: r.endOf(i), config: r.config}
+	r.slots = slices.Clone(r.slots[i-r.anchor.index:])
+	r.anchor = a
+	r.state.add(recAnchor, a.index, a.term, a.offset, ensureConfig(a.config))
+	return r.state.flush()
+}
+
+// Matched tells a leader's replica how far every member's log matches.
+func (r *raftReplica) Matched(index uint64) {
+	r.mu.Lock()
+	r.matched = index
+	r.mu.Unlock()
+}
+
+// StateChanged passes the group's new state on to the Raft log.
+func (r *raftReplica) StateChanged(s raft.Status) {
+	r.mu.Lock()
+	r.leading = s.Role == etcdraft.StateLeader
+	r.mu.Unlock()
+	r.events.stateChanged(s)
+}
+
+// endOffset is the offset after the last entry written.
+func (r *raftReplica) endOffset() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.endOf(r.lastIndex())
+}
+
+// stateSnapshot is what the state file must hold now. Caller holds mu.
+func (r *raftReplica) stateSnapshot() *raftState {
+	st := &raftState{hard: hardState{term: r.savedTerm, vote: r.savedVote, commit: r.hard.commit},
+		anchor: r.anchor, config: r.config, configIndex: r.configIndex}
+	for i, s := range r.slots {
+		if s.meta != nil {
+			st.entries = append(st.entries, sideEntry{offset: r.endOf(r.anchor.index + uint64(i)), entry: s.meta})
+		}
+	}
+	if r.stage != nil && r.stage.installing != nil {
+		st.install = r.stage.installing
+	}
+	return st
+}
+
+// close closes the state file and the log.
+func (r *raftReplica) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropStage()
+	return errors.Join(r.state.close(), r.local.Close())
+}
+
+// releaseBelow gives up the entries whose records lie below offset (all
+// applied), moving the anchor past them, and returns up to where the log
+// may then delete records: offset, or less if the last membership change
+// applied lies above the entry it would move to.
+func (r *raftReplica) releaseBelow(offset int64) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := r.anchor.index
+	for i := r.anchor.index + 1; i <= r.applied && r.endOf(i) <= offset; i++ {
+		target = i
+	}
+	if target < r.configIndex {
+		target = max(r.anchor.index, min(r.configIndex, target))
+		offset = min(offset, r.endOf(target))
+	}
+	if target > r.anchor.index {
+		if err := r.moveAnchor(target); err != nil {
+			return r.anchor.offset, err
+		}
+	}
+	return offset, nil
+}
+
+// retainedFrom is the offset below which the log may delete segments: the
+// anchor's, below which no entry is indexed.
+func (r *raftReplica) retainedFrom() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.anchor.offset
+}
