@@ -56,7 +56,11 @@ func closedByServer(c net.Conn) (int64, error) {
 // both servers.
 func TestSlowConsumer(t *testing.T) {
 	t.Parallel()
-	for _, s := range bothServers(t, limits{maxPending: slowMaxPending, writeDeadline: 500 * time.Millisecond}) {
+	// The healthy subscriber must stay within the pending limit of the
+	// flood: 8 MiB and a 2 s write deadline leave room for a starved
+	// scheduler on a loaded machine (at 1 MiB it was cut off as slow too),
+	// and the 64 MiB flood still overruns the stalled one many times over.
+	for _, s := range bothServers(t, limits{maxPending: 8 * slowMaxPending, writeDeadline: 2 * time.Second}) {
 		stalled := stalledSubscriber(t, s, "flood")
 		healthy := connect(t, s)
 		var got atomic.Int64
