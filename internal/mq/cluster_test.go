@@ -43,8 +43,10 @@ func (d nodeDefs) write(key string, value []byte) error {
 	return nil
 }
 
-func (d nodeDefs) Put(key string, value []byte) error { return d.write(key, append([]byte{}, value...)) }
-func (d nodeDefs) Delete(key string) error            { return d.write(key, nil) }
+func (d nodeDefs) Put(key string, value []byte) error {
+	return d.write(key, append([]byte{}, value...))
+}
+func (d nodeDefs) Delete(key string) error { return d.write(key, nil) }
 
 func (d nodeDefs) Load(fn func(key string, value []byte) error) error {
 	d.c.mu.Lock()
