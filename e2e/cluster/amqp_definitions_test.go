@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,67 @@ func TestAMQPDefinitionsClusterWide(t *testing.T) {
 			t.Fatal("node 1 still has the queue node 3 deleted")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAMQPHomeNodeKilled: a durable queue on node 1 takes confirmed
+// messages; node 1 is killed with SIGKILL. Meanwhile the other nodes
+// still know the queue and answer RabbitMQ's 404 for a queue whose home
+// node is down; once node 1 is back, every confirmed message is there,
+// consumed through node 1.
+func TestAMQPHomeNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes, addrs := startAMQPCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	ch := channel(t, dialAMQP(t, addrs[0]))
+	if _, err := ch.QueueDeclare("jobs", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		conf, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "jobs", false, false,
+			amqp.Publishing{Body: []byte(strconv.Itoa(i)), DeliveryMode: amqp.Persistent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acked, err := conf.WaitContext(ctx); err != nil || !acked {
+			t.Fatalf("confirm %d: acked %v, %v", i, acked, err)
+		}
+	}
+	t.Logf("%d confirmed", n)
+	nodes[0].kill()
+
+	_, err := channel(t, dialAMQP(t, addrs[1])).Consume("jobs", "", false, false, false, false, nil)
+	wantAMQPError(t, "basic.consume on node 2 while node 1 is down", err, amqp.NotFound, "home node 'wharf@1'")
+
+	t.Logf("node 2 answered")
+	nodes[0].start()
+	nodes[0].waitReady()
+	ch = channel(t, dialAMQP(t, addrs[0]))
+	t.Logf("node 1 back")
+	if q, err := ch.QueueDeclarePassive("jobs", true, false, false, false, nil); err != nil || q.Messages != n {
+		t.Fatalf("node 1 after its restart: %+v, %v; want %d messages\n%s", q, err, n, nodes[0].logTail())
+	}
+	deliveries, err := ch.Consume("jobs", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		select {
+		case d := <-deliveries:
+			if string(d.Body) != strconv.Itoa(i) {
+				t.Fatalf("message %d: %q", i, d.Body)
+			}
+			d.Ack(false)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d confirmed messages after node 1's restart", i, n)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
@@ -90,9 +91,13 @@ func (f *follower) take() []string {
 	return keys
 }
 
-// follow applies the keys the store applies, until Close.
+// follow catches up with the cluster, then applies the keys the store
+// applies, until Close.
 func (r *Registry) follow() {
 	defer close(r.follower.done)
+	if !r.catchUpAtStart() {
+		return
+	}
 	for {
 		select {
 		case <-r.follower.stop:
@@ -103,6 +108,51 @@ func (r *Registry) follow() {
 			r.followDefinition(key)
 		}
 	}
+}
+
+// catchUpAtStart waits until this node applied every definition the
+// cluster committed before it started (its own replica of the metadata
+// log may have lagged), follows them, and only then sets aside the queue
+// directories no definition names: a queue declared here whose definition
+// this node had not applied yet when it stopped keeps its data. It
+// reports false if the registry closed first.
+func (r *Registry) catchUpAtStart() bool {
+	for {
+		err := r.cfg.Cluster.Barrier()
+		if err == nil {
+			break
+		}
+		r.logger.Warn("mq: cannot reach the cluster's metadata yet; retrying", "err", err)
+		select {
+		case <-r.follower.stop:
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	for _, key := range r.follower.take() {
+		r.followDefinition(key)
+	}
+	r.setAsideStrays()
+	return true
+}
+
+// setAsideStrays sets aside the store directories of no queue of this
+// node's, with every vhost's definitions held still, so that no queue is
+// created meanwhile.
+func (r *Registry) setAsideStrays() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	live := make(map[string]bool)
+	for _, v := range r.vhosts {
+		v.defMu.Lock()
+		defer v.defMu.Unlock()
+		for _, q := range v.queues {
+			if q.store != nil {
+				live[q.id] = true
+			}
+		}
+	}
+	r.stores.SetAsideStrays(live)
 }
 
 // stopFollowing ends the follow goroutine (on a single node there is none).

@@ -221,7 +221,11 @@ func (r *Registry) load() error {
 			}
 		}
 	}
-	r.stores.SetAsideStrays(live)
+	if r.follower == nil {
+		// A cluster node's definitions may lag the cluster's at start:
+		// it sets strays aside once it caught up (cluster.go).
+		r.stores.SetAsideStrays(live)
+	}
 	return nil
 }
 
