@@ -2,6 +2,7 @@ package mq
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"sync"
@@ -59,9 +60,19 @@ type ClusterConfig struct {
 type follower struct {
 	mu      sync.Mutex
 	pending []string
-	wake    chan struct{} // one token: keys are pending
+	wake    chan struct{} // one token: keys or a barrier are pending
 	stop    chan struct{}
 	done    chan struct{}
+
+	// barrier is the barrier lookups that missed wait for, run next by
+	// follow: a burst of misses shares one write to the metadata log
+	// (each costs a Raft round and stays in the log).
+	barrier *barrierCall
+}
+
+type barrierCall struct {
+	done chan struct{}
+	err  error
 }
 
 func newFollower() *follower {
@@ -76,6 +87,10 @@ func (f *follower) add(key string) {
 	f.mu.Lock()
 	f.pending = append(f.pending, key)
 	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *follower) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -91,6 +106,42 @@ func (f *follower) take() []string {
 	return keys
 }
 
+// barrierWait bounds how long a lookup waits for a barrier: follow runs
+// none until this node caught up at start, which needs a quorum.
+const barrierWait = 30 * time.Second
+
+// awaitBarrier asks follow for a barrier that starts after the call and
+// returns its result.
+func (f *follower) awaitBarrier() error {
+	f.mu.Lock()
+	if f.barrier == nil {
+		f.barrier = &barrierCall{done: make(chan struct{})}
+	}
+	c := f.barrier
+	f.mu.Unlock()
+	f.signal()
+	select {
+	case <-c.done:
+		return c.err
+	case <-f.stop:
+		return ErrClosed
+	case <-time.After(barrierWait):
+		return errors.New("mq: no quorum of the metadata group")
+	}
+}
+
+// runBarrier runs the barrier asked for, if any.
+func (f *follower) runBarrier(barrier func() error) {
+	f.mu.Lock()
+	c := f.barrier
+	f.barrier = nil
+	f.mu.Unlock()
+	if c != nil {
+		c.err = barrier()
+		close(c.done)
+	}
+}
+
 // follow catches up with the cluster, then applies the keys the store
 // applies, until Close.
 func (r *Registry) follow() {
@@ -104,6 +155,7 @@ func (r *Registry) follow() {
 			return
 		case <-r.follower.wake:
 		}
+		r.follower.runBarrier(r.cfg.Cluster.Barrier)
 		for _, key := range r.follower.take() {
 			r.followDefinition(key)
 		}
@@ -172,7 +224,7 @@ func (r *Registry) catchUp(keys ...string) bool {
 	if r.follower == nil || r.closed.Load() {
 		return false
 	}
-	if err := r.cfg.Cluster.Barrier(); err != nil {
+	if err := r.follower.awaitBarrier(); err != nil {
 		r.logger.Warn("mq: cannot reach the cluster's metadata; answering from this node's definitions", "err", err)
 		return false
 	}

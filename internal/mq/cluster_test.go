@@ -1,9 +1,12 @@
 package mq
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +181,36 @@ func TestClusterDefinitionsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "exchange deleted on node 2", func() bool { return two.v.exchange("orders") == nil })
+}
+
+// TestClusterMissesShareBarriers: lookups that miss at once share the
+// barriers (writes to the metadata log) they wait for.
+func TestClusterMissesShareBarriers(t *testing.T) {
+	var barriers atomic.Int32
+	d := nodeDefs{c: newClusterDefs(), node: 1}
+	e := newEnv(t, func(cfg *Config) {
+		cfg.Definitions, cfg.Cluster = d, d.cluster()
+		cfg.Cluster.Barrier = func() error {
+			barriers.Add(1)
+			time.Sleep(5 * time.Millisecond) // a Raft round's latency
+			return nil
+		}
+	})
+	eventually(t, "caught up at start", func() bool { return barriers.Load() == 1 })
+	const misses = 20
+	var wg sync.WaitGroup
+	for i := range misses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ae *Error
+			if _, err := e.v.DeclareQueue(QueueDef{Name: fmt.Sprint("missing-", i)}, true); !errors.As(err, &ae) || ae.Code != amqpwire.CodeNotFound {
+				t.Errorf("passive declare of a missing queue: %v, want 404", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := barriers.Load() - 1; n < 1 || n > misses/2 {
+		t.Fatalf("%d lookups that missed at once ran %d barriers", misses, n)
+	}
 }
