@@ -208,7 +208,9 @@ func (r *Registry) load() error {
 		if q != nil {
 			v.queues[qr.Name] = q
 		}
-		live[qr.ID] = local
+		if local {
+			live[qr.ID] = true
+		}
 	}
 	slices.SortStableFunc(d.bindings, func(a, b bindingRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, br := range d.bindings {
