@@ -59,6 +59,9 @@ type node struct {
 	clusterAddr string
 	initial     string // --initial-cluster
 	logPath     string
+	// extraArgs go after the default flags of `wharf serve` (a later
+	// flag wins): the AMQP tests give the nodes AMQP listeners.
+	extraArgs []string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -68,6 +71,20 @@ type node struct {
 // directory, and waits for their Kafka ports. The cluster addresses are
 // picked free first: every node must know them all.
 func startCluster(t *testing.T, n int) []*node {
+	t.Helper()
+	nodes := prepareCluster(t, n)
+	for _, nd := range nodes {
+		nd.start()
+	}
+	for _, nd := range nodes {
+		nd.waitReady()
+	}
+	return nodes
+}
+
+// prepareCluster is startCluster without the start: the caller may give
+// the nodes more flags (extraArgs) first.
+func prepareCluster(t *testing.T, n int) []*node {
 	t.Helper()
 	bin := wharfBinary(t)
 	base := t.TempDir()
@@ -80,10 +97,6 @@ func startCluster(t *testing.T, n int) []*node {
 	}
 	for _, nd := range nodes {
 		nd.initial = strings.Join(initial, ",")
-		nd.start()
-	}
-	for _, nd := range nodes {
-		nd.waitReady()
 	}
 	return nodes
 }
@@ -103,6 +116,7 @@ func (nd *node) start() {
 		"--node-id", fmt.Sprint(nd.id),
 		"--cluster-addr", nd.clusterAddr,
 		"--initial-cluster", nd.initial)
+	cmd.Args = append(cmd.Args, nd.extraArgs...)
 	cmd.Env = withoutWharfEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

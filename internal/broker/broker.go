@@ -128,7 +128,9 @@ func (b *Broker) load() error {
 	if err != nil {
 		return fmt.Errorf("replay metadata log: %w", err)
 	}
-	b.defs = &DefinitionStore{meta: b.meta, live: st.definitions}
+	// A copy: in a cluster the apply loop changes st.definitions under b.mu,
+	// and the store's live map under its own lock.
+	b.defs = &DefinitionStore{meta: b.meta, live: maps.Clone(st.definitions)}
 	b.clusterID = st.clusterID
 	b.nextProducerID, b.producerIDBlockEnd = st.producerIDBlockEnd, st.producerIDBlockEnd
 	if b.cfg.Cluster != nil {

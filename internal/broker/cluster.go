@@ -263,7 +263,7 @@ func (b *Broker) applyRecord(key string, value []byte) error {
 	case strings.HasPrefix(key, "topic/"):
 		b.reconcileTopic(strings.TrimPrefix(key, "topic/"))
 	case strings.HasPrefix(key, definitionPrefix):
-		b.defs.set(key[len(definitionPrefix):], value)
+		b.defs.applied(key[len(definitionPrefix):], value)
 	}
 	return nil
 }

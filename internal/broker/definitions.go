@@ -19,6 +19,7 @@ type DefinitionStore struct {
 	mu     sync.Mutex // serialises writers
 	liveMu sync.Mutex // guards live: held apart from mu, as a cluster's apply loop sets live while a writer waits for it
 	live   map[string][]byte
+	watch  func(key string) // hears of what a cluster's apply loop applies (definitions_cluster.go)
 }
 
 // Definitions returns the broker's definition store.

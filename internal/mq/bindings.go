@@ -71,6 +71,7 @@ func (v *VHost) resolveBinding(srcName, dstName string, toExchange bool, key str
 }
 
 func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
+	v.catchUpOnEnds(srcName, dstName, toExchange)
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
 	src, d, err := v.resolveBinding(srcName, dstName, toExchange, key, conn)
@@ -97,6 +98,7 @@ func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args 
 }
 
 func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
+	v.catchUpOnEnds(srcName, dstName, toExchange)
 	v.defMu.Lock()
 	var cleanup deletions
 	err := func() error {
@@ -123,6 +125,25 @@ func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, arg
 	v.defMu.Unlock()
 	cleanup.run(v.r)
 	return err
+}
+
+// catchUpOnEnds catches up with the cluster (cluster.go) when this node
+// does not know an end of a binding: it may have been declared on another
+// node just now.
+func (v *VHost) catchUpOnEnds(srcName, dstName string, toExchange bool) {
+	var missing []string
+	if v.exchange(srcName) == nil {
+		missing = append(missing, exchangeKey(v.name, srcName))
+	}
+	switch {
+	case toExchange && v.exchange(dstName) == nil:
+		missing = append(missing, exchangeKey(v.name, dstName))
+	case !toExchange && v.queue(dstName) == nil:
+		missing = append(missing, queueKey(v.name, dstName))
+	}
+	if len(missing) > 0 {
+		v.r.catchUp(missing...)
+	}
 }
 
 // addBindingLocked adds a binding and its back-reference. Caller holds mu

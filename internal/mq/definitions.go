@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
 // Definition store keys. Every name is path-escaped, so '/' inside a name
@@ -60,6 +59,9 @@ type queueRecord struct {
 	VHost string `json:"vhost"`
 	Name  string `json:"name"`
 	ID    string `json:"id"` // storage directory under DataDir/queues
+	// Node is the cluster node the queue lives on (0 on a single node:
+	// this one).
+	Node int32 `json:"node,omitempty"`
 	// Stream is a stream queue's topic (no storage directory then).
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
@@ -178,17 +180,15 @@ func (r *Registry) load() error {
 	r.loadPolicies(d.policies)
 	for _, xr := range d.exchanges {
 		v := r.vhosts[xr.VHost]
-		kind, ok := routing.ParseKind(xr.Type)
-		if v == nil || !ok {
-			r.logger.Warn("mq: dropping exchange definition", "vhost", xr.VHost, "exchange", xr.Name, "type", xr.Type)
-			continue
-		}
-		args, err := decodeArgs(xr.Args)
+		x, err := exchangeFromRecord(xr)
 		if err != nil {
 			return fmt.Errorf("mq: exchange %q arguments: %w", xr.Name, err)
 		}
-		def := ExchangeDef{Name: xr.Name, Type: xr.Type, Durable: true, AutoDelete: xr.AutoDelete, Internal: xr.Internal, Args: args}
-		v.exchanges[xr.Name] = newExchange(def, kind)
+		if v == nil || x == nil {
+			r.logger.Warn("mq: dropping exchange definition", "vhost", xr.VHost, "exchange", xr.Name, "type", xr.Type)
+			continue
+		}
+		v.exchanges[xr.Name] = x
 	}
 	for _, v := range r.vhosts {
 		for _, x := range v.exchanges {
@@ -201,23 +201,16 @@ func (r *Registry) load() error {
 		if v == nil {
 			continue
 		}
-		args, err := decodeArgs(qr.Args)
+		q, local, err := v.queueFromRecord(qr)
 		if err != nil {
-			return fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
+			return err
 		}
-		def := QueueDef{Name: qr.Name, Durable: true, AutoDelete: qr.AutoDelete, Args: args}
-		if queueTypeOf(args) == streamQueue {
-			q, err := v.loadStreamQueue(def, qr.Stream)
-			if err != nil {
-				return fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
-			}
-			if q != nil {
-				v.queues[qr.Name] = q
-			}
-			continue
+		if q != nil {
+			v.queues[qr.Name] = q
 		}
-		v.queues[qr.Name] = v.openQueue(def, qr.ID)
-		live[qr.ID] = true
+		if local {
+			live[qr.ID] = true
+		}
 	}
 	slices.SortStableFunc(d.bindings, func(a, b bindingRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, br := range d.bindings {
@@ -230,15 +223,45 @@ func (r *Registry) load() error {
 			}
 		}
 	}
-	r.stores.SetAsideStrays(live)
+	if r.follower == nil {
+		// A cluster node's definitions may lag the cluster's at start:
+		// it sets strays aside once it caught up (cluster.go).
+		r.stores.SetAsideStrays(live)
+	}
 	return nil
+}
+
+// queueFromRecord builds a stored queue: a stream queue on its topic (nil
+// when stream queues are not available), the placeholder of a queue that
+// lives on another node, or this node's queue on its store (local), whose
+// unsettled messages it recovers.
+func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error) {
+	args, err := decodeArgs(qr.Args)
+	if err != nil {
+		return nil, false, fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
+	}
+	def := QueueDef{Name: qr.Name, Durable: true, AutoDelete: qr.AutoDelete, Args: args}
+	switch {
+	case queueTypeOf(args) == streamQueue:
+		q, err := v.loadStreamQueue(def, qr.Stream)
+		if err != nil {
+			return nil, false, fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
+		}
+		return q, false, nil
+	case qr.Node != 0 && qr.Node != v.r.nodeID():
+		return v.remoteQueue(def, qr.ID, qr.Node), false, nil
+	}
+	return v.openQueue(def, qr.ID), true, nil
 }
 
 func (r *Registry) applyBindingRecord(br bindingRecord) bool {
 	v := r.vhosts[br.VHost]
-	if v == nil {
-		return false
-	}
+	return v != nil && v.applyBindingRecordLocked(br)
+}
+
+// applyBindingRecordLocked adds a stored binding, if both its ends exist.
+// Caller holds mu for writing (or is loading).
+func (v *VHost) applyBindingRecordLocked(br bindingRecord) bool {
 	src := v.exchanges[br.Source]
 	if src == nil || src.def.Name == "" {
 		return false

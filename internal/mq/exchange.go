@@ -62,6 +62,9 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 	if d.Name == "" {
 		return errDefaultExchange()
 	}
+	if passive && v.exchange(d.Name) == nil {
+		v.r.catchUp(exchangeKey(v.name, d.Name)) // maybe declared on another node just now
+	}
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
 	if v.isDeleted() {

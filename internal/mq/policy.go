@@ -339,6 +339,12 @@ type policyRecord struct {
 	Definition json.RawMessage `json:"definition"`
 }
 
+// record is the stored form of p.
+func (p *policy) record() policyRecord {
+	return policyRecord{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
+		Priority: p.Priority, Definition: mustJSON(p.Definition)}
+}
+
 // decodePolicyRecord turns a stored record back into a Policy.
 func decodePolicyRecord(rec policyRecord) (Policy, error) {
 	p := Policy{VHost: rec.VHost, Name: rec.Name, Pattern: rec.Pattern, ApplyTo: rec.ApplyTo, Priority: rec.Priority}
@@ -376,9 +382,7 @@ func (v *VHost) SetPolicy(p Policy) error {
 	if v.isDeleted() {
 		return errNoVHost(v.name)
 	}
-	rec := policyRecord{VHost: v.name, Name: cp.Name, Pattern: cp.Pattern, ApplyTo: cp.ApplyTo,
-		Priority: cp.Priority, Definition: mustJSON(cp.Definition)}
-	if err := v.r.defs.Put(policyStoreKey(v.name, cp.Name), mustJSON(rec)); err != nil {
+	if err := v.r.defs.Put(policyStoreKey(v.name, cp.Name), mustJSON(cp.record())); err != nil {
 		return errInternal("store policy", err)
 	}
 	v.polMu.Lock()

@@ -55,6 +55,12 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	var buf [8]*queue
 	v.mu.RLock()
 	x := v.exchanges[m.Exchange]
+	if x == nil && v.r.follower != nil { // maybe declared on another node just now
+		v.mu.RUnlock()
+		v.r.catchUp(exchangeKey(v.name, m.Exchange))
+		v.mu.RLock()
+		x = v.exchanges[m.Exchange]
+	}
 	if x == nil || v.deleted {
 		v.mu.RUnlock()
 		return PublishResult{}, errNotFound("exchange", m.Exchange, v.name)

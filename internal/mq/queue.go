@@ -57,7 +57,10 @@ type queue struct {
 	// (crash.go). It is then also deleted, as far as the in-memory
 	// machinery goes, but stays in its vhost.
 	crashed atomic.Bool
-	stats   queueStats // counters for the management API (queue_stats.go)
+	// home is the node a durable queue lives on when that is another
+	// one: q is then a placeholder (cluster.go); 0 for a queue of this node.
+	home  int32
+	stats queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.
@@ -167,7 +170,7 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
-		if q.crashed.Load() {
+		if q.crashed.Load() || q.elsewhere() {
 			return refused, false, 0, nil // a nack: it cannot be stored here
 		}
 		return notTaken, false, 0, nil

@@ -28,6 +28,9 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	}
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
+		if q != nil && q.elsewhere() {
+			return q.info(), nil // it exists, on its own node
+		}
 		if err != nil {
 			return QueueInfo{}, err
 		}
@@ -161,7 +164,7 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 		id = newStoreID()
 		args, err := encodeArgs(d.Args)
 		if err == nil {
-			rec := queueRecord{VHost: v.name, Name: d.Name, ID: id, AutoDelete: d.AutoDelete, Args: args}
+			rec := queueRecord{VHost: v.name, Name: d.Name, ID: id, Node: v.r.nodeID(), AutoDelete: d.AutoDelete, Args: args}
 			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
 		}
 		if err != nil {

@@ -64,6 +64,9 @@ type Config struct {
 	// Without it declaring a stream queue is refused (406) and stream
 	// queues in the definitions are left out at Open.
 	Streams StreamStore
+	// Cluster makes the registry one node of a cluster (cluster.go); nil:
+	// a single node.
+	Cluster *ClusterConfig
 
 	// clock replaces time.Now in tests; with manualTimers no goroutine
 	// runs the timers: the test calls timers.fire.
@@ -115,6 +118,9 @@ type Registry struct {
 
 	syncer *replica.Syncer // publisher confirms (group commit)
 	timers *timers
+	// follower applies the definitions other nodes write (cluster.go);
+	// nil on a single node.
+	follower *follower
 
 	// Stream queues: which queue owns which topic, and the consumers'
 	// reader goroutines (stopped by streamStop at Close).
@@ -161,9 +167,20 @@ func Open(cfg Config) (*Registry, error) {
 	}
 	r.stores = stores
 	r.timers = newTimers(r) // queues arm timers while they load
+	if cfg.Cluster != nil {
+		// Before load: what is applied meanwhile is followed after it.
+		r.follower = newFollower()
+		cfg.Cluster.Watch(r.follower.add)
+	}
 	if err := r.load(); err != nil {
+		if cfg.Cluster != nil {
+			cfg.Cluster.Watch(nil)
+		}
 		r.stores.Close()
 		return nil, err
+	}
+	if r.follower != nil {
+		go r.follow()
 	}
 	r.syncer = replica.StartSyncer()
 	r.stores.Start()
@@ -182,6 +199,7 @@ func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.stopFollowing()
 	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.Shutdown()
@@ -200,6 +218,14 @@ func StoredQueues(dataDir string) (n int, dir string, err error) {
 	dir = filepath.Join(dataDir, queuesDirName)
 	n, err = queuestore.Stored(dir)
 	return n, dir, err
+}
+
+// nodeID is this node's id in a cluster, 0 on a single node.
+func (r *Registry) nodeID() int32 {
+	if r.cfg.Cluster == nil {
+		return 0
+	}
+	return r.cfg.Cluster.NodeID
 }
 
 // nowMs is the registry's clock in unix milliseconds.

@@ -142,17 +142,31 @@ func compareStrings(a, b string) int {
 
 // lookupQueue returns the queue or a 404.
 func (v *VHost) lookupQueue(name string) (*queue, error) {
-	v.mu.RLock()
-	q := v.queues[name]
-	v.mu.RUnlock()
+	q := v.queue(name)
+	if q == nil && v.r.catchUp(queueKey(v.name, name)) {
+		q = v.queue(name)
+	}
 	if q == nil {
 		return nil, errNotFound("queue", name, v.name)
 	}
 	return q, nil
 }
 
-// accessQueue returns the queue for an operation by conn: 404 if missing
-// or crashed, 405 if it is another connection's exclusive queue.
+func (v *VHost) queue(name string) *queue {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.queues[name]
+}
+
+func (v *VHost) exchange(name string) *exchange {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.exchanges[name]
+}
+
+// accessQueue returns the queue for an operation by conn: 404 if missing,
+// crashed or on another node (with the queue then), 405 if it is another
+// connection's exclusive queue.
 func (v *VHost) accessQueue(name string, conn ConnID) (*queue, error) {
 	q, err := v.lookupQueue(name)
 	if err != nil {
@@ -160,6 +174,9 @@ func (v *VHost) accessQueue(name string, conn ConnID) (*queue, error) {
 	}
 	if q.crashed.Load() {
 		return nil, errCrashed(name, v.name)
+	}
+	if q.elsewhere() {
+		return q, errHomeNodeDown(q)
 	}
 	if q.def.Exclusive && q.def.Owner != conn {
 		return nil, errLocked(name, v.name)

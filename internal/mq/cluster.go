@@ -1,0 +1,479 @@
+package mq
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/mq/routing"
+)
+
+// Definitions in a cluster (issue 14). The definition store is the
+// cluster's replicated metadata log: a declare on one node returns once
+// the metadata group committed it and that node applied it, and every
+// other node applies it as it commits. Each node's registry follows the
+// store: it hears of every applied key (ClusterConfig.Watch) and brings
+// its vhosts, exchanges, queues, bindings and policies in line with the
+// key's live value, on one goroutine of its own (follow), in commit
+// order. Following is idempotent: on the node that wrote a definition
+// the registry already made the change (under the vhost's defMu, which
+// following takes too), so there it finds nothing to do.
+//
+// A lookup that misses (a passive declare, a bind, a publish to an
+// unknown exchange, a consume) first waits for the cluster (Barrier) and
+// follows the key it needs, so a declare that completed on one node is
+// seen at once on every other.
+//
+// Durable queues live on the node that declared them (queueRecord.Node),
+// as RabbitMQ 4's classic queues do. On the other nodes such a queue is a
+// placeholder (queue.home): it can be declared (passively or not),
+// bound, unbound and deleted, and routing sees it, but a message routed
+// to it is refused (a nack in confirm mode), and consuming, basic.get and
+// purging it get RabbitMQ's 404 for a queue whose home node is down or
+// inaccessible: this node cannot reach another node's queues yet. Quorum
+// queues are such queues too: not yet replicated.
+// Transient exchanges and queues, and exclusive queues, are not in the
+// definition store: they exist only on the node that declared them.
+
+// ClusterConfig makes a registry one node's view of a cluster's
+// definitions. The node wires it to the broker's definition store.
+type ClusterConfig struct {
+	// NodeID is this node's id: queues it declares live here.
+	NodeID int32
+	// Watch registers a function called with the key of every definition
+	// this node applies, in commit order, once Get returns its new value.
+	// It must not block (it runs on the store's apply loop).
+	Watch func(fn func(key string))
+	// Get returns a key's live value.
+	Get func(key string) ([]byte, bool)
+	// Barrier returns once this node applied every definition committed
+	// anywhere before the call.
+	Barrier func() error
+}
+
+// follower queues the keys the store applied for the registry's follow
+// goroutine.
+type follower struct {
+	mu      sync.Mutex
+	pending []string
+	wake    chan struct{} // one token: keys or a barrier are pending
+	stop    chan struct{}
+	done    chan struct{}
+
+	// barrier is the barrier lookups that missed wait for, run next by
+	// follow: a burst of misses shares one write to the metadata log
+	// (each costs a Raft round and stays in the log).
+	barrier *barrierCall
+}
+
+type barrierCall struct {
+	done chan struct{}
+	err  error
+}
+
+func newFollower() *follower {
+	return &follower{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// add queues key; it never blocks.
+func (f *follower) add(key string) {
+	if !strings.HasPrefix(key, keyPrefix) {
+		return // another core's definition
+	}
+	f.mu.Lock()
+	f.pending = append(f.pending, key)
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *follower) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the keys queued so far.
+func (f *follower) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := f.pending
+	f.pending = nil
+	return keys
+}
+
+// barrierWait bounds how long a lookup waits for a barrier: follow runs
+// none until this node caught up at start, which needs a quorum.
+const barrierWait = 30 * time.Second
+
+// awaitBarrier asks follow for a barrier that starts after the call and
+// returns its result.
+func (f *follower) awaitBarrier() error {
+	f.mu.Lock()
+	if f.barrier == nil {
+		f.barrier = &barrierCall{done: make(chan struct{})}
+	}
+	c := f.barrier
+	f.mu.Unlock()
+	f.signal()
+	select {
+	case <-c.done:
+		return c.err
+	case <-f.stop:
+		return ErrClosed
+	case <-time.After(barrierWait):
+		return errors.New("mq: no quorum of the metadata group")
+	}
+}
+
+// runBarrier runs the barrier asked for, if any.
+func (f *follower) runBarrier(barrier func() error) {
+	f.mu.Lock()
+	c := f.barrier
+	f.barrier = nil
+	f.mu.Unlock()
+	if c != nil {
+		c.err = barrier()
+		close(c.done)
+	}
+}
+
+// follow catches up with the cluster, then applies the keys the store
+// applies, until Close.
+func (r *Registry) follow() {
+	defer close(r.follower.done)
+	if !r.catchUpAtStart() {
+		return
+	}
+	for {
+		select {
+		case <-r.follower.stop:
+			return
+		case <-r.follower.wake:
+		}
+		r.follower.runBarrier(r.cfg.Cluster.Barrier)
+		for _, key := range r.follower.take() {
+			r.followDefinition(key)
+		}
+	}
+}
+
+// catchUpAtStart waits until this node applied every definition the
+// cluster committed before it started (its own replica of the metadata
+// log may have lagged), follows them, and only then sets aside the queue
+// directories no definition names: a queue declared here whose definition
+// this node had not applied yet when it stopped keeps its data. It
+// reports false if the registry closed first.
+func (r *Registry) catchUpAtStart() bool {
+	for {
+		err := r.cfg.Cluster.Barrier()
+		if err == nil {
+			break
+		}
+		r.logger.Warn("mq: cannot reach the cluster's metadata yet; retrying", "err", err)
+		select {
+		case <-r.follower.stop:
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	for _, key := range r.follower.take() {
+		r.followDefinition(key)
+	}
+	r.setAsideStrays()
+	return true
+}
+
+// setAsideStrays sets aside the store directories of no queue of this
+// node's, with every vhost's definitions held still, so that no queue is
+// created meanwhile.
+func (r *Registry) setAsideStrays() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	live := make(map[string]bool)
+	for _, v := range r.vhosts {
+		v.defMu.Lock()
+		defer v.defMu.Unlock()
+		for _, q := range v.queues {
+			if q.store != nil {
+				live[q.id] = true
+			}
+		}
+	}
+	r.stores.SetAsideStrays(live)
+}
+
+// stopFollowing ends the follow goroutine (on a single node there is none).
+func (r *Registry) stopFollowing() {
+	if r.follower == nil {
+		return
+	}
+	close(r.follower.stop)
+	<-r.follower.done
+}
+
+// catchUp is what a lookup that missed calls: in a cluster it waits until
+// this node applied every definition committed before, follows keys, and
+// reports true (the caller looks again); on a single node it reports
+// false. No lock may be held.
+func (r *Registry) catchUp(keys ...string) bool {
+	if r.follower == nil || r.closed.Load() {
+		return false
+	}
+	if err := r.follower.awaitBarrier(); err != nil {
+		r.logger.Warn("mq: cannot reach the cluster's metadata; answering from this node's definitions", "err", err)
+		return false
+	}
+	for _, key := range keys {
+		r.followDefinition(key)
+	}
+	return true
+}
+
+// followDefinition brings the registry in line with key's live value.
+func (r *Registry) followDefinition(key string) {
+	value, live := r.cfg.Cluster.Get(key)
+	var err error
+	switch {
+	case strings.HasPrefix(key, vhostKeyPrefix):
+		r.followVHost(key, value, live)
+	case strings.HasPrefix(key, exchangeKeyPrefix):
+		err = r.followExchange(key, value, live)
+	case strings.HasPrefix(key, queueKeyPrefix):
+		err = r.followQueue(key, value, live)
+	case strings.HasPrefix(key, bindingKeyPrefix):
+		err = r.followBinding(key, value, live)
+	case strings.HasPrefix(key, policyKeyPrefix):
+		err = r.followPolicy(key, value, live)
+	}
+	if err != nil {
+		r.logger.Error("mq: applying a definition from the cluster failed", "key", key, "err", err)
+	}
+}
+
+// keyNames returns the unescaped names a definition key holds after its
+// prefix ("vhost/name" for most kinds; a binding's has more parts).
+func keyNames(key, prefix string) []string {
+	parts := strings.Split(strings.TrimPrefix(key, prefix), "/")
+	for i, p := range parts {
+		if s, err := url.PathUnescape(p); err == nil {
+			parts[i] = s
+		}
+	}
+	return parts
+}
+
+// vhostOf returns the vhost a definition key names, or nil.
+func (r *Registry) vhostOf(key, prefix string) *VHost {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.vhosts[keyNames(key, prefix)[0]]
+}
+
+func (r *Registry) followVHost(key string, _ []byte, live bool) {
+	name := keyNames(key, vhostKeyPrefix)[0]
+	r.mu.Lock()
+	v := r.vhosts[name]
+	switch {
+	case live && v == nil:
+		r.vhosts[name] = newVHost(r, name)
+	case !live && v != nil:
+		delete(r.vhosts, name)
+		r.mu.Unlock()
+		if err := v.destroy(); err != nil {
+			r.logger.Error("mq: deleting a vhost deleted on another node", "vhost", name, "err", err)
+		}
+		return
+	}
+	r.mu.Unlock()
+}
+
+func (r *Registry) followExchange(key string, value []byte, live bool) error {
+	v := r.vhostOf(key, exchangeKeyPrefix)
+	if v == nil {
+		return nil
+	}
+	name := keyNames(key, exchangeKeyPrefix)[1]
+	v.defMu.Lock()
+	x := v.exchanges[name] // the maps change only under defMu, held here
+	if !live {
+		var cleanup deletions
+		var err error
+		if x != nil && x.def.Durable && !x.builtin {
+			err = v.deleteExchangeLocked(x, &cleanup)
+		}
+		v.defMu.Unlock()
+		cleanup.run(r)
+		return err
+	}
+	defer v.defMu.Unlock()
+	if x != nil {
+		return nil
+	}
+	var rec exchangeRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return err
+	}
+	x, err := exchangeFromRecord(rec)
+	if err != nil || x == nil {
+		return err
+	}
+	v.mu.Lock()
+	v.applyExchangePolicyLocked(x)
+	v.exchanges[name] = x
+	v.mu.Unlock()
+	return nil
+}
+
+func (r *Registry) followQueue(key string, value []byte, live bool) error {
+	v := r.vhostOf(key, queueKeyPrefix)
+	if v == nil {
+		return nil
+	}
+	name := keyNames(key, queueKeyPrefix)[1]
+	var rec queueRecord
+	if live {
+		if err := json.Unmarshal(value, &rec); err != nil {
+			return err
+		}
+	}
+	v.defMu.Lock()
+	var cleanup deletions
+	err := func() error {
+		q := v.queues[name]
+		if q != nil && (!q.def.Durable || (live && q.id == rec.ID)) {
+			return nil // up to date (or this node's transient queue of that name)
+		}
+		if q != nil { // deleted, or deleted and declared again
+			if err := v.deleteQueueLocked(q, &cleanup); err != nil {
+				return err
+			}
+		}
+		if !live {
+			return nil
+		}
+		q, _, err := v.queueFromRecord(rec)
+		if err != nil || q == nil {
+			return err
+		}
+		v.mu.Lock()
+		v.queues[name] = q
+		v.mu.Unlock()
+		return nil
+	}()
+	v.defMu.Unlock()
+	cleanup.run(r)
+	return err
+}
+
+func (r *Registry) followBinding(key string, value []byte, live bool) error {
+	v := r.vhostOf(key, bindingKeyPrefix)
+	if v == nil {
+		return nil
+	}
+	v.defMu.Lock()
+	defer v.defMu.Unlock()
+	if live {
+		var rec bindingRecord
+		if err := json.Unmarshal(value, &rec); err != nil {
+			return err
+		}
+		v.mu.Lock()
+		v.applyBindingRecordLocked(rec)
+		v.mu.Unlock()
+		return nil
+	}
+	src := v.exchanges[keyNames(key, bindingKeyPrefix)[1]]
+	if src == nil || src.bindings == nil {
+		return nil
+	}
+	for _, b := range src.bindings.Bindings() {
+		if rec, durable, _ := v.bindingRecordOf(src, b); durable && bindingKey(v.name, rec) == key {
+			v.mu.Lock()
+			v.removeBindingLocked(src, b)
+			v.mu.Unlock()
+			return nil
+		}
+	}
+	return nil
+}
+
+func (r *Registry) followPolicy(key string, value []byte, live bool) error {
+	v := r.vhostOf(key, policyKeyPrefix)
+	if v == nil {
+		return nil
+	}
+	name := keyNames(key, policyKeyPrefix)[1]
+	v.defMu.Lock()
+	defer v.defMu.Unlock()
+	v.polMu.Lock()
+	old := v.policies[name]
+	if !live {
+		delete(v.policies, name)
+		v.polMu.Unlock()
+		if old != nil {
+			v.applyPolicies()
+		}
+		return nil
+	}
+	v.polMu.Unlock()
+	var rec policyRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return err
+	}
+	if old != nil && string(mustJSON(old.record())) == string(mustJSON(rec)) {
+		return nil // this node set it
+	}
+	p, err := decodePolicyRecord(rec)
+	if err != nil {
+		return err
+	}
+	cp, err := compilePolicy(p)
+	if err != nil {
+		return err
+	}
+	v.polMu.Lock()
+	v.policies[name] = cp
+	v.polMu.Unlock()
+	v.applyPolicies()
+	return nil
+}
+
+// errHomeNodeDown is RabbitMQ's answer for a queue whose node cannot be
+// reached (rabbit_amqqueue's "home node ... is down or inaccessible"):
+// here, any durable queue that lives on another node.
+func errHomeNodeDown(q *queue) *Error {
+	return amqpwire.Errorf(amqpwire.CodeNotFound, "home node 'wharf@%d' of durable %s is down or inaccessible",
+		q.home, resource("queue", q.name, q.vh.name))
+}
+
+// elsewhere reports whether q lives on another node (a placeholder here).
+func (q *queue) elsewhere() bool { return q.home != 0 }
+
+// remoteQueue builds the placeholder of a durable queue living on node.
+// It holds nothing and takes nothing (like a crashed queue).
+func (v *VHost) remoteQueue(d QueueDef, id string, node int32) *queue {
+	q := v.newQueue(d, id)
+	q.home = node
+	q.deleted = true
+	return q
+}
+
+// exchangeFromRecord builds a stored exchange (nil, nil for an unknown
+// type: the caller logs and leaves it out).
+func exchangeFromRecord(xr exchangeRecord) (*exchange, error) {
+	kind, ok := routing.ParseKind(xr.Type)
+	if !ok {
+		return nil, nil
+	}
+	args, err := decodeArgs(xr.Args)
+	if err != nil {
+		return nil, err
+	}
+	def := ExchangeDef{Name: xr.Name, Type: xr.Type, Durable: true, AutoDelete: xr.AutoDelete, Internal: xr.Internal, Args: args}
+	return newExchange(def, kind), nil
+}

@@ -1,0 +1,216 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+)
+
+// clusterDefs plays the cluster's replicated metadata log: a write on any
+// node is applied on every node (its live value set, its watcher told)
+// before it returns, in one order.
+type clusterDefs struct {
+	mu       sync.Mutex
+	live     map[string][]byte
+	watchers map[int32]func(key string)
+}
+
+func newClusterDefs() *clusterDefs {
+	return &clusterDefs{live: map[string][]byte{}, watchers: map[int32]func(string){}}
+}
+
+// nodeDefs is one node's view of the cluster's definitions.
+type nodeDefs struct {
+	c    *clusterDefs
+	node int32
+}
+
+func (d nodeDefs) write(key string, value []byte) error {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	if value == nil {
+		delete(d.c.live, key)
+	} else {
+		d.c.live[key] = slices.Clone(value)
+	}
+	for _, fn := range d.c.watchers {
+		fn(key)
+	}
+	return nil
+}
+
+func (d nodeDefs) Put(key string, value []byte) error {
+	return d.write(key, append([]byte{}, value...))
+}
+func (d nodeDefs) Delete(key string) error { return d.write(key, nil) }
+
+func (d nodeDefs) Load(fn func(key string, value []byte) error) error {
+	d.c.mu.Lock()
+	snap := maps.Clone(d.c.live)
+	d.c.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(snap)) {
+		if err := fn(k, snap[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d nodeDefs) cluster() *ClusterConfig {
+	return &ClusterConfig{
+		NodeID: d.node,
+		Watch: func(fn func(string)) {
+			d.c.mu.Lock()
+			defer d.c.mu.Unlock()
+			if fn == nil {
+				delete(d.c.watchers, d.node)
+			} else {
+				d.c.watchers[d.node] = fn
+			}
+		},
+		Get: func(key string) ([]byte, bool) {
+			d.c.mu.Lock()
+			defer d.c.mu.Unlock()
+			v, ok := d.c.live[key]
+			return slices.Clone(v), ok
+		},
+		Barrier: func() error { return nil }, // every write is applied everywhere before it returns
+	}
+}
+
+// newClusterEnvs opens one registry per node over shared definitions.
+func newClusterEnvs(t *testing.T, nodes int) []*env {
+	c := newClusterDefs()
+	envs := make([]*env, nodes)
+	for i := range envs {
+		d := nodeDefs{c: c, node: int32(i + 1)}
+		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, d.cluster() })
+	}
+	return envs
+}
+
+// eventually waits for cond, which a node's follow goroutine makes true.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestClusterDefinitionsFollowed: what node 1 declares, binds, sets and
+// deletes, node 2 applies; node 2 holds node 1's queue as a placeholder
+// (404 home node for a consume, a refused message), also after a restart,
+// and keeps no files for it.
+func TestClusterDefinitionsFollowed(t *testing.T) {
+	envs := newClusterEnvs(t, 2)
+	one, two := envs[0], envs[1]
+
+	one.declareExchange("orders", "direct", true, nil)
+	one.declareQueue("billing", true)
+	one.bind("billing", "orders", "new", nil)
+	one.setPolicy("limit", "^billing$", "queues", 0, `{"max-length": 5}`)
+	if _, err := one.r.AddVHost("other"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Lookups on node 2 find them at once.
+	if _, err := two.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, true); err != nil {
+		t.Fatalf("passive declare on node 2: %v", err)
+	}
+	if err := two.v.DeclareExchange(ExchangeDef{Name: "orders", Type: "direct", Durable: true}, true); err != nil {
+		t.Fatalf("passive exchange declare on node 2: %v", err)
+	}
+	eventually(t, "binding on node 2", func() bool { return len(two.v.Bindings()) == 1 })
+	eventually(t, "policy on node 2", func() bool { _, ok := two.v.Policy("limit"); return ok })
+	eventually(t, "vhost on node 2", func() bool { _, err := two.r.VHost("other"); return err == nil })
+
+	_, err := two.v.Consume("billing", ConsumeSpec{Consumer: newConsumer(1)})
+	wantCode(t, err, amqpwire.CodeNotFound, "NOT_FOUND - home node 'wharf@1' of durable queue 'billing' in vhost '/' is down or inaccessible")
+	if res := two.publish(persistent("orders", "new", "x")); res.Routed != 1 || res.Rejected != 1 {
+		t.Fatalf("publish on node 2 to node 1's queue: %+v, want routed and refused", res)
+	}
+	if res := one.publish(persistent("orders", "new", "y")); res.Routed != 1 || res.Rejected != 0 {
+		t.Fatalf("publish on node 1: %+v", res)
+	}
+	if got := one.drain("billing"); !slices.Equal(got, []string{"y"}) {
+		t.Fatalf("node 1's queue holds %q", got)
+	}
+
+	two.restart()
+	if _, err := two.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, true); err != nil {
+		t.Fatalf("passive declare on node 2 after its restart: %v", err)
+	}
+	if q, _ := two.v.lookupQueue("billing"); q == nil || !q.elsewhere() {
+		t.Fatal("node 2 opened node 1's queue as its own after a restart")
+	}
+	if n, _, err := StoredQueues(two.dir); err != nil || n != 0 {
+		t.Fatalf("node 2 keeps %d queue directories (%v), want none", n, err)
+	}
+
+	if err := one.v.UnbindQueue("billing", "orders", "new", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.v.DeletePolicy("limit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.r.DeleteVHost("other"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "unbind on node 2", func() bool { return len(two.v.Bindings()) == 0 })
+	eventually(t, "policy cleared on node 2", func() bool { _, ok := two.v.Policy("limit"); return !ok })
+	eventually(t, "vhost deleted on node 2", func() bool { _, err := two.r.VHost("other"); return err != nil })
+
+	// Deleted on node 2, node 1 deletes its queue and its files.
+	if _, err := two.v.DeleteQueue("billing", false, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "queue deleted on node 1", func() bool { return one.v.queue("billing") == nil })
+	eventually(t, "node 1's queue files removed", func() bool { n, _, _ := StoredQueues(one.dir); return n == 0 })
+	if err := one.v.DeleteExchange("orders", false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "exchange deleted on node 2", func() bool { return two.v.exchange("orders") == nil })
+}
+
+// TestClusterMissesShareBarriers: lookups that miss at once share the
+// barriers (writes to the metadata log) they wait for.
+func TestClusterMissesShareBarriers(t *testing.T) {
+	var barriers atomic.Int32
+	d := nodeDefs{c: newClusterDefs(), node: 1}
+	e := newEnv(t, func(cfg *Config) {
+		cfg.Definitions, cfg.Cluster = d, d.cluster()
+		cfg.Cluster.Barrier = func() error {
+			barriers.Add(1)
+			time.Sleep(5 * time.Millisecond) // a Raft round's latency
+			return nil
+		}
+	})
+	eventually(t, "caught up at start", func() bool { return barriers.Load() == 1 })
+	const misses = 20
+	var wg sync.WaitGroup
+	for i := range misses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ae *Error
+			if _, err := e.v.DeclareQueue(QueueDef{Name: fmt.Sprint("missing-", i)}, true); !errors.As(err, &ae) || ae.Code != amqpwire.CodeNotFound {
+				t.Errorf("passive declare of a missing queue: %v, want 404", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := barriers.Load() - 1; n < 1 || n > misses/2 {
+		t.Fatalf("%d lookups that missed at once ran %d barriers", misses, n)
+	}
+}
