@@ -29,7 +29,10 @@
 //     keyed by an id of their incarnation. The state is written every
 //     100 ms (Config.StateFlushInterval) and at close; a crash loses at
 //     most that much of acknowledgements, whose messages are delivered
-//     again (at least once, as in nats-server).
+//     again (at least once, as in nats-server). It is written only once
+//     the stream's log has committed every message it names, so that no
+//     sequence a crash takes back (and gives to the next message) is
+//     skipped as acknowledged or deleted.
 //
 // # What is kept in memory
 //
