@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +71,71 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Deleting a stream while its consumers deliver (a push consumer and a
+// pull consumer, both mid-stream with acknowledgements in flight) ends
+// them cleanly: the delete is answered, the consumers are gone, and a
+// stream created again under the name starts empty, its new consumer
+// getting only the new messages.
+func TestJetStreamDeleteWhileDelivering(t *testing.T) {
+	forEachJetStream(t, func(t *testing.T, srv jsServer) {
+		ctx := testContext(t)
+		_, js := connectJS(t, srv)
+		s := createStream(t, js, jetstream.StreamConfig{Name: "BUSY"})
+		for i := range 2000 {
+			if _, err := js.PublishAsync(fmt.Sprintf("busy.%d", i%10), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			t.Fatal("publishes not acknowledged")
+		}
+		push, err := s.CreatePushConsumer(ctx, jetstream.ConsumerConfig{Durable: "push", DeliverSubject: "deliver.busy",
+			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pull, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var received atomic.Int64
+		handler := func(m jetstream.Msg) {
+			received.Add(1)
+			m.Ack()
+		}
+		pc, err := push.Consume(handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Stop()
+		cc, err := pull.Consume(handler, jetstream.PullMaxMessages(50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Stop()
+		waitFor(t, "deliveries under way", func() bool { return received.Load() > 100 })
+
+		if err := js.DeleteStream(ctx, "BUSY"); err != nil {
+			t.Fatalf("delete the stream while it delivers: %v", err)
+		}
+		if _, err := js.Stream(ctx, "BUSY"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("info of the deleted stream: %v", err)
+		}
+		s = createStream(t, js, jetstream.StreamConfig{Name: "BUSY"}, "new")
+		info, err := s.Info(ctx)
+		if err != nil || info.State.Msgs != 1 || info.State.FirstSeq != 1 || info.State.Consumers != 0 {
+			t.Fatalf("the stream created again: %+v %v", info, err)
+		}
+		c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fetchOne(t, c, 2*time.Second); m == nil || string(m.Data()) != "new" {
+			t.Errorf("the new consumer got %v, want the new message", m)
+		}
+	})
 }
