@@ -126,6 +126,14 @@ func newTestNode(t *testing.T) *testNode {
 
 func (n *testNode) open() {
 	n.t.Helper()
+	n.load()
+	n.out = &recordingOutbox{}
+	n.svc.Start(n.out, func(string, *StreamConfig) {})
+}
+
+// load opens the service without starting it.
+func (n *testNode) load() {
+	n.t.Helper()
 	n.logs = &localLogs{dir: filepath.Join(n.dir, "streams"), logs: map[string]*replica.Local{}}
 	var err error
 	if n.state, err = OpenStateLog(filepath.Join(n.dir, "state"), slog.New(slog.DiscardHandler)); err != nil {
@@ -135,8 +143,6 @@ func (n *testNode) open() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.out = &recordingOutbox{}
-	n.svc.Start(n.out, func(string, *StreamConfig) {})
 }
 
 func (n *testNode) close() {
@@ -301,4 +307,27 @@ func TestStateNeverCoversMessagesACrashLoses(t *testing.T) {
 			t.Errorf("message b, acknowledged as %+v, after a restart: %v %v", ack, m, err)
 		}
 	})
+}
+
+// A pull request may arrive while the service starts (the front end
+// serves the API before it starts the service): what it answers must not
+// race with Start setting the Outbox.
+func TestNextDuringStart(t *testing.T) {
+	n := &testNode{t: t, dir: t.TempDir(), defs: kvtest.New()}
+	n.load()
+	t.Cleanup(n.close)
+	if _, err := n.svc.CreateStream(StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.svc.CreateConsumer("S", ConsumerConfig{Durable: "d", AckPolicy: AckExplicit}, ActionCreate); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		n.out = &recordingOutbox{}
+		n.svc.Start(n.out, func(string, *StreamConfig) {})
+	}()
+	n.svc.Next("S", "d", "inbox.1", NextRequest{Batch: 1, NoWait: true}) // refused: 404 No Messages
+	<-started
 }
