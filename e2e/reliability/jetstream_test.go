@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/node"
 	"github.com/wharf-mq/wharf/internal/nodetest"
+	"github.com/wharf-mq/wharf/internal/seglog"
 )
 
 // jsAPISubjects are the JetStream API operations the bad-input test sends
@@ -265,4 +267,59 @@ func jsClient(t *testing.T, n *node.Node) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// A stream whose log fails an fsync acknowledges nothing more: the publish
+// it could not commit gets nats-server's "store failed" error (10077), so
+// does its retry with the same Nats-Msg-Id (the message is in the
+// duplicate window, but not on disk), and every later publish; the other
+// streams go on acknowledging.
+func TestJetStreamFailedFsyncAcknowledgesNothing(t *testing.T) {
+	// Not nodetest's node: its Close reports the failed log, rightly.
+	cfg := node.Config{DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0"}
+	newNodeLog(t, slog.LevelError).option()(&cfg)
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	defer func() {
+		if err := n.Close(ctx); err == nil || !strings.Contains(err.Error(), "js.FAILING-0") {
+			t.Errorf("close: %v, want the failed log's error", err)
+		}
+	}()
+	js := jsClient(t, n)
+	for _, name := range []string{"FAILING", "HEALTHY"} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, strings.ToLower(name)+".x", []byte("before")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failing := string(filepath.Separator) + "js.FAILING-0" + string(filepath.Separator)
+	t.Cleanup(seglog.SetSyncFault(func(path string) error {
+		if strings.Contains(path+string(filepath.Separator), failing) {
+			return syscall.EIO
+		}
+		return nil
+	}))
+
+	storeFailed := func(what string, err error) {
+		t.Helper()
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10077 {
+			t.Errorf("%s: %v, want the store failed error (10077)", what, err)
+		}
+	}
+	ack, err := js.Publish(ctx, "failing.x", []byte("lost"), jetstream.WithMsgID("m1"))
+	storeFailed(fmt.Sprintf("publish whose fsync fails (ack %+v)", ack), err)
+	ack, err = js.Publish(ctx, "failing.x", []byte("lost"), jetstream.WithMsgID("m1"))
+	storeFailed(fmt.Sprintf("its retry (ack %+v)", ack), err)
+	ack, err = js.Publish(ctx, "failing.x", []byte("later"))
+	storeFailed(fmt.Sprintf("a later publish (ack %+v)", ack), err)
+	if ack, err := js.Publish(ctx, "healthy.x", []byte("after")); err != nil || ack.Sequence != 2 {
+		t.Errorf("publish to the healthy stream: %+v %v", ack, err)
+	}
 }

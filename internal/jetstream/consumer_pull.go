@@ -47,18 +47,18 @@ func (svc *Service) Next(stream, consumer, reply string, req NextRequest) {
 	}
 	status := c.queueRequestLocked(reply, req, now)
 	s.mu.Unlock()
-	if status != nil && svc.outbox != nil {
-		svc.outbox.Send(reply, &status.msg)
+	if out := svc.outboxOnceStarted(); status != nil && out != nil {
+		out.Send(reply, &status.msg)
 	}
 }
 
 // BadNextRequest answers a pull request that could not be read, as
 // nats-server does.
 func (svc *Service) BadNextRequest(reply string, err error) {
-	if svc.outbox != nil && reply != "" {
+	if out := svc.outboxOnceStarted(); out != nil && reply != "" {
 		r := &pullRequest{reply: reply}
 		st := r.status("400", fmt.Sprintf("Bad Request - %v", err))
-		svc.outbox.Send(reply, &st.msg)
+		out.Send(reply, &st.msg)
 	}
 }
 

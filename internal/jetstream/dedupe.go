@@ -48,5 +48,3 @@ func (d *dedupeWindow) expire(now time.Time, window time.Duration) {
 		d.order = append(d.order[:0:0], d.order[n:]...)
 	}
 }
-
-func (d *dedupeWindow) clear() { *d = dedupeWindow{} }

@@ -29,7 +29,10 @@
 //     keyed by an id of their incarnation. The state is written every
 //     100 ms (Config.StateFlushInterval) and at close; a crash loses at
 //     most that much of acknowledgements, whose messages are delivered
-//     again (at least once, as in nats-server).
+//     again (at least once, as in nats-server). It is written only once
+//     the stream's log has committed every message it names, so that no
+//     sequence a crash takes back (and gives to the next message) is
+//     skipped as acknowledged or deleted.
 //
 // # What is kept in memory
 //
@@ -76,12 +79,14 @@
 // Where things are:
 //
 //	service.go          the Service: Open, Start, Close, Publish
+//	store.go            what the node keeps it on: stream logs, definitions
 //	stream.go           a stream's state: replay, index, removals, limits
 //	stream_publish.go   a publish's checks and append
 //	stream_admin.go     create, update, delete
 //	stream_ops.go       info, purge, get and delete a message
 //	stream_state.go     the persisted head and explicit deletions
 //	stream_config.go    StreamConfig, its defaults and checks
+//	subject.go          subject patterns: matching, overlaps, filters
 //	subject_index.go    live messages by subject
 //	dedupe.go           the duplicate window
 //	consumer.go         a consumer's position, state and info

@@ -114,11 +114,6 @@ func ErrWrongLastSequence(seq uint64) *APIError {
 // hold; id is the actual one.
 func ErrWrongLastMsgID(id string) *APIError { return apiErr(400, 10070, "wrong last msg ID: %s", id) }
 
-// ErrSequenceNotFound is a delete of a sequence the stream does not hold.
-func ErrSequenceNotFound(seq uint64) *APIError {
-	return apiErr(400, 10043, "sequence %d not found", seq)
-}
-
 // ErrStreamStore is a storage failure behind a stream operation.
 func ErrStreamStore(err error) *APIError { return apiErr(503, 10077, "%v", err) }
 

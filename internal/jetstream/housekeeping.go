@@ -2,9 +2,13 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // housekeeping runs, every second, what no request triggers: the age
@@ -89,36 +93,83 @@ func (svc *Service) stateFlusher() {
 	}
 }
 
-// flushState writes every changed state record; on failure they are
-// marked changed again, for the next round.
+// flushState writes every changed state record.
 func (svc *Service) flushState() error {
-	var recs []stateRecord
-	type undo struct {
-		s    *stream
-		mark func() // marks the record changed again, under s.mu
-	}
-	var written []undo
+	var changes []stateChange
 	for _, s := range svc.allStreams() {
 		s.mu.Lock()
+		ch := stateChange{s: s}
 		if rec, ok := s.stateRecordLocked(); ok {
-			recs = append(recs, rec)
-			written = append(written, undo{s, func() { s.stateDirty = true }})
+			ch.add(rec, func() { s.stateDirty = true })
 		}
 		for _, c := range s.consumers {
 			if rec, ok := c.stateRecordLocked(); ok {
-				recs = append(recs, rec)
-				written = append(written, undo{s, func() { c.dirty = true }})
+				ch.add(rec, func() { c.dirty = true })
 			}
 		}
 		s.mu.Unlock()
+		if len(ch.recs) > 0 {
+			changes = append(changes, ch)
+		}
+	}
+	return svc.writeState(changes)
+}
+
+// stateChange is the changed state records of one stream and its
+// consumers, and how to mark them changed again if they are not written.
+type stateChange struct {
+	s     *stream
+	recs  []stateRecord
+	marks []func() // under s.mu
+}
+
+func (ch *stateChange) add(rec stateRecord, mark func()) {
+	ch.recs = append(ch.recs, rec)
+	ch.marks = append(ch.marks, mark)
+}
+
+func (ch *stateChange) markChanged() {
+	ch.s.mu.Lock()
+	defer ch.s.mu.Unlock()
+	for _, mark := range ch.marks {
+		mark()
+	}
+}
+
+// writeState writes state records once the logs of their streams have
+// committed everything appended before the records were taken: a record
+// names sequences (a consumer's position and acknowledgements, explicit
+// deletions), and a crash that took such a sequence back from the log
+// would give it to the next message, which the record then skips,
+// although its publisher had its acknowledgement. The records of a
+// stream whose log fails to commit are kept for the next round; so are
+// all of them if the state log fails.
+func (svc *Service) writeState(changes []stateChange) error {
+	synced := make([]error, len(changes))
+	var wg sync.WaitGroup
+	for i, ch := range changes {
+		wg.Add(1)
+		svc.syncer.Await([]replica.Target{ch.s.log}, func(err error) {
+			synced[i] = err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	var recs []stateRecord
+	var kept []stateChange
+	for i, ch := range changes {
+		if synced[i] != nil {
+			kept = append(kept, ch)
+			continue
+		}
+		recs = append(recs, ch.recs...)
 	}
 	err := svc.state.write(recs)
 	if err != nil {
-		for _, u := range written {
-			u.s.mu.Lock()
-			u.mark()
-			u.s.mu.Unlock()
-		}
+		kept = changes
 	}
-	return err
+	for _, ch := range kept {
+		ch.markChanged()
+	}
+	return errors.Join(append(synced, err)...)
 }

@@ -275,13 +275,16 @@ func (svc *Service) Close() error {
 	svc.mu.Lock()
 	started := svc.started
 	svc.started = false
-	streams := slices.Collect(maps.Values(svc.streams))
 	svc.mu.Unlock()
 	if started {
 		close(svc.stop)
 		svc.wg.Wait()
 	}
-	for _, s := range streams {
+	// A create under way finishes first, so that the consumer it starts
+	// is among those halted here; later ones are not started.
+	svc.adminMu.Lock()
+	defer svc.adminMu.Unlock()
+	for _, s := range svc.allStreams() {
 		s.mu.Lock()
 		cs := slices.Collect(maps.Values(s.consumers))
 		s.mu.Unlock()

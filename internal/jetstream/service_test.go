@@ -17,6 +17,9 @@ type localLogs struct {
 	mu  sync.Mutex
 	// open logs, closed by the test's cleanup
 	logs map[string]*replica.Local
+	// synced is each log's end at its last successful Sync: what a crash
+	// keeps (crash cuts every log there).
+	synced map[string]int64
 }
 
 func (l *localLogs) CreateLog(stream string) (StreamLog, error) { return l.OpenLog(stream) }
@@ -25,14 +28,18 @@ func (l *localLogs) OpenLog(stream string) (StreamLog, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if lg := l.logs[stream]; lg != nil {
-		return localLog{lg}, nil
+		return localLog{lg, l, stream}, nil
 	}
 	lg, err := replica.Open(filepath.Join(l.dir, stream), replica.DefaultConfig(), replica.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
 	l.logs[stream] = lg
-	return localLog{lg}, nil
+	if l.synced == nil {
+		l.synced = map[string]int64{}
+	}
+	l.synced[stream] = lg.EndOffset() // what it opens with is on disk
+	return localLog{lg, l, stream}, nil
 }
 
 func (l *localLogs) DeleteLog(stream string) error {
@@ -54,7 +61,34 @@ func (l *localLogs) closeAll() {
 	}
 }
 
-type localLog struct{ *replica.Local }
+// crash cuts every log at its end when it was last synced, as a power
+// failure would, before the logs are closed.
+func (l *localLogs) crash() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, lg := range l.logs {
+		if err := lg.TruncateTo(l.synced[name]); err != nil {
+			panic(err)
+		}
+	}
+}
+
+type localLog struct {
+	*replica.Local
+	logs *localLogs
+	name string
+}
+
+func (l localLog) Sync() error {
+	end := l.EndOffset()
+	if err := l.Local.Sync(); err != nil {
+		return err
+	}
+	l.logs.mu.Lock()
+	defer l.logs.mu.Unlock()
+	l.logs.synced[l.name] = max(l.logs.synced[l.name], end)
+	return nil
+}
 
 func (l localLog) Append(batch []byte) (int64, error) {
 	a, err := l.Local.Append(batch, replica.AppendOptions{})
@@ -92,6 +126,14 @@ func newTestNode(t *testing.T) *testNode {
 
 func (n *testNode) open() {
 	n.t.Helper()
+	n.load()
+	n.out = &recordingOutbox{}
+	n.svc.Start(n.out, func(string, *StreamConfig) {})
+}
+
+// load opens the service without starting it.
+func (n *testNode) load() {
+	n.t.Helper()
 	n.logs = &localLogs{dir: filepath.Join(n.dir, "streams"), logs: map[string]*replica.Local{}}
 	var err error
 	if n.state, err = OpenStateLog(filepath.Join(n.dir, "state"), slog.New(slog.DiscardHandler)); err != nil {
@@ -101,8 +143,6 @@ func (n *testNode) open() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.out = &recordingOutbox{}
-	n.svc.Start(n.out, func(string, *StreamConfig) {})
 }
 
 func (n *testNode) close() {
@@ -119,6 +159,17 @@ func (n *testNode) close() {
 
 func (n *testNode) restart() {
 	n.close()
+	n.open()
+}
+
+// crashRestart stops the service, loses what the streams' logs had not
+// synced, as a crash would (the state log keeps what the service wrote),
+// and opens it again.
+func (n *testNode) crashRestart() {
+	n.svc.Close()
+	n.logs.crash()
+	n.state.Close()
+	n.logs.closeAll()
 	n.open()
 }
 
@@ -206,4 +257,77 @@ func TestConsumerStateSurvivesRestart(t *testing.T) {
 		t.Errorf("before %+v %+v %d %d, after %+v %+v %d %d", before.Delivered, before.AckFloor, before.NumAckPending, before.NumPending,
 			after.Delivered, after.AckFloor, after.NumAckPending, after.NumPending)
 	}
+}
+
+// publishUnacknowledged stores a message nobody waits to see acknowledged
+// (a publish without a reply subject): nothing syncs the log for it.
+func (n *testNode) publishUnacknowledged(stream, subject, data string) {
+	n.svc.Publish(stream, subject, nil, []byte(data), nil)
+}
+
+// State written about a message (an acknowledgement, a deletion) must not
+// outlive the message in a crash: the sequence would be given to the next
+// message, which the consumer's position or the deletion would then skip,
+// although its publisher had its acknowledgement.
+func TestStateNeverCoversMessagesACrashLoses(t *testing.T) {
+	t.Run("acknowledgement", func(t *testing.T) {
+		n := newTestNode(t)
+		if _, err := n.svc.CreateStream(StreamConfig{Name: "S", Subjects: []string{"s.>"}, Retention: WorkQueuePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.svc.CreateConsumer("S", ConsumerConfig{Durable: "d", AckPolicy: AckExplicit}, ActionCreateOrUpdate); err != nil {
+			t.Fatal(err)
+		}
+		n.publishUnacknowledged("S", "s.x", "a")
+		n.svc.Next("S", "d", "inbox.1", NextRequest{Batch: 1})
+		n.out.waitFor(t, "inbox.1", 1)
+		n.svc.Ack("S", "d", 1, 1, AckAck, 0)
+		n.crashRestart()
+
+		ack := n.publish("S", "s.x", "b", nil)
+		n.svc.Next("S", "d", "inbox.2", NextRequest{Batch: 1})
+		if got := n.out.waitFor(t, "inbox.2", 1); string(got[0].Data) != "b" {
+			t.Errorf("after the crash the consumer got %q, want b (acknowledged as %+v)", got[0].Data, ack)
+		}
+	})
+	t.Run("deletion", func(t *testing.T) {
+		n := newTestNode(t)
+		if _, err := n.svc.CreateStream(StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		n.publishUnacknowledged("S", "s.x", "a")
+		if err := n.svc.DeleteMsg("S", 1); err != nil {
+			t.Fatal(err)
+		}
+		n.crashRestart()
+
+		ack := n.publish("S", "s.x", "b", nil)
+		n.restart()
+		if m, err := n.svc.GetMsg("S", MsgRequest{Seq: ack.Seq}); err != nil || string(m.Data) != "b" {
+			t.Errorf("message b, acknowledged as %+v, after a restart: %v %v", ack, m, err)
+		}
+	})
+}
+
+// A pull request may arrive while the service starts (the front end
+// serves the API before it starts the service): what it answers must not
+// race with Start setting the Outbox.
+func TestNextDuringStart(t *testing.T) {
+	n := &testNode{t: t, dir: t.TempDir(), defs: kvtest.New()}
+	n.load()
+	t.Cleanup(n.close)
+	if _, err := n.svc.CreateStream(StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.svc.CreateConsumer("S", ConsumerConfig{Durable: "d", AckPolicy: AckExplicit}, ActionCreate); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		n.out = &recordingOutbox{}
+		n.svc.Start(n.out, func(string, *StreamConfig) {})
+	}()
+	n.svc.Next("S", "d", "inbox.1", NextRequest{Batch: 1, NoWait: true}) // refused: 404 No Messages
+	<-started
 }

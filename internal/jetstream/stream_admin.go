@@ -128,15 +128,15 @@ func (svc *Service) DeleteStream(name string) *APIError {
 	s.mu.Lock()
 	consumers := slices.Collect(maps.Values(s.consumers))
 	s.mu.Unlock()
+	var defined, ids []string
 	for _, c := range consumers {
 		if c.persistent() {
-			if err := svc.cfg.Definitions.Delete(consumerDefKey(name, c.name)); err != nil {
-				return ErrStreamGeneral(err)
-			}
+			defined = append(defined, c.name)
 		}
+		ids = append(ids, c.id)
 	}
-	if err := svc.cfg.Definitions.Delete(streamDefKey(name)); err != nil {
-		return ErrStreamGeneral(err)
+	if aerr := svc.deleteDefinitions(name, defined); aerr != nil {
+		return aerr
 	}
 	svc.mu.Lock()
 	delete(svc.streams, name)
@@ -145,17 +145,10 @@ func (svc *Service) DeleteStream(name string) *APIError {
 	s.mu.Lock()
 	s.deleted = true
 	s.mu.Unlock()
-	tombstones := []stateRecord{{key: streamStateKey(s.id)}}
 	for _, c := range consumers {
 		c.remove()
-		tombstones = append(tombstones, stateRecord{key: consumerStateKey(c.id)})
 	}
-	if err := svc.state.write(tombstones); err != nil {
-		svc.log.Warn("jetstream: state of a deleted stream left in the state log", "stream", name, "err", err)
-	}
-	if err := svc.cfg.Logs.DeleteLog(name); err != nil {
-		svc.log.Error("jetstream: delete the log of a deleted stream", "stream", name, "topic", TopicName(name), "err", err)
-	}
+	svc.dropStreamData(name, s.id, ids)
 	svc.log.Info("stream deleted", "stream", name)
 	if observer != nil {
 		observer(name, nil)
@@ -167,20 +160,42 @@ func (svc *Service) DeleteStream(name string) *APIError {
 // definitions, its state and whatever is left of its log.
 func (svc *Service) deleteOffline(o *offlineStream) *APIError {
 	name := o.def.Config.Name
+	var names, ids []string
 	for _, c := range o.consumers {
-		if err := svc.cfg.Definitions.Delete(consumerDefKey(name, c.Config.Name)); err != nil {
-			return ErrStreamGeneral(err)
-		}
+		names = append(names, c.Config.Name)
+		ids = append(ids, c.ID)
 	}
-	if err := svc.cfg.Definitions.Delete(streamDefKey(name)); err != nil {
-		return ErrStreamGeneral(err)
+	if aerr := svc.deleteDefinitions(name, names); aerr != nil {
+		return aerr
 	}
 	svc.mu.Lock()
 	delete(svc.offline, name)
 	svc.mu.Unlock()
-	tombstones := []stateRecord{{key: streamStateKey(o.def.ID)}}
-	for _, c := range o.consumers {
-		tombstones = append(tombstones, stateRecord{key: consumerStateKey(c.ID)})
+	svc.dropStreamData(name, o.def.ID, ids)
+	svc.log.Info("offline stream deleted", "stream", name)
+	return nil
+}
+
+// deleteDefinitions deletes the definitions of a stream's consumers, then
+// the stream's: a failure leaves no consumer without its stream.
+func (svc *Service) deleteDefinitions(stream string, consumers []string) *APIError {
+	for _, c := range consumers {
+		if err := svc.cfg.Definitions.Delete(consumerDefKey(stream, c)); err != nil {
+			return ErrStreamGeneral(err)
+		}
+	}
+	if err := svc.cfg.Definitions.Delete(streamDefKey(stream)); err != nil {
+		return ErrStreamGeneral(err)
+	}
+	return nil
+}
+
+// dropStreamData removes what a deleted stream leaves behind: the state
+// records of the stream and of its consumers (by id), and its log.
+func (svc *Service) dropStreamData(name, id string, consumerIDs []string) {
+	tombstones := []stateRecord{{key: streamStateKey(id)}}
+	for _, c := range consumerIDs {
+		tombstones = append(tombstones, stateRecord{key: consumerStateKey(c)})
 	}
 	if err := svc.state.write(tombstones); err != nil {
 		svc.log.Warn("jetstream: state of a deleted stream left in the state log", "stream", name, "err", err)
@@ -188,8 +203,6 @@ func (svc *Service) deleteOffline(o *offlineStream) *APIError {
 	if err := svc.cfg.Logs.DeleteLog(name); err != nil {
 		svc.log.Error("jetstream: delete the log of a deleted stream", "stream", name, "topic", TopicName(name), "err", err)
 	}
-	svc.log.Info("offline stream deleted", "stream", name)
-	return nil
 }
 
 // overlapsOtherStream reports whether cfg's subjects overlap those of a

@@ -28,16 +28,13 @@ func (s *stream) stateRecordLocked() (stateRecord, bool) {
 // answer promises it (a delete, a purge).
 func (svc *Service) writeStreamState(s *stream) error {
 	s.mu.Lock()
-	rec, ok := s.stateRecordLocked()
+	ch := stateChange{s: s}
+	if rec, ok := s.stateRecordLocked(); ok {
+		ch.add(rec, func() { s.stateDirty = true })
+	}
 	s.mu.Unlock()
-	if !ok {
+	if len(ch.recs) == 0 {
 		return nil
 	}
-	if err := svc.state.write([]stateRecord{rec}); err != nil {
-		s.mu.Lock()
-		s.stateDirty = true
-		s.mu.Unlock()
-		return err
-	}
-	return nil
+	return svc.writeState([]stateChange{ch})
 }

@@ -65,14 +65,6 @@ func (x subjectIndex) has(subject string, seq uint64) bool {
 	return found
 }
 
-// last is the sequence of subject's newest message, 0 for none.
-func (x subjectIndex) last(subject string) uint64 {
-	if e := x[subject]; e != nil {
-		return e.seqs[len(e.seqs)-1]
-	}
-	return 0
-}
-
 // lastAmong is the newest sequence among the subjects f takes, 0 for
 // none.
 func (x subjectIndex) lastAmong(f filter) uint64 {

@@ -28,6 +28,13 @@ type JetStream struct {
 	streams map[string]*streamCapture // by stream name
 	closed  bool
 
+	// loopback holds the API requests the core itself sent, which the
+	// loopback goroutine serves (see apiSink.Deliver); stop ends it and
+	// loopDone says it has.
+	loopback chan apiRequest
+	stop     chan struct{}
+	loopDone chan struct{}
+
 	requests, errors atomic.Uint64 // API requests answered, and with an error
 }
 
@@ -39,7 +46,8 @@ func NewJetStream(router *subjects.Router, core *jetstream.Service, logger *slog
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	js := &JetStream{router: router, core: core, log: logger.With("component", "nats"), streams: map[string]*streamCapture{}}
+	js := &JetStream{router: router, core: core, log: logger.With("component", "nats"), streams: map[string]*streamCapture{},
+		loopback: make(chan apiRequest, loopbackQueue), stop: make(chan struct{}), loopDone: make(chan struct{})}
 	var err error
 	if js.api, err = router.Subscribe("$JS.API.>", "", apiSink{js}); err != nil {
 		return nil, err
@@ -48,6 +56,7 @@ func NewJetStream(router *subjects.Router, core *jetstream.Service, logger *slog
 		router.Unsubscribe(js.api)
 		return nil, err
 	}
+	go js.serveLoopback()
 	return js, nil
 }
 
@@ -64,6 +73,8 @@ func (js *JetStream) Close() {
 	for _, c := range captures {
 		c.unsubscribe(js.router)
 	}
+	close(js.stop)
+	<-js.loopDone
 }
 
 // Send routes m to the subscribers of to, who see m.Subject (a stored

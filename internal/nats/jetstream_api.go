@@ -30,6 +30,13 @@ type apiSink struct{ js *JetStream }
 // Deliver answers an API request. A direct get of a stream that does not
 // allow them is refused, so that its requester gets no-responders, as
 // from nats-server (where nothing subscribes to it).
+//
+// A request the core sent itself (a client named an API subject as the
+// reply subject of a pull request or a publish, and the core sent a
+// status or an acknowledgement there) is served later, on the loopback
+// goroutine: the core sends from its own goroutines, holding its admin
+// lock (a consumer's deletion tells its waiting requests) or as the
+// delivery goroutine a consumer's deletion waits for.
 func (a apiSink) Deliver(m *subjects.Message) bool {
 	op := strings.Split(strings.TrimPrefix(string(m.Subject), apiPrefix), ".")
 	if op[0] == "DIRECT" {
@@ -37,12 +44,47 @@ func (a apiSink) Deliver(m *subjects.Message) bool {
 			return false
 		}
 	}
-	reply := string(m.Reply)
-	if reply == "" {
-		return true // nowhere to answer
+	reply := string(m.Reply) // may be empty: served all the same, unanswered, as by nats-server
+	body := bytes.TrimSpace(m.Payload)
+	if m.Source == a.js {
+		a.js.serveLater(apiRequest{op: op, reply: reply, body: bytes.Clone(body)})
+		return true
 	}
-	a.js.handle(op, reply, bytes.TrimSpace(m.Payload))
+	a.js.handle(op, reply, body)
 	return true
+}
+
+// apiRequest is an API request waiting for the loopback goroutine.
+type apiRequest struct {
+	op    []string
+	reply string
+	body  []byte
+}
+
+// loopbackQueue bounds the API requests from the core waiting to be
+// served; past it they are dropped, as nats-server drops requests when
+// its API queue is full.
+const loopbackQueue = 64
+
+func (js *JetStream) serveLater(req apiRequest) {
+	select {
+	case js.loopback <- req:
+	default:
+		js.log.Warn("jetstream: API request sent by JetStream itself dropped: too many waiting", "subject", apiPrefix+strings.Join(req.op, "."))
+	}
+}
+
+// serveLoopback serves the API requests the core sent, until Close.
+func (js *JetStream) serveLoopback() {
+	defer close(js.loopDone)
+	for {
+		select {
+		case <-js.stop:
+			return
+		case req := <-js.loopback:
+			js.handle(req.op, req.reply, req.body)
+		}
+	}
 }
 
 // apiResponse is what every answer carries.
