@@ -70,10 +70,11 @@ func (ft *faultTest) startLoad() (stop func()) {
 	return startProducers(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions, ft.ledger)
 }
 
-// progress waits until every stream has n more acknowledgements than now.
-func (ft *faultTest) progress(n int, what string) {
+// progress waits until every stream (but those of the producers in
+// skip) has n more acknowledgements than now.
+func (ft *faultTest) progress(n int, what string, skip ...string) {
 	ft.t.Helper()
-	ft.ledger.waitProgress(ft.ctx, ft.t, ft.ledger.acks(), n, what)
+	ft.ledger.waitProgress(ft.ctx, ft.t, ft.ledger.acks(), n, what, skip...)
 }
 
 // verify runs the checker and logs the figures of the run.
