@@ -32,6 +32,10 @@ const (
 	// inFlightPerStream bounds the records a stream has handed to its
 	// client and not yet seen answered.
 	inFlightPerStream = 16
+	// deliveryTimeout bounds how long a client tries to deliver a record
+	// before it fails it: a cluster that never recovers fails the test
+	// instead of hanging it.
+	deliveryTimeout = 30 * time.Second
 )
 
 // producer is one client writing its streams until stopped.
@@ -94,7 +98,7 @@ func startFranzProducer(ctx context.Context, t *testing.T, seeds []string, topic
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.ProduceRequestTimeout(faultAckTimeout), kgo.RequestTimeoutOverhead(faultWireTimeout-faultAckTimeout),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }), kgo.RecordDeliveryTimeout(deliveryTimeout),
 		// franz-go refreshes metadata at most every 5 s by default; Kafka's
 		// Java producer every 100 ms (retry.backoff.ms).
 		kgo.MetadataMinAge(100*time.Millisecond))
@@ -156,7 +160,7 @@ func startSaramaProducer(ctx context.Context, t *testing.T, seeds []string, topi
 	cfg.Producer.Timeout = faultAckTimeout
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
 	cfg.Producer.Return.Successes = true
-	cfg.Producer.Retry.Max, cfg.Producer.Retry.Backoff = 1000, 50*time.Millisecond
+	cfg.Producer.Retry.Max, cfg.Producer.Retry.Backoff = int(deliveryTimeout/(50*time.Millisecond)), 50*time.Millisecond
 	cfg.Metadata.Retry.Max, cfg.Metadata.Retry.Backoff = 1000, 50*time.Millisecond
 	cfg.Net.MaxOpenRequests = 1
 	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = faultWireTimeout, faultWireTimeout, faultWireTimeout
@@ -262,7 +266,9 @@ func startKafkaGoProducer(ctx context.Context, t *testing.T, seeds []string, top
 				seqs[i], msgs[i].Value = l.next(k)
 				msgs[i].Partition = int(p)
 			}
-			err := w.WriteMessages(context.WithoutCancel(ctx), msgs...)
+			deliver, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+			err := w.WriteMessages(deliver, msgs...)
+			cancel()
 			var perMessage kafkago.WriteErrors
 			for i, seq := range seqs {
 				if err == nil || (errors.As(err, &perMessage) && perMessage[i] == nil) {
