@@ -419,19 +419,15 @@ func (s *suite) holdIdlePartitions(ctx context.Context, seeds []string, pids []i
 		if err != nil {
 			return nil, err
 		}
-		rss, err := residentMiB(pid)
-		if err != nil {
-			return nil, err
-		}
-		files, err := openFiles(pid)
+		size, err := sizeOf(pid, "")
 		if err != nil {
 			return nil, err
 		}
 		busy := (cpu1 - cpu0[i]) / idleHold.Seconds()
 		f["idlecpu"] += busy / float64(len(pids))
 		f["idlecpumax"] = max(f["idlecpumax"], busy)
-		f["rss"] += rss / float64(len(pids))
-		f["files"] += files / float64(len(pids))
+		f["rss"] += size["rss"] / float64(len(pids))
+		f["files"] += size["files"] / float64(len(pids))
 	}
 	return f, nil
 }

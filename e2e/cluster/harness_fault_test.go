@@ -65,9 +65,19 @@ func (ft *faultTest) seeds() []string {
 	return seeds
 }
 
-// startLoad starts the three producers; the returned function stops them.
-func (ft *faultTest) startLoad() (stop func()) {
-	return startProducers(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions, ft.ledger)
+// run starts the three producers, waits for their first
+// acknowledgements, runs cycle -cluster.cycles times (each cycle injects
+// faultsPerCycle faults and waits for the cluster to recover), stops the
+// load and runs the checker.
+func (ft *faultTest) run(faultsPerCycle int, cycle func()) {
+	ft.t.Helper()
+	stopLoad := startProducers(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions, ft.ledger)
+	ft.progress(100, "the first acknowledgements")
+	for range *faultCycles {
+		cycle()
+	}
+	stopLoad()
+	ft.verify(*faultCycles * faultsPerCycle)
 }
 
 // progress waits until every stream (but those of the producers in
