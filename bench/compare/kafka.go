@@ -46,9 +46,10 @@ func producerOpts(addr, topic string, acksAll bool) []kgo.Opt {
 	return opts
 }
 
-// withTopic creates a topic of partitions on the broker at addr, runs fn
-// with its name and deletes it (so neither broker's data grows across
-// runs).
+// withTopic creates a topic of partitions on the broker at addr, of the
+// broker's default replication factor (1 on one node, 3 on a cluster of
+// three), runs fn with its name and deletes it (so neither broker's data
+// grows across runs).
 func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn func(topic string) (figures, error)) (figures, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -57,7 +58,7 @@ func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topic := s.uniqueName("bench")
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -69,6 +70,9 @@ func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn
 		defer cancel()
 		_, _ = adm.DeleteTopics(dctx, topic)
 	}()
+	if _, err := waitSettled(ctx, adm, 0, topic); err != nil {
+		return nil, fmt.Errorf("topic %s never settled: %w", topic, err)
+	}
 	return fn(topic)
 }
 

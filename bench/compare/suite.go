@@ -76,6 +76,7 @@ func run(ctx context.Context, o options) error {
 		{"idle", true, s.idleSection},
 		{"catchup", true, s.catchupSection},
 		{"scale", true, s.scaleSection},
+		{"cluster", true, s.onlyWhenNamed("cluster", s.clusterSection)},
 	}
 	for _, sec := range sections {
 		if !s.selected(sec.name, sec.scale) {

@@ -9,5 +9,20 @@
 //     duplicated = reordered = 0 and the test logs the failover time
 //     (kill → first acknowledgement).
 //
-// -short skips it (it starts three processes).
+// The fault tests (*_fault_test.go) run franz-go, sarama and kafka-go
+// producers at once, acks=all, numbered streams into every partition, and
+// a checker that counts lost, duplicated (idempotent producers),
+// unexpected and reordered records per partition: all must be 0.
+//
+//   - TestLeaderStoppedFault: SIGSTOP of a leader for three election
+//     timeouts, then SIGCONT; a Produce it reads once deposed is refused.
+//   - TestRollingRestartFault: every node restarted (SIGTERM) under load.
+//   - TestFollowerKilledFault: SIGKILL of a follower.
+//   - TestTwoOfFiveKilledFault: five nodes, two killed at once.
+//   - TestLeaderIsolatedFault (Linux, root): five nodes in network
+//     namespaces; the leader and one other node cut off from the other
+//     three. Without root it fails, saying so, unless -short.
+//
+// -short skips them all (they start three to five processes);
+// -cluster.cycles N repeats each fault N times (1 by default).
 package cluster

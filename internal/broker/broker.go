@@ -160,7 +160,13 @@ func (b *Broker) load() error {
 		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
-	b.settleOrphanDirs()
+	// In a cluster the metadata replayed here is only what this node's
+	// replica had applied (a prefix of what the cluster committed, down
+	// to nothing after a restart): a directory it does not know yet may
+	// well be a live replica, which the apply loop reopens.
+	if b.cfg.Cluster == nil {
+		b.settleOrphanDirs()
+	}
 	return nil
 }
 
