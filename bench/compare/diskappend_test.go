@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -64,15 +65,15 @@ func TestDiskLimitMethodsReportAndCleanUp(t *testing.T) {
 
 func TestDiskLimitIsTheBetterMethod(t *testing.T) {
 	s := &suite{medians: map[string]figures{}}
-	if _, v := s.diskLimit(); !math.IsNaN(v) {
+	if _, v := s.diskLimit(""); !math.IsNaN(v) {
 		t.Errorf("no method measured: limit %v, want NaN", v)
 	}
 	s.medians[limitDiskPerBatch] = figures{"mbps": 300}
-	if name, v := s.diskLimit(); v != 300 || name != "fdatasync per 1 MiB append" {
+	if name, v := s.diskLimit(""); v != 300 || name != "fdatasync per 1 MiB append" {
 		t.Errorf("one method: %q %v", name, v)
 	}
 	s.medians[limitDiskGroup] = figures{"mbps": 450}
-	if name, v := s.diskLimit(); v != 450 || name != "group-commit appends" {
+	if name, v := s.diskLimit(""); v != 450 || name != "group-commit appends" {
 		t.Errorf("two methods: %q %v, want the group-commit figure", name, v)
 	}
 
@@ -87,5 +88,61 @@ func TestDiskLimitIsTheBetterMethod(t *testing.T) {
 	}
 	if !strings.Contains(r.Notes, "fdatasync per 1 MiB append 300 MB/s") {
 		t.Errorf("the notes should give both methods' figures: %s", r.Notes)
+	}
+}
+
+// A comparison's limits take their turns in every run, after Wharf and
+// the peer, and make no rows of their own.
+func TestComparisonRunsLimitsInTheSameTurns(t *testing.T) {
+	s := &suite{opts: options{runs: 3}, progress: io.Discard, medians: map[string]figures{}}
+	var turns []string
+	side := func(name string, rate float64) contender {
+		return contender{name: name, run: func(context.Context) (figures, error) {
+			turns = append(turns, name)
+			return figures{"rate": rate}, nil
+		}}
+	}
+	peer := side("peer", 2)
+	err := s.compare(context.Background(), comparison{
+		workload: "w",
+		metrics:  []metric{{key: "rate", label: "throughput", unit: msgsPerSec}},
+		wharf:    side("Wharf", 1),
+		peer:     &peer,
+		limits:   []contender{side("limit", 3)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(turns, " "), "Wharf peer limit Wharf peer limit Wharf peer limit"; got != want {
+		t.Errorf("turns %q, want %q", got, want)
+	}
+	if len(s.rows) != 1 || s.rows[0].PeerValue != 2 {
+		t.Errorf("rows %+v, want one, against the peer", s.rows)
+	}
+	if f := s.medians["w|limit"]; f["rate"] != 3 {
+		t.Errorf("the limit's medians %v, want kept for the limit rows", f)
+	}
+}
+
+// The acks=all limit row takes the disk limit measured in the same turns
+// as Wharf's runs over the limits section's, and says so.
+func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
+	s := &suite{medians: map[string]figures{limitDiskGroup: {"mbps": 600}}}
+	w := produceAllKiB.String()
+	s.medians[w+"|Wharf"] = figures{"mbps": 430, "cpu": 0.4, "selfcpu": 0.5}
+	s.medians[w+"|group-commit appends"] = figures{"mbps": 450, "selfcpu": 0.9}
+	s.medians[w+"|fdatasync per 1 MiB append"] = figures{"mbps": 440}
+	s.limitRows(produceAllKiB, produceOneKiB)
+	if len(s.rows) != 1 {
+		t.Fatalf("want one limit row, got %d", len(s.rows))
+	}
+	r := s.rows[0]
+	if r.PeerValue != 450 || !strings.Contains(r.Peer, "group-commit") {
+		t.Errorf("limit row %+v, want the same-turn group-commit figure", r)
+	}
+	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9"} {
+		if !strings.Contains(r.Notes, want) {
+			t.Errorf("notes lack %q: %s", want, r.Notes)
+		}
 	}
 }

@@ -88,8 +88,10 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 		spec := spec
 		run := func(ctx context.Context, addr string) (figures, error) { return s.runKafkaProduce(ctx, addr, spec) }
 		throughput := metric{key: "rate", label: "throughput", unit: msgsPerSec}
+		var limits []contender
 		if spec == produceAllKiB {
 			throughput.target = 1
+			limits = s.sameTurnDiskLimits() // for limitRows
 		}
 		err := s.compare(ctx, comparison{
 			workload: spec.String(),
@@ -97,6 +99,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 			wharf:    contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return run(ctx, s.wharf.kafkaAddr) }},
 			peer:     peerFor(spec.acksAll, run),
 			skip:     skip,
+			limits:   limits,
 			notes: func(_ metric, w, p figures) string {
 				var syncNote string
 				if spec.acksAll {

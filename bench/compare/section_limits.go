@@ -15,12 +15,32 @@ const (
 	limitTCP          = "limit|loopback"
 )
 
-// diskLimitMethods are the ways of appending 1 MiB batches durably whose
-// best figure is the disk limit of the acks=all rows, with the name each
-// has in the table.
-var diskLimitMethods = []struct{ key, name string }{
-	{limitDiskPerBatch, "fdatasync per 1 MiB append"},
-	{limitDiskGroup, "group-commit appends"},
+// diskLimitMethod is a way of appending 1 MiB batches durably: the best
+// figure of diskLimitMethods is the disk limit of the acks=all rows.
+type diskLimitMethod struct {
+	key, name string // key in s.medians (limits section), name in the table
+	run       func(s *suite, ctx context.Context) (figures, error)
+}
+
+var diskLimitMethods = []diskLimitMethod{
+	{limitDiskPerBatch, "fdatasync per 1 MiB append",
+		func(s *suite, ctx context.Context) (figures, error) { return s.runDiskSync(ctx, 1<<20) }},
+	{limitDiskGroup, "group-commit appends",
+		func(s *suite, ctx context.Context) (figures, error) { return s.runDiskGroupCommit(ctx, 1<<20) }},
+}
+
+// sameTurnDiskLimits are the disk-limit methods as limits of a comparison
+// (run in the same turns as its contenders); they run in this process, so
+// their figure "selfcpu" is their CPU.
+func (s *suite) sameTurnDiskLimits() []contender {
+	var cs []contender
+	for _, m := range diskLimitMethods {
+		cs = append(cs, contender{
+			name: m.name,
+			run:  func(ctx context.Context) (figures, error) { return m.run(s, ctx) },
+		})
+	}
+	return cs
 }
 
 // diskLimitTarget is the share of the disk limit a Kafka acks=all producer
@@ -36,9 +56,9 @@ func (s *suite) limitsSection(ctx context.Context) error {
 		describe  func(figures) string
 	}{
 		{limitDiskPerBatch, "fdatasync per 1 MiB append: 1 MiB appends to 1 GiB segment files, an fdatasync after each before the next",
-			func(ctx context.Context) (figures, error) { return s.runDiskSync(ctx, 1<<20) }, mbps},
+			func(ctx context.Context) (figures, error) { return diskLimitMethods[0].run(s, ctx) }, mbps},
 		{limitDiskGroup, fmt.Sprintf("group-commit appends: 1 MiB appends to 1 GiB segment files, up to %d of them written but not yet synced while rounds of fdatasync run, each covering all written when it started", groupCommitInFlight),
-			func(ctx context.Context) (figures, error) { return s.runDiskGroupCommit(ctx, 1<<20) },
+			func(ctx context.Context) (figures, error) { return diskLimitMethods[1].run(s, ctx) },
 			func(f figures) string {
 				return fmt.Sprintf("%s MB/s (%s rounds/s)", formatNumber(f["mbps"]), formatNumber(f["ops"]))
 			}},
@@ -64,23 +84,34 @@ func (s *suite) limitsSection(ctx context.Context) error {
 		s.medians[st.key] = m
 		s.limits = append(s.limits, fmt.Sprintf("%s: %s", st.what, st.describe(m)))
 	}
-	if name, best := s.diskLimit(); !math.IsNaN(best) {
+	if name, best := s.diskLimit(""); !math.IsNaN(best) {
 		s.limits = append(s.limits, fmt.Sprintf("disk limit of the acks=all rows, the better of the two methods above: %s MB/s (%s)", formatNumber(best), name))
 	}
 	return nil
 }
 
 // diskLimit is the best of the disk-limit methods measured, in MB/s, and
-// its name; NaN when none was.
-func (s *suite) diskLimit() (string, float64) {
+// its name; NaN when none was. With workload empty the figures are the
+// limits section's, else those measured in the same turns as workload.
+func (s *suite) diskLimit(workload string) (string, float64) {
 	name, best := "", math.NaN()
 	for _, m := range diskLimitMethods {
-		f, ok := s.medians[m.key]
+		f, ok := s.medians[diskLimitKey(m, workload)]
 		if v := figureOr(f, "mbps"); ok && !math.IsNaN(v) && (math.IsNaN(best) || v > best) {
 			name, best = m.name, v
 		}
 	}
 	return name, best
+}
+
+// diskLimitKey is where s.medians keeps m's figures: the limits
+// section's with workload empty, else those of the same turns as
+// workload's runs (comparison.limits).
+func diskLimitKey(m diskLimitMethod, workload string) string {
+	if workload == "" {
+		return m.key
+	}
+	return workload + "|" + m.name
 }
 
 // limitRows compares Wharf's Kafka produce bytes with the disk and loopback
@@ -96,15 +127,35 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 			Wharf: figureOr(w, "mbps"), Peer: limitName, PeerValue: limit, Notes: note, Limit: true, Target: target,
 		})
 	}
-	var methods []string
-	for _, m := range diskLimitMethods {
-		methods = append(methods, fmt.Sprintf("%s %s MB/s", m.name, formatNumber(figureOr(s.medians[m.key], "mbps"))))
+	// The limit measured in the same turns as Wharf's runs, when the
+	// Kafka section ran; else the limits section's, minutes away.
+	workload, when := acksAll.String(), "measured in the same turns as Wharf's runs"
+	if _, v := s.diskLimit(workload); math.IsNaN(v) {
+		workload, when = "", "measured in the limits section, minutes before Wharf's runs"
 	}
-	best, limit := s.diskLimit()
+	var methods []string
+	var cpu string
+	best, limit := s.diskLimit(workload)
+	for _, m := range diskLimitMethods {
+		f := s.medians[diskLimitKey(m, workload)]
+		methods = append(methods, fmt.Sprintf("%s %s MB/s", m.name, formatNumber(figureOr(f, "mbps"))))
+		if m.name == best && workload != "" {
+			cpu = limitCPUNote(s.medians[workload+"|Wharf"], f)
+		}
+	}
 	add(acksAll, "limit: disk, "+best, limit, diskLimitTarget, joinNotes(
-		"every acks=all reply waits for an fdatasync covering it; the limit is the better of two ways of appending 1 MiB batches to 1 GiB segment files durably, no protocol: "+
-			strings.Join(methods, ", "),
+		"every acks=all reply waits for an fdatasync covering it; the limit is the better of two ways of appending 1 MiB batches to 1 GiB segment files durably, no protocol, "+
+			when+": "+strings.Join(methods, ", "),
+		cpu,
 		"Wharf's figure counts record values only (its log also holds about 1% of record and batch headers)"))
 	add(acks1, "limit: loopback TCP copy", figureOr(s.medians[limitTCP], "mbps"), 0,
 		"acks=1 replies once the batch is in the page cache; the records cross loopback once")
+}
+
+// limitCPUNote sets the cores the limit's appends and fdatasyncs kept busy
+// beside those Wharf and its producer did: on a small machine the
+// producer's CPU is CPU the disk's fdatasyncs do not get.
+func limitCPUNote(wharf, limit figures) string {
+	return fmt.Sprintf("cores busy: Wharf %s and its producer %s, the limit's appends %s",
+		formatNumber(figureOr(wharf, "cpu")), formatNumber(figureOr(wharf, "selfcpu")), formatNumber(figureOr(limit, "selfcpu")))
 }
