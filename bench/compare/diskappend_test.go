@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -140,9 +141,33 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	if r.PeerValue != 450 || !strings.Contains(r.Peer, "group-commit") {
 		t.Errorf("limit row %+v, want the same-turn group-commit figure", r)
 	}
-	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9"} {
+	s.rows = nil
+	s.medians[w+"|"+busyCoreLimitName] = figures{"mbps": 400}
+	s.limitRows(produceAllKiB, produceOneKiB)
+	r = s.rows[0]
+	if r.PeerValue != 450 {
+		t.Errorf("the limit with a core busy is a note, not the limit: %+v", r)
+	}
+	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9",
+		"spinning on one core meanwhile, group-commit appends give 400 MB/s: Wharf 1.07× of that"} {
 		if !strings.Contains(r.Notes, want) {
 			t.Errorf("notes lack %q: %s", want, r.Notes)
 		}
+	}
+}
+
+// The busy-core limit measures with a core busy and stops spinning after.
+func TestBusyCoreDiskLimitStopsSpinning(t *testing.T) {
+	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
+	before := runtime.NumGoroutine()
+	f, err := s.busyCoreDiskLimit().run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(f["mbps"] > 0) {
+		t.Errorf("figures %v, want positive mbps", f)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines before the run, %d after: the spinner outlived it", before, after)
 	}
 }

@@ -91,7 +91,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 		var limits []contender
 		if spec == produceAllKiB {
 			throughput.target = 1
-			limits = s.sameTurnDiskLimits() // for limitRows
+			limits = append(s.sameTurnDiskLimits(), s.busyCoreDiskLimit()) // for limitRows
 		}
 		err := s.compare(ctx, comparison{
 			workload: spec.String(),

@@ -43,6 +43,44 @@ func (s *suite) sameTurnDiskLimits() []contender {
 	return cs
 }
 
+// busyCoreLimitName names the group-commit disk limit measured with one
+// core kept busy (busyCoreDiskLimit).
+const busyCoreLimitName = "group-commit appends, one core busy"
+
+// busyCoreDiskLimit is the group-commit method again with a goroutine
+// spinning on one of the cores meanwhile. On a two-core machine that
+// stands for the CPU Wharf and its producer take beside Wharf's
+// fdatasyncs (0.6 to 1 core between them), which the plain limit's
+// appends never share: fdatasync needs CPU too (writeback, the journal
+// commit, the completions of a virtual disk), and gets it later when both
+// cores are busy.
+func (s *suite) busyCoreDiskLimit() contender {
+	return contender{name: busyCoreLimitName, run: func(ctx context.Context) (figures, error) {
+		stop := make(chan struct{})
+		spun := make(chan struct{})
+		go func() {
+			defer close(spun)
+			spin(stop)
+		}()
+		defer func() {
+			close(stop)
+			<-spun
+		}()
+		return s.runDiskGroupCommit(ctx, 1<<20)
+	}}
+}
+
+// spin keeps a core busy until stop is closed.
+func spin(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
 // diskLimitTarget is the share of the disk limit a Kafka acks=all producer
 // on one partition is meant to reach.
 const diskLimitTarget = 0.95
@@ -147,6 +185,7 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 		"every acks=all reply waits for an fdatasync covering it; the limit is the better of two ways of appending 1 MiB batches to 1 GiB segment files durably, no protocol, "+
 			when+": "+strings.Join(methods, ", "),
 		cpu,
+		s.busyCoreNote(acksAll),
 		"Wharf's figure counts record values only (its log also holds about 1% of record and batch headers)"))
 	add(acks1, "limit: loopback TCP copy", figureOr(s.medians[limitTCP], "mbps"), 0,
 		"acks=1 replies once the batch is in the page cache; the records cross loopback once")
@@ -158,4 +197,16 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 func limitCPUNote(wharf, limit figures) string {
 	return fmt.Sprintf("cores busy: Wharf %s and its producer %s, the limit's appends %s",
 		formatNumber(figureOr(wharf, "cpu")), formatNumber(figureOr(wharf, "selfcpu")), formatNumber(figureOr(limit, "selfcpu")))
+}
+
+// busyCoreNote sets Wharf's figure against the group-commit limit with one
+// core busy, when the Kafka section measured it.
+func (s *suite) busyCoreNote(acksAll produceSpec) string {
+	busy, ok := s.medians[acksAll.String()+"|"+busyCoreLimitName]
+	if !ok {
+		return ""
+	}
+	w, b := figureOr(s.medians[acksAll.String()+"|Wharf"], "mbps"), figureOr(busy, "mbps")
+	return fmt.Sprintf("with a goroutine spinning on one core meanwhile, group-commit appends give %s MB/s: Wharf %s of that",
+		formatNumber(b), formatRatio(w/b))
 }
