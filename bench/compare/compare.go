@@ -118,6 +118,7 @@ func (s *suite) compare(ctx context.Context, c comparison) error {
 	for i, side := range sides {
 		out[i] = outcome{medians: medianFigures(samples[i]), err: errs[i]}
 		s.medians[c.workload+"|"+side.name] = out[i].medians
+		s.runs[c.workload+"|"+side.name] = samples[i]
 	}
 	s.addRows(c, out[:rowSides])
 	return nil

@@ -95,7 +95,7 @@ func TestDiskLimitIsTheBetterMethod(t *testing.T) {
 // A comparison's limits take their turns in every run, after Wharf and
 // the peer, and make no rows of their own.
 func TestComparisonRunsLimitsInTheSameTurns(t *testing.T) {
-	s := &suite{opts: options{runs: 3}, progress: io.Discard, medians: map[string]figures{}}
+	s := &suite{opts: options{runs: 3}, progress: io.Discard, medians: map[string]figures{}, runs: map[string][]figures{}}
 	var turns []string
 	side := func(name string, rate float64) contender {
 		return contender{name: name, run: func(context.Context) (figures, error) {
@@ -123,6 +123,9 @@ func TestComparisonRunsLimitsInTheSameTurns(t *testing.T) {
 	if f := s.medians["w|limit"]; f["rate"] != 3 {
 		t.Errorf("the limit's medians %v, want kept for the limit rows", f)
 	}
+	if runs := s.runs["w|limit"]; len(runs) != 3 {
+		t.Errorf("the limit's runs %v, want all three kept", runs)
+	}
 }
 
 // The acks=all limit row takes the disk limit measured in the same turns
@@ -143,13 +146,18 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	}
 	s.rows = nil
 	s.medians[w+"|"+busyCoreLimitName] = figures{"mbps": 400}
+	s.runs = map[string][]figures{
+		w + "|Wharf":                {{"mbps": 300}, {"mbps": 430}},
+		w + "|group-commit appends": {{"mbps": 400}, {"mbps": 450}},
+	}
 	s.limitRows(produceAllKiB, produceOneKiB)
 	r = s.rows[0]
 	if r.PeerValue != 450 {
 		t.Errorf("the limit with a core busy is a note, not the limit: %+v", r)
 	}
 	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9",
-		"spinning on one core meanwhile, group-commit appends give 400 MB/s: Wharf 1.07× of that"} {
+		"spinning on one core meanwhile, group-commit appends give 400 MB/s: Wharf 1.07× of that",
+		"run by run: 0.75×, 0.96×"} {
 		if !strings.Contains(r.Notes, want) {
 			t.Errorf("notes lack %q: %s", want, r.Notes)
 		}

@@ -172,23 +172,38 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 		workload, when = "", "measured in the limits section, minutes before Wharf's runs"
 	}
 	var methods []string
-	var cpu string
+	var sameTurn string // notes on the same-turn limit
 	best, limit := s.diskLimit(workload)
 	for _, m := range diskLimitMethods {
 		f := s.medians[diskLimitKey(m, workload)]
 		methods = append(methods, fmt.Sprintf("%s %s MB/s", m.name, formatNumber(figureOr(f, "mbps"))))
 		if m.name == best && workload != "" {
-			cpu = limitCPUNote(s.medians[workload+"|Wharf"], f)
+			sameTurn = joinNotes(runRatiosNote(s.runs[workload+"|Wharf"], s.runs[diskLimitKey(m, workload)]),
+				limitCPUNote(s.medians[workload+"|Wharf"], f))
 		}
 	}
 	add(acksAll, "limit: disk, "+best, limit, diskLimitTarget, joinNotes(
 		"every acks=all reply waits for an fdatasync covering it; the limit is the better of two ways of appending 1 MiB batches to 1 GiB segment files durably, no protocol, "+
 			when+": "+strings.Join(methods, ", "),
-		cpu,
+		sameTurn,
 		s.busyCoreNote(acksAll),
 		"Wharf's figure counts record values only (its log also holds about 1% of record and batch headers)"))
 	add(acks1, "limit: loopback TCP copy", figureOr(s.medians[limitTCP], "mbps"), 0,
 		"acks=1 replies once the batch is in the page cache; the records cross loopback once")
+}
+
+// runRatiosNote gives Wharf's MB/s over the limit's run by run (each pair
+// measured in the same turn): the spread a median hides. Empty unless
+// both sides have every run.
+func runRatiosNote(wharf, limit []figures) string {
+	if len(wharf) < 2 || len(wharf) != len(limit) {
+		return ""
+	}
+	var ratios []string
+	for i := range wharf {
+		ratios = append(ratios, formatRatio(figureOr(wharf[i], "mbps")/figureOr(limit[i], "mbps")))
+	}
+	return "run by run: " + strings.Join(ratios, ", ")
 }
 
 // limitCPUNote sets the cores the limit's appends and fdatasyncs kept busy
