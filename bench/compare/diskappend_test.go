@@ -1,12 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -133,8 +133,8 @@ func TestComparisonRunsLimitsInTheSameTurns(t *testing.T) {
 func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	s := &suite{medians: map[string]figures{limitDiskGroup: {"mbps": 600}}}
 	w := produceAllKiB.String()
-	s.medians[w+"|Wharf"] = figures{"mbps": 430, "cpu": 0.4, "selfcpu": 0.5}
-	s.medians[w+"|group-commit appends"] = figures{"mbps": 450, "selfcpu": 0.9}
+	s.medians[w+"|Wharf"] = figures{"mbps": 430, "cpu": 0.4, "selfcpu": 0.5, "rounds": 200, "roundmb": 2.15, "fsyncbusy": 0.97}
+	s.medians[w+"|group-commit appends"] = figures{"mbps": 450, "selfcpu": 0.9, "ops": 300}
 	s.medians[w+"|fdatasync per 1 MiB append"] = figures{"mbps": 440}
 	s.limitRows(produceAllKiB, produceOneKiB)
 	if len(s.rows) != 1 {
@@ -157,25 +157,49 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	}
 	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9",
 		"spinning on one core meanwhile, group-commit appends give 400 MB/s: Wharf 1.07× of that",
-		"run by run: 0.75×, 0.96×"} {
+		"run by run: 0.75×, 0.96×",
+		"fdatasync rounds: Wharf 200/s of 2.15 MB, one in flight 97.0% of the time; the limit 300/s of 1.50 MB"} {
 		if !strings.Contains(r.Notes, want) {
 			t.Errorf("notes lack %q: %s", want, r.Notes)
 		}
 	}
 }
 
-// The busy-core limit measures with a core busy and stops spinning after.
-func TestBusyCoreDiskLimitStopsSpinning(t *testing.T) {
+// The busy-core limit measures, and returns only once its spinner has
+// stopped (a spinner that never stopped would hang the run).
+func TestBusyCoreDiskLimitMeasuresAndStops(t *testing.T) {
 	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
-	before := runtime.NumGoroutine()
 	f, err := s.busyCoreDiskLimit().run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(f["mbps"] > 0) {
-		t.Errorf("figures %v, want positive mbps", f)
+	if !(f["mbps"] > 0) || !(f["ops"] > 0) {
+		t.Errorf("figures %v, want positive mbps and ops", f)
 	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("%d goroutines before the run, %d after: the spinner outlived it", before, after)
+	if entries, _ := os.ReadDir(s.work); len(entries) != 0 {
+		t.Errorf("the run left %d entries behind", len(entries))
+	}
+}
+
+// Wharf's group-commit counters come from its /metrics text, and a
+// window's figures from their change across it.
+func TestCommitFiguresFromMetrics(t *testing.T) {
+	read := func(text string) figures {
+		t.Helper()
+		f, err := parseCommitCounters(bufio.NewScanner(strings.NewReader(text)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	start := read("# HELP x\nwharf_fsync_duration_seconds_sum 1.5\nwharf_fsync_duration_seconds_count 100\nwharf_group_commit_offsets_sum 1000\nwharf_group_commit_offsets_count 100\n")
+	end := read("wharf_fsync_duration_seconds_sum 3.4\nwharf_fsync_duration_seconds_count 600\nwharf_group_commit_offsets_sum 1.201e+06\n")
+	w := window{start: time.Unix(0, 0), end: time.Unix(2, 0)}
+	f := commitFigures(start, end, w, 1000)
+	if f["rounds"] != 250 || math.Abs(f["fsyncbusy"]-0.95) > 1e-9 || f["roundmb"] != 2.4 {
+		t.Errorf("figures %v, want 250 rounds/s, 0.95 busy, 2.4 MB a round", f)
+	}
+	if _, err := parseCommitCounters(bufio.NewScanner(strings.NewReader("wharf_fsync_duration_seconds_count 1\n"))); err == nil {
+		t.Error("missing counters: want an error")
 	}
 }

@@ -67,6 +67,7 @@ func main() {
 	wsKafka := flag.String("wharf-serve-kafka-addr", "", "internal: Kafka address")
 	wsAMQP := flag.String("wharf-serve-amqp-addr", "", "internal: AMQP address")
 	wsNATS := flag.String("wharf-serve-nats-addr", "", "internal: NATS address")
+	wsHTTP := flag.String("wharf-serve-http-addr", "", "internal: HTTP management API address")
 	flag.Parse()
 
 	switch {
@@ -74,7 +75,7 @@ func main() {
 		exitOn(serveKfake(*kfakeDir, *kfakePort, *kfakeSync))
 		return
 	case *wharfServe:
-		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS))
+		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS, *wsHTTP))
 		return
 	}
 

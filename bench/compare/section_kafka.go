@@ -86,7 +86,9 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 
 	for _, spec := range s.produceMatrix() {
 		spec := spec
-		run := func(ctx context.Context, addr string) (figures, error) { return s.runKafkaProduce(ctx, addr, spec) }
+		run := func(ctx context.Context, addr string) (figures, error) {
+			return s.runKafkaProduce(ctx, addr, spec, nil)
+		}
 		throughput := metric{key: "rate", label: "throughput", unit: msgsPerSec}
 		var limits []contender
 		if spec == produceAllKiB {
@@ -96,10 +98,12 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 		err := s.compare(ctx, comparison{
 			workload: spec.String(),
 			metrics:  []metric{throughput},
-			wharf:    contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return run(ctx, s.wharf.kafkaAddr) }},
-			peer:     peerFor(spec.acksAll, run),
-			skip:     skip,
-			limits:   limits,
+			wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
+				return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, s.wharf.commitCounters)
+			}},
+			peer:   peerFor(spec.acksAll, run),
+			skip:   skip,
+			limits: limits,
 			notes: func(_ metric, w, p figures) string {
 				var syncNote string
 				if spec.acksAll {

@@ -178,8 +178,9 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 		f := s.medians[diskLimitKey(m, workload)]
 		methods = append(methods, fmt.Sprintf("%s %s MB/s", m.name, formatNumber(figureOr(f, "mbps"))))
 		if m.name == best && workload != "" {
+			w := s.medians[workload+"|Wharf"]
 			sameTurn = joinNotes(runRatiosNote(s.runs[workload+"|Wharf"], s.runs[diskLimitKey(m, workload)]),
-				limitCPUNote(s.medians[workload+"|Wharf"], f))
+				commitNote(w, f), limitCPUNote(w, f))
 		}
 	}
 	add(acksAll, "limit: disk, "+best, limit, diskLimitTarget, joinNotes(
@@ -204,6 +205,19 @@ func runRatiosNote(wharf, limit []figures) string {
 		ratios = append(ratios, formatRatio(figureOr(wharf[i], "mbps")/figureOr(limit[i], "mbps")))
 	}
 	return "run by run: " + strings.Join(ratios, ", ")
+}
+
+// commitNote sets Wharf's group commit in its runs' windows (watchCommits)
+// beside the limit's rounds: whether an fdatasync was in flight all the
+// time, and how much each covered. Empty without Wharf's figures.
+func commitNote(wharf, limit figures) string {
+	rounds := figureOr(wharf, "rounds")
+	if math.IsNaN(rounds) {
+		return ""
+	}
+	return fmt.Sprintf("fdatasync rounds: Wharf %s/s of %s MB, one in flight %s%% of the time; the limit %s/s of %s MB",
+		formatNumber(rounds), formatNumber(figureOr(wharf, "roundmb")), formatNumber(100*figureOr(wharf, "fsyncbusy")),
+		formatNumber(figureOr(limit, "ops")), formatNumber(figureOr(limit, "mbps")/figureOr(limit, "ops")))
 }
 
 // limitCPUNote sets the cores the limit's appends and fdatasyncs kept busy
