@@ -166,9 +166,11 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 }
 
 // The busy-core limit measures, and returns only once its spinner has
-// stopped (a spinner that never stopped would hang the run).
+// stopped (a spinner that never stopped would hang the run). The window
+// is long enough for an fdatasync to finish on a loaded machine with one
+// of its cores taken by the spinner.
 func TestBusyCoreDiskLimitMeasuresAndStops(t *testing.T) {
-	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
+	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: time.Second}, work: t.TempDir()}
 	f, err := s.busyCoreDiskLimit().run(context.Background())
 	if err != nil {
 		t.Fatal(err)
