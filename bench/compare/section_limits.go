@@ -94,9 +94,9 @@ func (s *suite) limitsSection(ctx context.Context) error {
 		describe  func(figures) string
 	}{
 		{limitDiskPerBatch, "fdatasync per 1 MiB append: 1 MiB appends to 1 GiB segment files, an fdatasync after each before the next",
-			func(ctx context.Context) (figures, error) { return diskLimitMethods[0].run(s, ctx) }, mbps},
+			func(ctx context.Context) (figures, error) { return s.runDiskSync(ctx, 1<<20) }, mbps},
 		{limitDiskGroup, fmt.Sprintf("group-commit appends: 1 MiB appends to 1 GiB segment files, up to %d of them written but not yet synced while rounds of fdatasync run, each covering all written when it started", groupCommitInFlight),
-			func(ctx context.Context) (figures, error) { return diskLimitMethods[1].run(s, ctx) },
+			func(ctx context.Context) (figures, error) { return s.runDiskGroupCommit(ctx, 1<<20) },
 			func(f figures) string {
 				return fmt.Sprintf("%s MB/s (%s rounds/s)", formatNumber(f["mbps"]), formatNumber(f["ops"]))
 			}},
