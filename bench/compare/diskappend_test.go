@@ -146,6 +146,7 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	}
 	s.rows = nil
 	s.medians[w+"|"+busyCoreLimitName] = figures{"mbps": 400}
+	s.medians[w+"|"+bareKafkaName] = figures{"mbps": 440, "cpu": 0.5}
 	s.runs = map[string][]figures{
 		w + "|Wharf":                {{"mbps": 300}, {"mbps": 430}},
 		w + "|group-commit appends": {{"mbps": 400}, {"mbps": 450}},
@@ -158,6 +159,7 @@ func TestLimitRowPrefersTheSameTurnLimit(t *testing.T) {
 	for _, want := range []string{"same turns as Wharf's runs", "fdatasync per 1 MiB append 440 MB/s", "the limit's appends 0.9",
 		"spinning on one core meanwhile, group-commit appends give 400 MB/s: Wharf 1.07× of that",
 		"run by run: 0.75×, 0.96×",
+		"nothing else) and its process's 0.500 cores busy give 440 MB/s: Wharf 0.98× of that",
 		"fdatasync rounds: Wharf 200/s of 2.15 MB, one in flight 97.0% of the time; the limit 300/s of 1.50 MB"} {
 		if !strings.Contains(r.Notes, want) {
 			t.Errorf("notes lack %q: %s", want, r.Notes)

@@ -61,6 +61,9 @@ func main() {
 	kfakeDir := flag.String("kfake-dir", "", "internal: kfake data directory")
 	kfakePort := flag.Int("kfake-port", 0, "internal: kfake port on 127.0.0.1")
 	kfakeSync := flag.Bool("kfake-sync", false, "internal: kfake SyncWrites")
+	bareServe := flag.Bool("bare-kafka-serve", false, "internal: run the bare Kafka log")
+	bareDir := flag.String("bare-kafka-dir", "", "internal: bare Kafka log directory")
+	barePort := flag.Int("bare-kafka-port", 0, "internal: bare Kafka log port on 127.0.0.1")
 	wharfServe := flag.Bool("wharf-serve", false, "internal: run a profiled Wharf node")
 	wsProfile := flag.String("wharf-serve-profile", "", "internal: CPU profile path")
 	wsData := flag.String("wharf-serve-data-dir", "", "internal: data directory")
@@ -73,6 +76,9 @@ func main() {
 	switch {
 	case *kfakeServe:
 		exitOn(serveKfake(*kfakeDir, *kfakePort, *kfakeSync))
+		return
+	case *bareServe:
+		exitOn(serveBareKafkaProcess(*bareDir, *barePort))
 		return
 	case *wharfServe:
 		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS, *wsHTTP))

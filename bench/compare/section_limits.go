@@ -187,7 +187,9 @@ func (s *suite) limitRows(acksAll, acks1 produceSpec) {
 		"every acks=all reply waits for an fdatasync covering it; the limit is the better of two ways of appending 1 MiB batches to 1 GiB segment files durably, no protocol, "+
 			when+": "+strings.Join(methods, ", "),
 		sameTurn,
-		s.busyCoreNote(acksAll),
+		s.sameTurnNote(acksAll, busyCoreLimitName, "with a goroutine spinning on one core meanwhile, group-commit appends"),
+		s.sameTurnNote(acksAll, bareKafkaName, "the same producer against "+bareKafkaName+" (every batch's CRC-32C checked, one write per partition, group-committed fdatasync, nothing else) and its process's "+
+			formatNumber(figureOr(s.medians[acksAll.String()+"|"+bareKafkaName], "cpu"))+" cores busy"),
 		"Wharf's figure counts record values only (its log also holds about 1% of record and batch headers)"))
 	add(acks1, "limit: loopback TCP copy", figureOr(s.medians[limitTCP], "mbps"), 0,
 		"acks=1 replies once the batch is in the page cache; the records cross loopback once")
@@ -228,14 +230,14 @@ func limitCPUNote(wharf, limit figures) string {
 		formatNumber(figureOr(wharf, "cpu")), formatNumber(figureOr(wharf, "selfcpu")), formatNumber(figureOr(limit, "selfcpu")))
 }
 
-// busyCoreNote sets Wharf's figure against the group-commit limit with one
-// core busy, when the Kafka section measured it.
-func (s *suite) busyCoreNote(acksAll produceSpec) string {
-	busy, ok := s.medians[acksAll.String()+"|"+busyCoreLimitName]
+// sameTurnNote sets Wharf's figure against the limit named name measured
+// in the same turns as acksAll, saying what gave it; empty when the Kafka
+// section did not measure it.
+func (s *suite) sameTurnNote(acksAll produceSpec, name, what string) string {
+	limit, ok := s.medians[acksAll.String()+"|"+name]
 	if !ok {
 		return ""
 	}
-	w, b := figureOr(s.medians[acksAll.String()+"|Wharf"], "mbps"), figureOr(busy, "mbps")
-	return fmt.Sprintf("with a goroutine spinning on one core meanwhile, group-commit appends give %s MB/s: Wharf %s of that",
-		formatNumber(b), formatRatio(w/b))
+	w, l := figureOr(s.medians[acksAll.String()+"|Wharf"], "mbps"), figureOr(limit, "mbps")
+	return fmt.Sprintf("%s give %s MB/s: Wharf %s of that", what, formatNumber(l), formatRatio(w/l))
 }
