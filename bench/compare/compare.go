@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"syscall"
 	"time"
 )
@@ -17,7 +18,9 @@ type contender struct {
 	name string // "Wharf", or the peer's name as shown in the table
 	run  func(ctx context.Context) (figures, error)
 	// pid, when set, names the server process whose CPU time each run
-	// records (figure "cpu": cores busy on average over the run).
+	// records (figure "cpu": cores busy on average over the run). Every
+	// run also records this process's ("selfcpu": the clients', or a
+	// limit's appends).
 	pid func() (int, error)
 }
 
@@ -41,7 +44,16 @@ type comparison struct {
 	// notes, when set, adds a note to each row from the median figures
 	// (either map may be empty when that side failed or was skipped).
 	notes func(m metric, wharf, peer figures) string
+	// limits run in the same turns as Wharf and the peer, after them, so
+	// that a ratio against a limit compares the same minutes of a shared
+	// disk, whose speed drifts by a third from one minute to the next.
+	// They make no rows of their own: their medians are kept in s.medians
+	// under workload|name, for limitRows.
+	limits []contender
 }
+
+// limitProgress is what the progress log shows of a limit's run.
+var limitProgress = []metric{{key: "mbps", label: "MB/s", unit: mbPerSec}}
 
 // outcome is the median figures of one contender over all runs, or the
 // error that stopped it.
@@ -50,14 +62,19 @@ type outcome struct {
 	err     error
 }
 
-// compare runs c: every run does Wharf then the peer, so slow drift on the
-// machine hits both sides alike. A contender that fails stops being run and
-// its figures become "—" with the error in the notes; the suite goes on.
+// compare runs c: every run does Wharf, then the peer, then the limits, so
+// slow drift on the machine hits every side alike. A contender that fails
+// stops being run and its figures become "—" with the error in the notes;
+// the suite goes on.
 func (s *suite) compare(ctx context.Context, c comparison) error {
 	s.logf("== %s", c.workload)
 	sides := []*contender{&c.wharf}
 	if c.peer != nil {
 		sides = append(sides, c.peer)
+	}
+	rowSides := len(sides)
+	for i := range c.limits {
+		sides = append(sides, &c.limits[i])
 	}
 	samples := make([][]figures, len(sides))
 	errs := make([]error, len(sides))
@@ -73,7 +90,7 @@ func (s *suite) compare(ctx context.Context, c comparison) error {
 			// it does not slow this run's fsyncs.
 			syscall.Sync()
 			start := time.Now()
-			cpu0 := side.cpuSeconds()
+			cpu0, self0 := side.cpuSeconds(), selfCPUSeconds()
 			f, err := side.run(ctx)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -81,21 +98,29 @@ func (s *suite) compare(ctx context.Context, c comparison) error {
 			if cpu1 := side.cpuSeconds(); err == nil && cpu0 >= 0 && cpu1 >= cpu0 {
 				f["cpu"] = (cpu1 - cpu0) / time.Since(start).Seconds()
 			}
+			if self1 := selfCPUSeconds(); err == nil && self0 >= 0 && self1 >= self0 {
+				f["selfcpu"] = (self1 - self0) / time.Since(start).Seconds()
+			}
 			if err != nil {
 				errs[i] = err
 				s.logf("   run %d %-28s failed: %v", run, side.name, err)
 				continue
 			}
 			samples[i] = append(samples[i], f)
-			s.logf("   run %d %-28s %s (%.1fs)", run, side.name, summarize(c.metrics, f), time.Since(start).Seconds())
+			shown := c.metrics
+			if i >= rowSides {
+				shown = limitProgress
+			}
+			s.logf("   run %d %-28s %s (%.1fs)", run, side.name, summarize(shown, f), time.Since(start).Seconds())
 		}
 	}
 	out := make([]outcome, len(sides))
 	for i, side := range sides {
 		out[i] = outcome{medians: medianFigures(samples[i]), err: errs[i]}
 		s.medians[c.workload+"|"+side.name] = out[i].medians
+		s.runs[c.workload+"|"+side.name] = samples[i]
 	}
-	s.addRows(c, out)
+	s.addRows(c, out[:rowSides])
 	return nil
 }
 
@@ -207,6 +232,16 @@ func (c *contender) cpuSeconds() float64 {
 		return -1
 	}
 	secs, err := processCPUSeconds(pid)
+	if err != nil {
+		return -1
+	}
+	return secs
+}
+
+// selfCPUSeconds is the CPU time this process (the clients, or a disk
+// limit's appends) has used, or -1 where it cannot be read.
+func selfCPUSeconds() float64 {
+	secs, err := processCPUSeconds(os.Getpid())
 	if err != nil {
 		return -1
 	}

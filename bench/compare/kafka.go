@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,10 +116,15 @@ func fillTopic(ctx context.Context, addr, topic string, partitions int32, record
 
 // runKafkaProduce produces as fast as the producers go until the window
 // ends and reports acknowledged records per second ("rate") and MB/s of
-// record values ("mbps").
-func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec) (figures, error) {
+// record values ("mbps"); with commits (Wharf's commitCounters), also the
+// server's group commit in the window (commitFigures).
+func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec, commits func(context.Context) (figures, error)) (figures, error) {
 	return s.withTopic(ctx, addr, p.partitions, func(topic string) (figures, error) {
 		w := s.newWindow()
+		var committed <-chan figures
+		if commits != nil {
+			committed = watchCommits(ctx, w, p.recordSize, commits)
+		}
 		value := make([]byte, p.recordSize)
 		rand.Read(value)
 		var acked atomic.Int64
@@ -148,7 +154,11 @@ func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec)
 			return nil, err
 		}
 		rate := float64(acked.Load()) / w.seconds()
-		return figures{"rate": rate, "mbps": rate * float64(p.recordSize) / 1e6}, nil
+		f := figures{"rate": rate, "mbps": rate * float64(p.recordSize) / 1e6}
+		if committed != nil {
+			maps.Copy(f, <-committed)
+		}
+		return f, nil
 	})
 }
 

@@ -61,20 +61,27 @@ func main() {
 	kfakeDir := flag.String("kfake-dir", "", "internal: kfake data directory")
 	kfakePort := flag.Int("kfake-port", 0, "internal: kfake port on 127.0.0.1")
 	kfakeSync := flag.Bool("kfake-sync", false, "internal: kfake SyncWrites")
+	bareServe := flag.Bool("bare-kafka-serve", false, "internal: run the bare Kafka log")
+	bareDir := flag.String("bare-kafka-dir", "", "internal: bare Kafka log directory")
+	barePort := flag.Int("bare-kafka-port", 0, "internal: bare Kafka log port on 127.0.0.1")
 	wharfServe := flag.Bool("wharf-serve", false, "internal: run a profiled Wharf node")
 	wsProfile := flag.String("wharf-serve-profile", "", "internal: CPU profile path")
 	wsData := flag.String("wharf-serve-data-dir", "", "internal: data directory")
 	wsKafka := flag.String("wharf-serve-kafka-addr", "", "internal: Kafka address")
 	wsAMQP := flag.String("wharf-serve-amqp-addr", "", "internal: AMQP address")
 	wsNATS := flag.String("wharf-serve-nats-addr", "", "internal: NATS address")
+	wsHTTP := flag.String("wharf-serve-http-addr", "", "internal: HTTP management API address")
 	flag.Parse()
 
 	switch {
 	case *kfakeServe:
 		exitOn(serveKfake(*kfakeDir, *kfakePort, *kfakeSync))
 		return
+	case *bareServe:
+		exitOn(serveBareKafkaProcess(*bareDir, *barePort))
+		return
 	case *wharfServe:
-		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS))
+		exitOn(serveProfiledWharf(*wsProfile, *wsData, *wsKafka, *wsAMQP, *wsNATS, *wsHTTP))
 		return
 	}
 

@@ -65,6 +65,20 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 			}
 		}()
 	}
+	bare, bareErr := s.startBareKafka(ctx, filepath.Join(s.work, "bare-kafka"))
+	if bareErr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.skipped = append(s.skipped, bareKafkaName+" did not start: "+bareErr.Error())
+	} else {
+		defer func() {
+			s.procs.forget(bare.child)
+			if err := bare.terminate(time.Minute); err != nil {
+				s.logf("stopping %s: %v", bareKafkaName, err)
+			}
+		}()
+	}
 	if skip == "" {
 		s.addVersion("kfake (github.com/twmb/franz-go/pkg/kfake) " + moduleVersion("github.com/twmb/franz-go/pkg/kfake") +
 			", franz-go's test double (made to run inside a test, not a production broker), one broker in its own process here: one goroutine handles every request; " +
@@ -86,17 +100,29 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 
 	for _, spec := range s.produceMatrix() {
 		spec := spec
-		run := func(ctx context.Context, addr string) (figures, error) { return s.runKafkaProduce(ctx, addr, spec) }
+		run := func(ctx context.Context, addr string) (figures, error) {
+			return s.runKafkaProduce(ctx, addr, spec, nil)
+		}
 		throughput := metric{key: "rate", label: "throughput", unit: msgsPerSec}
+		var limits []contender
 		if spec == produceAllKiB {
 			throughput.target = 1
+			limits = append(s.sameTurnDiskLimits(), s.busyCoreDiskLimit()) // for limitRows
+			if bare != nil {
+				limits = append(limits, contender{name: bareKafkaName, pid: bare.processID, run: func(ctx context.Context) (figures, error) {
+					return run(ctx, bare.addr)
+				}})
+			}
 		}
 		err := s.compare(ctx, comparison{
 			workload: spec.String(),
 			metrics:  []metric{throughput},
-			wharf:    contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) { return run(ctx, s.wharf.kafkaAddr) }},
-			peer:     peerFor(spec.acksAll, run),
-			skip:     skip,
+			wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
+				return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, s.wharf.commitCounters)
+			}},
+			peer:   peerFor(spec.acksAll, run),
+			skip:   skip,
+			limits: limits,
 			notes: func(_ metric, w, p figures) string {
 				var syncNote string
 				if spec.acksAll {

@@ -29,10 +29,11 @@ type suite struct {
 
 	wharf       *wharfServer
 	rows        []row
-	limits      []string           // "what: figure" lines for the machine section
-	versions    []string           // "peer: version" lines
-	skipped     []string           // peers or sections not run, and why
-	medians     map[string]figures // figures of earlier comparisons, by key, for rows that reuse them
+	limits      []string             // "what: figure" lines for the machine section
+	versions    []string             // "peer: version" lines
+	skipped     []string             // peers or sections not run, and why
+	medians     map[string]figures   // figures of earlier comparisons, by key, for rows that reuse them
+	runs        map[string][]figures // every run behind a median of a comparison, in turn order
 	loadAtStart string
 }
 
@@ -47,7 +48,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	s := &suite{opts: o, root: root, work: work, progress: os.Stderr, base: time.Now(), medians: map[string]figures{}}
+	s := &suite{opts: o, root: root, work: work, progress: os.Stderr, base: time.Now(), medians: map[string]figures{}, runs: map[string][]figures{}}
 	defer s.procs.stopAll()
 
 	started := time.Now()

@@ -18,6 +18,7 @@ type wharfServer struct {
 	kafkaAddr string
 	amqpAddr  string
 	natsAddr  string
+	httpAddr  string // the management API, read for /metrics (commitCounters)
 }
 
 // buildWharf compiles ./cmd/wharf from the module at root into dir and
@@ -48,8 +49,12 @@ func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, e
 	if err != nil {
 		return nil, err
 	}
-	w := &wharfServer{dataDir: dataDir, kafkaAddr: loopback(kport), amqpAddr: loopback(aport), natsAddr: loopback(nport)}
-	cmd, err := s.wharfCommand(dataDir, w.kafkaAddr, w.amqpAddr, w.natsAddr)
+	hport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &wharfServer{dataDir: dataDir, kafkaAddr: loopback(kport), amqpAddr: loopback(aport), natsAddr: loopback(nport), httpAddr: loopback(hport)}
+	cmd, err := s.wharfCommand(w)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +62,7 @@ func (s *suite) startWharf(ctx context.Context, dataDir string) (*wharfServer, e
 	if err != nil {
 		return nil, err
 	}
-	for _, addr := range []string{w.kafkaAddr, w.amqpAddr, w.natsAddr} {
+	for _, addr := range []string{w.kafkaAddr, w.amqpAddr, w.natsAddr, w.httpAddr} {
 		if err := waitForTCP(ctx, w.child, addr, 2*time.Minute); err != nil {
 			w.terminate(10 * time.Second)
 			return nil, err

@@ -23,20 +23,20 @@ import (
 // on 127.0.0.1), wrapped in a CPU profile that covers the broker process
 // only, not the benchmark's clients.
 
-// wharfCommand is the command that runs Wharf on the given data directory
-// and listeners: the built binary, or the profiled re-execution.
-func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr, natsAddr string) (*exec.Cmd, error) {
+// wharfCommand is the command that runs Wharf on w's data directory and
+// listeners: the built binary, or the profiled re-execution.
+func (s *suite) wharfCommand(w *wharfServer) (*exec.Cmd, error) {
 	if s.opts.wharfProfile == "" {
 		return exec.Command(s.wharfBin, "serve",
-			"--data-dir", dataDir,
-			"--kafka-addr", kafkaAddr,
-			"--amqp-addr", amqpAddr,
-			"--http-addr", "",
+			"--data-dir", w.dataDir,
+			"--kafka-addr", w.kafkaAddr,
+			"--amqp-addr", w.amqpAddr,
+			"--http-addr", w.httpAddr,
 			// The idle-connection rows hold 5,000 connections, more than
 			// the default cap (an eighth of the open-file limit); the peers
 			// have no cap either.
 			"--max-connections", "0",
-			"--nats-addr", natsAddr,
+			"--nats-addr", w.natsAddr,
 			"--log-level", "warn"), nil
 	}
 	self, err := os.Executable()
@@ -53,11 +53,12 @@ func (s *suite) wharfCommand(dataDir, kafkaAddr, amqpAddr, natsAddr string) (*ex
 		return nil, err
 	}
 	return exec.Command(self, "-wharf-serve", "-wharf-serve-profile", abs,
-		"-wharf-serve-data-dir", dataDir, "-wharf-serve-kafka-addr", kafkaAddr, "-wharf-serve-amqp-addr", amqpAddr, "-wharf-serve-nats-addr", natsAddr), nil
+		"-wharf-serve-data-dir", w.dataDir, "-wharf-serve-kafka-addr", w.kafkaAddr, "-wharf-serve-amqp-addr", w.amqpAddr,
+		"-wharf-serve-nats-addr", w.natsAddr, "-wharf-serve-http-addr", w.httpAddr), nil
 }
 
 // serveProfiledWharf is the body of the -wharf-serve child.
-func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr string) error {
+func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr, httpAddr string) error {
 	f, err := os.Create(profile)
 	if err != nil {
 		return err
@@ -72,6 +73,7 @@ func serveProfiledWharf(profile, dataDir, kafkaAddr, amqpAddr, natsAddr string) 
 		KafkaAddr: kafkaAddr,
 		AMQPAddr:  amqpAddr,
 		NATSAddr:  natsAddr,
+		HTTPAddr:  httpAddr,
 		Fsync:     replica.FsyncOnAcksAll,
 		// No cap, as the built binary runs with --max-connections 0.
 		MaxConnections: -1,
