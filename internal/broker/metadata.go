@@ -93,7 +93,32 @@ func (m *metadataLog) write(key string, value any) error {
 
 // writeRaw appends one record as write does; a nil value is a tombstone.
 func (m *metadataLog) writeRaw(key string, v []byte) error {
-	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(key), Value: v}})
+	return m.writeBatch([]record.Record{{Key: []byte(key), Value: v}})
+}
+
+// keyValue is one metadata record to write: its value is JSON-encoded.
+type keyValue struct {
+	key   string
+	value any
+}
+
+// writeAll writes records in one batch, as write does.
+func (m *metadataLog) writeAll(kvs []keyValue) error {
+	recs := make([]record.Record, len(kvs))
+	for i, kv := range kvs {
+		v, err := json.Marshal(kv.value)
+		if err != nil {
+			return err
+		}
+		recs[i] = record.Record{Key: []byte(kv.key), Value: v}
+	}
+	return m.writeBatch(recs)
+}
+
+// writeBatch appends recs as one batch and returns once it is on disk
+// (in a cluster: committed and applied here).
+func (m *metadataLog) writeBatch(recs []record.Record) error {
+	batch := record.NewBatch(time.Now().UnixMilli(), recs)
 	if m.raft != nil {
 		return m.propose(batch)
 	}
@@ -146,11 +171,14 @@ type metadataState struct {
 	// each node was granted last.
 	brokers        map[int32]BrokerInfo
 	producerBlocks map[int32][2]int64
+	// leaders are the partition leaders as they reported themselves
+	// (leadership.go).
+	leaders map[partitionKey]leaderRecord
 }
 
 func newMetadataState() metadataState {
 	return metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
-		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}}
+		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}, leaders: map[partitionKey]leaderRecord{}}
 }
 
 func (m *metadataLog) load() (metadataState, error) {
@@ -200,6 +228,8 @@ func (st *metadataState) apply(key string, value []byte) error {
 		}
 	case strings.HasPrefix(key, brokerKeyPrefix), key == producerIDBlockKey:
 		return st.applyCluster(key, value)
+	case strings.HasPrefix(key, leaderKeyPrefix):
+		return st.applyLeader(key, value)
 	default:
 		return errors.New("metadata log: unknown record key " + key)
 	}
