@@ -56,6 +56,7 @@ type metadataLog struct {
 	// In a cluster, the metadata group's replica (the same log), and
 	// what waits for the broker to apply a record written at an offset.
 	raft         *replica.RaftLog
+	behind       bool // it had not caught up with the cluster when opened
 	applied      func(ctx context.Context, offset int64) error
 	writeTimeout time.Duration
 	ctx          context.Context // ends when the broker closes
@@ -68,7 +69,16 @@ func openMetadataLog(dataDir string, cluster *ClusterConfig, logger *slog.Logger
 		if err != nil {
 			return nil, fmt.Errorf("open metadata log: %w", err)
 		}
-		return &metadataLog{log: l, raft: l, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
+		// The replay at start must see every record this node has:
+		// Raft keeps no commit index on disk, so a restarted replica
+		// learns from the leader what of its log is committed.
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cluster.WriteTimeout, 30*time.Second))
+		err = l.Commit(l.EndOffset()).Wait(ctx)
+		cancel()
+		if err != nil {
+			logger.Warn("the metadata log has not caught up with the cluster; starting from what it applied", "err", err)
+		}
+		return &metadataLog{log: l, raft: l, behind: err != nil, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
 	}
 	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError
