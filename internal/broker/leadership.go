@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -144,4 +145,60 @@ func (b *Broker) reportLeaders() error {
 		return nil
 	}
 	return b.meta.writeAll(recs)
+}
+
+// LeaderLoads is what a core that serves state rebuilt from partitions
+// (the group and transaction coordinators) keeps of them in a cluster:
+// the partitions it serves, by the term of this node's leadership it
+// rebuilt their state in, and those being rebuilt. Safe for concurrent
+// use.
+type LeaderLoads struct {
+	mu      sync.Mutex
+	served  map[int32]uint64
+	loading map[int32]bool
+}
+
+// NewLeaderLoads returns a LeaderLoads serving nothing.
+func NewLeaderLoads() *LeaderLoads {
+	return &LeaderLoads{served: map[int32]uint64{}, loading: map[int32]bool{}}
+}
+
+// State is partition's: the term it is served for, whether it is, and
+// whether it is being loaded.
+func (l *LeaderLoads) State(partition int32) (term uint64, served, loading bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	term, served = l.served[partition]
+	return term, served, l.loading[partition]
+}
+
+// Loading reports whether partition is being loaded.
+func (l *LeaderLoads) Loading(partition int32) bool {
+	_, _, loading := l.State(partition)
+	return loading
+}
+
+// StartLoading marks partition as being loaded, no longer served.
+func (l *LeaderLoads) StartLoading(partition int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.served, partition)
+	l.loading[partition] = true
+}
+
+// DoneLoading ends partition's load: served for term if ok.
+func (l *LeaderLoads) DoneLoading(partition int32, term uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.loading, partition)
+	if ok {
+		l.served[partition] = term
+	}
+}
+
+// Unserve stops serving partition.
+func (l *LeaderLoads) Unserve(partition int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.served, partition)
 }

@@ -33,7 +33,7 @@ func (c *Coordinator) reconcileLeadership() {
 	for i, p := range c.store.parts {
 		partition := int32(i)
 		term, leading := p.Leading()
-		servedTerm, served, loading := c.store.leadState(partition)
+		servedTerm, served, loading := c.store.loads.State(partition)
 		switch {
 		case loading:
 			// Its load ends with a kick, and this runs again.
@@ -49,7 +49,7 @@ func (c *Coordinator) reconcileLeadership() {
 // term's groups) and loads its groups in the background for term.
 func (c *Coordinator) takePartition(partition int32, term uint64) {
 	c.mu.Lock()
-	c.store.setLoading(partition)
+	c.store.loads.StartLoading(partition)
 	gone := c.removeGroupsOf(partition)
 	c.mu.Unlock()
 	fenceGroups(gone)
@@ -64,7 +64,7 @@ func (c *Coordinator) takePartition(partition int32, term uint64) {
 		c.mu.Lock()
 		now, leading := p.Leading()
 		ok := err == nil && leading && now == term && !c.closed
-		c.store.doneLoading(partition, term, ok)
+		c.store.loads.DoneLoading(partition, term, ok)
 		late := c.lateMarkers[partition]
 		delete(c.lateMarkers, partition)
 		if ok {
@@ -92,7 +92,7 @@ func (c *Coordinator) takePartition(partition int32, term uint64) {
 // dropPartition stops serving partition's groups.
 func (c *Coordinator) dropPartition(partition int32) {
 	c.mu.Lock()
-	c.store.unserve(partition)
+	c.store.loads.Unserve(partition)
 	gone := c.removeGroupsOf(partition)
 	c.mu.Unlock()
 	fenceGroups(gone)
@@ -130,42 +130,4 @@ func (c *Coordinator) kickLeadership() {
 	case c.leadKick <- struct{}{}:
 	default:
 	}
-}
-
-// leadState is partition's state in a cluster: the term its groups are
-// served for, whether they are, and whether they are being loaded.
-func (s *offsetsStore) leadState(partition int32) (term uint64, served, loading bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	term, served = s.served[partition]
-	return term, served, s.loading[partition]
-}
-
-func (s *offsetsStore) isLoading(partition int32) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loading[partition]
-}
-
-func (s *offsetsStore) setLoading(partition int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.served, partition)
-	s.loading[partition] = true
-}
-
-// doneLoading ends partition's load: served for term if ok.
-func (s *offsetsStore) doneLoading(partition int32, term uint64, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.loading, partition)
-	if ok {
-		s.served[partition] = term
-	}
-}
-
-func (s *offsetsStore) unserve(partition int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.served, partition)
 }

@@ -23,11 +23,9 @@ type offsetsStore struct {
 	// unavailable.
 	unreadable map[int32]error
 	// In a cluster (leadership.go): the partitions whose groups this node
-	// serves, by the term of their leadership it loaded them in, and
-	// those being loaded.
+	// serves, and those being loaded.
 	clustered bool
-	served    map[int32]uint64
-	loading   map[int32]bool
+	loads     *broker.LeaderLoads
 }
 
 // maxBatchBytes keeps each appended batch well under the broker's default
@@ -48,7 +46,7 @@ func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
 		return nil, fmt.Errorf("group: %s has no partitions", OffsetsTopic)
 	}
 	return &offsetsStore{parts: parts, now: cfg.Now, unreadable: map[int32]error{},
-		clustered: b.Clustered(), served: map[int32]uint64{}, loading: map[int32]bool{}}, nil
+		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
 // createOffsetsTopic creates the topic compacted, as Kafka does: only the
@@ -76,7 +74,7 @@ func (s *offsetsStore) available(partition int32) error {
 	if err := s.usable(partition); err != nil || !s.clustered {
 		return err
 	}
-	servedTerm, served, loading := s.leadState(partition)
+	servedTerm, served, loading := s.loads.State(partition)
 	p := s.parts[partition]
 	if loading {
 		return fmt.Errorf("%w: loading the groups of %s-%d", ErrCoordinatorLoadInProgress, OffsetsTopic, partition)

@@ -116,7 +116,7 @@ func (c *Coordinator) CompleteTxn(topic string, partition int32, producerID int6
 		return
 	}
 	c.mu.Lock()
-	if c.store.isLoading(partition) {
+	if c.store.loads.Loading(partition) {
 		c.lateMarkers[partition] = append(c.lateMarkers[partition], txnOutcome{producerID, commit})
 		c.mu.Unlock()
 		return

@@ -51,7 +51,7 @@ func (c *Coordinator) reconcileLeadership() {
 	}
 	for _, p := range s.parts {
 		term, leading := p.Leading()
-		servedTerm, served, loading := s.leadState(p.Index())
+		servedTerm, served, loading := s.loads.State(p.Index())
 		switch {
 		case loading:
 			// Its load ends with a kick, and this runs again.
@@ -67,7 +67,7 @@ func (c *Coordinator) reconcileLeadership() {
 // term's) and loads them in the background for term.
 func (c *Coordinator) takePartition(s *stateStore, p *broker.Partition, term uint64) {
 	c.mu.Lock()
-	s.setLoading(p.Index())
+	s.loads.StartLoading(p.Index())
 	gone := c.removeIDsOf(s, p)
 	c.mu.Unlock()
 	c.fenceIDs(gone)
@@ -81,7 +81,7 @@ func (c *Coordinator) takePartition(s *stateStore, p *broker.Partition, term uin
 		c.mu.Lock()
 		now, leading := p.Leading()
 		ok := err == nil && leading && now == term
-		s.doneLoading(p.Index(), term, ok)
+		s.loads.DoneLoading(p.Index(), term, ok)
 		if ok {
 			for id, t := range ids {
 				c.txns[id] = t
@@ -102,7 +102,7 @@ func (c *Coordinator) takePartition(s *stateStore, p *broker.Partition, term uin
 // dropPartition stops coordinating p's ids.
 func (c *Coordinator) dropPartition(s *stateStore, p *broker.Partition) {
 	c.mu.Lock()
-	s.unserve(p.Index())
+	s.loads.Unserve(p.Index())
 	gone := c.removeIDsOf(s, p)
 	c.mu.Unlock()
 	c.fenceIDs(gone)
@@ -172,34 +172,4 @@ func (c *Coordinator) coordinatesHere(id string) bool {
 	s := c.store
 	c.storeMu.Unlock()
 	return s == nil || !s.clustered || s.available(id) == nil
-}
-
-func (s *stateStore) leadState(partition int32) (term uint64, served, loading bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	term, served = s.served[partition]
-	return term, served, s.loading[partition]
-}
-
-func (s *stateStore) setLoading(partition int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.served, partition)
-	s.loading[partition] = true
-}
-
-// doneLoading ends partition's load: served for term if ok.
-func (s *stateStore) doneLoading(partition int32, term uint64, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.loading, partition)
-	if ok {
-		s.served[partition] = term
-	}
-}
-
-func (s *stateStore) unserve(partition int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.served, partition)
 }

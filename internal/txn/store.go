@@ -32,11 +32,9 @@ type stateStore struct {
 	// end when loaded failed; its ids are not loaded and stay unavailable.
 	unreadable map[int32]error
 	// In a cluster (leadership.go): the partitions whose ids this node
-	// coordinates, by the term of their leadership it loaded them in, and
-	// those being loaded.
+	// coordinates, and those being loaded.
 	clustered bool
-	served    map[int32]uint64
-	loading   map[int32]bool
+	loads     *broker.LeaderLoads
 }
 
 // openStore finds __transaction_state, creating it with partitions
@@ -61,7 +59,7 @@ func openStore(b *broker.Broker, partitions int32, create bool) (*stateStore, er
 		return nil, fmt.Errorf("txn: %s has no partitions", StateTopic)
 	}
 	return &stateStore{parts: parts, unreadable: map[int32]error{},
-		clustered: b.Clustered(), served: map[int32]uint64{}, loading: map[int32]bool{}}, nil
+		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
 func (s *stateStore) partitionFor(id string) *broker.Partition {
@@ -95,7 +93,7 @@ func (s *stateStore) available(id string) error {
 		return err
 	}
 	p := s.partitionFor(id)
-	servedTerm, served, loading := s.leadState(p.Index())
+	servedTerm, served, loading := s.loads.State(p.Index())
 	if loading {
 		return fmt.Errorf("%w: loading the transactional ids of %s-%d", ErrCoordinatorLoadInProgress, StateTopic, p.Index())
 	}
