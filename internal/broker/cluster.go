@@ -32,11 +32,12 @@ import (
 // this node is no replica of has no log here and answers
 // NOT_LEADER_OR_FOLLOWER, as do the replicas that do not lead.
 //
-// Not yet in a cluster: the group and transaction coordinators (the node
-// does not start them), reassignment, adding and removing nodes,
-// compacted topics, and the definitions other cores keep (mq, users,
-// ACLs) are written to the replicated log but each node reads them only
-// when it starts.
+// Every node knows every partition's leader (leadership.go), and the
+// group and transaction coordinators follow the leadership of their
+// internal partitions (internal/group and internal/txn, leadership.go).
+// Not yet in a cluster: reassignment, adding and removing nodes,
+// compaction of a replicated log, and users, ACLs and quotas written on
+// one node reaching the others before they restart.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
