@@ -8,6 +8,13 @@
 //     killed with SIGKILL and restarted; a consumer then requires lost =
 //     duplicated = reordered = 0 and the test logs the failover time
 //     (kill → first acknowledgement).
+//   - TestGroupCoordinatorKill, TestTxnCoordinatorKill: a consumer group
+//     committing, and a transactional producer with a transaction open,
+//     while the coordinator's node is killed -9: nothing acknowledged is
+//     lost, committed offsets never go backwards, read_committed sees
+//     every committed transaction and no aborted one.
+//   - TestEveryNodeKnowsEveryLeader: every node names every partition's
+//     leader, replica or not, and none that was killed.
 //
 // The fault tests (*_fault_test.go) run franz-go, sarama and kafka-go
 // producers at once, acks=all, numbered streams into every partition, and

@@ -28,6 +28,7 @@ func TestLeaderKillLosesNothing(t *testing.T) {
 		t.Skip("starts three broker processes")
 	}
 	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
 	seeds := make([]string, len(nodes))
 	for i, nd := range nodes {
 		seeds[i] = nd.kafkaAddr

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/replica"
@@ -64,6 +65,14 @@ type Broker struct {
 	applyChanged chan struct{}
 	stopCluster  context.CancelFunc // ends metadata writes and the apply loop
 
+	// leadersWake wakes the leadership loop; leadersChanged is closed and
+	// replaced by it at every change (leadership.go).
+	leadersWake    chan struct{}
+	leadersMu      sync.Mutex
+	leadersChanged chan struct{}
+
+	markerHook atomic.Pointer[TxnMarkerHook] // OnTxnMarker
+
 	// flusher fsyncs the partitions' logs in the background, every
 	// FlushInterval and ahead of it.
 	flusher *replica.Flusher
@@ -103,6 +112,9 @@ func Open(cfg Config) (*Broker, error) {
 		topics:          map[string]*Topic{},
 		byID:            map[[16]byte]*Topic{},
 		byCollisionName: map[string]*Topic{},
+
+		leadersWake:    make(chan struct{}, 1),
+		leadersChanged: make(chan struct{}),
 
 		openSlots: make(chan struct{}, partitionOpeners),
 		flusher:   replica.StartFlusher(cfg.FlushInterval),
@@ -160,13 +172,12 @@ func (b *Broker) load() error {
 		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
-	// In a cluster the metadata replayed here is only what this node's
-	// replica had applied (a prefix of what the cluster committed, down
-	// to nothing after a restart): a directory it does not know yet may
-	// well be a live replica, which the apply loop reopens.
-	if b.cfg.Cluster == nil {
-		b.settleOrphanDirs()
+	if b.meta.behind {
+		// Directories of topics it has not applied yet are not strays.
+		b.logger.Warn("leaving partition directories unknown to the metadata log as they are until it catches up")
+		return nil
 	}
+	b.settleOrphanDirs()
 	return nil
 }
 
@@ -320,8 +331,8 @@ func (b *Broker) retentionLoop() {
 func (b *Broker) forEachLog(fn func(*Partition) error, task string) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
-			if p.Offline() != nil {
-				continue
+			if p.log == nil || p.Offline() != nil {
+				continue // no replica here (a cluster's), or offline
 			}
 			if err := fn(p); err != nil && !errors.Is(err, replica.ErrClosed) { // closed: deleted meanwhile
 				b.logger.Error(task+" failed", "topic", t.name, "partition", p.index, "err", err)

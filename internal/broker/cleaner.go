@@ -74,13 +74,16 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 			if ctx.Err() != nil {
 				return errors.Join(append(errs, ctx.Err())...)
 			}
-			if p.Offline() != nil {
-				continue // offline
+			if p.log == nil || p.Offline() != nil {
+				continue // no replica here, or offline
 			}
 			st, err := p.log.Compact(ctx, now)
 			switch {
 			case errors.Is(err, replica.ErrClosed):
 				// The topic was deleted meanwhile.
+			case errors.Is(err, replica.ErrCompactionUnsupported):
+				// A Raft log (a cluster's): not compacted yet; its
+				// retention still applies.
 			case err != nil:
 				errs = append(errs, fmt.Errorf("compact %s-%d: %w", t.name, p.index, err))
 			case st.Cleaned:

@@ -32,11 +32,12 @@ import (
 // this node is no replica of has no log here and answers
 // NOT_LEADER_OR_FOLLOWER, as do the replicas that do not lead.
 //
-// Not yet in a cluster: the group and transaction coordinators (the node
-// does not start them), reassignment, adding and removing nodes,
-// compacted topics, and the definitions other cores keep (mq, users,
-// ACLs) are written to the replicated log but each node reads them only
-// when it starts.
+// Every node knows every partition's leader (leadership.go), and the
+// group and transaction coordinators follow the leadership of their
+// internal partitions (internal/group and internal/txn, leadership.go).
+// Not yet in a cluster: reassignment, adding and removing nodes,
+// compaction of a replicated log, and users, ACLs and quotas written on
+// one node reaching the others before they restart.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
@@ -47,8 +48,14 @@ type ClusterConfig struct {
 	// dir.
 	OpenMetadataLog func(dir string) (*replica.RaftLog, error)
 	// OpenPartitionLog opens this node's replica of the partition group
-	// in dir, whose members are replicas.
-	OpenPartitionLog func(dir string, group uint64, replicas []int32, cfg replica.Config) (*replica.RaftLog, error)
+	// in dir, whose members are replicas; stateChanged is called (without
+	// blocking) whenever the group's term, leader or role changes.
+	OpenPartitionLog func(dir string, group uint64, replicas []int32, cfg replica.Config, stateChanged func()) (*replica.RaftLog, error)
+	// PeerUp reports whether this node heard from node lately.
+	PeerUp func(node int32) bool
+	// Forward sends data to node, the leader of group, which hands it to
+	// the group's forward handler, and returns its answer.
+	Forward func(ctx context.Context, group uint64, node int32, data []byte) (int64, error)
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
 	WriteTimeout time.Duration
@@ -131,6 +138,12 @@ func (b *Broker) Brokers() []BrokerInfo {
 	return out
 }
 
+// NodeUp reports whether this node is in contact with node (always, for
+// itself).
+func (b *Broker) NodeUp(node int32) bool {
+	return b.cfg.Cluster == nil || b.cfg.Cluster.PeerUp(node)
+}
+
 // Controller is the node leading the metadata group, -1 while none does
 // (a single node is its own controller).
 func (b *Broker) Controller() int32 {
@@ -194,6 +207,7 @@ func (b *Broker) startApplying() {
 	b.meta.ctx, b.stopCluster = context.WithCancel(context.Background())
 	b.applyChanged = make(chan struct{})
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
+	b.bg.Go(func() { b.leadershipLoop(b.meta.ctx) })
 }
 
 // applyLoop applies the metadata log's committed records as they come,
@@ -347,10 +361,11 @@ func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg r
 	err := b.createPartitionDir(p.dir, t.id)
 	var l *replica.RaftLog
 	if err == nil {
-		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), replicas, cfg)
+		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), replicas, cfg, b.partitionStateChanged)
 	}
 	if err == nil {
 		p.log, p.raft = l, l
+		l.Group().SetForwardHandler(p.forwardedMarker)
 		if err = p.loadProducers(); err != nil {
 			l.Close()
 			p.log, p.raft = nil, nil
@@ -413,10 +428,24 @@ func (p *Partition) Replicas() []int32 { return p.replicas }
 // sync (in contact with this node). A single node leads every partition
 // at epoch 0.
 func (p *Partition) Leadership(self int32) (leader, epoch int32, isr []int32) {
-	if p.raft == nil {
-		if p.remote {
-			return -1, -1, []int32{}
+	if p.remote {
+		// No replica here: the leader its metadata record names, and the
+		// replicas this node is in contact with (leadership.go).
+		// A leader known to be down is no leader: clients ask again
+		// rather than wait on it, until the next one records itself.
+		leader, epoch = p.broker.reportedLeader(p.topic, p.index)
+		if leader >= 0 && !p.broker.NodeUp(leader) {
+			leader = -1
 		}
+		isr = []int32{}
+		for _, r := range p.replicas {
+			if p.broker.NodeUp(r) {
+				isr = append(isr, r)
+			}
+		}
+		return leader, epoch, isr
+	}
+	if p.raft == nil {
 		return self, 0, []int32{self}
 	}
 	id, term, _ := p.raft.Leadership()
@@ -441,6 +470,35 @@ func (p *Partition) CheckLeader() error {
 	}
 	if leader, _, leading := p.raft.Leadership(); !leading {
 		return fmt.Errorf("%w: %s-%d is led by node %d", ErrNotLeader, p.topic.name, p.index, leader)
+	}
+	return nil
+}
+
+// Leading reports whether this node leads the partition and takes
+// appends, and in which term: a single node leads every partition it
+// holds, for good, in term 0.
+func (p *Partition) Leading() (term uint64, leading bool) {
+	switch {
+	case p.remote:
+		return 0, false
+	case p.raft == nil:
+		return 0, true
+	}
+	_, term, leading = p.raft.Leadership()
+	return term, leading
+}
+
+// AwaitLeadership waits, on the partition's leader, until the entries of
+// the terms before its own are committed: from then on the log as read
+// here holds everything the partition acknowledged, which is what state
+// rebuilt from it (producers, groups, transactions) needs. It fails with
+// ErrNotLeader if this node does not lead, or stops leading meanwhile.
+func (p *Partition) AwaitLeadership(ctx context.Context) error {
+	if err := p.CheckLeader(); err != nil || p.raft == nil {
+		return err
+	}
+	if err := p.raft.Commit(p.raft.EndOffset()).Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %s-%d: %v", ErrNotLeader, p.topic.name, p.index, err)
 	}
 	return nil
 }
@@ -475,8 +533,8 @@ func (p *Partition) ensureProducers() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.raft.Commit(p.raft.EndOffset()).Wait(ctx); err != nil {
-		return fmt.Errorf("%w: %s-%d: %v", ErrNotLeader, p.topic.name, p.index, err)
+	if err := p.AwaitLeadership(ctx); err != nil {
+		return err
 	}
 	if err := p.loadProducers(); err != nil {
 		return p.storageError("rebuild producer state of", err)

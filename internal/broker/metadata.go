@@ -56,6 +56,7 @@ type metadataLog struct {
 	// In a cluster, the metadata group's replica (the same log), and
 	// what waits for the broker to apply a record written at an offset.
 	raft         *replica.RaftLog
+	behind       bool // it had not caught up with the cluster when opened
 	applied      func(ctx context.Context, offset int64) error
 	writeTimeout time.Duration
 	ctx          context.Context // ends when the broker closes
@@ -68,7 +69,16 @@ func openMetadataLog(dataDir string, cluster *ClusterConfig, logger *slog.Logger
 		if err != nil {
 			return nil, fmt.Errorf("open metadata log: %w", err)
 		}
-		return &metadataLog{log: l, raft: l, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
+		// The replay at start must see every record this node has:
+		// Raft keeps no commit index on disk, so a restarted replica
+		// learns from the leader what of its log is committed.
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cluster.WriteTimeout, 30*time.Second))
+		err = l.Commit(l.EndOffset()).Wait(ctx)
+		cancel()
+		if err != nil {
+			logger.Warn("the metadata log has not caught up with the cluster; starting from what it applied", "err", err)
+		}
+		return &metadataLog{log: l, raft: l, behind: err != nil, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
 	}
 	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError
@@ -93,7 +103,32 @@ func (m *metadataLog) write(key string, value any) error {
 
 // writeRaw appends one record as write does; a nil value is a tombstone.
 func (m *metadataLog) writeRaw(key string, v []byte) error {
-	batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(key), Value: v}})
+	return m.writeBatch([]record.Record{{Key: []byte(key), Value: v}})
+}
+
+// keyValue is one metadata record to write: its value is JSON-encoded.
+type keyValue struct {
+	key   string
+	value any
+}
+
+// writeAll writes records in one batch, as write does.
+func (m *metadataLog) writeAll(kvs []keyValue) error {
+	recs := make([]record.Record, len(kvs))
+	for i, kv := range kvs {
+		v, err := json.Marshal(kv.value)
+		if err != nil {
+			return err
+		}
+		recs[i] = record.Record{Key: []byte(kv.key), Value: v}
+	}
+	return m.writeBatch(recs)
+}
+
+// writeBatch appends recs as one batch and returns once it is on disk
+// (in a cluster: committed and applied here).
+func (m *metadataLog) writeBatch(recs []record.Record) error {
+	batch := record.NewBatch(time.Now().UnixMilli(), recs)
 	if m.raft != nil {
 		return m.propose(batch)
 	}
@@ -146,11 +181,14 @@ type metadataState struct {
 	// each node was granted last.
 	brokers        map[int32]BrokerInfo
 	producerBlocks map[int32][2]int64
+	// leaders are the partition leaders as they reported themselves
+	// (leadership.go).
+	leaders map[partitionKey]leaderRecord
 }
 
 func newMetadataState() metadataState {
 	return metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
-		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}}
+		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}, leaders: map[partitionKey]leaderRecord{}}
 }
 
 func (m *metadataLog) load() (metadataState, error) {
@@ -200,6 +238,8 @@ func (st *metadataState) apply(key string, value []byte) error {
 		}
 	case strings.HasPrefix(key, brokerKeyPrefix), key == producerIDBlockKey:
 		return st.applyCluster(key, value)
+	case strings.HasPrefix(key, leaderKeyPrefix):
+		return st.applyLeader(key, value)
 	default:
 		return errors.New("metadata log: unknown record key " + key)
 	}

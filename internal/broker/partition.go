@@ -14,9 +14,10 @@ import (
 // Partition is one partition of a topic: a log plus the wake-ups of readers
 // waiting for it to grow.
 type Partition struct {
-	topic *Topic
-	index int32
-	dir   string
+	broker *Broker
+	topic  *Topic
+	index  int32
+	dir    string
 
 	log     replica.Log // nil if the log could not be opened
 	offline error       // why the log could not be opened; see Offline for the rest

@@ -98,7 +98,7 @@ func (b *Broker) discardPartitions(parts []*Partition) {
 }
 
 func (b *Broker) newPartition(t *Topic, i int32) *Partition {
-	return &Partition{topic: t, index: i, dir: b.partitionDir(t.name, i)}
+	return &Partition{broker: b, topic: t, index: i, dir: b.partitionDir(t.name, i)}
 }
 
 // openLog opens partition i of t in dir: acknowledged per the broker's

@@ -85,8 +85,8 @@ func (b *Broker) scrubAll(ctx context.Context, full bool) {
 			if ctx.Err() != nil {
 				return
 			}
-			if p.Offline() != nil {
-				continue
+			if p.log == nil || p.Offline() != nil {
+				continue // no replica here (a cluster's), or offline
 			}
 			st, err := p.log.Scrub(ctx, replica.ScrubOptions{Full: full, BytesPerSecond: b.cfg.ScrubBytesPerSecond})
 			total.Segments += st.Segments

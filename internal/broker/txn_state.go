@@ -151,17 +151,32 @@ func controlIsCommit(batch []byte) (bool, error) {
 // marker takes effect (the transaction ends here, read_committed readers
 // move past it) as soon as it is appended; the fsync is waited for after
 // produceMu is released, so the partition's producers append meanwhile
-// and share it.
+// and share it. In a cluster, a node that does not lead the partition
+// has its leader write it (markers.go). Once the marker is durable, the
+// hook set with OnTxnMarker hears of it, on the node that wrote it.
 func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	m := markerRequest{ProducerID: producerID, Epoch: epoch, Commit: commit, CoordinatorEpoch: coordinatorEpoch}
+	if p.broker.Clustered() && p.CheckLeader() != nil {
+		return p.forwardMarker(m)
+	}
+	return p.writeMarkerHere(m)
+}
+
+// writeMarkerHere is WriteTxnMarker on the partition's leader.
+func (p *Partition) writeMarkerHere(m markerRequest) error {
 	log, err := p.online()
 	if err != nil {
 		return err
 	}
-	c, err := p.appendTxnMarker(log, producerID, epoch, commit, coordinatorEpoch)
+	c, err := p.appendTxnMarker(log, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch)
 	if err != nil {
 		return err
 	}
-	return p.awaitCommit(c)
+	if err := p.awaitCommit(c); err != nil {
+		return err
+	}
+	p.broker.txnMarkerWritten(p, m.ProducerID, m.Commit)
+	return nil
 }
 
 // appendTxnMarker is WriteTxnMarker's append; it returns the marker's
@@ -169,6 +184,9 @@ func (p *Partition) WriteTxnMarker(producerID int64, epoch int16, commit bool, c
 func (p *Partition) appendTxnMarker(log replica.Log, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) (replica.Commit, error) {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
+	if err := p.ensureProducers(); err != nil {
+		return replica.Commit{}, err
+	}
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
 		return replica.Commit{}, fmt.Errorf("%w: marker for producer %d at epoch %d, the partition has %d",
 			ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
@@ -208,6 +226,9 @@ func (p *Partition) appendTxnRecords(log replica.Log, producerID int64, epoch in
 	stampProducer(batch, producerID, epoch, attrTransactional)
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
+	if err := p.ensureProducers(); err != nil {
+		return replica.Commit{}, err
+	}
 	if e := p.producers.byID[producerID]; e != nil && epoch < e.Epoch {
 		return replica.Commit{}, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, producerID, epoch, e.Epoch)
 	}
@@ -301,8 +322,16 @@ func (s *producerStates) noteEpoch(producerID int64, epoch int16, nowMs int64) {
 // ReadCommitted is Read for read_committed consumers: only batches below
 // the last stable offset are returned. It also returns that offset.
 func (p *Partition) ReadCommitted(offset, maxBytes int64) (*replica.Slice, int64, error) {
-	lso := p.LastStableOffset()
 	log, err := p.online()
+	if err != nil {
+		return nil, p.LastStableOffset(), err
+	}
+	// A new leader's table of open transactions is rebuilt from the log
+	// before it bounds what read_committed readers see.
+	p.produceMu.Lock()
+	err = p.ensureProducers()
+	p.produceMu.Unlock()
+	lso := p.LastStableOffset()
 	if err != nil {
 		return nil, lso, err
 	}

@@ -22,10 +22,21 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+	// lateMarkers are transaction outcomes heard while their partition's
+	// groups were being loaded (CompleteTxn); guarded by mu.
+	lateMarkers map[int32][]txnOutcome
 
 	loop bool          // run was started (Open); tests use open and no loop
 	stop chan struct{} // closed by Close: ends the timer loop
 	done chan struct{} // closed when the timer loop has returned
+
+	// In a cluster (leadership.go): the loop that follows the leadership
+	// of the partitions and the loads it starts, the context that ends
+	// them, and a kick for the loop when a load is over.
+	leading     sync.WaitGroup
+	loadsCtx    context.Context
+	cancelLoads context.CancelFunc
+	leadKick    chan struct{}
 }
 
 // Open creates __consumer_offsets if it does not exist, rebuilds every
@@ -39,6 +50,9 @@ func Open(cfg Config) (*Coordinator, error) {
 	}
 	c.loop = true
 	go c.run()
+	if c.store.clustered {
+		c.leading.Go(c.followLeadership)
+	}
 	return c, nil
 }
 
@@ -55,15 +69,28 @@ func open(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{
-		cfg:    cfg,
-		log:    log,
-		store:  store,
-		wake:   newWakeups(),
-		groups: map[string]*group{},
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		cfg:         cfg,
+		log:         log,
+		store:       store,
+		wake:        newWakeups(),
+		groups:      map[string]*group{},
+		lateMarkers: map[int32][]txnOutcome{},
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		leadKick:    make(chan struct{}, 1),
 	}
-	c.load()
+	c.loadsCtx, c.cancelLoads = context.WithCancel(context.Background())
+	if !store.clustered {
+		// A single node serves every partition, for good.
+		all := make([]int32, len(store.parts))
+		for i := range all {
+			all[i] = int32(i)
+		}
+		c.groups = c.load(all)
+		for _, g := range c.groups {
+			g.scheduleWake()
+		}
+	}
 	return c, nil
 }
 
@@ -81,6 +108,8 @@ func (c *Coordinator) Close() error {
 	c.mu.Unlock()
 
 	close(c.stop)
+	c.cancelLoads()
+	c.leading.Wait()
 	if c.loop {
 		<-c.done
 	}
@@ -100,6 +129,32 @@ func (c *Coordinator) Available(group string) error {
 	return c.store.available(c.store.partitionFor(group))
 }
 
+// CoordinatorNode is the node that coordinates group: this one (self) on
+// a single node; in a cluster, the leader of the group's partition
+// (ErrCoordinatorNotAvailable while none is known, or while the partition
+// is unusable here).
+func (c *Coordinator) CoordinatorNode(group string, self int32) (int32, error) {
+	partition := c.store.partitionFor(group)
+	if err := c.store.usable(partition); err != nil {
+		return -1, err
+	}
+	if !c.store.clustered {
+		return self, nil
+	}
+	leader, _, _ := c.store.parts[partition].Leadership(self)
+	if leader < 0 {
+		return -1, fmt.Errorf("%w: %s-%d has no leader", ErrCoordinatorNotAvailable, OffsetsTopic, partition)
+	}
+	return leader, nil
+}
+
+// Writable reports whether a transaction may write to group's partition
+// of __consumer_offsets (its marker, on whichever node leads it): nil
+// unless the partition is offline or unreadable here.
+func (c *Coordinator) Writable(group string) error {
+	return c.store.usable(c.store.partitionFor(group))
+}
+
 // PartitionFor is the partition of __consumer_offsets that holds a group.
 func (c *Coordinator) PartitionFor(group string) int32 { return c.store.partitionFor(group) }
 
@@ -109,16 +164,20 @@ func (c *Coordinator) HeartbeatInterval() time.Duration { return c.cfg.ConsumerH
 // withGroup runs fn on the named group with the group locked. With create
 // it makes the group if there is none; without, a missing group is
 // ErrGroupIDNotFound. A group that fn leaves holding nothing is dropped. A
-// group whose partition is unavailable is ErrCoordinatorNotAvailable.
+// group whose partition is unavailable is ErrCoordinatorNotAvailable (in
+// a cluster, ErrNotCoordinator on any node but its partition's leader).
+// Availability is checked under mu, which a leadership change holds while
+// it drops a partition's groups.
 func (c *Coordinator) withGroup(name string, create bool, fn func(g *group)) error {
-	if err := c.Available(name); err != nil {
-		return err
-	}
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return fmt.Errorf("%w: the coordinator is shutting down", ErrNotCoordinator)
+		}
+		if err := c.Available(name); err != nil {
+			c.mu.Unlock()
+			return err
 		}
 		g := c.groups[name]
 		if g == nil {

@@ -9,6 +9,7 @@ var (
 	ErrInvalidGroupID            = errors.New("invalid group id")
 	ErrCoordinatorNotAvailable   = errors.New("coordinator not available")
 	ErrNotCoordinator            = errors.New("not the coordinator")
+	ErrCoordinatorLoadInProgress = errors.New("coordinator load in progress")
 	ErrUnknownMemberID           = errors.New("unknown member id")
 	ErrMemberIDRequired          = errors.New("member id required")
 	ErrIllegalGeneration         = errors.New("illegal generation")

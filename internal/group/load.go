@@ -4,60 +4,74 @@ import (
 	"time"
 )
 
-// load rebuilds every group from __consumer_offsets. Records are applied
-// in log order, so the last record for a key wins, as compaction would
-// leave it. The groups of a partition that cannot be read to its end are
-// dropped, whatever was read of them: they are unavailable until the
-// partition is repaired (offsetsStore.available).
-func (c *Coordinator) load() {
+// load rebuilds the groups of partitions from __consumer_offsets and
+// returns them, for the caller to serve. Records are applied in log
+// order, so the last record for a key wins, as compaction would leave it.
+// The groups of a partition that cannot be read to its end are dropped,
+// whatever was read of them: they are unavailable until the partition is
+// repaired (offsetsStore.available).
+func (c *Coordinator) load(partitions []int32) map[string]*group {
 	start := time.Now()
+	l := loader{c: c, groups: map[string]*group{}}
 	records := 0
-	c.store.replay(replayHandler{
+	c.store.replay(partitions, replayHandler{
 		record: func(r replayed) {
 			records++
 			if r.producerID >= 0 {
-				c.loadTxnOffset(r)
+				l.txnOffset(r)
 				return
 			}
-			c.applyRecord(r.rec, r.ts)
+			l.apply(r.rec, r.ts)
 		},
-		marker: func(partition int32, producerID int64, commit bool) {
-			c.completeTxnLocked(partition, producerID, commit)
-		},
+		marker: l.completeTxn,
 		bad: func(offset int64, err error) {
 			c.log.Warn("skipping a record of "+OffsetsTopic+" that does not decode", "offset", offset, "err", err)
 		},
 	})
-	for partition, err := range c.store.unreadable {
-		c.log.Error("a partition of "+OffsetsTopic+" cannot be read: its groups are unavailable (COORDINATOR_NOT_AVAILABLE) until it is repaired",
-			"partition", partition, "err", err)
+	for _, partition := range partitions {
+		if err := c.store.unreadableErr(partition); err != nil {
+			c.log.Error("a partition of "+OffsetsTopic+" cannot be read: its groups are unavailable (COORDINATOR_NOT_AVAILABLE) until it is repaired",
+				"partition", partition, "err", err)
+		}
 	}
 	now := c.cfg.Now()
-	for name, g := range c.groups {
-		if _, unreadable := c.store.unreadable[g.partition]; unreadable {
-			delete(c.groups, name)
+	for name, g := range l.groups {
+		if c.store.unreadableErr(g.partition) != nil {
+			delete(l.groups, name)
 			continue
 		}
 		g.finishLoad(now)
 		if g.holdsNothing() && len(g.pendingTxn) == 0 {
-			delete(c.groups, name)
-			continue
+			delete(l.groups, name)
 		}
-		g.scheduleWake()
 	}
-	c.log.Info("groups loaded", "groups", len(c.groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
+	c.log.Info("groups loaded", "partitions", len(partitions), "groups", len(l.groups), "records", records,
+		"took", time.Since(start).Round(time.Millisecond))
+	return l.groups
 }
 
-// applyRecord applies one record to the in-memory state being loaded.
-func (c *Coordinator) applyRecord(d decodedRecord, ts time.Time) {
-	g := c.groups[d.group]
+// loader is the groups being rebuilt by load, before anyone is served.
+type loader struct {
+	c      *Coordinator
+	groups map[string]*group
+}
+
+// group returns the named group being loaded, made if it is new.
+func (l *loader) group(name string) *group {
+	g := l.groups[name]
 	if g == nil {
-		if d.tombstone {
-			return
-		}
-		g = newGroup(c, d.group)
-		c.groups[d.group] = g
+		g = newGroup(l.c, name)
+		l.groups[name] = g
 	}
+	return g
+}
+
+// apply applies one record to the groups being loaded.
+func (l *loader) apply(d decodedRecord, ts time.Time) {
+	if d.tombstone && l.groups[d.group] == nil {
+		return
+	}
+	g := l.group(d.group)
 	switch d.kind {
 	case keyOffsetCommit:
 		if d.tombstone {

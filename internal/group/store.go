@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -15,10 +16,16 @@ import (
 type offsetsStore struct {
 	parts []*broker.Partition
 	now   func() time.Time
+
+	mu sync.Mutex
 	// unreadable holds why each partition that could not be read to its
-	// end at start failed; its groups are not loaded and stay unavailable.
-	// Written only by replay, before the coordinator serves anything.
+	// end when loaded failed; its groups are not loaded and stay
+	// unavailable.
 	unreadable map[int32]error
+	// In a cluster (leadership.go): the partitions whose groups this node
+	// serves, and those being loaded.
+	clustered bool
+	loads     *broker.LeaderLoads
 }
 
 // maxBatchBytes keeps each appended batch well under the broker's default
@@ -38,7 +45,8 @@ func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("group: %s has no partitions", OffsetsTopic)
 	}
-	return &offsetsStore{parts: parts, now: cfg.Now, unreadable: map[int32]error{}}, nil
+	return &offsetsStore{parts: parts, now: cfg.Now, unreadable: map[int32]error{},
+		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
 // createOffsetsTopic creates the topic compacted, as Kafka does: only the
@@ -58,9 +66,29 @@ func createOffsetsTopic(b *broker.Broker, partitions int32) (*broker.Topic, erro
 // available reports whether the groups of a partition can be served: not
 // while the partition is offline (damage found at start or by the broker's
 // scrubber since) or could not be read at start. Kafka answers the same
-// while a coordinator partition is not loaded.
+// while a coordinator partition is not loaded. In a cluster, only by the
+// partition's leader, once it loaded them in its current term: another
+// node is NOT_COORDINATOR, and the leader while it loads
+// COORDINATOR_LOAD_IN_PROGRESS.
 func (s *offsetsStore) available(partition int32) error {
-	err := s.unreadable[partition]
+	if err := s.usable(partition); err != nil || !s.clustered {
+		return err
+	}
+	servedTerm, served, loading := s.loads.State(partition)
+	p := s.parts[partition]
+	if loading {
+		return fmt.Errorf("%w: loading the groups of %s-%d", ErrCoordinatorLoadInProgress, OffsetsTopic, partition)
+	}
+	if term, leading := p.Leading(); !served || !leading || term != servedTerm {
+		return fmt.Errorf("%w: this node does not lead %s-%d", ErrNotCoordinator, OffsetsTopic, partition)
+	}
+	return nil
+}
+
+// usable reports whether partition can be written and read here: not
+// while it is offline or could not be read when loaded.
+func (s *offsetsStore) usable(partition int32) error {
+	err := s.unreadableErr(partition)
 	if err == nil {
 		err = s.parts[partition].Offline()
 	}
@@ -136,6 +164,10 @@ func storeError(err error) error {
 	if errors.Is(err, broker.ErrRecordTooLarge) || errors.Is(err, broker.ErrBatchTooLarge) {
 		return fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
 	}
+	if errors.Is(err, broker.ErrNotLeader) {
+		// Leadership of the partition moved: so did the coordinator.
+		return fmt.Errorf("%w: %v", ErrNotCoordinator, err)
+	}
 	return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, OffsetsTopic, err)
 }
 
@@ -157,18 +189,31 @@ type replayHandler struct {
 	bad    func(offset int64, err error)
 }
 
-// replay reads every partition from its start and hands each record and
+// replay reads partitions from their start and hands each record and
 // marker to h in offset order. A record that does not decode goes to bad
 // and is skipped: one bad record must not cost every group. A partition
 // that cannot be read to its end (offline, or a batch that fails its
 // check) is noted in s.unreadable and the others are still read: one
 // damaged partition must not cost the groups of the others.
-func (s *offsetsStore) replay(h replayHandler) {
-	for _, p := range s.parts {
-		if err := replayPartition(p, h); err != nil {
-			s.unreadable[p.Index()] = err
+func (s *offsetsStore) replay(partitions []int32, h replayHandler) {
+	for _, i := range partitions {
+		err := replayPartition(s.parts[i], h)
+		s.mu.Lock()
+		if err != nil {
+			s.unreadable[i] = err
+		} else {
+			delete(s.unreadable, i)
 		}
+		s.mu.Unlock()
 	}
+}
+
+// unreadableErr is why partition could not be read when last loaded, or
+// nil.
+func (s *offsetsStore) unreadableErr(partition int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unreadable[partition]
 }
 
 func replayPartition(p *broker.Partition, rh replayHandler) error {

@@ -105,11 +105,23 @@ func (g *group) completeTxn(producerID int64, commit bool) {
 	}
 }
 
-// CompleteTxn is called by the transaction coordinator after it wrote a
-// COMMIT or ABORT marker of a producer to partition of __consumer_offsets:
-// the producer's pending offsets of the groups there are applied or
-// dropped.
-func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
+// CompleteTxn is the broker's marker hook (broker.OnTxnMarker): once a
+// COMMIT or ABORT marker of a producer is durable in a partition of
+// __consumer_offsets, the producer's pending offsets of the groups there
+// are applied or dropped. While the partition's groups are being loaded
+// the outcome is kept and applied once they are (the load may have read
+// the marker, or not). Markers of other topics are no concern of groups.
+func (c *Coordinator) CompleteTxn(topic string, partition int32, producerID int64, commit bool) {
+	if topic != OffsetsTopic {
+		return
+	}
+	c.mu.Lock()
+	if c.store.loads.Loading(partition) {
+		c.lateMarkers[partition] = append(c.lateMarkers[partition], txnOutcome{producerID, commit})
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
 	for _, g := range c.snapshot() {
 		if g.partition != partition {
 			continue
@@ -122,27 +134,28 @@ func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool
 	}
 }
 
-// completeTxnLocked is CompleteTxn during load, before any request runs.
-func (c *Coordinator) completeTxnLocked(partition int32, producerID int64, commit bool) {
-	for _, g := range c.groups {
+// txnOutcome is how a producer's transaction ended.
+type txnOutcome struct {
+	producerID int64
+	commit     bool
+}
+
+// completeTxn is CompleteTxn for the groups being loaded.
+func (l *loader) completeTxn(partition int32, producerID int64, commit bool) {
+	for _, g := range l.groups {
 		if g.partition == partition {
 			g.completeTxn(producerID, commit)
 		}
 	}
 }
 
-// loadTxnOffset notes a transactional offset record read at load.
-func (c *Coordinator) loadTxnOffset(r replayed) {
+// txnOffset notes a transactional offset record read at load.
+func (l *loader) txnOffset(r replayed) {
 	d := r.rec
 	if d.kind != keyOffsetCommit || d.tombstone {
 		return
 	}
-	g := c.groups[d.group]
-	if g == nil {
-		g = newGroup(c, d.group)
-		c.groups[d.group] = g
-	}
-	g.addPending(r.producerID, TopicPartition{d.topic, d.partition}, committedOffset{
+	l.group(d.group).addPending(r.producerID, TopicPartition{d.topic, d.partition}, committedOffset{
 		offset:      d.offset.Offset,
 		leaderEpoch: d.offset.LeaderEpoch,
 		metadata:    d.offset.Metadata,

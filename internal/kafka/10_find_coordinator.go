@@ -7,15 +7,16 @@ import (
 
 // FindCoordinator (key 10), v0-v6.
 //
-// Every group is coordinated by this node. v0-v3 ask for one key, v4+ for
-// a batch. Transactional ids (key type 1) are coordinated by this node too
-// (internal/txn). Share groups (type 2) and unknown types are
-// INVALID_REQUEST. A key whose partition of __consumer_offsets or
-// __transaction_state is offline or could not be read is
-// COORDINATOR_NOT_AVAILABLE, as Kafka answers while no broker has that
-// partition loaded. A group key needs DESCRIBE on the group (else
-// GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// On a single node every group and transactional id is coordinated by
+// this node; in a cluster, by the leader of the key's partition of
+// __consumer_offsets or __transaction_state, as in Kafka, wherever the
+// request lands (every node knows every leader). v0-v3 ask for one key,
+// v4+ for a batch. Share groups (type 2) and unknown types are
+// INVALID_REQUEST. A key whose partition is offline or could not be read,
+// or has no leader, is COORDINATOR_NOT_AVAILABLE, as Kafka answers while
+// no broker has that partition loaded. A group key needs DESCRIBE on the
+// group (else GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on
+// it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 const (
 	coordinatorTypeGroup       = 0
@@ -31,11 +32,11 @@ func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequ
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if err := s.coordinatorFor(r, req.CoordinatorType, key); err != nil {
+		b, err := s.coordinatorFor(r, req.CoordinatorType, key)
+		if err != nil {
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {
-			b := s.metadataBroker(r.conn.listener)
 			c.NodeID, c.Host, c.Port = b.NodeID, b.Host, b.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
@@ -49,28 +50,43 @@ func (s *Server) handleFindCoordinator(r *request, req *kmsg.FindCoordinatorRequ
 	return resp, nil
 }
 
-// coordinatorFor reports whether this node can coordinate a key now for
-// r's principal.
-func (s *Server) coordinatorFor(r *request, keyType int8, key string) error {
+// coordinatorFor is the broker coordinating a key, as r's listener shows
+// brokers, if r's principal may know.
+func (s *Server) coordinatorFor(r *request, keyType int8, key string) (kmsg.MetadataResponseBroker, error) {
+	var (
+		node int32
+		err  error
+	)
+	self := s.broker.NodeID()
 	switch keyType {
 	case coordinatorTypeGroup:
 		if !s.allowed(r, opDescribe, resGroup, key) {
-			return errGroupDenied
+			return kmsg.MetadataResponseBroker{}, errGroupDenied
 		}
-		groups, err := s.coordinator()
-		if err != nil {
-			return err
+		groups, gerr := s.coordinator()
+		if gerr != nil {
+			return kmsg.MetadataResponseBroker{}, gerr
 		}
-		return groups.Available(key)
+		node, err = groups.CoordinatorNode(key, self)
 	case coordinatorTypeTransaction:
 		if !s.allowed(r, opDescribe, resTxnID, key) {
-			return errTxnIDDenied
+			return kmsg.MetadataResponseBroker{}, errTxnIDDenied
 		}
-		txns, err := s.transactions()
-		if err != nil {
-			return err
+		txns, terr := s.transactions()
+		if terr != nil {
+			return kmsg.MetadataResponseBroker{}, terr
 		}
-		return txns.Available(key)
+		node, err = txns.CoordinatorNode(key, self)
+	default:
+		return kmsg.MetadataResponseBroker{}, kafkaErrorf(kerr.InvalidRequest, "unsupported coordinator type %d", keyType)
 	}
-	return kafkaErrorf(kerr.InvalidRequest, "unsupported coordinator type %d", keyType)
+	if err != nil {
+		return kmsg.MetadataResponseBroker{}, err
+	}
+	for _, b := range s.metadataBrokers(r.conn.listener) {
+		if b.NodeID == node {
+			return b, nil
+		}
+	}
+	return kmsg.MetadataResponseBroker{}, kafkaErrorf(kerr.CoordinatorNotAvailable, "node %d, the coordinator, has not registered its address", node)
 }

@@ -7,13 +7,16 @@ import (
 )
 
 // metadataBrokers lists the brokers clients of listener l should know:
-// this node alone, or in a cluster every registered broker (this node as
-// l advertises it, registered or not yet).
+// this node alone, or in a cluster every registered broker this node is
+// in contact with (this node as l advertises it, registered or not yet).
+// As Kafka leaves a fenced broker out of Metadata, a node that is down
+// is left out: clients then stop sending to it what they pinned to it
+// (franz-go re-resolves a coordinator whose broker left the list).
 func (s *Server) metadataBrokers(l *Listener) []kmsg.MetadataResponseBroker {
 	self := s.metadataBroker(l)
 	out := []kmsg.MetadataResponseBroker{self}
 	for _, info := range s.broker.Brokers() {
-		if info.NodeID == self.NodeID {
+		if info.NodeID == self.NodeID || !s.broker.NodeUp(info.NodeID) {
 			continue
 		}
 		b := kmsg.NewMetadataResponseBroker()

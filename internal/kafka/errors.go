@@ -95,6 +95,7 @@ var groupErrors = []struct {
 	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
 	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
 	{group.ErrNotCoordinator, kerr.NotCoordinator},
+	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
 	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration},

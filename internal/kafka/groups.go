@@ -19,10 +19,11 @@ import (
 // coordinator returns the group coordinator, or the error every group API
 // answers on a server that has none.
 func (s *Server) coordinator() (*group.Coordinator, error) {
-	if s.groups == nil {
+	groups := s.groups.Load()
+	if groups == nil {
 		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "this server runs no group coordinator")
 	}
-	return s.groups, nil
+	return groups, nil
 }
 
 // groupCoordinator is coordinator for a request that needs op on group

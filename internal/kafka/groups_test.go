@@ -23,7 +23,7 @@ func withGroups(t *testing.T) serverOption {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		s.groups = c
+		s.groups.Store(c)
 	})
 }
 

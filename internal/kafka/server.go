@@ -134,15 +134,16 @@ type Server struct {
 	// done is closed when Shutdown starts: it wakes fetch long polls so
 	// that in-flight requests finish promptly.
 	done <-chan struct{}
-	// groups is the group coordinator (nil: none).
-	groups *group.Coordinator
+	// groups is the group coordinator (nil: none, or not yet: a cluster
+	// node opens it once the cluster has a quorum; SetCoordinators).
+	groups atomic.Pointer[group.Coordinator]
 	// shutdownCtx ends when Shutdown starts, releasing requests that
 	// wait: JoinGroup and SyncGroup for a rebalance, a login the
 	// failed-login limiter slows down.
 	shutdownCtx       context.Context
 	cancelShutdownCtx context.CancelFunc
-	// txns is the transaction coordinator (nil: none).
-	txns *txn.Coordinator
+	// txns is the transaction coordinator (nil: none, or not yet).
+	txns atomic.Pointer[txn.Coordinator]
 	// observer times answered requests for metrics (observe.go).
 	observer requestObserver
 
@@ -186,11 +187,19 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 		Kill:    func(c *conn) { c.raw.Close() },
 	})
 	s.done = s.netsrv.Done()
-	s.groups = cfg.Groups
+	s.SetCoordinators(cfg.Groups, cfg.Transactions)
 	s.shutdownCtx, s.cancelShutdownCtx = context.WithCancel(context.Background())
 	s.zeroCopy.Store(true)
-	s.txns = cfg.Transactions
 	return s
+}
+
+// SetCoordinators gives the server its group and transaction
+// coordinators (either may be nil), for a node that opens them after the
+// server started serving: until then their APIs answer
+// COORDINATOR_NOT_AVAILABLE, which clients retry.
+func (s *Server) SetCoordinators(groups *group.Coordinator, txns *txn.Coordinator) {
+	s.groups.Store(groups)
+	s.txns.Store(txns)
 }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own

@@ -16,10 +16,11 @@ import (
 // none. The node opens it, after the broker and the group coordinator, and
 // closes it after Shutdown.
 func (s *Server) transactions() (*txn.Coordinator, error) {
-	if s.txns == nil {
+	txns := s.txns.Load()
+	if txns == nil {
 		return nil, kafkaErrorf(kerr.CoordinatorNotAvailable, "no transaction coordinator")
 	}
-	return s.txns, nil
+	return txns, nil
 }
 
 // transactionsFor is transactions for a request of a transactional
@@ -38,6 +39,8 @@ var txnErrors = []struct {
 	kerr *kerr.Error
 }{
 	{txn.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{txn.ErrNotCoordinator, kerr.NotCoordinator},
+	{txn.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{txn.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
 	{txn.ErrProducerFenced, kerr.ProducerFenced},
 	{txn.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
@@ -82,7 +85,8 @@ func txnErrorCode(err error, version, fencedSince int16) int16 {
 // the partition's validation. The check is a map lookup
 // (txn.Coordinator.Verify).
 func (s *Server) verifyTxnProduce(transactionalID *string, topic string, partition int32, records []byte) error {
-	if s.txns == nil {
+	txns := s.txns.Load()
+	if txns == nil {
 		return nil
 	}
 	h, err := record.ParseHeader(records)
@@ -92,7 +96,7 @@ func (s *Server) verifyTxnProduce(transactionalID *string, topic string, partiti
 	if transactionalID == nil {
 		return kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
 	}
-	if err := s.txns.Verify(*transactionalID, h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
+	if err := txns.Verify(*transactionalID, h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
 		return fmt.Errorf("produce to %s-%d: %w", topic, partition, err)
 	}
 	return nil

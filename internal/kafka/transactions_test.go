@@ -19,15 +19,16 @@ import (
 func withTransactions(t *testing.T) serverOption {
 	return withServer(func(s *Server) {
 		cfg := txn.Config{Broker: s.broker, Logger: testLogger(t)}
-		if s.groups != nil {
-			cfg.Groups = s.groups
+		if groups := s.groups.Load(); groups != nil {
+			cfg.Groups = groups
+			s.broker.OnTxnMarker(groups.CompleteTxn)
 		}
 		c, err := txn.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		s.txns = c
+		s.txns.Store(c)
 	})
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,13 +79,18 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 			return replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
 				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
 		},
-		OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config) (*replica.RaftLog, error) {
+		OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config, stateChanged func()) (*replica.RaftLog, error) {
 			members := make([]uint64, len(replicas))
 			for i, r := range replicas {
 				members[i] = uint64(r)
 			}
 			return replica.OpenRaft(dir, lc, replica.RaftOptions{
-				Host: h, Group: group, Members: members, Fsync: cfg.Fsync, Logger: logger})
+				Host: h, Group: group, Members: members, Fsync: cfg.Fsync, Logger: logger,
+				StateChanged: func(raft.Status) { stateChanged() }})
+		},
+		PeerUp: func(node int32) bool { return node == self || h.PeerUp(uint64(node)) },
+		Forward: func(ctx context.Context, group uint64, node int32, data []byte) (int64, error) {
+			return h.Forward(ctx, group, uint64(node), data)
 		},
 	}
 	return ch, bc, nil
@@ -97,4 +103,27 @@ func (c *clusterHost) close() {
 	}
 	c.host.Close()
 	c.transport.Close()
+}
+
+// openClusterCoordinators opens the group and transaction coordinators of
+// a cluster node, which needs the cluster: the first node to open them
+// creates __consumer_offsets through the metadata log, which needs a
+// quorum. Until then the Kafka server answers their APIs
+// COORDINATOR_NOT_AVAILABLE, which clients retry. It tries again every
+// second until it succeeds or the node closes.
+func (n *Node) openClusterCoordinators() {
+	for {
+		groups, txns, err := openCoordinators(n.cfg, n.cores.broker, n.logger)
+		if err == nil {
+			n.groups, n.txns = groups, txns
+			n.kafkaServer.SetCoordinators(groups, txns)
+			return
+		}
+		n.logger.Warn("the coordinators cannot start yet; retrying", "err", err)
+		select {
+		case <-n.closing:
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -143,8 +143,9 @@ type Node struct {
 
 	kafkaListeners  boundKafkaListeners // at least one
 	kafkaServer     *kafka.Server
-	groups          *group.Coordinator
+	groups          *group.Coordinator // in a cluster, set once by openClusterCoordinators
 	txns            *txn.Coordinator
+	coordinating    sync.WaitGroup // openClusterCoordinators
 	advertisedKafka string
 
 	amqpListener net.Listener // nil when Config.AMQPAddr is empty
@@ -246,12 +247,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	undo = append(undo, closeIfOpen(natsLn))
 
-	groups, txns, err := openCoordinators(cfg, b, logger)
-	if err != nil {
-		return nil, err
-	}
-	if groups != nil {
-		undo = append(undo, func() { groups.Close() })
+	var groups *group.Coordinator
+	var txns *txn.Coordinator
+	if cfg.Cluster == nil {
+		if groups, txns, err = openCoordinators(cfg, b, logger); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { txns.Close(); groups.Close() })
 	}
 
 	n := &Node{
@@ -278,6 +280,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.kafkaServer = kafka.NewServer(b, n.kafkaConfig())
 	n.serveKafka(cfg.Security.TLS.ClientCA != "")
 	b.Register(kafkaLns[0].spec.AdvertisedHost, kafkaLns[0].spec.AdvertisedPort) // in a cluster only
+	if cfg.Cluster != nil {
+		n.coordinating.Go(n.openClusterCoordinators)
+	}
 
 	if amqpLn != nil || tlsLns.amqps != nil {
 		amqpCfg := cfg.AMQP
@@ -340,17 +345,16 @@ func Start(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-// openCoordinators opens the group coordinator, which rebuilds every group
-// from __consumer_offsets, and the transaction coordinator, which rebuilds
-// every transactional id from __transaction_state and finishes the
-// transactions a stop left committing or aborting, before the first
-// request can reach them. A cluster node runs neither yet: they do not
-// move with the leadership of their partitions, so clients get
-// COORDINATOR_NOT_AVAILABLE rather than a coordinator that could be wrong.
+// openCoordinators opens the group coordinator and the transaction
+// coordinator, and makes the group coordinator hear of every transaction
+// marker the broker writes. On a single node the group coordinator
+// rebuilds every group from __consumer_offsets, and the transaction
+// coordinator every transactional id from __transaction_state, finishing
+// the transactions a stop left committing or aborting, before the first
+// request can reach them; in a cluster each rebuilds a partition's state
+// when this node takes its leadership (internal/group and internal/txn,
+// leadership.go).
 func openCoordinators(cfg Config, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, *txn.Coordinator, error) {
-	if cfg.Cluster != nil {
-		return nil, nil, nil
-	}
 	groupCfg := cfg.Groups
 	groupCfg.Broker = b
 	groupCfg.Logger = logger
@@ -365,6 +369,7 @@ func openCoordinators(cfg Config, b *broker.Broker, logger *slog.Logger) (*group
 		groups.Close()
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	b.OnTxnMarker(groups.CompleteTxn)
 	return groups, txns, nil
 }
 
@@ -580,6 +585,7 @@ func (n *Node) Close(ctx context.Context) error {
 		// No request reaches the coordinators any more: stop their timers
 		// before the logs they write to close. Transactions first: they
 		// complete transactional offsets in the group coordinator.
+		n.coordinating.Wait()
 		if n.txns != nil {
 			n.txns.Close()
 			n.groups.Close()

@@ -40,6 +40,7 @@ type RaftLog struct {
 
 	status  atomic.Pointer[raft.Status]
 	ledTerm atomic.Uint64 // the last term this node led and took proposals in
+	notify  func(raft.Status)
 	closed  atomic.Bool
 
 	changedMu sync.Mutex
@@ -74,6 +75,9 @@ type RaftOptions struct {
 	Window int
 	// Logger (nil: slog.Default).
 	Logger *slog.Logger
+	// StateChanged, if set, hears every change of the group's term,
+	// leader or role, on the host's loop: it must not block.
+	StateChanged func(raft.Status)
 }
 
 // Errors of a RaftLog.
@@ -135,7 +139,7 @@ func OpenRaft(dir string, cfg Config, opt RaftOptions) (*RaftLog, error) {
 		state.close()
 		return nil, err
 	}
-	l := &RaftLog{dir: dir, host: opt.Host, fsync: opt.Fsync, logger: opt.Logger.With("group", opt.Group), changed: make(chan struct{})}
+	l := &RaftLog{dir: dir, host: opt.Host, fsync: opt.Fsync, logger: opt.Logger.With("group", opt.Group), changed: make(chan struct{}), notify: opt.StateChanged}
 	l.status.Store(&raft.Status{ID: opt.Group})
 	l.rep = &raftReplica{local: local, state: state, logger: l.logger, window: uint64(opt.Window), events: l}
 	if err := l.start(st, opt); err != nil {
@@ -496,6 +500,9 @@ func (l *RaftLog) stateChanged(s raft.Status) {
 		l.ledTerm.Store(s.Term)
 	}
 	l.broadcast()
+	if l.notify != nil {
+		l.notify(s)
+	}
 }
 
 // advanced hears that the high watermark moved.

@@ -13,6 +13,7 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,14 +39,13 @@ const (
 )
 
 // GroupCompleter is the group coordinator as the transaction coordinator
-// needs it: told after a marker was written to a partition of
-// __consumer_offsets, it applies or drops the offsets the producer
-// committed in the transaction.
+// needs it: which partition of __consumer_offsets a group's offsets are
+// in, and whether it can be written. (Once a marker is durable there, the
+// broker's marker hook tells the group coordinator the outcome.)
 type GroupCompleter interface {
 	PartitionFor(group string) int32
-	// Available is nil unless the group's partition cannot be used.
-	Available(group string) error
-	CompleteTxn(partition int32, producerID int64, commit bool)
+	// Writable is nil unless the group's partition cannot be used.
+	Writable(group string) error
 }
 
 // Config configures a Coordinator.
@@ -101,6 +101,15 @@ type Coordinator struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	// In a cluster (leadership.go): the loop that follows the leadership
+	// of the partitions of __transaction_state and the loads it starts,
+	// the context that ends them, and a kick for the loop when a load is
+	// over.
+	leading     sync.WaitGroup
+	loadsCtx    context.Context
+	cancelLoads context.CancelFunc
+	leadKick    chan struct{}
 }
 
 // Open rebuilds every transactional id from __transaction_state (when it
@@ -135,15 +144,18 @@ func Open(cfg Config) (*Coordinator, error) {
 	txns := map[string]*txn{}
 	var store *stateStore
 	if _, err := cfg.Broker.Topic(StateTopic); err == nil {
-		if store, err = openStore(cfg.Broker, cfg.Partitions); err != nil {
+		if store, err = openStore(cfg.Broker, cfg.Partitions, false); err != nil {
 			return nil, err
 		}
-		txns = store.load()
+		if !store.clustered {
+			txns = store.load(store.parts)
+		}
 	}
 	c := &Coordinator{
 		cfg: cfg, b: cfg.Broker, log: cfg.Logger.With("component", "txn"), now: cfg.Now, store: store,
-		txns: txns, stop: make(chan struct{}), done: make(chan struct{}),
+		txns: txns, stop: make(chan struct{}), done: make(chan struct{}), leadKick: make(chan struct{}, 1),
 	}
+	c.loadsCtx, c.cancelLoads = context.WithCancel(context.Background())
 	if store != nil {
 		for partition, err := range store.unreadable {
 			c.log.Error("a partition of "+StateTopic+" cannot be read: its transactional ids are unavailable (COORDINATOR_NOT_AVAILABLE) until it is repaired",
@@ -158,6 +170,9 @@ func Open(cfg Config) (*Coordinator, error) {
 	}
 	c.log.Info("transactional ids loaded", "ids", len(txns))
 	go c.run()
+	if cfg.Broker.Clustered() {
+		c.leading.Go(c.followLeadership)
+	}
 	return c, nil
 }
 
@@ -167,6 +182,8 @@ func Open(cfg Config) (*Coordinator, error) {
 // PrepareCommit or PrepareAbort there, and Open finishes it).
 func (c *Coordinator) Close() error {
 	c.once.Do(func() { close(c.stop) })
+	c.cancelLoads()
+	c.leading.Wait()
 	<-c.done
 	c.completionsMu.Lock()
 	c.closing = true
@@ -194,7 +211,7 @@ func (c *Coordinator) stateStore() (*stateStore, error) {
 	c.storeMu.Lock()
 	defer c.storeMu.Unlock()
 	if c.store == nil {
-		s, err := openStore(c.b, c.cfg.Partitions)
+		s, err := openStore(c.b, c.cfg.Partitions, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
 		}
@@ -263,6 +280,10 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, producerI
 	)
 	for {
 		c.mu.Lock()
+		if err := s.available(id); err != nil {
+			c.mu.Unlock() // leadership moved while it waited
+			return InitResult{}, err
+		}
 		t = c.txns[id]
 		fresh = t == nil
 		if fresh {
@@ -367,7 +388,7 @@ func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group
 	if c.cfg.Groups == nil {
 		return fmt.Errorf("%w: no group coordinator", ErrCoordinatorNotAvailable)
 	}
-	if err := c.cfg.Groups.Available(group); err != nil {
+	if err := c.cfg.Groups.Writable(group); err != nil {
 		return fmt.Errorf("%w: group %q: %v", ErrCoordinatorNotAvailable, group, err)
 	}
 	t, err := c.lockCurrent(id, producerID, epoch)
@@ -609,8 +630,9 @@ func (c *Coordinator) writeMarkers(id string, producerID int64, epoch int16, com
 	return written
 }
 
-// writeMarker writes one marker and, for __consumer_offsets, tells the
-// group coordinator the outcome. It reports whether the partition is done.
+// writeMarker writes one marker, through the partition's leader (which,
+// for __consumer_offsets, tells its group coordinator the outcome). It
+// reports whether the partition is done.
 func (c *Coordinator) writeMarker(id string, producerID int64, epoch int16, commit bool, tp TopicPartition) bool {
 	topic, err := c.b.Topic(tp.Topic)
 	if err != nil {
@@ -629,9 +651,6 @@ func (c *Coordinator) writeMarker(id string, producerID int64, epoch int16, comm
 	if err != nil {
 		c.log.Error("cannot write transaction marker", "transactional_id", id, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		return false
-	}
-	if tp.Topic == offsetsTopic && c.cfg.Groups != nil {
-		c.cfg.Groups.CompleteTxn(tp.Partition, producerID, commit)
 	}
 	return true
 }

@@ -50,14 +50,19 @@ type completion struct {
 
 func (g *fakeGroups) PartitionFor(string) int32 { return 0 }
 
-func (g *fakeGroups) Available(group string) error {
+func (g *fakeGroups) Writable(group string) error {
 	if group == g.down {
 		return errors.New("its partition is offline")
 	}
 	return nil
 }
 
-func (g *fakeGroups) CompleteTxn(partition int32, producerID int64, commit bool) {
+// marker is the broker's marker hook, as the node installs the group
+// coordinator's CompleteTxn.
+func (g *fakeGroups) marker(topic string, partition int32, producerID int64, commit bool) {
+	if topic != offsetsTopic {
+		return
+	}
 	g.mu.Lock()
 	g.completed = append(g.completed, completion{partition, producerID, commit})
 	g.mu.Unlock()
@@ -102,6 +107,7 @@ func (e *env) openBroker() {
 	if err != nil {
 		e.t.Fatalf("open broker: %v", err)
 	}
+	b.OnTxnMarker(e.groups.marker)
 	e.b = b
 }
 

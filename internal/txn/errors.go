@@ -6,6 +6,8 @@ import "errors"
 // the same name, which the front end maps with errors.Is.
 var (
 	ErrCoordinatorNotAvailable   = errors.New("coordinator not available")
+	ErrNotCoordinator            = errors.New("not the coordinator")
+	ErrCoordinatorLoadInProgress = errors.New("coordinator load in progress")
 	ErrInvalidProducerIDMapping  = errors.New("invalid producer id mapping")
 	ErrProducerFenced            = errors.New("producer fenced")
 	ErrInvalidProducerEpoch      = errors.New("invalid producer epoch")

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,15 +26,22 @@ const StateTopic = "__transaction_state"
 // is appended durably before it is answered; start-up reads it back.
 type stateStore struct {
 	parts []*broker.Partition
+
+	mu sync.Mutex
 	// unreadable holds why each partition that could not be read to its
-	// end at start failed; its ids are not loaded and stay unavailable.
-	// Written only by load, before the coordinator serves anything.
+	// end when loaded failed; its ids are not loaded and stay unavailable.
 	unreadable map[int32]error
+	// In a cluster (leadership.go): the partitions whose ids this node
+	// coordinates, and those being loaded.
+	clustered bool
+	loads     *broker.LeaderLoads
 }
 
-func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
+// openStore finds __transaction_state, creating it with partitions
+// unless it only looks (create false: ErrUnknownTopic when missing).
+func openStore(b *broker.Broker, partitions int32, create bool) (*stateStore, error) {
 	t, err := b.Topic(StateTopic)
-	if errors.Is(err, broker.ErrUnknownTopic) {
+	if errors.Is(err, broker.ErrUnknownTopic) && create {
 		t, err = b.CreateInternalTopic(broker.TopicSpec{
 			Name:       StateTopic,
 			Partitions: partitions,
@@ -50,25 +58,47 @@ func openStore(b *broker.Broker, partitions int32) (*stateStore, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("txn: %s has no partitions", StateTopic)
 	}
-	return &stateStore{parts: parts, unreadable: map[int32]error{}}, nil
+	return &stateStore{parts: parts, unreadable: map[int32]error{},
+		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
 func (s *stateStore) partitionFor(id string) *broker.Partition {
 	return s.parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(s.parts))]
 }
 
-// available reports whether the id's partition can be used: not while it
-// is offline (damage found at start or by the broker's scrubber since) or
-// could not be read at start. Kafka answers the same while a coordinator
-// partition is not loaded.
-func (s *stateStore) available(id string) error {
+// usable reports whether the id's partition can be used here: not while
+// it is offline (damage found at start or by the broker's scrubber since)
+// or could not be read when loaded. Kafka answers the same while a
+// coordinator partition is not loaded.
+func (s *stateStore) usable(id string) error {
 	p := s.partitionFor(id)
+	s.mu.Lock()
 	err := s.unreadable[p.Index()]
+	s.mu.Unlock()
 	if err == nil {
 		err = p.Offline()
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %s-%d is unavailable: %v", ErrCoordinatorNotAvailable, StateTopic, p.Index(), err)
+	}
+	return nil
+}
+
+// available reports whether this node coordinates the id now: its
+// partition is usable and, in a cluster, led here and loaded in the
+// current term (NOT_COORDINATOR on another node,
+// COORDINATOR_LOAD_IN_PROGRESS while loading).
+func (s *stateStore) available(id string) error {
+	if err := s.usable(id); err != nil || !s.clustered {
+		return err
+	}
+	p := s.partitionFor(id)
+	servedTerm, served, loading := s.loads.State(p.Index())
+	if loading {
+		return fmt.Errorf("%w: loading the transactional ids of %s-%d", ErrCoordinatorLoadInProgress, StateTopic, p.Index())
+	}
+	if term, leading := p.Leading(); !served || !leading || term != servedTerm {
+		return fmt.Errorf("%w: this node does not lead %s-%d", ErrNotCoordinator, StateTopic, p.Index())
 	}
 	return nil
 }
@@ -96,12 +126,12 @@ func (s *stateStore) append(t *txn, now time.Time) (wait func() error, err error
 	batch := record.NewBatch(now.UnixMilli(), []record.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
 	_, _, durable, err := s.partitionFor(t.id).ProduceAsync(batch, -1)
 	if err != nil {
-		return nil, fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+		return nil, writeError(err)
 	}
 	t.updated = now
 	return func() error {
 		if err := durable(); err != nil {
-			return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+			return writeError(err)
 		}
 		return nil
 	}, nil
@@ -114,24 +144,39 @@ func (s *stateStore) writeTombstone(id string, now time.Time) error {
 	key.TransactionalID = id
 	batch := record.NewBatch(now.UnixMilli(), []record.Record{{Key: key.AppendTo(nil)}})
 	if _, _, err := s.partitionFor(id).Produce(batch, -1); err != nil {
-		return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+		return writeError(err)
 	}
 	return nil
 }
 
-// load reads every partition and returns the latest state of each id. A
-// partition that cannot be read to its end (offline, or a batch that fails
-// its check) is noted in s.unreadable and none of its ids is returned: one
-// damaged partition must not cost the ids of the others.
-func (s *stateStore) load() map[string]*txn {
+// writeError is what a failed write of __transaction_state answers: the
+// coordinator moved if the partition's leadership did.
+func writeError(err error) error {
+	if errors.Is(err, broker.ErrNotLeader) {
+		return fmt.Errorf("%w: writing %s: %v", ErrNotCoordinator, StateTopic, err)
+	}
+	return fmt.Errorf("%w: writing %s: %v", ErrCoordinatorNotAvailable, StateTopic, err)
+}
+
+// load reads partitions and returns the latest state of each of their
+// ids. A partition that cannot be read to its end (offline, or a batch
+// that fails its check) is noted in s.unreadable and none of its ids is
+// returned: one damaged partition must not cost the ids of the others.
+func (s *stateStore) load(partitions []*broker.Partition) map[string]*txn {
 	out := map[string]*txn{}
-	for _, p := range s.parts {
+	for _, p := range partitions {
 		ids := map[string]*txn{}
-		if err := loadPartition(p, ids); err != nil {
+		err := loadPartition(p, ids)
+		s.mu.Lock()
+		if err != nil {
 			s.unreadable[p.Index()] = err
-			continue
+		} else {
+			delete(s.unreadable, p.Index())
 		}
-		maps.Copy(out, ids)
+		s.mu.Unlock()
+		if err == nil {
+			maps.Copy(out, ids)
+		}
 	}
 	return out
 }

@@ -52,6 +52,12 @@ func (c *Coordinator) unpublish(id string) { c.views.Delete(id) }
 // partition was not added, or no transaction is open).
 func (c *Coordinator) Verify(id string, producerID int64, epoch int16, topic string, partition int32) error {
 	got, ok := c.views.Load(id)
+	if !ok && !c.coordinatesHere(id) {
+		// In a cluster another node coordinates the id; Kafka's partition
+		// leader would ask it (AddPartitionsToTxn, verify only). Wharf
+		// does not yet: the batch passes, as before Kafka 3.6.
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
 	}
