@@ -19,17 +19,17 @@ type Group struct {
 
 	published atomic.Pointer[Status] // status, for readers without mu
 
-	mu              sync.Mutex // guards rn and everything below
-	rn              *etcdraft.RawNode
-	status          Status
-	members         []uint64 // voters and learners, sorted
-	appends         []*pendingAppend
-	lastWrittenTerm uint64 // term of the last entry written to the replica
-	idleTicks       int    // ticks a leader found nothing to do, for quiescence
-	snapRequest     snapshotRequest
-	forward         ForwardHandler // nil: forwarded proposals are refused
-	removed         bool
-	failed          error
+	mu          sync.Mutex // guards rn and everything below
+	rn          *etcdraft.RawNode
+	status      Status
+	members     []uint64 // voters and learners, sorted
+	appends     []*pendingAppend
+	appliedTerm uint64 // term of the last entry applied
+	idleTicks   int    // ticks a leader found nothing to do, for quiescence
+	snapRequest snapshotRequest
+	forward     ForwardHandler // nil: forwarded proposals are refused
+	removed     bool
+	failed      error
 
 	quiesced bool // guarded by h.mu
 }

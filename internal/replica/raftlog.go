@@ -216,7 +216,7 @@ func (l *RaftLog) Append(batches []byte, opt AppendOptions) (Appended, error) {
 	if !s.Leading() {
 		return Appended{}, &NotLeaderError{Leader: s.Leader}
 	}
-	base := l.rep.endOffset() // in a new term: everything before the leader's first entry is written (Status.Ready)
+	base := l.rep.endOffset() // in a new term: everything before its proposals is written (Status.Ready)
 	if le := l.leaderEnd.Load(); le != nil && le.term == s.Term {
 		base = le.offset
 	}
