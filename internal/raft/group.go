@@ -37,8 +37,17 @@ type Group struct {
 // ID is the group's id.
 func (g *Group) ID() uint64 { return g.id }
 
-// Status is the group's state as this node last saw it.
-func (g *Group) Status() Status { return *g.published.Load() }
+// Status is the group's state as this node last saw it. A leader whose
+// host loop has not ticked for a lease (see Host.alive) is shown as
+// neither leading nor leader: its peers may have elected another one
+// meanwhile, and it cannot step down while its loop is stuck.
+func (g *Group) Status() Status {
+	s := *g.published.Load()
+	if s.Role == etcdraft.StateLeader && !g.h.alive() {
+		s.Ready, s.Leader = false, 0
+	}
+	return s
+}
 
 // Propose appends entries to the group's log as its leader in term: they
 // are in the leader's Raft log, in order after everything proposed

@@ -124,6 +124,8 @@ type Host struct {
 	tickDeadline time.Time
 	// silent is the peers taken for down, published for PeerUp.
 	silent atomic.Pointer[map[uint64]bool]
+	// tickedAt is when the loop last ticked (Unix ns), for alive.
+	tickedAt atomic.Int64
 
 	// Background work: the loop, sync rounds, snapshot senders.
 	ctx      context.Context
