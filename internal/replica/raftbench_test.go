@@ -178,8 +178,9 @@ func BenchmarkRaftFailover(b *testing.B) {
 }
 
 // BenchmarkRaftEntries: a leader's Raft reading 900 one-record entries
-// back from its log (of the 1,024 it keeps below the applied one), as it does for each append it sends a follower that
-// catches up (in the host's loop, so it delays every group of the node).
+// back from its log (of the 1,024 it keeps below the applied one), as it
+// does for each append it sends a follower that catches up, in the host's
+// loop, so it delays every group of the node.
 func BenchmarkRaftEntries(b *testing.B) {
 	l := openRaft(b, b.TempDir(), startHost(b, 1, nil), 1)
 	b.Cleanup(func() { l.Close() })

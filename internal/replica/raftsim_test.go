@@ -43,7 +43,9 @@ import (
 //   - every replica's committed records agree with every other's where
 //     both have them: same values, same epochs, so in the same order;
 //   - nothing committed that no client appended there, no append twice;
-//   - a replica's high watermark never moves back while it runs.
+//   - a replica's high watermark never moves back while it runs, and a
+//     leader never shows one below what a leader of an earlier term
+//     showed.
 //
 // The fault schedule and the workload come from the seed; etcd raft draws
 // its randomized election timeouts from crypto/rand, which no test can
