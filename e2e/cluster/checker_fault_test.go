@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The fault tests' checker. Every producer writes numbered streams, one
@@ -161,6 +162,7 @@ func (l *ledger) verify(ctx context.Context, t *testing.T, seeds []string, topic
 		t.Logf("%s-%d: %d records, %d acknowledged: lost %d, duplicated %d, unexpected %d, reordered %d (resent without idempotence: %d)",
 			topic, p, c.records, c.acked, c.lost, c.duplicated, c.unexpected, c.reordered, c.resent)
 		if c.bad() {
+			logEndOffsetsByNode(ctx, t, seeds, topic, p)
 			t.Errorf("%s-%d: lost %d (first %s), duplicated %d, unexpected %d (first %q), reordered %d (first %s)",
 				topic, p, c.lost, c.firstLost, c.duplicated, c.unexpected, c.firstUnexpected, c.reordered, c.firstReorder)
 		}
@@ -293,5 +295,35 @@ func readPartition(ctx context.Context, t *testing.T, seeds []string, topic stri
 			}
 			next = r.Offset + 1
 		})
+	}
+}
+
+// logEndOffsetsByNode logs what each node answers, by itself, for the end
+// offset of partition p: an acknowledged record missing from a read up to
+// one node's answer may be below another's (two nodes saying they lead,
+// in different epochs) rather than lost.
+func logEndOffsetsByNode(ctx context.Context, t *testing.T, seeds []string, topic string, p int32) {
+	t.Helper()
+	for i, seed := range seeds {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		cl.Close()
+		if err == nil {
+			ans := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+			err = kerr.ErrorForCode(ans.ErrorCode)
+			t.Logf("%s-%d as node %d answers alone: end offset %d, leader epoch %d, error %v", topic, p, i+1, ans.Offset, ans.LeaderEpoch, err)
+			continue
+		}
+		t.Logf("%s-%d: node %d does not answer: %v", topic, p, i+1, err)
 	}
 }

@@ -90,6 +90,7 @@ func (ft *faultTest) progress(n int, what string, skip ...string) {
 // verify runs the checker and logs the figures of the run.
 func (ft *faultTest) verify(faults int) {
 	ft.t.Helper()
+	ft.waitHealthy("the load stopped") // the checker reads from the leaders the nodes agree on
 	records, acked := ft.ledger.verify(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions)
 	ft.t.Logf("figures: %d nodes, %d cycles, %d faults, %d records, %d acknowledged (acks=all), %d partitions × RF%d",
 		len(ft.nodes), *faultCycles, faults, records, acked, ft.partitions, ft.rf)
@@ -141,19 +142,48 @@ func (ft *faultTest) waitView(from []*node, what string, ok func(map[int32]parti
 }
 
 // waitHealthy waits until every partition has a leader and all of its
-// replicas in sync, as every node sees it.
+// replicas in sync as every node sees it, and every node names the same
+// leader and epoch: a node that still says it leads an older epoch (a
+// leader deposed while its loop was stuck, not yet aware of it) would
+// answer a client with its own, older high watermark.
 func (ft *faultTest) waitHealthy(what string) {
 	ft.t.Helper()
-	for _, nd := range ft.nodes {
-		ft.waitView([]*node{nd}, fmt.Sprintf("a healthy %s after %s, seen from node %d", ft.topic, what, nd.id), func(v map[int32]partitionView) bool {
-			for _, pv := range v {
-				if pv.leader < 0 || len(pv.replicas) != ft.rf || len(pv.isr) != ft.rf {
-					return false
-				}
+	healthy := func(v map[int32]partitionView) bool {
+		for _, pv := range v {
+			if pv.leader < 0 || len(pv.replicas) != ft.rf || len(pv.isr) != ft.rf {
+				return false
 			}
-			return true
-		})
+		}
+		return true
 	}
+	for {
+		views := make([]map[int32]partitionView, len(ft.nodes))
+		for i, nd := range ft.nodes {
+			views[i] = ft.waitView([]*node{nd}, fmt.Sprintf("a healthy %s after %s, seen from node %d", ft.topic, what, nd.id), healthy)
+		}
+		disagreement := disagreeing(views)
+		if disagreement == "" {
+			return
+		}
+		if ft.ctx.Err() != nil {
+			ft.t.Fatalf("waiting for the nodes to agree on the leaders of %s after %s: %s", ft.topic, what, disagreement)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// disagreeing describes the first partition whose leader or epoch the
+// views (one per node, in node order) differ on; "" if they all agree.
+func disagreeing(views []map[int32]partitionView) string {
+	for p, first := range views[0] {
+		for i, v := range views[1:] {
+			if v[p].leader != first.leader || v[p].epoch != first.epoch {
+				return fmt.Sprintf("partition %d: node 1 says node %d leads epoch %d, node %d says node %d leads epoch %d",
+					p, first.leader, first.epoch, i+2, v[p].leader, v[p].epoch)
+			}
+		}
+	}
+	return ""
 }
 
 // leaderOf waits for a leader of partition p other than not (-1: any),

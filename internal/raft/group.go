@@ -19,17 +19,17 @@ type Group struct {
 
 	published atomic.Pointer[Status] // status, for readers without mu
 
-	mu              sync.Mutex // guards rn and everything below
-	rn              *etcdraft.RawNode
-	status          Status
-	members         []uint64 // voters and learners, sorted
-	appends         []*pendingAppend
-	lastWrittenTerm uint64 // term of the last entry written to the replica
-	idleTicks       int    // ticks a leader found nothing to do, for quiescence
-	snapRequest     snapshotRequest
-	forward         ForwardHandler // nil: forwarded proposals are refused
-	removed         bool
-	failed          error
+	mu          sync.Mutex // guards rn and everything below
+	rn          *etcdraft.RawNode
+	status      Status
+	members     []uint64 // voters and learners, sorted
+	appends     []*pendingAppend
+	appliedTerm uint64 // term of the last entry applied
+	idleTicks   int    // ticks a leader found nothing to do, for quiescence
+	snapRequest snapshotRequest
+	forward     ForwardHandler // nil: forwarded proposals are refused
+	removed     bool
+	failed      error
 
 	quiesced bool // guarded by h.mu
 }
@@ -37,8 +37,17 @@ type Group struct {
 // ID is the group's id.
 func (g *Group) ID() uint64 { return g.id }
 
-// Status is the group's state as this node last saw it.
-func (g *Group) Status() Status { return *g.published.Load() }
+// Status is the group's state as this node last saw it. A leader whose
+// host loop has not ticked for a lease (see Host.alive) is shown as
+// neither leading nor leader: its peers may have elected another one
+// meanwhile, and it cannot step down while its loop is stuck.
+func (g *Group) Status() Status {
+	s := *g.published.Load()
+	if s.Role == etcdraft.StateLeader && !g.h.alive() {
+		s.Ready, s.Leader = false, 0
+	}
+	return s
+}
 
 // Propose appends entries to the group's log as its leader in term: they
 // are in the leader's Raft log, in order after everything proposed

@@ -124,6 +124,8 @@ type Host struct {
 	tickDeadline time.Time
 	// silent is the peers taken for down, published for PeerUp.
 	silent atomic.Pointer[map[uint64]bool]
+	// tickedAt is when the loop last ticked (Unix ns), for alive.
+	tickedAt atomic.Int64
 
 	// Background work: the loop, sync rounds, snapshot senders.
 	ctx      context.Context
@@ -469,7 +471,7 @@ func (h *Host) handleReady(g *Group) {
 func (h *Host) updateStatus(g *Group) {
 	bs := g.rn.BasicStatus()
 	s := Status{ID: g.id, Term: bs.GetTerm(), Leader: bs.Lead, Role: bs.RaftState}
-	s.Ready = s.Role == etcdraft.StateLeader && g.lastWrittenTerm == s.Term
+	s.Ready = s.Role == etcdraft.StateLeader && g.appliedTerm == s.Term
 	if s == g.status {
 		return
 	}
@@ -488,6 +490,10 @@ func (h *Host) apply(g *Group, m *pb.Message) {
 		if err != nil {
 			h.fail(g, fmt.Errorf("apply entry %d: %w", e.GetIndex(), err))
 			return
+		}
+		if g.appliedTerm != e.GetTerm() {
+			g.appliedTerm = e.GetTerm()
+			h.updateStatus(g) // a leader is ready once it applied an entry of its term
 		}
 	}
 	for _, r := range m.GetResponses() {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
@@ -38,6 +39,7 @@ const quiesceAfter = 2
 // of idle groups quiesce them, and every HeartbeatTicks the host pings its
 // peers and looks for the silent ones.
 func (h *Host) Tick() {
+	h.tickedAt.Store(time.Now().UnixNano())
 	h.ticks++
 	for _, g := range h.activeGroups() {
 		g.mu.Lock()
@@ -131,6 +133,17 @@ func (h *Host) quiesce(g *Group) {
 		delete(h.active, g.id)
 	}
 	h.mu.Unlock()
+}
+
+// alive reports whether the loop ticked within the last LivenessTicks-1
+// ticks. Its peers take it for down only after LivenessTicks without a
+// ping (sent every tick) and elect another leader after that: a leader
+// whose loop is stuck longer (a long step, a stopped process) stops
+// saying it leads before another may, and says so again once it ticks
+// (Raft then has stepped it down, if another was elected).
+func (h *Host) alive() bool {
+	lease := h.cfg.TickInterval * time.Duration(max(h.cfg.LivenessTicks-1, 1))
+	return time.Since(time.Unix(0, h.tickedAt.Load())) < lease
 }
 
 // pingPeers sends every peer its liveness ping.

@@ -73,8 +73,13 @@ type Status struct {
 	Term   uint64
 	Leader uint64 // 0 while there is none
 	Role   etcdraft.StateType
-	// Ready: this node leads Term and has written its first entry of
-	// Term, so every entry before its proposals is in its log.
+	// Ready: this node leads Term and has applied an entry of Term. That
+	// entry's commit committed every entry before it, so this node's log
+	// holds every entry before its proposals, and its applied index (a
+	// partition's high watermark) is at or past anything an earlier
+	// leader applied: what clients were shown never moves back when
+	// leadership moves (Raft's condition for a leader to serve reads;
+	// Kafka's KIP-207 for ListOffsets).
 	Ready bool
 }
 

@@ -118,9 +118,6 @@ func (h *Host) writeQueue(g *Group) ([]*pb.Message, bool) {
 			h.fail(g, err)
 			return nil, false
 		}
-		if n > 0 {
-			g.lastWrittenTerm = pa.w.Entries[n-1].GetTerm()
-		}
 		pa.w.HardState, pa.w.Snapshot = nil, nil
 		pa.w.Entries = pa.w.Entries[n:]
 		if len(pa.w.Entries) > 0 {
@@ -131,7 +128,6 @@ func (h *Host) writeQueue(g *Group) ([]*pb.Message, bool) {
 		g.appends[0] = nil
 		g.appends = g.appends[1:]
 	}
-	h.updateStatus(g) // a leader is ready once its first entry is written
 	return responses, true
 }
 

@@ -10,3 +10,10 @@ func SetStateSyncHook(fn func(path string, size int64)) (restore func()) {
 	prev := stateSyncHook.Swap(p)
 	return func() { stateSyncHook.Store(prev) }
 }
+
+// Entries is the replica's etcd raft Storage.Entries, as a leader's Raft
+// reads its log to send a follower appends.
+func (l *RaftLog) Entries(lo, hi, maxSize uint64) (int, error) {
+	ents, err := l.rep.Entries(lo, hi, maxSize)
+	return len(ents), err
+}

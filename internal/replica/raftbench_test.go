@@ -176,3 +176,21 @@ func BenchmarkRaftFailover(b *testing.B) {
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
 }
+
+// BenchmarkRaftEntries: a leader's Raft reading 900 one-record entries
+// back from its log (of the 1,024 it keeps below the applied one), as it
+// does for each append it sends a follower that catches up, in the host's
+// loop, so it delays every group of the node.
+func BenchmarkRaftEntries(b *testing.B) {
+	l := openRaft(b, b.TempDir(), startHost(b, 1, nil), 1)
+	b.Cleanup(func() { l.Close() })
+	waitLeading(b, l)
+	appendCommitted(b, l, 4000)
+	end := uint64(3 + 4000) // after the group's first entry, the leader's empty one and the batches
+	for b.Loop() {
+		n, err := l.Entries(end-900, end, 1<<20)
+		if err != nil || n != 900 {
+			b.Fatalf("Entries: %d entries, %v", n, err)
+		}
+	}
+}

@@ -220,7 +220,7 @@ func (l *RaftLog) Append(batches []byte, opt AppendOptions) (Appended, error) {
 	if !s.Leading() {
 		return Appended{}, &NotLeaderError{Leader: s.Leader}
 	}
-	base := l.rep.endOffset() // in a new term: everything before the leader's first entry is written (Status.Ready)
+	base := l.rep.endOffset() // in a new term: everything before its proposals is written (Status.Ready)
 	if le := l.leaderEnd.Load(); le != nil && le.term == s.Term {
 		base = le.offset
 	}
@@ -444,14 +444,23 @@ func (l *RaftLog) DeleteBefore(offset int64) (int64, error) {
 	if err != nil {
 		return l.StartOffset(), err
 	}
+	if err := l.rep.Sync(); err != nil { // the new anchor first: see ApplyRetention
+		return l.StartOffset(), err
+	}
 	return l.rep.local.DeleteBefore(min(offset, limit))
 }
 
 // ApplyRetention deletes the closed segments retention no longer keeps,
 // none holding entries the index still keeps (so none above the high
-// watermark).
+// watermark). The anchor they lie below is made durable first: after a
+// crash, a log starting past the anchor in the state file could not be
+// walked (raftrecover.go).
 func (l *RaftLog) ApplyRetention(now time.Time) (int, error) {
-	return l.rep.local.log.ApplyRetentionBelow(now, l.rep.retainedFrom())
+	from := l.rep.retainedFrom()
+	if err := l.rep.Sync(); err != nil {
+		return 0, err
+	}
+	return l.rep.local.log.ApplyRetentionBelow(now, from)
 }
 
 // Compact refuses to compact: see ErrCompactionUnsupported.

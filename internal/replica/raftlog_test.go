@@ -479,3 +479,52 @@ func TestRaftLogProposeForwards(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRaftLeaderStuckLoop: a leader whose host loop stops (a long step, a
+// SIGSTOP) stops saying it leads within LivenessTicks, before its peers,
+// which take it for down only then, may elect another: the Kafka front
+// end then answers NOT_LEADER_OR_FOLLOWER and no leader in metadata,
+// rather than its stale high watermark. Once its loop ticks again it
+// leads again (here nobody else was elected).
+func TestRaftLeaderStuckLoop(t *testing.T) {
+	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	l := openRaft(t, t.TempDir(), h, 1)
+	t.Cleanup(func() { l.Close() })
+	step := func() { // a tick and the work it makes, as Start's loop does
+		h.Tick()
+		for b := h.Process(); b != nil; b = h.Process() {
+			b.Run(1)
+			h.Synced(b)
+		}
+	}
+	for range 1000 {
+		if l.Group().Status().Leading() {
+			break
+		}
+		step()
+	}
+	if leader, _, leading := l.Leadership(); !leading || leader != 1 {
+		t.Fatalf("no leader after 1,000 ticks: %+v", l.Group().Status())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, _, leading := l.Leadership(); leading; _, _, leading = l.Leadership() {
+		if time.Now().After(deadline) {
+			t.Fatal("still leading 10 s after its loop stopped ticking")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if leader, _, _ := l.Leadership(); leader != 0 {
+		t.Fatalf("a leader whose loop is stuck names itself leader %d", leader)
+	}
+	if _, err := l.Append(testBatch(1), replica.AppendOptions{}); !errors.Is(err, replica.ErrNotLeader) {
+		t.Fatalf("append on a leader whose loop is stuck: %v, want ErrNotLeader", err)
+	}
+	step()
+	if _, _, leading := l.Leadership(); !leading {
+		t.Fatalf("not leading once its loop ticks again: %+v", l.Group().Status())
+	}
+}

@@ -135,14 +135,16 @@ func (r *raftReplica) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	var ents []*pb.Entry
 	var size uint64
 	var data []byte // batches read ahead, from offset dataAt
-	dataAt := r.endOf(lo - 1)
+	dataAt, dataEnd := r.endOf(lo-1), r.endOf(hi-1)
 	for i := lo; i < hi; i++ {
 		s := r.slotAt(i)
 		e := s.meta
 		if e == nil {
 			if len(data) == 0 {
+				// Every batch up to the last entry asked for, or maxSize of
+				// them, in one read: not one read per entry.
 				var err error
-				if data, err = r.readBatches(dataAt, s.end, max(maxSize-min(size, maxSize), 1)); err != nil {
+				if data, err = r.readBatches(dataAt, dataEnd, max(maxSize-min(size, maxSize), 1)); err != nil {
 					return nil, err
 				}
 			}

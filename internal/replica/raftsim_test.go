@@ -43,7 +43,9 @@ import (
 //   - every replica's committed records agree with every other's where
 //     both have them: same values, same epochs, so in the same order;
 //   - nothing committed that no client appended there, no append twice;
-//   - a replica's high watermark never moves back while it runs.
+//   - a replica's high watermark never moves back while it runs, and a
+//     leader never shows one below what a leader of an earlier term
+//     showed.
 //
 // The fault schedule and the workload come from the seed; etcd raft draws
 // its randomized election timeouts from crypto/rand, which no test can
@@ -200,9 +202,12 @@ type sim struct {
 	dropRate, dupRate float64
 	maxDelay          int64
 
-	writes   []*simWrite
-	leaders  map[[2]uint64]uint64 // (group, term) -> the node seen leading it
-	lastHW   map[[2]uint64]int64  // (node, group) -> high watermark last seen
+	writes  []*simWrite
+	leaders map[[2]uint64]uint64 // (group, term) -> the node seen leading it
+	lastHW  map[[2]uint64]int64  // (node, group) -> high watermark last seen
+	// leaderHW is, per (group, term), the highest high watermark a
+	// replica leading that term showed: what a Kafka client was told.
+	leaderHW map[[2]uint64]int64
 	stats    simStats
 	logCount *logCounter
 }
@@ -282,7 +287,7 @@ func (c *logCounter) WithGroup(string) slog.Handler      { return c }
 func newSim(t *testing.T, seed uint64, nodes int, base string, hooks *simHooks) *sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s := &sim{t: t, seed: seed, rng: rng, netRng: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)), base: base, hooks: hooks, net: raft.NewMemNetwork(),
-		leaders: map[[2]uint64]uint64{}, lastHW: map[[2]uint64]int64{}, logCount: &logCounter{}}
+		leaders: map[[2]uint64]uint64{}, lastHW: map[[2]uint64]int64{}, leaderHW: map[[2]uint64]int64{}, logCount: &logCounter{}}
 	s.dropRate = []float64{0, 0.02, 0.1, 0.25}[rng.IntN(4)]
 	s.dupRate = []float64{0, 0.02, 0.1}[rng.IntN(3)]
 	s.maxDelay = int64(rng.IntN(8))
@@ -621,6 +626,9 @@ func (s *sim) observe() {
 				s.t.Fatalf("seed %d step %d: node %d group %d high watermark moved back from %d to %d", s.seed, s.step, n.id, g, prev, hw)
 			}
 			s.lastHW[key] = hw
+			if st.Leading() {
+				s.checkLeaderHW(g, st.Term, n.id, hw)
+			}
 		}
 	}
 	for _, w := range s.writes {
@@ -639,6 +647,22 @@ func (s *sim) observe() {
 			s.t.Fatalf("seed %d: commit of write %d: %v", s.seed, w.id, err)
 		}
 	}
+}
+
+// checkLeaderHW fails the run if the high watermark a replica shows while
+// it leads term is below one a leader of an earlier term showed: a Kafka
+// client reading up to the high watermark (ListOffsets, Fetch) would see
+// acknowledged records vanish until the new leader catches up. Kafka's
+// new leader never answers with a lower one either (KIP-207).
+func (s *sim) checkLeaderHW(g, term, node uint64, hw int64) {
+	for key, shown := range s.leaderHW {
+		if key[0] == g && key[1] < term && shown > hw {
+			s.t.Fatalf("seed %d step %d: group %d: node %d leads term %d with high watermark %d, below the %d the leader of term %d showed",
+				s.seed, s.step, g, node, term, hw, shown, key[1])
+		}
+	}
+	key := [2]uint64{g, term}
+	s.leaderHW[key] = max(s.leaderHW[key], hw)
 }
 
 // settle heals everything, restarts the nodes that are down, and runs
