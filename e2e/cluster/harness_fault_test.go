@@ -175,14 +175,17 @@ func (ft *faultTest) waitHealthy(what string) {
 func (ft *faultTest) waitListed(from, want []*node, what string) {
 	ft.t.Helper()
 	for _, nd := range from {
+		var listed []int32
 		for {
 			ids, err := nd.brokers(ft.ctx, ft.t)
-			missing := slices.DeleteFunc(slices.Clone(want), func(w *node) bool { return slices.Contains(ids, int32(w.id)) })
-			if err == nil && len(missing) == 0 {
-				break
+			if err == nil {
+				listed = ids
+				if !slices.ContainsFunc(want, func(w *node) bool { return !slices.Contains(ids, int32(w.id)) }) {
+					break
+				}
 			}
 			if ft.ctx.Err() != nil {
-				ft.t.Fatalf("waiting for %s: node %d lists brokers %v (%v), not all of %v", what, nd.id, ids, err, nodeIDs(want))
+				ft.t.Fatalf("waiting for %s: node %d lists brokers %v, not all of %v", what, nd.id, listed, nodeIDs(want))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
