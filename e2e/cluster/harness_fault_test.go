@@ -72,6 +72,7 @@ func (ft *faultTest) seeds() []string {
 func (ft *faultTest) run(faultsPerCycle int, cycle func()) {
 	ft.t.Helper()
 	stopLoad := startProducers(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions, ft.ledger)
+	ft.t.Cleanup(ft.logViewsOnFailure)
 	ft.progress(100, "the first acknowledgements")
 	for range *faultCycles {
 		cycle()
@@ -94,6 +95,18 @@ func (ft *faultTest) verify(faults int) {
 	records, acked := ft.ledger.verify(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions)
 	ft.t.Logf("figures: %d nodes, %d cycles, %d faults, %d records, %d acknowledged (acks=all), %d partitions × RF%d",
 		len(ft.nodes), *faultCycles, faults, records, acked, ft.partitions, ft.rf)
+}
+
+// logViewsOnFailure logs, when the test failed, the topic's partitions
+// as each node answers for them: which node sent a client where.
+func (ft *faultTest) logViewsOnFailure() {
+	if !ft.t.Failed() {
+		return
+	}
+	for _, nd := range ft.nodes {
+		v, err := nd.partitions(context.Background(), ft.t, ft.topic)
+		ft.t.Logf("node %d answers: %v %v", nd.id, v, err)
+	}
 }
 
 // partitionView is one partition as a node's metadata shows it.
@@ -186,6 +199,38 @@ func disagreeing(views []map[int32]partitionView) string {
 	return ""
 }
 
+// waitListed waits until every node of from lists every node of want
+// among the brokers of its Metadata: a client that keeps only the
+// brokers an answer lists can still reach them.
+func (ft *faultTest) waitListed(from, want []*node, what string) {
+	ft.t.Helper()
+	for _, nd := range from {
+		var listed []int32
+		for {
+			ids, err := nd.brokers(ft.ctx, ft.t)
+			if err == nil {
+				listed = ids
+				if !slices.ContainsFunc(want, func(w *node) bool { return !slices.Contains(ids, int32(w.id)) }) {
+					break
+				}
+			}
+			if ft.ctx.Err() != nil {
+				ft.t.Fatalf("waiting for %s: node %d lists brokers %v, not all of %v", what, nd.id, listed, nodeIDs(want))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// nodeIDs are the ids of nodes.
+func nodeIDs(nodes []*node) []int {
+	ids := make([]int, len(nodes))
+	for i, nd := range nodes {
+		ids[i] = nd.id
+	}
+	return ids
+}
+
 // leaderOf waits for a leader of partition p other than not (-1: any),
 // as the nodes in from see it.
 func (ft *faultTest) leaderOf(from []*node, p, not int32) *node {
@@ -204,23 +249,12 @@ func (ft *faultTest) others(not ...*node) []*node {
 // partitions asks this node alone (no routing by the client) for the
 // partitions of topic as it sees them.
 func (nd *node) partitions(ctx context.Context, t *testing.T, topic string) (map[int32]partitionView, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.kafkaAddr))
+	resp, err := nd.metadata(ctx, t, topic)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("node %d: %w", nd.id, err)
+		return nil, err
 	}
 	v := map[int32]partitionView{}
-	for _, td := range resp.(*kmsg.MetadataResponse).Topics {
+	for _, td := range resp.Topics {
 		if err := kerr.ErrorForCode(td.ErrorCode); err != nil {
 			return nil, fmt.Errorf("node %d: %s: %w", nd.id, topic, err)
 		}
@@ -229,6 +263,41 @@ func (nd *node) partitions(ctx context.Context, t *testing.T, topic string) (map
 		}
 	}
 	return v, nil
+}
+
+// brokers asks this node alone for the brokers its Metadata lists.
+func (nd *node) brokers(ctx context.Context, t *testing.T) ([]int32, error) {
+	resp, err := nd.metadata(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int32
+	for _, b := range resp.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	return ids, nil
+}
+
+// metadata sends one Metadata request for topics to this node alone.
+func (nd *node) metadata(ctx context.Context, t *testing.T, topics ...string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	for _, topic := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", nd.id, err)
+	}
+	return resp.(*kmsg.MetadataResponse), nil
 }
 
 // signal sends sig to the node's process.

@@ -152,6 +152,11 @@ func TestLeaderIsolatedFault(t *testing.T) {
 		elected := ft.leaderOf(majority, 0, int32(old.id))
 		t.Logf("nodes %d and %d cut off; node %d elected by the majority %v after the cut", old.id, minority[1].id, elected.id,
 			time.Since(cutAt).Round(time.Millisecond))
+		// A minority node cannot tell the majority's nodes from dead
+		// ones: it must keep listing them, or a client that keeps only
+		// the brokers a Metadata answer lists (sarama) asks the
+		// minority alone, for leaders it cannot know, until it heals.
+		ft.waitListed(minority, majority, "the minority to keep listing the majority's brokers")
 		// kafka-go asks for metadata over one connection to one seed
 		// only: if that is a minority node, it sees no leader (the
 		// minority cannot know the new one) until the partition heals,

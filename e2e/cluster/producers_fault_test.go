@@ -139,6 +139,8 @@ func (fp *franzProducer) stop() {
 
 // saramaProducer writes through one idempotent sarama AsyncProducer.
 type saramaProducer struct {
+	t        *testing.T
+	ctx      context.Context // the test's: its deadline bounds stop
 	ap       sarama.AsyncProducer
 	load     *loop
 	answered sync.WaitGroup // the goroutine reading Successes and Errors
@@ -175,7 +177,7 @@ func startSaramaProducer(ctx context.Context, t *testing.T, seeds []string, topi
 	if err != nil {
 		t.Fatalf("sarama: %v", err)
 	}
-	sp := &saramaProducer{ap: ap}
+	sp := &saramaProducer{t: t, ctx: ctx, ap: ap}
 	sp.answered.Go(func() {
 		answer := func(m *sarama.ProducerMessage, err error) {
 			s := m.Metadata.(saramaSeq)
@@ -229,8 +231,28 @@ func startSaramaProducer(ctx context.Context, t *testing.T, seeds []string, topi
 	return sp
 }
 
+// stop waits for every record's answer until the test's deadline.
+// sarama has no delivery timeout: a record is retried Retry.Max times,
+// and each retry may wait for a metadata refresh of up to
+// Metadata.Retry.Max attempts, so a record of a stalled client can go
+// unanswered far past the test's end. Past its deadline the test fails
+// rather than hang, and leaves sarama to its retries.
 func (sp *saramaProducer) stop() {
-	sp.load.stop()
+	loadStopped := make(chan struct{})
+	go func() { // ends when sarama answers its last record
+		sp.load.stop()
+		close(loadStopped)
+	}()
+	select {
+	case <-loadStopped:
+	case <-sp.ctx.Done():
+		select {
+		case <-loadStopped:
+		default:
+			sp.t.Errorf("sarama: records still unanswered at the test's deadline (%v); its producer is left running", context.Cause(sp.ctx))
+			return
+		}
+	}
 	sp.ap.AsyncClose()
 	sp.answered.Wait()
 }

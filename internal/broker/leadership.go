@@ -73,6 +73,16 @@ func (b *Broker) reportedLeader(t *Topic, partition int32) (leader, epoch int32)
 	return r.Leader, r.Epoch
 }
 
+// InContactWithController reports whether this node leads the metadata
+// group or is in contact with the node that does (always, on a single
+// node). Only then is its view of which nodes are down the cluster's: a
+// Kafka broker is fenced by the controller, and a broker cut off from
+// the controller keeps listing every broker it knew.
+func (b *Broker) InContactWithController() bool {
+	controller := b.Controller()
+	return controller >= 0 && b.NodeUp(controller)
+}
+
 // LeadershipChanged returns a channel closed at the next change of
 // leadership of any partition this node holds a replica of (never, on a
 // single node, whose partitions are all led here for good).

@@ -7,16 +7,21 @@ import (
 )
 
 // metadataBrokers lists the brokers clients of listener l should know:
-// this node alone, or in a cluster every registered broker this node is
-// in contact with (this node as l advertises it, registered or not yet).
+// this node alone, or in a cluster every registered broker not known to
+// be down (this node as l advertises it, registered or not yet).
 // As Kafka leaves a fenced broker out of Metadata, a node that is down
 // is left out: clients then stop sending to it what they pinned to it
-// (franz-go re-resolves a coordinator whose broker left the list).
+// (franz-go re-resolves a coordinator whose broker left the list). Only
+// a node in contact with the controller leaves any out: one cut off with
+// a minority cannot tell the majority's nodes from dead ones, and
+// clients that forget the brokers a Metadata answer leaves out (sarama)
+// would be left asking the minority alone for leaders it cannot know.
 func (s *Server) metadataBrokers(l *Listener) []kmsg.MetadataResponseBroker {
 	self := s.metadataBroker(l)
 	out := []kmsg.MetadataResponseBroker{self}
+	fencing := s.broker.InContactWithController()
 	for _, info := range s.broker.Brokers() {
-		if info.NodeID == self.NodeID || !s.broker.NodeUp(info.NodeID) {
+		if info.NodeID == self.NodeID || fencing && !s.broker.NodeUp(info.NodeID) {
 			continue
 		}
 		b := kmsg.NewMetadataResponseBroker()
