@@ -10,6 +10,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Definitions in a cluster (issue 14). The definition store is the
@@ -35,7 +36,8 @@ import (
 // to it is refused (a nack in confirm mode), and consuming, basic.get and
 // purging it get RabbitMQ's 404 for a queue whose home node is down or
 // inaccessible: this node cannot reach another node's queues yet. Quorum
-// queues are such queues too: not yet replicated.
+// queues are replicated, and served on their group's leader
+// (quorum_cluster.go).
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
 
@@ -53,6 +55,12 @@ type ClusterConfig struct {
 	// Barrier returns once this node applied every definition committed
 	// anywhere before the call.
 	Barrier func() error
+	// Nodes are the ids of every node of the cluster, this one included:
+	// quorum queues' members are placed on them.
+	Nodes []int32
+	// OpenQuorumLog opens this node's replica of a quorum queue's Raft
+	// group in dir, whose members are members (quorum_cluster.go).
+	OpenQuorumLog func(dir string, group uint64, members []int32) (*replica.RaftLog, error)
 }
 
 // follower queues the keys the store applied for the registry's follow
@@ -448,17 +456,26 @@ func (r *Registry) followPolicy(key string, value []byte, live bool) error {
 // here, any durable queue that lives on another node.
 func errHomeNodeDown(q *queue) *Error {
 	return amqpwire.Errorf(amqpwire.CodeNotFound, "home node 'wharf@%d' of durable %s is down or inaccessible",
-		q.home, resource("queue", q.name, q.vh.name))
+		q.home.Load(), resource("queue", q.name, q.vh.name))
 }
 
-// elsewhere reports whether q lives on another node (a placeholder here).
-func (q *queue) elsewhere() bool { return q.home != 0 }
+// errElsewhere is the answer for a queue served on another node.
+func (q *queue) errElsewhere() *Error {
+	if q.members != nil {
+		return errQuorumElsewhere(q)
+	}
+	return errHomeNodeDown(q)
+}
+
+// elsewhere reports whether q is served on another node (a placeholder
+// here).
+func (q *queue) elsewhere() bool { return q.home.Load() != 0 }
 
 // remoteQueue builds the placeholder of a durable queue living on node.
 // It holds nothing and takes nothing (like a crashed queue).
 func (v *VHost) remoteQueue(d QueueDef, id string, node int32) *queue {
 	q := v.newQueue(d, id)
-	q.home = node
+	q.home.Store(node)
 	q.deleted = true
 	return q
 }

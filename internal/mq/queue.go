@@ -58,9 +58,15 @@ type queue struct {
 	// machinery goes, but stays in its vhost.
 	crashed atomic.Bool
 	// home is the node a durable queue lives on when that is another
-	// one: q is then a placeholder (cluster.go); 0 for a queue of this node.
-	home  int32
-	stats queueStats // counters for the management API (queue_stats.go)
+	// one: q is then a placeholder (cluster.go); 0 for a queue of this
+	// node. A quorum queue's is its leader, quorumLeaderUnknown if none
+	// is known, and changes as leadership moves (quorum_cluster.go).
+	home atomic.Int32
+	// members are a quorum queue's nodes in a cluster (nil otherwise);
+	// quorum follows its group on a member node (nil elsewhere).
+	members []int32
+	quorum  *quorumReplica
+	stats   queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.

@@ -7,10 +7,12 @@ import (
 
 // mqCluster makes the queueing core of a cluster node follow the
 // definitions every node writes to the metadata group (issue 14,
-// internal/mq/cluster.go); nil on a single node.
-func mqCluster(cfg Config, defs *broker.DefinitionStore) *mq.ClusterConfig {
+// internal/mq/cluster.go), and replicate quorum queues on the node's
+// Raft host as partitions are (bc); nil on a single node.
+func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfig) *mq.ClusterConfig {
 	if cfg.Cluster == nil {
 		return nil
 	}
-	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier}
+	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier,
+		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog(bc)}
 }
