@@ -151,6 +151,12 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			}
 			continue
 		}
+		if batch != nil && q.forwards() {
+			q.quorum.store.Forward(batch) // the confirm waits for the leader's answer
+			res.Routed++
+			stores = append(stores, q.store)
+			continue
+		}
 		out, wasLogged, backlog, err := q.publish(h, batch, now, pub != nil)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)

@@ -3,6 +3,7 @@ package mq
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
@@ -86,7 +88,8 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	}
 	s := quorumstore.Open(log, v.r.logger.With("queue", q.name, "vhost", v.name))
 	q.store = s
-	v.r.startQuorumReplica(q, s)
+	m := v.r.startQuorumReplica(q, s)
+	log.SetForwardHandler(m.takeForwarded)
 	return q, true
 }
 
@@ -123,7 +126,7 @@ type quorumReplica struct {
 }
 
 // startQuorumReplica starts following q's group.
-func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store) {
+func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store) *quorumReplica {
 	m := &quorumReplica{q: q, store: s, placed: make(chan struct{}), done: make(chan struct{})}
 	q.quorum = m
 	r.quorumMu.Lock()
@@ -135,6 +138,7 @@ func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store) {
 		delete(r.quorumReplicas, m)
 		r.quorumMu.Unlock()
 	}()
+	return m
 }
 
 // closeQuorumReplicas closes every quorum replica of this node and waits
@@ -266,3 +270,40 @@ func (q *queue) awaitPlaced() {
 // placementWait bounds how long a declare waits for a new quorum
 // queue's group to elect a leader.
 const placementWait = 10 * time.Second
+
+// forwards reports whether a message published to q here goes to its
+// leader: q is a quorum queue this node holds a replica of, led by
+// another node it knows.
+func (q *queue) forwards() bool {
+	return q.quorum != nil && q.home.Load() > 0 && !q.crashed.Load()
+}
+
+// errNotServedHere answers a forward that reached a node no longer (or
+// not yet) serving the queue: the forwarding node nacks.
+var errNotServedHere = errors.New("mq: the quorum queue is not served on this node")
+
+// takeForwarded publishes into the queue, on its leader, the messages a
+// member that does not lead forwarded (its clients' publishes, see
+// forwards), and returns once they are committed: the forwarding
+// node then confirms them.
+func (m *quorumReplica) takeForwarded(ctx context.Context, batches []byte) (int64, error) {
+	q := m.q
+	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
+		msg, err := decodeStored(sm)
+		if err != nil {
+			return err
+		}
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true) // proposed together by Committed
+		switch {
+		case err != nil:
+			return err
+		case out != taken || !logged:
+			return errNotServedHere
+		}
+		return nil
+	})
+	if err != nil {
+		return -1, err
+	}
+	return 0, m.store.Committed(ctx)
+}

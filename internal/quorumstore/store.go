@@ -2,6 +2,7 @@ package quorumstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,10 +29,18 @@ type Store struct {
 	// end is the offset after the last record handed to the store in the
 	// term served: what the next record gets once proposed.
 	end int64
+	// lastCommit is the commit of the last proposal of the term served:
+	// it covers every record proposed before. confirmedEnd is how far
+	// Sync answered (the syncer's confirms).
+	lastCommit   replica.Commit
+	confirmedEnd int64
 	// failed is closed when a proposal of the term served was refused;
 	// failure is why (nil until then).
 	failed  chan struct{}
 	failure error
+	// forward holds, on a member that does not lead, the enqueue batches
+	// to forward to the leader at the next Sync (Forward).
+	forward []byte
 	// unsettled is what the last Replay found.
 	unsettled []unsettledMessage
 
@@ -130,8 +139,10 @@ func (s *Store) flushLocked() error {
 		s.failure = err
 		close(s.failed)
 		s.logger.Warn("quorumstore: a proposal of the queue's commands was refused; the queue stops serving here", "err", err)
+		return err
 	}
-	return err
+	s.lastCommit = a.Commit
+	return nil
 }
 
 // addBatchLocked buffers a batch of records (an enqueue) and returns the
@@ -198,20 +209,82 @@ func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnComma
 // (they share the syncer's rounds); the confirm is then a nack.
 const syncWait = 10 * time.Second
 
-// Sync proposes what is pending and waits until everything handed to the
-// store before the call is committed: a majority of the members has it
-// fsynced. It is a publisher confirm's wait (through the syncer).
+// Sync is a publisher confirm's wait (through the syncer's rounds, one at
+// a time): it proposes what is pending and waits until everything handed
+// to the store before the call is committed (a majority of the members
+// has it fsynced), and forwards what Forward buffered to the
+// leader, which answers once that is committed. Records of a term whose
+// proposals failed fail the round that first syncs after them.
 func (s *Store) Sync() error {
 	s.mu.Lock()
+	failed := s.flushLocked()
+	commit, unconfirmed := s.lastCommit, s.end > s.confirmedEnd
+	s.confirmedEnd = s.end
+	forward := s.forward
+	s.forward = nil
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	var err error
+	switch {
+	case !unconfirmed:
+	case failed != nil:
+		err = failed
+	default:
+		err = commit.Wait(ctx)
+	}
+	if len(forward) > 0 {
+		if _, ferr := s.log.ForwardToLeader(ctx, forward); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("quorumstore: forward to the leader: %w", ferr))
+		}
+	}
+	return err
+}
+
+// Forward buffers an enqueue batch, on a member that does not lead, for
+// the next Sync to forward to the leader.
+func (s *Store) Forward(batch []byte) {
+	s.mu.Lock()
+	s.forward = append(s.forward, batch...)
+	s.mu.Unlock()
+}
+
+// Committed proposes what is pending and waits until everything handed
+// to the store is committed: the leader's answer to a forward.
+func (s *Store) Committed(ctx context.Context) error {
+	s.mu.Lock()
 	err := s.flushLocked()
-	upTo := s.end
+	commit := s.lastCommit
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
-	defer cancel()
-	return s.log.Commit(upTo).Wait(ctx)
+	return commit.Wait(ctx)
+}
+
+// Forwarded calls fn for each message of batches another member
+// forwarded (Forward's batches, one message each): its batch, its
+// enqueue time and the message.
+func Forwarded(batches []byte, fn func(batch []byte, ts int64, m queuestore.Message) error) error {
+	for len(batches) > 0 {
+		h, err := record.ParseHeader(batches)
+		if err != nil {
+			return err
+		}
+		b := batches[:h.Size()]
+		recs, err := record.Records(b)
+		if err != nil {
+			return err
+		}
+		if len(recs) != 1 || !isMessage(recs[0]) {
+			return fmt.Errorf("quorumstore: a forwarded batch holds %d records, not one message", len(recs))
+		}
+		if err := fn(b, h.BaseTimestamp+recs[0].TimestampDelta, queuestore.DecodeMessage(recs[0])); err != nil {
+			return err
+		}
+		batches = batches[h.Size():]
+	}
+	return nil
 }
 
 // readWait bounds how long a page-in waits for a message's enqueue to
@@ -355,6 +428,7 @@ func (s *Store) Replay(ctx context.Context) error {
 	s.pending, s.commands, s.failure = nil, nil, nil
 	s.failed = make(chan struct{})
 	s.end = s.log.EndOffset()
+	s.lastCommit, s.confirmedEnd = replica.Commit{}, s.end
 	s.unsettled = s.unsettled[:0]
 	for _, off := range order {
 		m := live[off]
