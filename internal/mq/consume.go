@@ -246,7 +246,7 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 	var now int64
 	for {
 		e, l := q.ready.Head()
-		if e == nil {
+		if e == nil || q.uncommittedLocked(e) {
 			return nil, false, nil
 		}
 		if e.msg == nil && !q.pageInLocked(l) {

@@ -301,6 +301,9 @@ func (q *queue) dispatchLocked(fresh *entry) {
 	popped := false
 	for q.active > 0 && q.ready.Len() > 0 && q.fading == 0 {
 		e, l := q.ready.Head()
+		if q.uncommittedLocked(e) {
+			break // its replica dispatches again once it commits
+		}
 		if e.msg == nil && !q.pageInLocked(l) {
 			break
 		}

@@ -99,7 +99,7 @@ func errQuorumElsewhere(q *queue) *Error {
 	res := resource("queue", q.name, q.vh.name)
 	if leader := q.home.Load(); leader > 0 {
 		return amqpwire.Errorf(amqpwire.CodeNotFound,
-			"%s is a quorum queue led by node 'wharf@%d': connect to that node (this node does not proxy to it yet)", res, leader)
+			"%s is a quorum queue led by node 'wharf@%d': consume from that node (other nodes forward publishes only)", res, leader)
 	}
 	nodes := make([]string, len(q.members))
 	for i, m := range q.members {
@@ -191,6 +191,9 @@ func (m *quorumReplica) run() {
 		case !leading:
 			m.stepDown(leader)
 		}
+		if m.serving != 0 {
+			m.dispatchCommitted()
+		}
 		if m.serving != 0 || leader > 0 {
 			m.placedOnce.Do(func() { close(m.placed) })
 		}
@@ -230,6 +233,20 @@ func (m *quorumReplica) takeOver(ctx context.Context, term uint64) error {
 		q.r.logger.Info("mq: quorum queue served here", "queue", q.name, "vhost", q.vh.name, "term", term)
 	}
 	return err
+}
+
+// uncommittedLocked reports whether e is a message of a quorum queue of
+// the cluster whose enqueue is not committed yet: it is not handed out
+// before (a new leader might not have it). Caller holds q.mu.
+func (q *queue) uncommittedLocked(e *entry) bool {
+	return q.quorum != nil && e.offset >= q.quorum.store.HighWatermark()
+}
+
+// dispatchCommitted offers the messages committed since the last call.
+func (m *quorumReplica) dispatchCommitted() {
+	m.q.mu.Lock()
+	m.q.dispatchLocked(nil)
+	m.q.unlock()
 }
 
 // stepDown stops serving the queue here, if it was served, and records

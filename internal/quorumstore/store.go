@@ -74,6 +74,9 @@ func (s *Store) Leadership() (leader, term uint64, leading bool) { return s.log.
 // high watermark.
 func (s *Store) Changed() <-chan struct{} { return s.log.Changed() }
 
+// HighWatermark is the offset after the last record committed here.
+func (s *Store) HighWatermark() int64 { return s.log.HighWatermark() }
+
 // Failed is closed once a proposal of the term served was refused (see
 // the package doc): the queue must stop serving and Replay again.
 func (s *Store) Failed() <-chan struct{} {
