@@ -256,6 +256,13 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 			return nil, false, amqpwire.Errorf(amqpwire.CodeInternalError, "cannot read message from %s", resource("queue", queue, v.name))
 		}
 		q.ready.popLevel(l)
+		if q.pastDeliveryLimitLocked(e) {
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			q.discardLocked(e, reasonDeliveryLimit, now)
+			continue
+		}
 		if e.expiresAt != 0 {
 			if now == 0 {
 				now = q.r.nowMs()

@@ -307,6 +307,15 @@ func (q *queue) dispatchLocked(fresh *entry) {
 		if e.msg == nil && !q.pageInLocked(l) {
 			break
 		}
+		if q.pastDeliveryLimitLocked(e) {
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			q.ready.popLevel(l)
+			q.discardLocked(e, reasonDeliveryLimit, now)
+			popped = true
+			continue
+		}
 		if e.expiresAt != 0 && e != fresh {
 			if now == 0 {
 				now = q.r.nowMs()

@@ -104,3 +104,42 @@ func TestQuorumQueueInCluster(t *testing.T) {
 		t.Fatalf("deliveries %q", got)
 	}
 }
+
+// TestQuorumDeliveryLimitAcrossFailover: a message held by a consumer on
+// a leader that is cut off is returned by the new leader, which counts
+// the return against x-delivery-limit: past it, the message is
+// dead-lettered (reason delivery_limit) instead of delivered again.
+func TestQuorumDeliveryLimitAcrossFailover(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	envs[0].declareExchange("dlx", "fanout", true, nil)
+	for _, e := range envs { // a transient queue of each node's own
+		e.declareQueue("dead", false)
+		e.bind("dead", "dlx", "", nil)
+	}
+	if _, err := envs[0].v.DeclareQueue(QueueDef{Name: "work", Durable: true, Args: amqpwire.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": int64(0), "x-dead-letter-exchange": "dlx"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	l := servingNode(t, envs, "work")
+	c := newConsumer(-1)
+	envs[l].consume("work", c, false)
+	waitDurable(t, envs[l].publish(persistent("", "work", "once")))
+	eventually(t, "the message delivered", func() bool { return len(c.bodies()) == 1 })
+	waitDurable(t, envs[l].publish(persistent("", "work", "after"))) // commits the delivery before it
+
+	for i := range envs {
+		if i != l {
+			net.Cut(uint64(l+1), uint64(i+1), true)
+			net.Cut(uint64(i+1), uint64(l+1), true)
+		}
+	}
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "work")]
+	if got := n.drain("work"); len(got) != 1 || got[0] != "after" {
+		t.Fatalf("the new leader's queue: %q, want only %q", got, "after")
+	}
+	if got := n.drain("dead"); len(got) != 1 || got[0] != "once" {
+		t.Fatalf("dead-lettered on the new leader: %q, want %q", got, "once")
+	}
+}
