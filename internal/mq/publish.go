@@ -152,12 +152,11 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			continue
 		}
 		if batch != nil && q.forwards() {
-			q.quorum.store.Forward(batch) // the confirm waits for the leader's answer
 			res.Routed++
-			stores = append(stores, q.store)
+			stores = append(stores, q.quorum.store.Forward(batch)) // the confirm waits for the leader's answer
 			continue
 		}
-		out, wasLogged, backlog, err := q.publish(h, batch, now, pub != nil)
+		out, logged, backlog, err := q.publish(h, batch, now, pub != nil)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {
@@ -173,8 +172,8 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			res.Routed++
 			res.Rejected++
 		}
-		if wasLogged {
-			stores = append(stores, q.store)
+		if logged != nil {
+			stores = append(stores, logged)
 		}
 	}
 	switch {

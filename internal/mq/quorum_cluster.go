@@ -15,6 +15,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Quorum queues in a cluster (issue 14): one Raft group per queue over
@@ -235,6 +236,16 @@ func (m *quorumReplica) takeOver(ctx context.Context, term uint64) error {
 	return err
 }
 
+// confirmTargetLocked is what a confirm of a message q logged just now
+// waits for: the store, or a quorum queue's service of the term it is
+// served in (quorumstore.Store.TargetLocked). Caller holds q.mu.
+func (q *queue) confirmTargetLocked() replica.Target {
+	if q.quorum != nil {
+		return q.quorum.store.TargetLocked()
+	}
+	return q.store
+}
+
 // uncommittedLocked reports whether e is a message of a quorum queue of
 // the cluster whose enqueue is not committed yet: it is not handed out
 // before (a new leader might not have it). Caller holds q.mu.
@@ -314,7 +325,7 @@ func (m *quorumReplica) takeForwarded(ctx context.Context, batches []byte) (int6
 		switch {
 		case err != nil:
 			return err
-		case out != taken || !logged:
+		case out != taken || logged == nil:
 			return errNotServedHere
 		}
 		return nil

@@ -29,18 +29,14 @@ type Store struct {
 	// end is the offset after the last record handed to the store in the
 	// term served: what the next record gets once proposed.
 	end int64
-	// lastCommit is the commit of the last proposal of the term served:
-	// it covers every record proposed before. confirmedEnd is how far
-	// Sync answered (the syncer's confirms).
-	lastCommit   replica.Commit
-	confirmedEnd int64
-	// failed is closed when a proposal of the term served was refused;
-	// failure is why (nil until then).
-	failed  chan struct{}
-	failure error
-	// forward holds, on a member that does not lead, the enqueue batches
-	// to forward to the leader at the next Sync (Forward).
-	forward []byte
+	// term is the service of the term served (or of the last one).
+	term *service
+	// failed is closed when a proposal of the term served was refused
+	// (term.failure says why).
+	failed chan struct{}
+	// forward gathers, on a member that does not lead, the enqueue
+	// batches to forward to the leader (Forward).
+	forward *forwarding
 	// unsettled is what the last Replay found.
 	unsettled []unsettledMessage
 
@@ -57,11 +53,50 @@ type unsettledMessage struct {
 	returns     uint32
 }
 
+// service is what the store was handed in one term of serving the queue,
+// as a publisher confirm's replica.Target: its Sync returns once all of
+// it is committed, or fails if any of it will not be. A confirm waits on
+// the service its message went to (TargetLocked), so one that a later
+// term's service would cover wrongly never reaches it.
+type service struct {
+	s *Store
+	// Guarded by s.mu: the commit of the last proposal (it covers every
+	// one before, in the same term), and why a proposal was refused or
+	// records were dropped unproposed (for good).
+	lastCommit replica.Commit
+	failure    error
+}
+
+// errSuperseded fails a service whose last records were never proposed:
+// the queue stopped being served here first.
+var errSuperseded = errors.New("quorumstore: the queue stopped being served here before these messages were proposed")
+
+// Sync proposes what is pending, if s is the current service, and waits
+// until everything handed to it is committed: a majority of the members
+// has it fsynced.
+func (sv *service) Sync() error {
+	st := sv.s
+	st.mu.Lock()
+	if sv == st.term {
+		st.flushLocked()
+	}
+	commit, err := sv.lastCommit, sv.failure
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	return commit.Wait(ctx)
+}
+
 // Open makes a store of the log (this node's replica of the queue's
 // group) and starts its flusher; Close or Delete stops it.
 func Open(log *replica.RaftLog, logger *slog.Logger) *Store {
 	s := &Store{log: log, logger: logger, failed: make(chan struct{}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.term = &service{s: s}
+	s.forward = &forwarding{s: s}
 	go s.flusher()
 	return s
 }
@@ -124,9 +159,9 @@ func (s *Store) closeCommandsLocked() {
 // flushLocked proposes everything pending in one append. A refused
 // proposal fails the term served (Failed). Caller holds mu.
 func (s *Store) flushLocked() error {
-	if s.failure != nil {
+	if s.term.failure != nil {
 		s.pending, s.commands = nil, nil
-		return s.failure
+		return s.term.failure
 	}
 	s.closeCommandsLocked()
 	if len(s.pending) == 0 {
@@ -139,20 +174,20 @@ func (s *Store) flushLocked() error {
 		err = fmt.Errorf("quorumstore: proposal took offsets up to %d, the queue counted %d", a.LastOffset+1, s.end)
 	}
 	if err != nil {
-		s.failure = err
+		s.term.failure = err
 		close(s.failed)
 		s.logger.Warn("quorumstore: a proposal of the queue's commands was refused; the queue stops serving here", "err", err)
 		return err
 	}
-	s.lastCommit = a.Commit
+	s.term.lastCommit = a.Commit
 	return nil
 }
 
 // addBatchLocked buffers a batch of records (an enqueue) and returns the
 // offset of its first record. Caller holds mu.
 func (s *Store) addBatchLocked(batch []byte) (int64, error) {
-	if s.failure != nil {
-		return 0, s.failure
+	if s.term.failure != nil {
+		return 0, s.term.failure
 	}
 	h, err := record.ParseHeader(batch)
 	if err != nil {
@@ -168,7 +203,7 @@ func (s *Store) addBatchLocked(batch []byte) (int64, error) {
 // addCommand buffers a command record for the flusher.
 func (s *Store) addCommand(r record.Record) {
 	s.mu.Lock()
-	if s.failure == nil {
+	if s.term.failure == nil {
 		s.commands = append(s.commands, r)
 		s.end++
 	}
@@ -212,44 +247,61 @@ func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnComma
 // (they share the syncer's rounds); the confirm is then a nack.
 const syncWait = 10 * time.Second
 
-// Sync is a publisher confirm's wait (through the syncer's rounds, one at
-// a time): it proposes what is pending and waits until everything handed
-// to the store before the call is committed (a majority of the members
-// has it fsynced), and forwards what Forward buffered to the
-// leader, which answers once that is committed. Records of a term whose
-// proposals failed fail the round that first syncs after them.
-func (s *Store) Sync() error {
+// TargetLocked is what a publisher confirm of the message just handed to
+// the store (BufferLocked, AppendLocked) waits on: the service of the
+// term served. Caller holds the queue's lock, which keeps the term from
+// changing (Replay runs only while the queue is not served).
+func (s *Store) TargetLocked() replica.Target {
 	s.mu.Lock()
-	failed := s.flushLocked()
-	commit, unconfirmed := s.lastCommit, s.end > s.confirmedEnd
-	s.confirmedEnd = s.end
-	forward := s.forward
-	s.forward = nil
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
-	defer cancel()
-	var err error
-	switch {
-	case !unconfirmed:
-	case failed != nil:
-		err = failed
-	default:
-		err = commit.Wait(ctx)
-	}
-	if len(forward) > 0 {
-		if _, ferr := s.log.ForwardToLeader(ctx, forward); ferr != nil {
-			err = errors.Join(err, fmt.Errorf("quorumstore: forward to the leader: %w", ferr))
-		}
-	}
-	return err
+	defer s.mu.Unlock()
+	return s.term
 }
 
-// Forward buffers an enqueue batch, on a member that does not lead, for
-// the next Sync to forward to the leader.
-func (s *Store) Forward(batch []byte) {
+// Sync waits for what the current service was handed (the store as a
+// Target: confirms wait on TargetLocked's service instead).
+func (s *Store) Sync() error {
 	s.mu.Lock()
-	s.forward = append(s.forward, batch...)
+	sv := s.term
 	s.mu.Unlock()
+	return sv.Sync()
+}
+
+// forwarding is enqueue batches gathered, on a member that does not
+// lead, to be forwarded to the leader together, as a confirm's
+// replica.Target: the first Sync sends them and waits for the leader's
+// answer (once they are committed); every Sync returns that answer.
+type forwarding struct {
+	s       *Store
+	batches []byte // guarded by s.mu until sent
+	once    sync.Once
+	err     error
+}
+
+func (f *forwarding) Sync() error {
+	f.once.Do(func() {
+		st := f.s
+		st.mu.Lock()
+		if st.forward == f {
+			st.forward = &forwarding{s: st} // later batches go together
+		}
+		batches := f.batches
+		st.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+		defer cancel()
+		if _, err := st.log.ForwardToLeader(ctx, batches); err != nil {
+			f.err = fmt.Errorf("quorumstore: forward to the leader: %w", err)
+		}
+	})
+	return f.err
+}
+
+// Forward adds an enqueue batch, on a member that does not lead, to those
+// to forward to the leader, and returns what a confirm of it waits on.
+func (s *Store) Forward(batch []byte) replica.Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forward.batches = append(s.forward.batches, batch...)
+	return s.forward
 }
 
 // Committed proposes what is pending and waits until everything handed
@@ -257,7 +309,7 @@ func (s *Store) Forward(batch []byte) {
 func (s *Store) Committed(ctx context.Context) error {
 	s.mu.Lock()
 	err := s.flushLocked()
-	commit := s.lastCommit
+	commit := s.term.lastCommit
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -428,10 +480,13 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending, s.commands, s.failure = nil, nil, nil
+	if (len(s.pending) > 0 || len(s.commands) > 0) && s.term.failure == nil {
+		s.term.failure = errSuperseded
+	}
+	s.pending, s.commands = nil, nil
+	s.term = &service{s: s}
 	s.failed = make(chan struct{})
 	s.end = s.log.EndOffset()
-	s.lastCommit, s.confirmedEnd = replica.Commit{}, s.end
 	s.unsettled = s.unsettled[:0]
 	for _, off := range order {
 		m := live[off]
