@@ -114,7 +114,8 @@ func publishConfirmed(ctx context.Context, ch *amqp.Channel, queue string, from,
 // unacknowledged, keep publishing and kill -9 the leader. A client on
 // the new leader consumes every confirmed message not acked before the
 // kill, and those published on the other survivor after it; the held
-// ones come back with redelivered and x-delivery-count 1. lost = 0.
+// ones come back with redelivered and x-delivery-count 1. lost = 0. The
+// killed node rejoins at its restart and takes publishes again.
 func TestAMQPQuorumQueueFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -227,6 +228,26 @@ func TestAMQPQuorumQueueFailover(t *testing.T) {
 		t.Errorf("held messages not delivered again: %v", firstKeys(held, 5))
 	}
 	t.Logf("confirmed %d, acked before the kill %d, lost 0, redelivered %d", total, len(acked), redelivered)
+
+	// The killed node comes back as a member: a publish on it reaches
+	// the queue wherever it is led now.
+	nodes[leader].start()
+	nodes[leader].waitReady()
+	back := &confirmedSet{ids: map[int]bool{}}
+	if err := publishConfirmed(ctx, confirmChannel(t, addrs[leader]), queue, 2*extra, 2*extra+1, back); err != nil {
+		t.Fatalf("publishing on node %d after its restart: %v\n%s", leader+1, err, nodes[leader].logTail())
+	}
+	for {
+		select {
+		case d := <-deliveries:
+			d.Ack(false)
+			if string(d.Body) == strconv.Itoa(2*extra) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("the message published on the restarted node %d was not consumed", leader+1)
+		}
+	}
 }
 
 // confirmChannel opens a channel in confirm mode on the node at addr.

@@ -300,10 +300,10 @@ func (q *queue) awaitPlaced() {
 const placementWait = 10 * time.Second
 
 // forwards reports whether a message published to q here goes to its
-// leader: q is a quorum queue this node holds a replica of, led by
-// another node it knows.
+// leader: q is a quorum queue this node holds a replica of and does not
+// serve (the forward waits for a leader if none is known yet).
 func (q *queue) forwards() bool {
-	return q.quorum != nil && q.home.Load() > 0 && !q.crashed.Load()
+	return q.quorum != nil && q.home.Load() != 0 && !q.crashed.Load()
 }
 
 // errNotServedHere answers a forward that reached a node no longer (or

@@ -288,11 +288,30 @@ func (f *forwarding) Sync() error {
 		st.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), syncWait)
 		defer cancel()
-		if _, err := st.log.ForwardToLeader(ctx, batches); err != nil {
+		if err := st.forwardToLeader(ctx, batches); err != nil {
 			f.err = fmt.Errorf("quorumstore: forward to the leader: %w", err)
 		}
 	})
 	return f.err
+}
+
+// forwardToLeader forwards batches to the leader, waiting (until ctx
+// ends) while no leader is known, as just after a restart or during an
+// election.
+func (s *Store) forwardToLeader(ctx context.Context, batches []byte) error {
+	for {
+		changed := s.log.Changed()
+		_, err := s.log.ForwardToLeader(ctx, batches)
+		var nl *replica.NotLeaderError
+		if !errors.As(err, &nl) || nl.Leader != 0 {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		}
+	}
 }
 
 // Forward adds an enqueue batch, on a member that does not lead, to those
