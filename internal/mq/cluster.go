@@ -59,8 +59,9 @@ type ClusterConfig struct {
 	// quorum queues' members are placed on them.
 	Nodes []int32
 	// OpenQuorumLog opens this node's replica of a quorum queue's Raft
-	// group in dir, whose members are members (quorum_cluster.go).
-	OpenQuorumLog func(dir string, group uint64, members []int32) (*replica.RaftLog, error)
+	// group in dir, whose members are members, with the log settings cfg
+	// (quorum_cluster.go).
+	OpenQuorumLog func(dir string, group uint64, members []int32, cfg replica.Config) (*replica.RaftLog, error)
 }
 
 // follower queues the keys the store applied for the registry's follow

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 		return q, false
 	}
 	dir := filepath.Join(v.r.cfg.DataDir, queuesDirName, qr.ID)
-	log, err := v.r.cfg.Cluster.OpenQuorumLog(dir, qr.Group, qr.Members)
+	log, err := v.r.cfg.Cluster.OpenQuorumLog(dir, qr.Group, qr.Members, v.r.quorumLogConfig())
 	if err != nil {
 		q.crashed.Store(true)
 		v.r.logger.Error("mq: quorum queue out of service: its replica cannot be opened; other queues are not affected",
@@ -92,6 +93,16 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	m := v.r.startQuorumReplica(q, s)
 	log.SetForwardHandler(m.takeForwarded)
 	return q, true
+}
+
+// quorumLogConfig is the settings of quorum queues' logs: segments of the
+// queue logs' size, so that truncation frees disk in steps of it, and no
+// retention (commands go when a truncate covers them).
+func (r *Registry) quorumLogConfig() replica.Config {
+	cfg := replica.DefaultConfig()
+	cfg.SegmentBytes = r.cfg.SegmentBytes
+	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+	return cfg
 }
 
 // errQuorumElsewhere is the answer of a node that does not serve a quorum
@@ -176,6 +187,9 @@ func (m *quorumReplica) run() {
 		case <-ctx.Done():
 		}
 	}()
+	tick := time.NewTicker(quorumstore.TruncateEvery) // so that an idle queue's log is cut too
+	defer tick.Stop()
+	var truncated time.Time
 	for {
 		changed, failed := m.store.Changed(), m.store.Failed()
 		id, term, leading := m.store.Leadership()
@@ -195,6 +209,10 @@ func (m *quorumReplica) run() {
 		if m.serving != 0 {
 			m.dispatchCommitted()
 		}
+		if m.serving != 0 && time.Since(truncated) >= quorumstore.TruncateEvery {
+			m.truncateSettled()
+			truncated = time.Now()
+		}
 		if m.serving != 0 || leader > 0 {
 			m.placedOnce.Do(func() { close(m.placed) })
 		}
@@ -202,6 +220,7 @@ func (m *quorumReplica) run() {
 		case <-m.store.Done():
 			return
 		case <-changed:
+		case <-tick.C:
 		case <-failed:
 			m.stepDown(quorumLeaderUnknown)
 			select {
@@ -258,6 +277,24 @@ func (m *quorumReplica) dispatchCommitted() {
 	m.q.mu.Lock()
 	m.q.dispatchLocked(nil)
 	m.q.unlock()
+}
+
+// truncateSettled proposes to cut the queue's log below its lowest
+// unsettled message (quorumstore's truncate.go).
+func (m *quorumReplica) truncateSettled() {
+	q := m.q
+	q.mu.Lock()
+	below := int64(math.MaxInt64)
+	for l := range q.ready.levels {
+		if d := &q.ready.levels[l]; d.Len() > 0 { // each level in offset order
+			below = min(below, d.Front().offset)
+		}
+	}
+	for _, e := range q.unacked {
+		below = min(below, e.offset)
+	}
+	m.store.TruncateLocked(below)
+	q.mu.Unlock()
 }
 
 // stepDown stops serving the queue here, if it was served, and records

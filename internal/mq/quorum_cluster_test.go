@@ -36,12 +36,12 @@ func newQuorumEnvs(t *testing.T, nodes int, net *raft.MemNetwork) []*env {
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
 		cc.Nodes = ids
-		cc.OpenQuorumLog = func(dir string, group uint64, members []int32) (*replica.RaftLog, error) {
+		cc.OpenQuorumLog = func(dir string, group uint64, members []int32, lc replica.Config) (*replica.RaftLog, error) {
 			voters := make([]uint64, len(members))
 			for j, m := range members {
 				voters[j] = uint64(m)
 			}
-			return replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{Host: h, Group: group, Members: voters, Logger: quiet})
+			return replica.OpenRaft(dir, lc, replica.RaftOptions{Host: h, Group: group, Members: voters, Logger: quiet})
 		}
 		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster, cfg.Logger = d, cc, quiet })
 	}
@@ -102,6 +102,15 @@ func TestQuorumQueueInCluster(t *testing.T) {
 	eventually(t, "the forwarded message delivered", func() bool { return len(c.bodies()) == 2 })
 	if got := c.bodies(); got[1] != "forwarded" {
 		t.Fatalf("deliveries %q", got)
+	}
+
+	// Once both are acked, every replica's log is cut past them.
+	for _, d := range c.deliveries() {
+		leader.v.Ack("q", d.Tag)
+	}
+	for i, e := range envs {
+		s := e.queueNamed("q").quorum.store
+		eventually(t, fmt.Sprintf("node %d's log cut", i+1), func() bool { return s.LogStart() > 0 })
 	}
 }
 

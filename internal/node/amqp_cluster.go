@@ -14,5 +14,5 @@ func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfi
 		return nil
 	}
 	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier,
-		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog(bc)}
+		Nodes: bc.Nodes, OpenQuorumLog: bc.OpenPartitionLog} // a quorum queue's replica is opened as a partition's
 }

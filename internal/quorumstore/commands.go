@@ -13,6 +13,10 @@ var (
 	deliverKey = []byte("d")
 	returnKey  = []byte("r")
 	settleKey  = []byte("s")
+	// truncateKey: every message below the offset it names is settled,
+	// and so is every command naming one; each replica deletes its log
+	// below it once the command is committed (truncate.go).
+	truncateKey = []byte("t")
 )
 
 func deliverCommand(off int64) record.Record {
@@ -21,6 +25,10 @@ func deliverCommand(off int64) record.Record {
 
 func settleCommand(off int64) record.Record {
 	return record.Record{Key: settleKey, Value: binary.AppendUvarint(nil, uint64(off))}
+}
+
+func truncateCommand(below int64) record.Record {
+	return record.Record{Key: truncateKey, Value: binary.AppendUvarint(nil, uint64(below))}
 }
 
 func returnCommand(off int64, n uint32) record.Record {

@@ -14,7 +14,9 @@
 //   - deliver(offset): the message was handed to a consumer or basic.get;
 //   - return(offset, n): it went back to the queue, returned n times in
 //     all (requeue, nack, a consumer gone: x-delivery-count);
-//   - settle(offset): it is done with (ack, discard, dead-lettered).
+//   - settle(offset): it is done with (ack, discard, dead-lettered);
+//   - truncate(offset): every message below it is settled; each replica
+//     cuts its log below it once committed (truncate.go).
 //
 // A message's offset is the offset of its enqueue record; the other
 // commands take offsets too, so a queue's message offsets have gaps.
@@ -44,8 +46,6 @@
 //
 // # Not yet
 //
-// The log is never truncated (the design's snapshot of the settlement
-// state is not built); a message may reach a consumer before its enqueue
-// is committed (its publisher has no confirm then); membership is fixed
-// at declaration.
+// Membership is fixed at declaration; a takeover reads the queue's log
+// (above the last cut) once.
 package quorumstore

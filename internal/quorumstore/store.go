@@ -37,13 +37,17 @@ type Store struct {
 	// forward gathers, on a member that does not lead, the enqueue
 	// batches to forward to the leader (Forward).
 	forward *forwarding
+	// truncatedAt is the offset of the last truncate proposed here
+	// (truncate.go).
+	truncatedAt int64
 	// unsettled is what the last Replay found.
 	unsettled []unsettledMessage
 
-	wake      chan struct{} // one token: something is pending
-	stop      chan struct{} // closed by Close
-	closeOnce sync.Once
-	done      chan struct{} // the flusher ended
+	wake          chan struct{} // one token: something is pending
+	stop          chan struct{} // closed by Close
+	closeOnce     sync.Once
+	done          chan struct{} // the flusher ended
+	truncatorDone chan struct{}
 }
 
 // unsettledMessage is a message of the queue as Replay rebuilt it.
@@ -97,7 +101,9 @@ func Open(log *replica.RaftLog, logger *slog.Logger) *Store {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.term = &service{s: s}
 	s.forward = &forwarding{s: s}
+	s.truncatorDone = make(chan struct{})
 	go s.flusher()
+	go s.truncator()
 	return s
 }
 
@@ -108,6 +114,10 @@ func (s *Store) Leadership() (leader, term uint64, leading bool) { return s.log.
 // Changed is closed at the next change of the replica's Raft state or
 // high watermark.
 func (s *Store) Changed() <-chan struct{} { return s.log.Changed() }
+
+// LogStart is the first offset this replica's log holds: what truncation
+// left.
+func (s *Store) LogStart() int64 { return s.log.StartOffset() }
 
 // HighWatermark is the offset after the last record committed here.
 func (s *Store) HighWatermark() int64 { return s.log.HighWatermark() }
@@ -540,6 +550,7 @@ func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) 
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
 	<-s.done
+	<-s.truncatorDone
 	return s.log.Close()
 }
 

@@ -128,3 +128,50 @@ func TestReplayRebuildsQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncateCutsSettledLog: a committed truncate cuts the log below the
+// lowest unsettled message, and the queue replayed from what is left is
+// the same.
+func TestTruncateCutsSettledLog(t *testing.T) {
+	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	defer h.Close()
+	dir := t.TempDir()
+
+	s := openLeading(t, h, dir)
+	var offs []int64
+	for _, body := range []string{"a", "b", "c"} {
+		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, o)
+	}
+	s.DeliveredLocked(offs[0])
+	s.SettleLocked(offs[0])
+	s.SettleLocked(offs[1])
+	s.TruncateLocked(offs[2])
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for s.log.StartOffset() < offs[2] {
+		select {
+		case <-deadline:
+			t.Fatalf("log start %d, want %d once the truncate is committed", s.log.StartOffset(), offs[2])
+		case <-s.Changed():
+		case <-time.After(TruncateEvery):
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openLeading(t, h, dir)
+	defer s.Close()
+	if got := unsettledOf(t, s); len(got) != 1 || got[0] != (unsettled{"c", false, 0}) {
+		t.Fatalf("after the cut: %+v, want only c", got)
+	}
+}
