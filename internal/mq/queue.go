@@ -203,7 +203,10 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		} else {
 			e.offset, err = q.store.AppendLocked(batch)
 		}
-		if err != nil {
+		switch {
+		case err != nil && q.quorum != nil:
+			return refused, nil, q.ready.Len(), nil // its term of service failed (it stops serving here): a nack
+		case err != nil:
 			return notTaken, nil, 0, err
 		}
 		logged = q.confirmTargetLocked()

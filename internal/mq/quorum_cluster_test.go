@@ -3,6 +3,7 @@ package mq
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -112,6 +113,16 @@ func TestQuorumQueueInCluster(t *testing.T) {
 		s := e.queueNamed("q").quorum.store
 		eventually(t, fmt.Sprintf("node %d's log cut", i+1), func() bool { return s.LogStart() > 0 })
 	}
+
+	// Deleted on the follower: gone from every node, files included.
+	dirs := []string{leader.queueNamed("q").store.Dir(), follower.queueNamed("q").store.Dir()}
+	if _, err := follower.v.DeleteQueue("q", false, false, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		eventually(t, dir+" removed", func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) })
+	}
+	eventually(t, "the leader's consumer cancelled", func() bool { return c.cancelled.Load() == 1 })
 }
 
 // TestQuorumDeliveryLimitAcrossFailover: a message held by a consumer on
@@ -131,7 +142,7 @@ func TestQuorumDeliveryLimitAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := servingNode(t, envs, "work")
-	c := newConsumer(-1)
+	c := newConsumer(1) // holds "once"; "after" stays ready
 	envs[l].consume("work", c, false)
 	waitDurable(t, envs[l].publish(persistent("", "work", "once")))
 	eventually(t, "the message delivered", func() bool { return len(c.bodies()) == 1 })
