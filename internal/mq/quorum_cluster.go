@@ -26,15 +26,16 @@ import (
 // quorumstore.Store, and runs a quorumReplica for it. The queue is
 // served on the node whose replica leads the group: there the queue
 // takes over from the committed log (quorumstore's Replay) and logs
-// every change of a message's fate as a command. On every other node
-// the queue is a placeholder, as a classic queue of another node is
-// (cluster.go): it can be declared, bound and deleted, a message routed
-// to it is refused (a nack in confirm mode), and consuming, basic.get
-// and purging get a 404 that names the leader's node. When the leader
-// moves away, the queue stops serving here: its consumers are cancelled
-// (basic.cancel) and the messages they held are returned by the new
-// leader, with x-delivery-count incremented. This node does not proxy to
-// the leader yet.
+// every change of a message's fate as a command, and hands a message out
+// only once its enqueue is committed. On every other node the queue is
+// a placeholder, as a classic queue of another node is (cluster.go): it
+// can be declared, bound and deleted; a message routed to it on a member
+// is forwarded to the leader (forwards, takeForwarded; on a node that
+// holds no replica it is refused, a nack in confirm mode); consuming,
+// basic.get and purging get a 404 that names the leader's node. When the
+// leader moves away, the queue stops serving here: its consumers are
+// cancelled (basic.cancel) and the messages they held are returned by
+// the new leader, with x-delivery-count incremented.
 
 // quorumLeaderUnknown is queue.home for a quorum queue whose leader this
 // node does not know.
