@@ -344,32 +344,43 @@ func (q *queue) forwards() bool {
 	return q.quorum != nil && q.home.Load() != 0 && !q.crashed.Load()
 }
 
-// errNotServedHere answers a forward that reached a node no longer (or
-// not yet) serving the queue: the forwarding node nacks.
-var errNotServedHere = errors.New("mq: the quorum queue is not served on this node")
+// errForwardRefused answers a forward the leader did not take: the queue
+// is no longer (or not yet) served there, or it is full
+// (x-overflow reject-publish). The forwarding node nacks.
+var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
 
 // takeForwarded publishes into the queue, on its leader, the messages a
 // member that does not lead forwarded (its clients' publishes, see
 // forwards), and returns once they are committed: the forwarding
 // node then confirms them.
-func (m *quorumReplica) takeForwarded(ctx context.Context, batches []byte) (int64, error) {
+func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
 	q := m.q
+	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
 	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
 		msg, err := decodeStored(sm)
 		if err != nil {
 			return err
 		}
-		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true) // proposed together by Committed
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true)
 		switch {
 		case err != nil:
 			return err
 		case out != taken || logged == nil:
-			return errNotServedHere
+			return errForwardRefused
+		}
+		if !slices.Contains(targets, logged) {
+			targets = append(targets, logged)
 		}
 		return nil
 	})
+	for _, t := range targets {
+		if err != nil {
+			break
+		}
+		err = t.Sync() // proposes them together and waits for the commit
+	}
 	if err != nil {
 		return -1, err
 	}
-	return 0, m.store.Committed(ctx)
+	return 0, nil
 }

@@ -333,19 +333,6 @@ func (s *Store) Forward(batch []byte) replica.Target {
 	return s.forward
 }
 
-// Committed proposes what is pending and waits until everything handed
-// to the store is committed: the leader's answer to a forward.
-func (s *Store) Committed(ctx context.Context) error {
-	s.mu.Lock()
-	err := s.flushLocked()
-	commit := s.term.lastCommit
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return commit.Wait(ctx)
-}
-
 // Forwarded calls fn for each message of batches another member
 // forwarded (Forward's batches, one message each): its batch, its
 // enqueue time and the message.
