@@ -71,6 +71,19 @@ func (c *confirmedSet) add(i int) {
 	c.mu.Unlock()
 }
 
+// countFrom counts the confirmed messages numbered from on.
+func (c *confirmedSet) countFrom(from int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for i := range c.ids {
+		if i >= from {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *confirmedSet) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,7 +124,8 @@ func publishConfirmed(ctx context.Context, ch *amqp.Channel, queue string, from,
 // basic.consume, which name it; messages published with confirms on a
 // node that does not lead are forwarded to the leader. On the leader:
 // publish with confirms, consume with manual acks, hold some deliveries
-// unacknowledged, keep publishing and kill -9 the leader. A client on
+// unacknowledged, keep publishing (there, and through a node that does not
+// lead) and kill -9 the leader. A client on
 // the new leader consumes every confirmed message not acked before the
 // kill, and those published on the other survivor after it; the held
 // ones come back with redelivered and x-delivery-count 1. lost = 0. The
@@ -169,10 +183,20 @@ func TestAMQPQuorumQueueFailover(t *testing.T) {
 	// is one order).
 	done := make(chan error, 1)
 	go func() { done <- publishConfirmed(ctx, pub, queue, first, 100000, confirmed) }()
-	for confirmed.len() < first+60 {
+	// Meanwhile another client publishes through a node that does not
+	// lead, until the failover is over.
+	const forwardedFrom = 500000
+	fctx, stopForwarding := context.WithCancel(ctx)
+	forwarded := make(chan error, 1)
+	go func() {
+		forwarded <- publishConfirmed(fctx, confirmChannel(t, addrs[other]), queue, forwardedFrom, forwardedFrom+100000, confirmed)
+	}()
+	for confirmed.len() < first+60 || confirmed.countFrom(forwardedFrom) < 60 {
 		select {
 		case err := <-done:
 			t.Fatalf("publishing before the kill: %v", err)
+		case err := <-forwarded:
+			t.Fatalf("publishing through node %d before the kill: %v", other+1, err)
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
 		case <-time.After(10 * time.Millisecond):
@@ -183,6 +207,8 @@ func TestAMQPQuorumQueueFailover(t *testing.T) {
 
 	newLeader, _, deliveries := consumeOnLeader(t, ctx, addrs, map[int]bool{leader: true}, queue, 500)
 	t.Logf("node %d leads %q after node %d was killed", newLeader+1, queue, leader+1)
+	stopForwarding()
+	t.Logf("publisher on node %d stopped: %v (%d confirmed through it)", other+1, <-forwarded, confirmed.countFrom(forwardedFrom))
 	survivor := 3 - leader - newLeader // the third node
 	const extra = 1000000              // bodies of the messages published after the failover
 	if err := publishConfirmed(ctx, confirmChannel(t, addrs[survivor]), queue, extra, extra+50, confirmed); err != nil {
@@ -230,16 +256,31 @@ func TestAMQPQuorumQueueFailover(t *testing.T) {
 	t.Logf("confirmed %d, acked before the kill %d, lost 0, redelivered %d", total, len(acked), redelivered)
 
 	// The killed node comes back as a member: a publish on it reaches
-	// the queue wherever it is led now.
+	// the queue wherever it is led now (a consumer cancelled by a leader
+	// move consumes again where the queue is led then).
 	nodes[leader].start()
 	nodes[leader].waitReady()
+	// Until it hears from the leader, the node nacks (it cannot forward):
+	// the client publishes again, as a client does on a nack.
 	back := &confirmedSet{ids: map[int]bool{}}
-	if err := publishConfirmed(ctx, confirmChannel(t, addrs[leader]), queue, 2*extra, 2*extra+1, back); err != nil {
-		t.Fatalf("publishing on node %d after its restart: %v\n%s", leader+1, err, nodes[leader].logTail())
+	restarted := confirmChannel(t, addrs[leader])
+	nacks := 0
+	for back.len() == 0 {
+		if err := publishConfirmed(ctx, restarted, queue, 2*extra, 2*extra+1, back); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("publishing on node %d after its restart: %v\n%s", leader+1, err, nodes[leader].logTail())
+			}
+			nacks++
+		}
 	}
+	t.Logf("confirmed on the restarted node %d after %d nacks", leader+1, nacks)
 	for {
 		select {
-		case d := <-deliveries:
+		case d, ok := <-deliveries:
+			if !ok {
+				_, _, deliveries = consumeOnLeader(t, ctx, addrs, nil, queue, 500)
+				continue
+			}
 			d.Ack(false)
 			if string(d.Body) == strconv.Itoa(2*extra) {
 				return

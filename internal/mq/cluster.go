@@ -77,6 +77,9 @@ type follower struct {
 	// follow: a burst of misses shares one write to the metadata log
 	// (each costs a Raft round and stays in the log).
 	barrier *barrierCall
+	// caughtUp is closed once follow caught up at start (or gave up,
+	// closing): see awaitCaughtUp.
+	caughtUp chan struct{}
 }
 
 type barrierCall struct {
@@ -85,7 +88,8 @@ type barrierCall struct {
 }
 
 func newFollower() *follower {
-	return &follower{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &follower{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		caughtUp: make(chan struct{})}
 }
 
 // add queues key; it never blocks.
@@ -155,7 +159,9 @@ func (f *follower) runBarrier(barrier func() error) {
 // applies, until Close.
 func (r *Registry) follow() {
 	defer close(r.follower.done)
-	if !r.catchUpAtStart() {
+	caughtUp := r.catchUpAtStart()
+	close(r.follower.caughtUp)
+	if !caughtUp {
 		return
 	}
 	for {
@@ -214,6 +220,26 @@ func (r *Registry) setAsideStrays() {
 		}
 	}
 	r.stores.SetAsideStrays(live)
+}
+
+// awaitCaughtUp holds a publish on a node that has not caught up with the
+// cluster's definitions since it started (bounded by barrierWait): its
+// replica of the metadata log may lag what it had applied before a
+// SIGKILL, and a message routed by definitions that miss a queue would be
+// unroutable, which is confirmed, and lost. On a single node it returns
+// at once.
+func (r *Registry) awaitCaughtUp() {
+	if r.follower == nil {
+		return
+	}
+	select {
+	case <-r.follower.caughtUp:
+	default:
+		select {
+		case <-r.follower.caughtUp:
+		case <-time.After(barrierWait):
+		}
+	}
 }
 
 // stopFollowing ends the follow goroutine (on a single node there is none).

@@ -51,6 +51,7 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	if err := CheckExpiration(m.Properties.Expiration); err != nil {
 		return PublishResult{}, err
 	}
+	v.r.awaitCaughtUp()
 	keys, bcc := routingKeys(m)
 	var buf [8]*queue
 	v.mu.RLock()

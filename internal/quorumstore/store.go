@@ -307,21 +307,45 @@ func (f *forwarding) Sync() error {
 
 // forwardToLeader forwards batches to the leader, waiting (until ctx
 // ends) while no leader is known, as just after a restart or during an
-// election.
+// election. It gives up as soon as another node leads: the answer of a
+// leader that lost its place (killed, cut off) would not come.
 func (s *Store) forwardToLeader(ctx context.Context, batches []byte) error {
 	for {
 		changed := s.log.Changed()
-		_, err := s.log.ForwardToLeader(ctx, batches)
-		var nl *replica.NotLeaderError
-		if !errors.As(err, &nl) || nl.Leader != 0 {
+		leader, _, _ := s.log.Leadership()
+		if leader != 0 {
+			fctx, cancel := s.untilLeaderChanges(ctx, leader)
+			_, err := s.log.ForwardToLeader(fctx, batches)
+			cancel()
 			return err
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
+			return errors.Join(ctx.Err(), &replica.NotLeaderError{})
 		}
 	}
+}
+
+// untilLeaderChanges returns a context of ctx that ends when a node other
+// than leader leads (or none does).
+func (s *Store) untilLeaderChanges(ctx context.Context, leader uint64) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		for {
+			changed := s.log.Changed()
+			if now, _, _ := s.log.Leadership(); now != leader {
+				return
+			}
+			select {
+			case <-changed:
+			case <-fctx.Done():
+				return
+			}
+		}
+	}()
+	return fctx, cancel
 }
 
 // Forward adds an enqueue batch, on a member that does not lead, to those
