@@ -13,6 +13,32 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// startHost starts a Raft host of one node, closed by the test's cleanup.
+func startHost(t *testing.T) *raft.Host {
+	t.Helper()
+	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	t.Cleanup(h.Close)
+	return h
+}
+
+// enqueue buffers one message per body and returns their offsets.
+func enqueue(t *testing.T, s *Store, bodies ...string) map[string]int64 {
+	t.Helper()
+	off := map[string]int64{}
+	for _, body := range bodies {
+		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		off[body] = o
+	}
+	return off
+}
+
 // openLeading opens the store of a one-member group in dir on h and waits
 // until it leads and has replayed the log.
 func openLeading(t *testing.T, h *raft.Host, dir string) *Store {
@@ -74,23 +100,9 @@ func unsettledOf(t *testing.T, s *Store) []unsettled {
 // leader logs, so that a message it hands out again before it stops too
 // is counted twice by the next.
 func TestReplayRebuildsQueue(t *testing.T) {
-	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Start()
-	defer h.Close()
-	dir := t.TempDir()
-
+	h, dir := startHost(t), t.TempDir()
 	s := openLeading(t, h, dir)
-	off := map[string]int64{}
-	for _, body := range []string{"a", "b", "c", "d"} {
-		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		off[body] = o
-	}
+	off := enqueue(t, s, "a", "b", "c", "d")
 	s.DeliveredLocked(off["a"])
 	s.DeliveredLocked(off["b"])
 	s.NoteReturnLocked(off["b"], 1)
@@ -133,35 +145,21 @@ func TestReplayRebuildsQueue(t *testing.T) {
 // lowest unsettled message, and the queue replayed from what is left is
 // the same.
 func TestTruncateCutsSettledLog(t *testing.T) {
-	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Start()
-	defer h.Close()
-	dir := t.TempDir()
-
+	h, dir := startHost(t), t.TempDir()
 	s := openLeading(t, h, dir)
-	var offs []int64
-	for _, body := range []string{"a", "b", "c"} {
-		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		offs = append(offs, o)
-	}
-	s.DeliveredLocked(offs[0])
-	s.SettleLocked(offs[0])
-	s.SettleLocked(offs[1])
-	s.TruncateLocked(offs[2])
+	off := enqueue(t, s, "a", "b", "c")
+	s.DeliveredLocked(off["a"])
+	s.SettleLocked(off["a"])
+	s.SettleLocked(off["b"])
+	s.TruncateLocked(off["c"])
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(10 * time.Second)
-	for s.log.StartOffset() < offs[2] {
+	for s.log.StartOffset() < off["c"] {
 		select {
 		case <-deadline:
-			t.Fatalf("log start %d, want %d once the truncate is committed", s.log.StartOffset(), offs[2])
+			t.Fatalf("log start %d, want %d once the truncate is committed", s.log.StartOffset(), off["c"])
 		case <-s.Changed():
 		case <-time.After(TruncateEvery):
 		}
