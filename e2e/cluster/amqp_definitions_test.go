@@ -113,19 +113,42 @@ func TestAMQPDefinitionsClusterWide(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conf, err := ch2.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", false, false, amqp.Publishing{Body: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if acked, err := conf.WaitContext(ctx); err != nil || acked {
-		t.Fatalf("confirm of a message routed to node 1's queue from node 2: acked %v, %v; want a nack", acked, err)
+	// Node 2 learns of node 1's binding as it applies it, one replication
+	// round trip after bind-ok (RabbitMQ's Khepri projections are updated
+	// the same way): until then the message is unroutable, which the
+	// mandatory flag makes visible as a basic.return. Once routed, it
+	// must be nacked, never confirmed.
+	returns := ch2.NotifyReturn(make(chan amqp.Return, 16))
+	for attempt := 1; ; attempt++ {
+		conf, err := ch2.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", true, false, amqp.Publishing{Body: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked, err := conf.WaitContext(ctx)
+		returned := false
+		select {
+		case <-returns:
+			returned = true
+		default:
+		}
+		if err != nil {
+			t.Fatalf("confirm of a message routed to node 1's queue from node 2: %v", err)
+		}
+		if returned && acked && attempt < 50 {
+			time.Sleep(20 * time.Millisecond) // the binding is on its way to node 2
+			continue
+		}
+		if acked {
+			t.Fatalf("confirm of a message routed to node 1's queue from node 2 (attempt %d, returned %v): acked; want a nack", attempt, returned)
+		}
+		break
 	}
 
 	// On node 1 it is an ordinary queue.
 	if err := ch1.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	conf, err = ch1.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", false, false,
+	conf, err := ch1.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", false, false,
 		amqp.Publishing{Body: []byte("on node 1"), DeliveryMode: amqp.Persistent})
 	if err != nil {
 		t.Fatal(err)

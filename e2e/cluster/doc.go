@@ -16,6 +16,14 @@
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
 //
+//   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
+//     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
+//     held deliveries redelivered with x-delivery-count.
+//
+//   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
+//     msg/s of a quorum queue on three nodes and of a classic queue, with
+//     confirms and manual acks.
+//
 // The fault tests (*_fault_test.go) run franz-go, sarama and kafka-go
 // producers at once, acks=all, numbered streams into every partition, and
 // a checker that counts lost, duplicated (idempotent producers),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Definitions in a cluster (issue 14). The definition store is the
@@ -35,7 +36,8 @@ import (
 // to it is refused (a nack in confirm mode), and consuming, basic.get and
 // purging it get RabbitMQ's 404 for a queue whose home node is down or
 // inaccessible: this node cannot reach another node's queues yet. Quorum
-// queues are such queues too: not yet replicated.
+// queues are replicated, and served on their group's leader
+// (quorum_cluster.go).
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
 
@@ -53,6 +55,13 @@ type ClusterConfig struct {
 	// Barrier returns once this node applied every definition committed
 	// anywhere before the call.
 	Barrier func() error
+	// Nodes are the ids of every node of the cluster, this one included:
+	// quorum queues' members are placed on them.
+	Nodes []int32
+	// OpenQuorumLog opens this node's replica of a quorum queue's Raft
+	// group in dir, whose members are members, with the log settings cfg
+	// (quorum_cluster.go).
+	OpenQuorumLog func(dir string, group uint64, members []int32, cfg replica.Config) (*replica.RaftLog, error)
 }
 
 // follower queues the keys the store applied for the registry's follow
@@ -68,6 +77,9 @@ type follower struct {
 	// follow: a burst of misses shares one write to the metadata log
 	// (each costs a Raft round and stays in the log).
 	barrier *barrierCall
+	// caughtUp is closed once follow caught up at start (or gave up,
+	// closing): see awaitCaughtUp.
+	caughtUp chan struct{}
 }
 
 type barrierCall struct {
@@ -76,7 +88,8 @@ type barrierCall struct {
 }
 
 func newFollower() *follower {
-	return &follower{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &follower{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		caughtUp: make(chan struct{})}
 }
 
 // add queues key; it never blocks.
@@ -146,7 +159,9 @@ func (f *follower) runBarrier(barrier func() error) {
 // applies, until Close.
 func (r *Registry) follow() {
 	defer close(r.follower.done)
-	if !r.catchUpAtStart() {
+	caughtUp := r.catchUpAtStart()
+	close(r.follower.caughtUp)
+	if !caughtUp {
 		return
 	}
 	for {
@@ -205,6 +220,26 @@ func (r *Registry) setAsideStrays() {
 		}
 	}
 	r.stores.SetAsideStrays(live)
+}
+
+// awaitCaughtUp holds a publish on a node that has not caught up with the
+// cluster's definitions since it started (bounded by barrierWait): its
+// replica of the metadata log may lag what it had applied before a
+// SIGKILL, and a message routed by definitions that miss a queue would be
+// unroutable, which is confirmed, and lost. On a single node it returns
+// at once.
+func (r *Registry) awaitCaughtUp() {
+	if r.follower == nil {
+		return
+	}
+	select {
+	case <-r.follower.caughtUp:
+	default:
+		select {
+		case <-r.follower.caughtUp:
+		case <-time.After(barrierWait):
+		}
+	}
 }
 
 // stopFollowing ends the follow goroutine (on a single node there is none).
@@ -448,17 +483,26 @@ func (r *Registry) followPolicy(key string, value []byte, live bool) error {
 // here, any durable queue that lives on another node.
 func errHomeNodeDown(q *queue) *Error {
 	return amqpwire.Errorf(amqpwire.CodeNotFound, "home node 'wharf@%d' of durable %s is down or inaccessible",
-		q.home, resource("queue", q.name, q.vh.name))
+		q.home.Load(), resource("queue", q.name, q.vh.name))
 }
 
-// elsewhere reports whether q lives on another node (a placeholder here).
-func (q *queue) elsewhere() bool { return q.home != 0 }
+// errElsewhere is the answer for a queue served on another node.
+func (q *queue) errElsewhere() *Error {
+	if q.members != nil {
+		return errQuorumElsewhere(q)
+	}
+	return errHomeNodeDown(q)
+}
+
+// elsewhere reports whether q is served on another node (a placeholder
+// here).
+func (q *queue) elsewhere() bool { return q.home.Load() != 0 }
 
 // remoteQueue builds the placeholder of a durable queue living on node.
 // It holds nothing and takes nothing (like a crashed queue).
 func (v *VHost) remoteQueue(d QueueDef, id string, node int32) *queue {
 	q := v.newQueue(d, id)
-	q.home = node
+	q.home.Store(node)
 	q.deleted = true
 	return q
 }

@@ -246,7 +246,7 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 	var now int64
 	for {
 		e, l := q.ready.Head()
-		if e == nil {
+		if e == nil || q.uncommittedLocked(e) {
 			return nil, false, nil
 		}
 		if e.msg == nil && !q.pageInLocked(l) {
@@ -256,6 +256,13 @@ func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, err
 			return nil, false, amqpwire.Errorf(amqpwire.CodeInternalError, "cannot read message from %s", resource("queue", queue, v.name))
 		}
 		q.ready.popLevel(l)
+		if q.pastDeliveryLimitLocked(e) {
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			q.discardLocked(e, reasonDeliveryLimit, now)
+			continue
+		}
 		if e.expiresAt != 0 {
 			if now == 0 {
 				now = q.r.nowMs()

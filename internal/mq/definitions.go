@@ -60,8 +60,12 @@ type queueRecord struct {
 	Name  string `json:"name"`
 	ID    string `json:"id"` // storage directory under DataDir/queues
 	// Node is the cluster node the queue lives on (0 on a single node:
-	// this one).
+	// this one, and for a quorum queue of a cluster).
 	Node int32 `json:"node,omitempty"`
+	// Members and Group are a quorum queue's nodes and Raft group in a
+	// cluster (quorum_cluster.go).
+	Members []int32 `json:"members,omitempty"`
+	Group   uint64  `json:"group,omitempty"`
 	// Stream is a stream queue's topic (no storage directory then).
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
@@ -248,6 +252,9 @@ func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error
 			return nil, false, fmt.Errorf("mq: open queue %q in vhost %q: %w", qr.Name, qr.VHost, err)
 		}
 		return q, false, nil
+	case qr.Members != nil:
+		q, member := v.quorumQueue(def, qr)
+		return q, member, nil
 	case qr.Node != 0 && qr.Node != v.r.nodeID():
 		return v.remoteQueue(def, qr.ID, qr.Node), false, nil
 	}

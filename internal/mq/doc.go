@@ -20,7 +20,9 @@
 // its ends are) are written to the DefinitionStore before the call returns
 // and come back at Open. In a cluster (Config.Cluster) the store is
 // the replicated metadata log and every node follows it as it commits;
-// durable queues live on the node that declared them (cluster.go). They are stored as JSON text, so names (and
+// durable queues live on the node that declared them (cluster.go), and
+// quorum queues are replicated by a Raft group each and served on its
+// leader (quorum_cluster.go, internal/quorumstore). They are stored as JSON text, so names (and
 // routing keys of bindings) must be valid UTF-8: others are refused with
 // RabbitMQ's 501 FRAME_ERROR "Malformed UTF-8 in shortstr".
 //

@@ -51,6 +51,7 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	if err := CheckExpiration(m.Properties.Expiration); err != nil {
 		return PublishResult{}, err
 	}
+	v.r.awaitCaughtUp()
 	keys, bcc := routingKeys(m)
 	var buf [8]*queue
 	v.mu.RLock()
@@ -151,7 +152,12 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			}
 			continue
 		}
-		out, wasLogged, backlog, err := q.publish(h, batch, now, pub != nil)
+		if batch != nil && q.forwards() {
+			res.Routed++
+			stores = append(stores, q.quorum.store.Forward(batch)) // the confirm waits for the leader's answer
+			continue
+		}
+		out, logged, backlog, err := q.publish(h, batch, now, pub != nil)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {
@@ -167,8 +173,8 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			res.Routed++
 			res.Rejected++
 		}
-		if wasLogged {
-			stores = append(stores, q.store)
+		if logged != nil {
+			stores = append(stores, logged)
 		}
 	}
 	switch {

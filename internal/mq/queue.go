@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // queue is one queue: its ready messages (by priority, then FIFO), the
@@ -58,9 +59,15 @@ type queue struct {
 	// machinery goes, but stays in its vhost.
 	crashed atomic.Bool
 	// home is the node a durable queue lives on when that is another
-	// one: q is then a placeholder (cluster.go); 0 for a queue of this node.
-	home  int32
-	stats queueStats // counters for the management API (queue_stats.go)
+	// one: q is then a placeholder (cluster.go); 0 for a queue of this
+	// node. A quorum queue's is its leader, quorumLeaderUnknown if none
+	// is known, and changes as leadership moves (quorum_cluster.go).
+	home atomic.Int32
+	// members are a quorum queue's nodes in a cluster (nil otherwise);
+	// quorum follows its group on a member node (nil elsewhere).
+	members []int32
+	quorum  *quorumReplica
+	stats   queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.
@@ -164,16 +171,16 @@ const (
 // then, unless it has TTLs or limits). With holdBack the batch is only
 // buffered (queueStore.BufferLocked), to be written with the queue's
 // other held-back messages before the fsync a confirm waits for; without,
-// it is written now. logged says whether the confirm must wait for this
-// queue's fsync; backlog is the queue's ready length afterwards.
-func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out publishOutcome, logged bool, backlog int, err error) {
+// it is written now. logged is what the confirm must wait for in this
+// queue (nil: nothing); backlog is the queue's ready length afterwards.
+func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
 		if q.crashed.Load() || q.elsewhere() {
-			return refused, false, 0, nil // a nack: it cannot be stored here
+			return refused, nil, 0, nil // a nack: it cannot be stored here
 		}
-		return notTaken, false, 0, nil
+		return notTaken, nil, 0, nil
 	}
 	o := &q.opts
 	if now == 0 && (o.messageTTL >= 0 || o.limited() || h.msg.Properties.Expiration != "") {
@@ -183,7 +190,7 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		if o.overflow == rejectPublishDLX {
 			q.deadLetterLocked(h.msg, reasonMaxlen, now)
 		}
-		return refused, false, q.ready.Len(), nil
+		return refused, nil, q.ready.Len(), nil
 	}
 	e := &entry{
 		tag: q.r.newTag(), offset: -1, size: h.size,
@@ -196,14 +203,17 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		} else {
 			e.offset, err = q.store.AppendLocked(batch)
 		}
-		if err != nil {
-			return notTaken, false, 0, err
+		switch {
+		case err != nil && q.quorum != nil:
+			return refused, nil, q.ready.Len(), nil // its term of service failed (it stops serving here): a nack
+		case err != nil:
+			return notTaken, nil, 0, err
 		}
-		logged = true
+		logged = q.confirmTargetLocked()
 	}
 	// A logged body stays on disk only when the queue already holds its
 	// share of memory and the message is not about to be delivered.
-	pageOut := logged && q.memBytes+h.size > q.r.cfg.QueueMemoryBytes &&
+	pageOut := logged != nil && q.memBytes+h.size > q.r.cfg.QueueMemoryBytes &&
 		(q.ready.Len() > 0 || q.active == 0)
 	if !pageOut {
 		q.holdLocked(e, h)
@@ -295,8 +305,20 @@ func (q *queue) dispatchLocked(fresh *entry) {
 	popped := false
 	for q.active > 0 && q.ready.Len() > 0 && q.fading == 0 {
 		e, l := q.ready.Head()
+		if q.uncommittedLocked(e) {
+			break // its replica dispatches again once it commits
+		}
 		if e.msg == nil && !q.pageInLocked(l) {
 			break
+		}
+		if q.pastDeliveryLimitLocked(e) {
+			if now == 0 {
+				now = q.r.nowMs()
+			}
+			q.ready.popLevel(l)
+			q.discardLocked(e, reasonDeliveryLimit, now)
+			popped = true
+			continue
 		}
 		if e.expiresAt != 0 && e != fresh {
 			if now == 0 {

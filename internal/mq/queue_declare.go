@@ -84,6 +84,7 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if err != nil {
 		return QueueInfo{}, err
 	}
+	q.awaitPlaced()
 	return QueueInfo{Name: q.name}, nil
 }
 
@@ -160,20 +161,30 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 		return nil, ErrClosed
 	}
 	var id string
+	var rec queueRecord
 	if d.Durable {
 		id = newStoreID()
 		args, err := encodeArgs(d.Args)
 		if err == nil {
-			rec := queueRecord{VHost: v.name, Name: d.Name, ID: id, Node: v.r.nodeID(), AutoDelete: d.AutoDelete, Args: args}
+			rec = queueRecord{VHost: v.name, Name: d.Name, ID: id, Node: v.r.nodeID(), AutoDelete: d.AutoDelete, Args: args}
+			if v.r.cfg.Cluster != nil && queueTypeOf(d.Args) == quorumQueue {
+				rec.Node, rec.Members, rec.Group = 0, v.r.quorumMembers(d.Args), quorumGroup(id)
+			}
 			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
 		}
 		if err != nil {
 			return nil, errInternal("store queue", err)
 		}
 	}
-	q := v.newQueue(d, id)
-	if d.Durable {
+	var q *queue
+	switch {
+	case rec.Members != nil:
+		q, _ = v.quorumQueue(d, rec) // served once its group elected this node
+	case d.Durable:
+		q = v.newQueue(d, id)
 		q.store = v.r.stores.Create(id, q.storeOwner())
+	default:
+		q = v.newQueue(d, id)
 	}
 	q.arm()
 	v.mu.Lock()
@@ -230,6 +241,19 @@ func (q *queue) recover(id string) error {
 	if err != nil {
 		return err
 	}
+	if err := q.loadUnsettled(); err != nil {
+		s.CloseWithoutMarker()
+		return err
+	}
+	return nil
+}
+
+// loadUnsettled puts the unsettled messages q's store recovered (or
+// replayed) on the ready list, reading the log through once if the
+// queue's options need each message's priority, size or enqueue time.
+// Caller holds q.mu, or q is not shared yet.
+func (q *queue) loadUnsettled() error {
+	s := q.store
 	var es []*entry
 	s.Unsettled(func(off int64, redelivered bool, returns uint32) {
 		es = append(es, &entry{tag: q.r.newTag(), offset: off, redelivered: redelivered,
@@ -256,7 +280,6 @@ func (q *queue) recover(id string) error {
 			err = bad
 		}
 		if err != nil {
-			s.CloseWithoutMarker()
 			return fmt.Errorf("read queue log: %w", err)
 		}
 	}

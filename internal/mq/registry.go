@@ -129,6 +129,11 @@ type Registry struct {
 	streamsClosed bool
 	streamStop    chan struct{}
 	streamReaders sync.WaitGroup
+
+	// quorumReplicas are this node's replicas of quorum queues in a
+	// cluster (quorum_cluster.go), closed at Close.
+	quorumMu       sync.Mutex
+	quorumReplicas map[*quorumReplica]struct{}
 }
 
 // DefaultVHost is the virtual host every registry starts with.
@@ -151,8 +156,9 @@ func Open(cfg Config) (*Registry, error) {
 		defs:   cfg.Definitions,
 		vhosts: make(map[string]*VHost),
 
-		streamOwners: make(map[string]string),
-		streamStop:   make(chan struct{}),
+		streamOwners:   make(map[string]string),
+		streamStop:     make(chan struct{}),
+		quorumReplicas: make(map[*quorumReplica]struct{}),
 	}
 	stores, err := queuestore.OpenRoot(queuestore.Config{
 		Dir:                  filepath.Join(cfg.DataDir, queuesDirName),
@@ -176,6 +182,7 @@ func Open(cfg Config) (*Registry, error) {
 		if cfg.Cluster != nil {
 			cfg.Cluster.Watch(nil)
 		}
+		r.closeQuorumReplicas()
 		r.stores.Close()
 		return nil, err
 	}
@@ -203,6 +210,7 @@ func (r *Registry) Close() error {
 	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.Shutdown()
+	r.closeQuorumReplicas()
 	return r.stores.Close()
 }
 

@@ -98,6 +98,16 @@ func (v *VHost) settle(queue string, tags []QueueTag, kind settleKind) {
 	}
 }
 
+// pastDeliveryLimitLocked reports whether e, at the head, was returned
+// more often than a quorum queue's delivery limit allows: a message whose
+// consumer was on a leader that failed is returned by the new leader
+// (quorum_cluster.go), which finds it so when it comes to deliver it, and
+// dead-letters it then, as a return here would have. Caller holds q.mu.
+func (q *queue) pastDeliveryLimitLocked(e *entry) bool {
+	limit := q.opts.deliveryLimit
+	return q.opts.kind == quorumQueue && limit >= 0 && int64(e.returns) > limit
+}
+
 // returnedTooOftenLocked counts a return of e in a quorum queue (durably,
 // for a logged message) and reports whether it passed the delivery limit.
 func (q *queue) returnedTooOftenLocked(e *entry) bool {

@@ -176,7 +176,7 @@ func (v *VHost) accessQueue(name string, conn ConnID) (*queue, error) {
 		return nil, errCrashed(name, v.name)
 	}
 	if q.elsewhere() {
-		return q, errHomeNodeDown(q)
+		return q, q.errElsewhere()
 	}
 	if q.def.Exclusive && q.def.Owner != conn {
 		return nil, errLocked(name, v.name)

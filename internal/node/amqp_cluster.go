@@ -3,14 +3,23 @@ package node
 import (
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // mqCluster makes the queueing core of a cluster node follow the
 // definitions every node writes to the metadata group (issue 14,
-// internal/mq/cluster.go); nil on a single node.
-func mqCluster(cfg Config, defs *broker.DefinitionStore) *mq.ClusterConfig {
+// internal/mq/cluster.go), and replicate quorum queues on the node's
+// Raft host as partitions are (bc); nil on a single node.
+func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfig) *mq.ClusterConfig {
 	if cfg.Cluster == nil {
 		return nil
 	}
-	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier}
+	// A quorum queue's replica is opened as a partition's; the queue
+	// follows its leadership through the log itself (quorumstore), so it
+	// needs no state-change callback.
+	openQuorumLog := func(dir string, group uint64, members []int32, rc replica.Config) (*replica.RaftLog, error) {
+		return bc.OpenPartitionLog(dir, group, members, rc, nil)
+	}
+	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier,
+		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog}
 }

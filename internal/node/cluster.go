@@ -84,9 +84,13 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 			for i, r := range replicas {
 				members[i] = uint64(r)
 			}
+			var changed func(raft.Status)
+			if stateChanged != nil {
+				changed = func(raft.Status) { stateChanged() }
+			}
 			return replica.OpenRaft(dir, lc, replica.RaftOptions{
 				Host: h, Group: group, Members: members, Fsync: cfg.Fsync, Logger: logger,
-				StateChanged: func(raft.Status) { stateChanged() }})
+				StateChanged: changed})
 		},
 		PeerUp: func(node int32) bool { return node == self || h.PeerUp(uint64(node)) },
 		Forward: func(ctx context.Context, group uint64, node int32, data []byte) (int64, error) {

@@ -53,9 +53,9 @@ func EncodeMessage(m Message, enqueued int64) []byte {
 	}})
 }
 
-// decodeMessage rebuilds a message from its record. A message without a
-// body gets an empty one, not nil.
-func decodeMessage(r record.Record) Message {
+// DecodeMessage rebuilds a message from its record (as EncodeMessage
+// built it). A message without a body gets an empty one, not nil.
+func DecodeMessage(r record.Record) Message {
 	m := Message{Body: r.Value}
 	if m.Body == nil {
 		m.Body = []byte{}

@@ -76,17 +76,10 @@
 // This Store is local: on one node its log is the queue's only history and
 // log order is queue order, so a message is applied (enqueued, offered to
 // consumers) as soon as BufferLocked returns its offset, and only its
-// confirm waits for the fsync. A replicated store (issue 14: a Raft group
-// per quorum queue, its log the Raft log) must not apply before commit,
-// or a consumer could get a message that a new leader never had, and
-// followers, which learn of messages only from committed entries, could
-// not build the same queue. It keeps these calls but splits each into a
-// proposal and an apply: BufferLocked proposes, and the queue enqueues
-// when the store applies the committed entry, from its offset, enqueue
-// time and Message, the inputs recovery's Unsettled and Scan give today;
-// SettleLocked and NoteReturnLocked propose settlements and returns,
-// applied in log order on every replica; the confirm is the commit
-// (replacing Sync and the Syncer), and housekeeping becomes a snapshot of
-// the settlement state that lets the Raft log be truncated. The queue's
-// delivery state (DeliveredLocked, consumers) stays local to the leader.
+// confirm waits for the fsync. The replicated store of a quorum queue in
+// a cluster (internal/quorumstore: a Raft group per queue, one log of
+// commands) keeps these calls, each a command of the log; Sync waits for
+// the commit, the queue hands out a message only once its enqueue is
+// committed, and a new leader rebuilds the queue from the committed log
+// through the same Unsettled and Scan that recovery uses here.
 package queuestore

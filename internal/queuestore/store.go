@@ -414,7 +414,7 @@ func (s *Store) read(offset, maxBytes int64, fn func(off, ts int64, m Message) b
 			if off < offset {
 				continue
 			}
-			if !fn(off, h.BaseTimestamp+r.TimestampDelta, decodeMessage(r)) {
+			if !fn(off, h.BaseTimestamp+r.TimestampDelta, DecodeMessage(r)) {
 				return nil
 			}
 		}

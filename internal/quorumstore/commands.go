@@ -1,0 +1,55 @@
+package quorumstore
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/wharf-mq/wharf/internal/record"
+)
+
+// Record keys of the commands other than enqueue (an enqueue record, a
+// message, has no key).
+var (
+	deliverKey = []byte("d")
+	returnKey  = []byte("r")
+	settleKey  = []byte("s")
+	// truncateKey: every message below the offset it names is settled,
+	// and so is every command naming one; each replica deletes its log
+	// below it once the command is committed (truncate.go).
+	truncateKey = []byte("t")
+)
+
+func deliverCommand(off int64) record.Record {
+	return record.Record{Key: deliverKey, Value: binary.AppendUvarint(nil, uint64(off))}
+}
+
+func settleCommand(off int64) record.Record {
+	return record.Record{Key: settleKey, Value: binary.AppendUvarint(nil, uint64(off))}
+}
+
+func truncateCommand(below int64) record.Record {
+	return record.Record{Key: truncateKey, Value: binary.AppendUvarint(nil, uint64(below))}
+}
+
+func returnCommand(off int64, n uint32) record.Record {
+	v := binary.AppendUvarint(nil, uint64(off))
+	return record.Record{Key: returnKey, Value: binary.AppendUvarint(v, uint64(n))}
+}
+
+var errBadCommand = errors.New("quorumstore: malformed command record")
+
+// decodeCommand returns the offset a command names and, for a return,
+// the count.
+func decodeCommand(v []byte) (off int64, n uint32, err error) {
+	o, k := binary.Uvarint(v)
+	if k <= 0 {
+		return 0, 0, errBadCommand
+	}
+	if c, j := binary.Uvarint(v[k:]); j > 0 {
+		n = uint32(c)
+	}
+	return int64(o), n, nil
+}
+
+// isMessage tells an enqueue record from a command.
+func isMessage(r record.Record) bool { return r.Key == nil }

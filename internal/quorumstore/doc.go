@@ -1,0 +1,51 @@
+// Package quorumstore is the storage of a quorum queue in a cluster
+// (issue 14): one Raft group per queue over its members, and one log of
+// commands in it, a replica.RaftLog whose records are the queue's
+// history. Each member node holds a Store on its replica; the queueing
+// core (internal/mq) serves the queue on the node whose replica leads the
+// group, and nowhere else.
+//
+// # Commands
+//
+// Every record of the log is one command (commands.go):
+//
+//   - enqueue: a message, as queuestore.EncodeMessage logs it (no key;
+//     the batch timestamp is the enqueue time);
+//   - deliver(offset): the message was handed to a consumer or basic.get;
+//   - return(offset, n): it went back to the queue, returned n times in
+//     all (requeue, nack, a consumer gone: x-delivery-count);
+//   - settle(offset): it is done with (ack, discard, dead-lettered);
+//   - truncate(offset): every message below it is settled; each replica
+//     cuts its log below it once committed (truncate.go).
+//
+// A message's offset is the offset of its enqueue record; the other
+// commands take offsets too, so a queue's message offsets have gaps.
+// On the leader the queue appends commands in its own order (under the
+// queue's lock); the store buffers them and proposes them to the group
+// in one append per flush: at every publisher confirm (Sync, which then
+// waits for the commit: a majority of the members has the message
+// fsynced), and as soon as its flusher goroutine runs otherwise.
+//
+// # Taking over
+//
+// The followers' logs are written by Raft; they hold the commands, not
+// a queue. The state of the queue is a function of the committed log
+// alone, and a node whose replica becomes the leader computes it
+// (Replay) before it serves: the unsettled messages in log order, each
+// redelivered if it was ever delivered or returned, with its return
+// count; a message delivered and not settled when the previous leader
+// stopped was held by a consumer on that leader, which is gone, so it is
+// returned: its count goes up by one, and the new leader logs that
+// return first, so a second failover counts it again.
+//
+// A proposal that the group refuses (this node no longer leads, or its
+// log runs too far ahead of the followers) fails every confirm waiting on
+// it, and the store's Failed channel tells the queueing core to stop
+// serving: the queue is rebuilt from the log, never from offsets a lost
+// proposal handed out.
+//
+// # Not yet
+//
+// Membership is fixed at declaration; a takeover reads the queue's log
+// (above the last cut) once.
+package quorumstore

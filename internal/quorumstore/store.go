@@ -1,0 +1,581 @@
+package quorumstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+// Store is a member node's replica of one quorum queue's log of commands
+// (see the package doc). Methods named ...Locked are called by the queue
+// that is served here, under its lock; they only buffer, and never wait.
+type Store struct {
+	log    *replica.RaftLog
+	logger *slog.Logger
+
+	mu sync.Mutex
+	// pending holds the record batches not yet proposed, in queue order,
+	// and commands the records not yet closed into a batch (they follow
+	// pending's batches).
+	pending  []byte
+	commands []record.Record
+	// end is the offset after the last record handed to the store in the
+	// term served: what the next record gets once proposed.
+	end int64
+	// term is the service of the term served (or of the last one).
+	term *service
+	// failed is closed when a proposal of the term served was refused
+	// (term.failure says why).
+	failed chan struct{}
+	// forward gathers, on a member that does not lead, the enqueue
+	// batches to forward to the leader (Forward).
+	forward *forwarding
+	// truncatedAt is the offset of the last truncate proposed here
+	// (truncate.go).
+	truncatedAt int64
+	// unsettled is what the last Replay found.
+	unsettled []unsettledMessage
+
+	wake          chan struct{} // one token: something is pending
+	stop          chan struct{} // closed by Close
+	closeOnce     sync.Once
+	done          chan struct{} // the flusher ended
+	truncatorDone chan struct{}
+}
+
+// unsettledMessage is a message of the queue as Replay rebuilt it.
+type unsettledMessage struct {
+	off         int64
+	redelivered bool
+	returns     uint32
+}
+
+// service is what the store was handed in one term of serving the queue,
+// as a publisher confirm's replica.Target: its Sync returns once all of
+// it is committed, or fails if any of it will not be. A confirm waits on
+// the service its message went to (TargetLocked), so one that a later
+// term's service would cover wrongly never reaches it.
+type service struct {
+	s *Store
+	// Guarded by s.mu: the commit of the last proposal (it covers every
+	// one before, in the same term), and why a proposal was refused or
+	// records were dropped unproposed (for good).
+	lastCommit replica.Commit
+	failure    error
+}
+
+// errSuperseded fails a service whose last records were never proposed:
+// the queue stopped being served here first.
+var errSuperseded = errors.New("quorumstore: the queue stopped being served here before these messages were proposed")
+
+// Sync proposes what is pending, if s is the current service, and waits
+// until everything handed to it is committed: a majority of the members
+// has it fsynced.
+func (sv *service) Sync() error {
+	st := sv.s
+	st.mu.Lock()
+	if sv == st.term {
+		st.flushLocked()
+	}
+	commit, err := sv.lastCommit, sv.failure
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	return commit.Wait(ctx)
+}
+
+// Open makes a store of the log (this node's replica of the queue's
+// group) and starts its flusher; Close or Delete stops it.
+func Open(log *replica.RaftLog, logger *slog.Logger) *Store {
+	s := &Store{log: log, logger: logger, failed: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.term = &service{s: s}
+	s.forward = &forwarding{s: s}
+	s.truncatorDone = make(chan struct{})
+	go s.flusher()
+	go s.truncator()
+	return s
+}
+
+// Leadership is the group as this replica sees it: the leader (0 for
+// none), the term, and whether this replica leads it and takes appends.
+func (s *Store) Leadership() (leader, term uint64, leading bool) { return s.log.Leadership() }
+
+// Changed is closed at the next change of the replica's Raft state or
+// high watermark.
+func (s *Store) Changed() <-chan struct{} { return s.log.Changed() }
+
+// LogStart is the first offset this replica's log holds: what truncation
+// left.
+func (s *Store) LogStart() int64 { return s.log.StartOffset() }
+
+// HighWatermark is the offset after the last record committed here.
+func (s *Store) HighWatermark() int64 { return s.log.HighWatermark() }
+
+// Failed is closed once a proposal of the term served was refused (see
+// the package doc): the queue must stop serving and Replay again.
+func (s *Store) Failed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// Done is closed once the store is closed or deleted.
+func (s *Store) Done() <-chan struct{} { return s.stop }
+
+// flusher proposes what is pending whenever something was added, until
+// Close.
+func (s *Store) flusher() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		s.flushLocked()
+		s.mu.Unlock()
+	}
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeCommandsLocked turns the open command records into a batch at the
+// end of pending. Caller holds mu.
+func (s *Store) closeCommandsLocked() {
+	if len(s.commands) == 0 {
+		return
+	}
+	s.pending = append(s.pending, record.NewBatch(time.Now().UnixMilli(), s.commands)...)
+	s.commands = nil
+}
+
+// flushLocked proposes everything pending in one append. A refused
+// proposal fails the term served (Failed). Caller holds mu.
+func (s *Store) flushLocked() error {
+	if s.term.failure != nil {
+		s.pending, s.commands = nil, nil
+		return s.term.failure
+	}
+	s.closeCommandsLocked()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	batches := s.pending
+	s.pending = nil
+	a, err := s.log.Append(batches, replica.AppendOptions{AckCommitted: true})
+	if err == nil && a.LastOffset+1 != s.end {
+		err = fmt.Errorf("quorumstore: proposal took offsets up to %d, the queue counted %d", a.LastOffset+1, s.end)
+	}
+	if err != nil {
+		s.term.failure = err
+		close(s.failed)
+		s.logger.Warn("quorumstore: a proposal of the queue's commands was refused; the queue stops serving here", "err", err)
+		return err
+	}
+	s.term.lastCommit = a.Commit
+	return nil
+}
+
+// addBatchLocked buffers a batch of records (an enqueue) and returns the
+// offset of its first record. Caller holds mu.
+func (s *Store) addBatchLocked(batch []byte) (int64, error) {
+	if s.term.failure != nil {
+		return 0, s.term.failure
+	}
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	s.closeCommandsLocked()
+	off := s.end
+	s.pending = append(s.pending, batch...)
+	s.end += int64(h.LastOffsetDelta) + 1
+	return off, nil
+}
+
+// addCommand buffers a command record for the flusher.
+func (s *Store) addCommand(r record.Record) {
+	s.mu.Lock()
+	if s.term.failure == nil {
+		s.commands = append(s.commands, r)
+		s.end++
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// BufferLocked gives an enqueue batch (queuestore.EncodeMessage) its
+// offset and buffers it; the next flush proposes it.
+func (s *Store) BufferLocked(batch []byte) (int64, error) {
+	s.mu.Lock()
+	off, err := s.addBatchLocked(batch)
+	s.mu.Unlock()
+	s.signal()
+	return off, err
+}
+
+// AppendLocked is BufferLocked proposing at once.
+func (s *Store) AppendLocked(batch []byte) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off, err := s.addBatchLocked(batch)
+	if err == nil {
+		err = s.flushLocked()
+	}
+	return off, err
+}
+
+// DeliveredLocked logs a deliver command.
+func (s *Store) DeliveredLocked(off int64) { s.addCommand(deliverCommand(off)) }
+
+// SettleLocked logs a settle command.
+func (s *Store) SettleLocked(off int64) { s.addCommand(settleCommand(off)) }
+
+// NoteReturnLocked logs a return command: the message at off was
+// returned n times in all.
+func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnCommand(off, n)) }
+
+// syncWait bounds how long a confirm waits for its commit: a group
+// without a quorum must not hold up the confirms of every other queue
+// (they share the syncer's rounds); the confirm is then a nack.
+const syncWait = 10 * time.Second
+
+// TargetLocked is what a publisher confirm of the message just handed to
+// the store (BufferLocked, AppendLocked) waits on: the service of the
+// term served. Caller holds the queue's lock, which keeps the term from
+// changing (Replay runs only while the queue is not served).
+func (s *Store) TargetLocked() replica.Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.term
+}
+
+// Sync waits for what the current service was handed (the store as a
+// Target: confirms wait on TargetLocked's service instead).
+func (s *Store) Sync() error {
+	s.mu.Lock()
+	sv := s.term
+	s.mu.Unlock()
+	return sv.Sync()
+}
+
+// forwarding is enqueue batches gathered, on a member that does not
+// lead, to be forwarded to the leader together, as a confirm's
+// replica.Target: the first Sync sends them and waits for the leader's
+// answer (once they are committed); every Sync returns that answer.
+type forwarding struct {
+	s       *Store
+	batches []byte // guarded by s.mu until sent
+	once    sync.Once
+	err     error
+}
+
+func (f *forwarding) Sync() error {
+	f.once.Do(func() {
+		st := f.s
+		st.mu.Lock()
+		if st.forward == f {
+			st.forward = &forwarding{s: st} // later batches go together
+		}
+		batches := f.batches
+		st.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+		defer cancel()
+		if err := st.forwardToLeader(ctx, batches); err != nil {
+			f.err = fmt.Errorf("quorumstore: forward to the leader: %w", err)
+		}
+	})
+	return f.err
+}
+
+// forwardToLeader forwards batches to the leader, waiting (until ctx
+// ends) while no leader is known, as just after a restart or during an
+// election. It gives up as soon as another node leads: the answer of a
+// leader that lost its place (killed, cut off) would not come.
+func (s *Store) forwardToLeader(ctx context.Context, batches []byte) error {
+	for {
+		changed := s.log.Changed()
+		leader, _, _ := s.log.Leadership()
+		if leader != 0 {
+			fctx, cancel := s.untilLeaderChanges(ctx, leader)
+			_, err := s.log.ForwardToLeader(fctx, batches)
+			cancel()
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), &replica.NotLeaderError{})
+		}
+	}
+}
+
+// untilLeaderChanges returns a context of ctx that ends when a node other
+// than leader leads (or none does).
+func (s *Store) untilLeaderChanges(ctx context.Context, leader uint64) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		for {
+			changed := s.log.Changed()
+			if now, _, _ := s.log.Leadership(); now != leader {
+				return
+			}
+			select {
+			case <-changed:
+			case <-fctx.Done():
+				return
+			}
+		}
+	}()
+	return fctx, cancel
+}
+
+// Forward adds an enqueue batch, on a member that does not lead, to those
+// to forward to the leader, and returns what a confirm of it waits on.
+func (s *Store) Forward(batch []byte) replica.Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forward.batches = append(s.forward.batches, batch...)
+	return s.forward
+}
+
+// Forwarded calls fn for each message of batches another member
+// forwarded (Forward's batches, one message each): its batch, its
+// enqueue time and the message.
+func Forwarded(batches []byte, fn func(batch []byte, ts int64, m queuestore.Message) error) error {
+	for len(batches) > 0 {
+		h, err := record.ParseHeader(batches)
+		if err != nil {
+			return err
+		}
+		b := batches[:h.Size()]
+		recs, err := record.Records(b)
+		if err != nil {
+			return err
+		}
+		if len(recs) != 1 || !isMessage(recs[0]) {
+			return fmt.Errorf("quorumstore: a forwarded batch holds %d records, not one message", len(recs))
+		}
+		if err := fn(b, h.BaseTimestamp+recs[0].TimestampDelta, queuestore.DecodeMessage(recs[0])); err != nil {
+			return err
+		}
+		batches = batches[h.Size():]
+	}
+	return nil
+}
+
+// readWait bounds how long a page-in waits for a message's enqueue to
+// commit (a message is offered before that: see the package doc).
+const readWait = 5 * time.Second
+
+// ReadLocked calls fn for each message from off on, as far as maxBytes of
+// batches reach, until fn returns false.
+func (s *Store) ReadLocked(off, maxBytes int64, fn func(off, ts int64, m queuestore.Message) bool) error {
+	s.mu.Lock()
+	err := s.flushLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if off >= s.log.HighWatermark() {
+		ctx, cancel := context.WithTimeout(context.Background(), readWait)
+		err := s.log.WaitHighWatermark(ctx, off)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("quorumstore: message at offset %d not committed: %w", off, err)
+		}
+	}
+	_, err = s.read(off, maxBytes, func(o, ts int64, r record.Record) bool {
+		return !isMessage(r) || fn(o, ts, queuestore.DecodeMessage(r))
+	})
+	return err
+}
+
+// Scan calls fn for every message from off to the end of the committed
+// log, until fn returns false.
+func (s *Store) Scan(off int64, fn func(off, ts int64, m queuestore.Message) bool) error {
+	return s.walk(off, func(o, ts int64, r record.Record) bool {
+		return !isMessage(r) || fn(o, ts, queuestore.DecodeMessage(r))
+	})
+}
+
+// scanBytes is how much of the log one read of a walk takes.
+const scanBytes = 1 << 20
+
+// walk calls fn for every record from off to the high watermark, until
+// fn returns false.
+func (s *Store) walk(off int64, fn func(off, ts int64, r record.Record) bool) error {
+	off = max(off, s.log.StartOffset())
+	for off < s.log.HighWatermark() {
+		next, err := s.read(off, scanBytes, fn)
+		if err != nil || next < 0 {
+			return err
+		}
+		off = next
+	}
+	return nil
+}
+
+// read calls fn for the records of the batches from the one holding off,
+// as far as maxBytes reach, skipping those below off. It returns the
+// offset after the last batch read, or -1 if fn stopped it.
+func (s *Store) read(off, maxBytes int64, fn func(off, ts int64, r record.Record) bool) (int64, error) {
+	sl, err := s.log.Read(off, maxBytes)
+	if err != nil {
+		return 0, err
+	}
+	data, err := sl.Bytes()
+	sl.Release()
+	if err != nil {
+		return 0, err
+	}
+	next := off
+	for len(data) > 0 {
+		h, err := record.ParseHeader(data)
+		if err != nil {
+			return 0, err
+		}
+		recs, err := record.Records(data[:h.Size()])
+		if err != nil {
+			return 0, err
+		}
+		for i, r := range recs {
+			o := h.BaseOffset + int64(i)
+			if o >= off && !fn(o, h.BaseTimestamp+r.TimestampDelta, r) {
+				return -1, nil
+			}
+		}
+		next = h.LastOffset() + 1
+		data = data[h.Size():]
+	}
+	if next == off {
+		return 0, fmt.Errorf("quorumstore: no record at offset %d below %d", off, s.log.HighWatermark())
+	}
+	return next, nil
+}
+
+// Replay rebuilds the queue from the committed log, on a replica that
+// just became the leader, before the queue is served here: it waits until
+// every entry of earlier terms is committed, computes the unsettled
+// messages (Unsettled), logs the return of those a consumer held when
+// the previous leader stopped, and starts the term's offsets where the
+// log ends.
+func (s *Store) Replay(ctx context.Context) error {
+	if err := s.log.Commit(s.log.EndOffset()).Wait(ctx); err != nil {
+		return err
+	}
+	type state struct {
+		delivered, returned bool
+		returns             uint32
+	}
+	live := make(map[int64]*state)
+	var order []int64
+	var bad error
+	err := s.walk(s.log.StartOffset(), func(off, _ int64, r record.Record) bool {
+		if isMessage(r) {
+			live[off] = &state{}
+			order = append(order, off)
+			return true
+		}
+		target, n, err := decodeCommand(r.Value)
+		if err != nil {
+			bad = fmt.Errorf("record at offset %d: %w", off, err)
+			return false
+		}
+		m := live[target]
+		switch {
+		case m == nil: // settled already, or not a message
+		case string(r.Key) == string(deliverKey):
+			m.delivered = true
+		case string(r.Key) == string(returnKey):
+			m.delivered, m.returned, m.returns = false, true, n
+		case string(r.Key) == string(settleKey):
+			delete(live, target)
+		}
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return fmt.Errorf("quorumstore: replay: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if (len(s.pending) > 0 || len(s.commands) > 0) && s.term.failure == nil {
+		s.term.failure = errSuperseded
+	}
+	s.pending, s.commands = nil, nil
+	s.term = &service{s: s}
+	s.failed = make(chan struct{})
+	s.end = s.log.EndOffset()
+	s.unsettled = s.unsettled[:0]
+	for _, off := range order {
+		m := live[off]
+		if m == nil {
+			continue
+		}
+		if m.delivered { // its consumer was on the previous leader
+			m.returns++
+			s.commands = append(s.commands, returnCommand(off, m.returns))
+			s.end++
+		}
+		s.unsettled = append(s.unsettled, unsettledMessage{off: off, redelivered: m.delivered || m.returned, returns: m.returns})
+	}
+	s.signal()
+	return nil
+}
+
+// Unsettled calls fn for every message the last Replay found unsettled,
+// in log order.
+func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) {
+	s.mu.Lock()
+	ms := s.unsettled
+	s.unsettled = nil
+	s.mu.Unlock()
+	for _, m := range ms {
+		fn(m.off, m.redelivered, m.returns)
+	}
+}
+
+// Close stops the flusher and closes this replica (the group goes on on
+// the other members).
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	<-s.truncatorDone
+	return s.log.Close()
+}
+
+// CloseWithoutMarker is Close, for a queue given up on.
+func (s *Store) CloseWithoutMarker() { s.Close() }
+
+// Delete closes the replica and removes its files, for a deleted queue.
+func (s *Store) Delete() error {
+	err := s.Close()
+	if derr := s.log.Delete(); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// Dir is the replica's directory.
+func (s *Store) Dir() string { return s.log.Dir() }

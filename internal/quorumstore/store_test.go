@@ -1,0 +1,175 @@
+package quorumstore
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// startHost starts a Raft host of one node, closed by the test's cleanup.
+func startHost(t *testing.T) *raft.Host {
+	t.Helper()
+	h, err := raft.NewHost(raft.Config{NodeID: 1, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	t.Cleanup(h.Close)
+	return h
+}
+
+// enqueue buffers one message per body and returns their offsets.
+func enqueue(t *testing.T, s *Store, bodies ...string) map[string]int64 {
+	t.Helper()
+	off := map[string]int64{}
+	for _, body := range bodies {
+		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		off[body] = o
+	}
+	return off
+}
+
+// openLeading opens the store of a one-member group in dir on h and waits
+// until it leads and has replayed the log.
+func openLeading(t *testing.T, h *raft.Host, dir string) *Store {
+	t.Helper()
+	l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{Host: h, Group: 1 << 63, Members: []uint64{1}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Open(l, quiet)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		changed := s.Changed()
+		if _, _, leading := s.Leadership(); leading {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("the group elected no leader")
+		}
+	}
+	if err := s.Replay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type unsettled struct {
+	body        string
+	redelivered bool
+	returns     uint32
+}
+
+// unsettledOf lists what the store's last Replay left unsettled, with
+// the bodies.
+func unsettledOf(t *testing.T, s *Store) []unsettled {
+	t.Helper()
+	var out []unsettled
+	offs := map[int64]int{}
+	s.Unsettled(func(off int64, redelivered bool, returns uint32) {
+		offs[off] = len(out)
+		out = append(out, unsettled{redelivered: redelivered, returns: returns})
+	})
+	if err := s.Scan(0, func(off, _ int64, m queuestore.Message) bool {
+		if i, ok := offs[off]; ok {
+			out[i].body = string(m.Body)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestReplayRebuildsQueue: a new leader's queue is the committed log's:
+// settled messages gone, returned ones redelivered with their count, and
+// those delivered and not settled returned once more, a return the new
+// leader logs, so that a message it hands out again before it stops too
+// is counted twice by the next.
+func TestReplayRebuildsQueue(t *testing.T) {
+	h, dir := startHost(t), t.TempDir()
+	s := openLeading(t, h, dir)
+	off := enqueue(t, s, "a", "b", "c", "d")
+	s.DeliveredLocked(off["a"])
+	s.DeliveredLocked(off["b"])
+	s.NoteReturnLocked(off["b"], 1)
+	s.DeliveredLocked(off["c"])
+	s.SettleLocked(off["c"])
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The second leader hands a out again before it stops: the third
+	// counts both returns.
+	for round, want := range [][]unsettled{
+		{{"a", true, 1}, {"b", true, 1}, {"d", false, 0}},
+		{{"a", true, 2}, {"b", true, 1}, {"d", false, 0}},
+	} {
+		s = openLeading(t, h, dir)
+		got := unsettledOf(t, s)
+		if len(got) != len(want) {
+			t.Fatalf("replay %d: %+v, want %+v", round, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("replay %d: %+v, want %+v", round, got, want)
+			}
+		}
+		s.DeliveredLocked(off["a"])
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTruncateCutsSettledLog: a committed truncate cuts the log below the
+// lowest unsettled message, and the queue replayed from what is left is
+// the same.
+func TestTruncateCutsSettledLog(t *testing.T) {
+	h, dir := startHost(t), t.TempDir()
+	s := openLeading(t, h, dir)
+	off := enqueue(t, s, "a", "b", "c")
+	s.DeliveredLocked(off["a"])
+	s.SettleLocked(off["a"])
+	s.SettleLocked(off["b"])
+	s.TruncateLocked(off["c"])
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for s.log.StartOffset() < off["c"] {
+		select {
+		case <-deadline:
+			t.Fatalf("log start %d, want %d once the truncate is committed", s.log.StartOffset(), off["c"])
+		case <-s.Changed():
+		case <-time.After(TruncateEvery):
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openLeading(t, h, dir)
+	defer s.Close()
+	if got := unsettledOf(t, s); len(got) != 1 || got[0] != (unsettled{"c", false, 0}) {
+		t.Fatalf("after the cut: %+v, want only c", got)
+	}
+}
