@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // page serves one metrics endpoint: the registry's families (histograms,
@@ -52,6 +53,10 @@ func (s *scratch) reset() {
 	s.queues = s.queues[:0]
 }
 
+// textFormat is the one format served: the text format every Prometheus
+// reads, whatever it asks for first (Wharf's names need no escaping).
+var textFormat = string(expfmt.NewFormat(expfmt.TypeTextPlain).WithEscapingScheme(model.UnderscoreEscaping))
+
 var gzipPool = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
@@ -65,7 +70,7 @@ func (p *page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", string(expfmt.FmtText))
+	h.Set("Content-Type", textFormat)
 	h.Add("Vary", "Accept-Encoding")
 	var body io.Writer = w
 	if acceptsGzip(r) {
