@@ -56,7 +56,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 10000, "partitions to create (in topics of 1,000)")
 	flag.IntVar(&o.queues, "queues", 10000, "AMQP queues to declare")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each produce run")
-	flag.IntVar(&o.runs, "runs", 3, "produce runs with scraping off, and as many with it on")
+	flag.IntVar(&o.runs, "runs", 3, "produce runs with scraping off, and as many with it on (0: time the scrapes only)")
 	flag.IntVar(&o.rate, "rate", 2000, "records per second the producer sends")
 	flag.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "scrape interval while scraping is on (Prometheus's default is 15s)")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory for the broker's data")
@@ -120,7 +120,9 @@ func run(o options, out io.Writer) error {
 		}
 		on = append(on, r)
 	}
-	reportProduce(out, o, off, on)
+	if o.runs > 0 {
+		reportProduce(out, o, off, on)
+	}
 	return nil
 }
 
