@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wharf-mq/wharf/internal/nodetest"
 )
@@ -29,23 +27,10 @@ func TestScrapeAllocatesLittlePerObject(t *testing.T) {
 	n := nodetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
-	if err != nil {
+	if _, err := kadm.NewClient(kafkaClient(t, n)).CreateTopic(ctx, partitions, 1, nil, "many"); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, "many"); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := amqp.Dial(nodetest.AMQPURL(n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := amqpChannel(t, n)
 	for i := range queues {
 		if _, err := ch.QueueDeclare(fmt.Sprintf("q-%04d", i), false, false, false, false, nil); err != nil {
 			t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wharf-mq/wharf/internal/node"
 	"github.com/wharf-mq/wharf/internal/nodetest"
 )
 
@@ -29,11 +30,7 @@ func TestScrapeFollowsObjectsBetweenScrapes(t *testing.T) {
 	n := nodetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 	for topic, partitions := range map[string]int32{"alpha": 3, "beta": 2} {
 		if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
@@ -59,15 +56,7 @@ func TestScrapeFollowsObjectsBetweenScrapes(t *testing.T) {
 	if _, err := adm.CommitOffsets(ctx, "readers", commits); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := amqp.Dial(nodetest.AMQPURL(n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := amqpChannel(t, n)
 	const odd = "odd \"quoted\" \\ back\nslash"
 	for _, q := range []string{"plain", odd} {
 		if _, err := ch.QueueDeclare(q, false, false, false, false, nil); err != nil {
@@ -192,21 +181,8 @@ func TestConcurrentScrapesWhileObjectsChange(t *testing.T) {
 	n := nodetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	conn, err := amqp.Dial(nodetest.AMQPURL(n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := kadm.NewClient(kafkaClient(t, n))
+	ch := amqpChannel(t, n)
 
 	done := make(chan struct{})
 	var scrapers sync.WaitGroup
@@ -255,4 +231,30 @@ func TestConcurrentScrapesWhileObjectsChange(t *testing.T) {
 		{"kafka_topic_partitions", []string{"topic=churn-9"}, 4},
 		{"kafka_topic_partitions", []string{"topic=churn-8"}, -1},
 	})
+}
+
+// kafkaClient is a franz-go client of n, closed with the test.
+func kafkaClient(t *testing.T, n *node.Node, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.KafkaAddr())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// amqpChannel is a channel on a new connection to n, closed with the test.
+func amqpChannel(t *testing.T, n *node.Node) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(nodetest.AMQPURL(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }
