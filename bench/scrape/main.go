@@ -1,18 +1,23 @@
 // Command scrape measures what Prometheus scraping costs a loaded broker:
 // how long one scrape of /metrics (and /metrics/per-object) takes with
-// many partitions and queues, and how much scraping moves the latency of
-// acks=all produces, side by side with scraping off.
+// many partitions and queues, the CPU and heap allocation it costs, and
+// how much scraping moves the latency of acks=all produces, side by side
+// with scraping off.
 //
 //	go run ./bench/scrape [-partitions 10000] [-queues 10000] [-duration 10s] [-runs 3] [-scrape-every 1s]
 //
 // The broker runs in-process with its default durability, its data in a
-// temporary directory under -dir. Produce latency is measured open loop:
-// 1 KiB records at -rate per second to a topic of its own, each timed from
-// Produce to its acknowledgement. Runs alternate off and on, -runs each;
-// the report gives the median of each. See bench/README.md.
+// temporary directory under -dir. Scrapes ask for gzip, as Prometheus
+// does, and are not decompressed while measured. Produce latency is
+// measured open loop: 1 KiB records at -rate per second to a topic of its
+// own, each timed from Produce to its acknowledgement. Runs alternate off
+// and on, -runs each; the report gives each run's p99 and the median of
+// each quantile. See bench/README.md.
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
@@ -20,7 +25,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +47,8 @@ type options struct {
 	rate               int
 	scrapeEvery        time.Duration
 	dir                string
+	cpuProfile         string
+	mutexProfile       string
 }
 
 func main() {
@@ -45,10 +56,12 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 10000, "partitions to create (in topics of 1,000)")
 	flag.IntVar(&o.queues, "queues", 10000, "AMQP queues to declare")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each produce run")
-	flag.IntVar(&o.runs, "runs", 3, "produce runs with scraping off, and as many with it on")
+	flag.IntVar(&o.runs, "runs", 3, "produce runs with scraping off, and as many with it on (0: time the scrapes only)")
 	flag.IntVar(&o.rate, "rate", 2000, "records per second the producer sends")
 	flag.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "scrape interval while scraping is on (Prometheus's default is 15s)")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory for the broker's data")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measurements (after the objects are created) to this file")
+	flag.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the measurements to this file")
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "scrape:", err)
@@ -77,40 +90,81 @@ func run(o options, out io.Writer) error {
 	if err := populate(ctx, o, n, kadm.NewClient(cl)); err != nil {
 		return err
 	}
-	metrics := "http://" + n.HTTPAddr() + "/metrics"
-	fmt.Fprintf(out, "%d partitions, %d queues\n\n| scrape | median | slowest | size |\n|---|---:|---:|---:|\n", o.partitions, o.queues)
-	for _, url := range []string{metrics, metrics + "/per-object"} {
-		took, size, err := timeScrapes(url, 5)
+	stopProfiles, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
+	base := "http://" + n.HTTPAddr()
+	fmt.Fprintf(out, "%d partitions, %d queues; GOMAXPROCS %d, load average %s\n\n", o.partitions, o.queues, runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Fprintf(out, "Five scrapes of each page, broker otherwise idle (CPU and allocation: the whole process's, per scrape)\n\n")
+	fmt.Fprintf(out, "| scrape | median | slowest | CPU | allocated | size (gzip) | size |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, path := range []string{"/metrics", "/metrics/per-object"} {
+		c, err := measureScrapes(base+path, 5)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "| %s | %v | %v | %.1f MB |\n", url[len("http://"+n.HTTPAddr()):], took[len(took)/2].Round(time.Millisecond),
-			took[len(took)-1].Round(time.Millisecond), float64(size)/1e6)
+		fmt.Fprintf(out, "| %s | %v | %v | %v | %.1f MB | %.2f MB | %.1f MB |\n", path, c.wall[len(c.wall)/2].Round(time.Millisecond),
+			c.wall[len(c.wall)-1].Round(time.Millisecond), c.cpu[len(c.cpu)/2].Round(time.Millisecond),
+			float64(c.allocated[len(c.allocated)/2])/1e6, float64(c.wireSize)/1e6, float64(c.textSize)/1e6)
 	}
-	var off, on []latencies
+	var off, on []produceResult
 	for range o.runs {
-		l, err := produceRun(ctx, cl, o, "")
+		r, err := produceRun(ctx, cl, o, "")
 		if err != nil {
 			return err
 		}
-		off = append(off, l)
-		if l, err = produceRun(ctx, cl, o, metrics); err != nil {
+		off = append(off, r)
+		if r, err = produceRun(ctx, cl, o, base+"/metrics"); err != nil {
 			return err
 		}
-		on = append(on, l)
+		on = append(on, r)
 	}
-	p := func(runs []latencies, q float64) time.Duration {
+	if o.runs > 0 {
+		reportProduce(out, o, off, on)
+	}
+	return nil
+}
+
+// reportProduce prints each run's p99 (so the noise shows) and the median
+// over runs of each quantile, with scraping off and on.
+func reportProduce(out io.Writer, o options, off, on []produceResult) {
+	fmt.Fprintf(out, "\nacks=all produce, 1 KiB at %d/s, %d runs of %v each way, alternating; scraping /metrics every %v (first at the start of the run)\n\n",
+		o.rate, o.runs, o.duration, o.scrapeEvery)
+	fmt.Fprintf(out, "| run | p99 off | p99 on | scrapes | scrape median |\n|---:|---:|---:|---:|---:|\n")
+	for i := range off {
+		fmt.Fprintf(out, "| %d | %v | %v | %d | %v |\n", i+1, round(off[i].latencies.quantile(.99)), round(on[i].latencies.quantile(.99)),
+			len(on[i].scrapes), round(on[i].scrapes.quantile(.5)))
+	}
+	median := func(runs []produceResult, q float64) time.Duration {
 		v := make([]time.Duration, len(runs))
 		for i, r := range runs {
-			v[i] = r.quantile(q)
+			v[i] = r.latencies.quantile(q)
 		}
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	fmt.Fprintf(out, "\nacks=all produce, 1 KiB at %d/s, median of %d runs of %v\n\n| scraping | p50 | p99 |\n|---|---:|---:|\n", o.rate, o.runs, o.duration)
-	fmt.Fprintf(out, "| off | %v | %v |\n| every %v | %v | %v |\n", p(off, .5), p(off, .99), o.scrapeEvery, p(on, .5), p(on, .99))
-	fmt.Fprintf(out, "\np99 with scraping / without: %.2f (target ≤ 1.10)\n", float64(p(on, .99))/float64(p(off, .99)))
-	return nil
+	fmt.Fprintf(out, "\nMedian over runs\n\n| scraping | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|\n")
+	for _, m := range []struct {
+		name string
+		runs []produceResult
+	}{{"off", off}, {fmt.Sprintf("every %v", o.scrapeEvery), on}} {
+		fmt.Fprintf(out, "| %s | %v | %v | %v | %v |\n", m.name, round(median(m.runs, .5)), round(median(m.runs, .99)),
+			round(median(m.runs, .999)), round(median(m.runs, 1)))
+	}
+	fmt.Fprintf(out, "\np99 with scraping / without: %.2f (target ≤ 1.10)\n", float64(median(on, .99))/float64(median(off, .99)))
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+
+// loadAverage is the machine's one-minute load average, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	load, _, _ := strings.Cut(string(b), " ")
+	return load
 }
 
 // populate creates the partitions (topics of 1,000), the latency topic and
@@ -142,47 +196,91 @@ func populate(ctx context.Context, o options, n *node.Node, adm *kadm.Client) er
 	return nil
 }
 
-// timeScrapes scrapes url count times, and returns the durations, sorted,
-// and the size of the last answer.
-func timeScrapes(url string, count int) ([]time.Duration, int64, error) {
-	var took []time.Duration
-	var size int64
-	for range count {
-		start := time.Now()
-		n, err := scrapeOnce(url)
-		if err != nil {
-			return nil, 0, err
-		}
-		took, size = append(took, time.Since(start)), n
-	}
-	slices.Sort(took)
-	return took, size, nil
+// scrapeCosts are what count scrapes of one page cost, each sorted, and
+// the size of the last answer, gzipped as sent and as text.
+type scrapeCosts struct {
+	wall, cpu          []time.Duration
+	allocated          []uint64
+	wireSize, textSize int
 }
 
-func scrapeOnce(url string) (int64, error) {
-	resp, err := http.Get(url)
+// measureScrapes scrapes url count times, one after the other.
+func measureScrapes(url string, count int) (scrapeCosts, error) {
+	var c scrapeCosts
+	var body []byte
+	for range count {
+		cpu, allocated, start := processCPU(), heapAllocated(), time.Now()
+		b, err := scrapeOnce(url)
+		if err != nil {
+			return c, err
+		}
+		c.wall = append(c.wall, time.Since(start))
+		c.cpu = append(c.cpu, processCPU()-cpu)
+		c.allocated = append(c.allocated, heapAllocated()-allocated)
+		body = b
+	}
+	slices.Sort(c.wall)
+	slices.Sort(c.cpu)
+	slices.Sort(c.allocated)
+	c.wireSize = len(body)
+	zr, err := gzip.NewReader(bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return c, fmt.Errorf("%s: %w", url, err)
+	}
+	text, err := io.ReadAll(zr)
+	c.textSize = len(text)
+	return c, err
+}
+
+// heapAllocated is the bytes the process has allocated on the heap.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// scrapeOnce gets url as Prometheus does, asking for gzip, and returns
+// the body as sent. (Asking explicitly keeps Go's client from
+// decompressing it in this process, which the broker shares.)
+func scrapeOnce(url string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return io.Copy(io.Discard, resp.Body)
+	return io.ReadAll(resp.Body)
 }
 
 type latencies []time.Duration
 
 func (l latencies) quantile(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
 	s := slices.Clone(l)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
+// produceResult is one produce run: each record's latency, and how long
+// each scrape during it took.
+type produceResult struct {
+	latencies, scrapes latencies
+}
+
 // produceRun sends o.rate records per second for o.duration and times each
-// from Produce to its acknowledgement, scraping scrapeURL every
-// o.scrapeEvery meanwhile if it is set.
-func produceRun(ctx context.Context, cl *kgo.Client, o options, scrapeURL string) (latencies, error) {
+// from Produce to its acknowledgement, scraping scrapeURL meanwhile if it
+// is set: at the start, then every o.scrapeEvery.
+func produceRun(ctx context.Context, cl *kgo.Client, o options, scrapeURL string) (produceResult, error) {
+	var res produceResult
 	stop := make(chan struct{})
 	var scraping sync.WaitGroup
 	if scrapeURL != "" {
@@ -190,17 +288,19 @@ func produceRun(ctx context.Context, cl *kgo.Client, o options, scrapeURL string
 			tick := time.NewTicker(o.scrapeEvery)
 			defer tick.Stop()
 			for {
+				start := time.Now()
+				if _, err := scrapeOnce(scrapeURL); err == nil {
+					res.scrapes = append(res.scrapes, time.Since(start))
+				}
 				select {
 				case <-stop:
 					return
 				case <-tick.C:
-					scrapeOnce(scrapeURL)
 				}
 			}
 		})
 	}
 	var mu sync.Mutex
-	var lat latencies
 	var firstErr error
 	var acked sync.WaitGroup
 	value := make([]byte, 1024)
@@ -218,7 +318,7 @@ func produceRun(ctx context.Context, cl *kgo.Client, o options, scrapeURL string
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
-				lat = append(lat, time.Since(sent))
+				res.latencies = append(res.latencies, time.Since(sent))
 			})
 		}
 	}
@@ -226,5 +326,44 @@ func produceRun(ctx context.Context, cl *kgo.Client, o options, scrapeURL string
 	acked.Wait()
 	close(stop)
 	scraping.Wait()
-	return lat, firstErr
+	return res, firstErr
+}
+
+// startProfiles starts the profiles the options ask for; the function it
+// returns stops them and writes them out.
+func startProfiles(o options) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return stop, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return stop, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if o.mutexProfile != "" {
+		runtime.SetMutexProfileFraction(1)
+		stops = append(stops, func() { writeProfile("mutex", o.mutexProfile) })
+	}
+	return stop, nil
+}
+
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scrape:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "scrape:", err)
+	}
 }

@@ -10,8 +10,12 @@
 // histograms' buckets; everything else is read from the broker, the group
 // coordinator and the queues when Prometheus scrapes, so a broker that is
 // not scraped pays nothing for them, however many partitions and queues
-// it has. /metrics sums queue metrics over the node, as rabbitmq_prometheus
-// does by default; /metrics/per-object labels them per queue.
+// it has. A scrape reads each object under the object's own short locks,
+// holds no broker-wide lock across the scrape, and writes the families
+// with one sample per object directly in the text format, on the
+// scraping goroutine alone (page.go says why). /metrics sums queue
+// metrics over the node, as rabbitmq_prometheus does by default;
+// /metrics/per-object labels them per queue.
 package metrics
 
 import (
@@ -22,7 +26,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/amqp"
@@ -59,11 +62,11 @@ type Sources struct {
 // 10 s.
 var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Metrics is one node's metrics: two registries (node-wide sums and per
-// object) over the same collectors, and the latency histograms the front
+// Metrics is one node's metrics: two pages (node-wide sums and per
+// object) over the same registry, and the latency histograms the front
 // ends feed.
 type Metrics struct {
-	aggregated, perObject *prometheus.Registry
+	aggregated, perObject *page
 
 	kafkaLatency *prometheus.HistogramVec
 	// kafkaByKey caches kafkaLatency's child per API key, so observing
@@ -76,8 +79,6 @@ type Metrics struct {
 // New builds the metrics of a node.
 func New(src Sources) *Metrics {
 	m := &Metrics{
-		aggregated: prometheus.NewRegistry(),
-		perObject:  prometheus.NewRegistry(),
 		kafkaLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wharf_kafka_request_duration_seconds",
 			Help:    "Time from a Kafka request's arrival to its response being written, per API (Kafka's request TotalTimeMs).",
@@ -89,32 +90,20 @@ func New(src Sources) *Metrics {
 			Buckets: latencyBuckets,
 		}, []string{"method"}),
 	}
-	shared := []prometheus.Collector{
-		m.kafkaLatency, m.amqpLatency, storageMetrics(),
-		&kafkaCollector{broker: src.Broker, groups: src.Groups},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	}
-	for _, c := range shared {
-		m.aggregated.MustRegister(c)
-		m.perObject.MustRegister(c)
-	}
-	m.aggregated.MustRegister(newRabbitCollector(src, false))
-	m.perObject.MustRegister(newRabbitCollector(src, true))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.kafkaLatency, m.amqpLatency, storageMetrics(), newRabbitCollector(src),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.aggregated = &page{registry: reg, src: src}
+	m.perObject = &page{registry: reg, src: src, perObject: true}
 	return m
 }
 
 // Handler serves /metrics: queue metrics summed over the node.
-func (m *Metrics) Handler() http.Handler { return handler(m.aggregated) }
+func (m *Metrics) Handler() http.Handler { return m.aggregated }
 
 // PerObjectHandler serves /metrics/per-object: queue metrics per queue,
 // labelled vhost and queue, as rabbitmq_prometheus's.
-func (m *Metrics) PerObjectHandler() http.Handler { return handler(m.perObject) }
-
-func handler(reg *prometheus.Registry) http.Handler {
-	// A collector that fails leaves its metrics out; the rest is served.
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
+func (m *Metrics) PerObjectHandler() http.Handler { return m.perObject }
 
 // ObserveKafkaRequest records one answered Kafka request (a
 // kafka.RequestObserver).

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,20 +22,28 @@ import (
 // scrape reads one metrics page and parses it as Prometheus does.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
+	families, err := fetchFamilies(url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+func fetchFamilies(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("%s does not parse: %v", url, err)
+		return nil, fmt.Errorf("%s does not parse: %v", url, err)
 	}
-	return families
+	return families, nil
 }
 
 // value is the sample of family whose labels include labels ("k=v"

@@ -13,7 +13,6 @@ var (
 	rabbitConns    = prometheus.NewDesc("rabbitmq_connections", "Connections currently open", nil, nil)
 	rabbitChannels = prometheus.NewDesc("rabbitmq_channels", "Channels currently open", nil, nil)
 	rabbitConsumer = prometheus.NewDesc("rabbitmq_consumers", "Consumers currently connected", nil, nil)
-	rabbitQueues   = prometheus.NewDesc("rabbitmq_queues", "Queues available", nil, nil)
 
 	rabbitDiskFree  = prometheus.NewDesc("rabbitmq_disk_space_available_bytes", "Disk space available in bytes", nil, nil)
 	rabbitDiskLimit = prometheus.NewDesc("rabbitmq_disk_space_available_limit_bytes", "Free disk space low watermark in bytes", nil, nil)
@@ -36,34 +35,15 @@ var globalCounters = map[string]*prometheus.Desc{
 	"return_unroutable": prometheus.NewDesc("rabbitmq_global_messages_unroutable_returned_total", "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable", nil, nil),
 }
 
-// queueMetrics are the per-queue gauges, summed over the node on
-// /metrics and labelled per queue on /metrics/per-object.
-type queueMetrics struct {
-	ready, unacked, messages, consumers *prometheus.Desc
-}
-
-func newQueueMetrics(labels []string) queueMetrics {
-	return queueMetrics{
-		ready:     prometheus.NewDesc("rabbitmq_queue_messages_ready", "Messages ready to be delivered to consumers", labels, nil),
-		unacked:   prometheus.NewDesc("rabbitmq_queue_messages_unacked", "Messages delivered to consumers but not yet acknowledged", labels, nil),
-		messages:  prometheus.NewDesc("rabbitmq_queue_messages", "Sum of ready and unacknowledged messages - total queue depth", labels, nil),
-		consumers: prometheus.NewDesc("rabbitmq_queue_consumers", "Consumers on a queue", labels, nil),
-	}
-}
-
-// rabbitCollector reads the AMQP side at scrape time.
+// rabbitCollector reads the AMQP side at scrape time, but for the
+// queues (queues.go).
 type rabbitCollector struct {
-	src       Sources
-	perObject bool
-	queue     queueMetrics
-	identity  *prometheus.Desc
+	src      Sources
+	identity *prometheus.Desc
 }
 
-func newRabbitCollector(src Sources, perObject bool) *rabbitCollector {
-	c := &rabbitCollector{src: src, perObject: perObject, queue: newQueueMetrics(nil)}
-	if perObject {
-		c.queue = newQueueMetrics([]string{"vhost", "queue"})
-	}
+func newRabbitCollector(src Sources) *rabbitCollector {
+	c := &rabbitCollector{src: src}
 	c.identity = prometheus.NewDesc("rabbitmq_identity_info", "RabbitMQ node & cluster identity info", nil, prometheus.Labels{
 		"rabbitmq_node": src.NodeName, "rabbitmq_cluster": src.ClusterName, "rabbitmq_cluster_permanent_id": src.Broker.ClusterID(),
 	})
@@ -71,9 +51,8 @@ func newRabbitCollector(src Sources, perObject bool) *rabbitCollector {
 }
 
 func (c *rabbitCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.identity, rabbitBuild, rabbitConns, rabbitChannels, rabbitConsumer, rabbitQueues,
-		rabbitDiskFree, rabbitDiskLimit, rabbitMemLimit, alarmMemory, alarmDisk, alarmFDs,
-		c.queue.ready, c.queue.unacked, c.queue.messages, c.queue.consumers} {
+	for _, d := range []*prometheus.Desc{c.identity, rabbitBuild, rabbitConns, rabbitChannels, rabbitConsumer,
+		rabbitDiskFree, rabbitDiskLimit, rabbitMemLimit, alarmMemory, alarmDisk, alarmFDs} {
 		ch <- d
 	}
 	for _, d := range globalCounters {
@@ -84,7 +63,6 @@ func (c *rabbitCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *rabbitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, c.identity, 1)
 	gauge(ch, rabbitBuild, 1, c.src.Version, "Wharf")
-	c.collectQueues(ch)
 	var conns []amqp.ConnectionInfo
 	var res amqp.Resources
 	if c.src.AMQP != nil {
@@ -113,37 +91,6 @@ func (c *rabbitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, alarmMemory, boolValue(res.MemoryAlarm))
 	gauge(ch, alarmDisk, boolValue(res.DiskAlarm))
 	gauge(ch, alarmFDs, 0) // running out of descriptors backs the listeners off instead (netserve)
-}
-
-// collectQueues reports every queue's depth, summed or per queue.
-func (c *rabbitCollector) collectQueues(ch chan<- prometheus.Metric) {
-	var ready, unacked, consumers, queues int
-	for _, name := range c.src.Queues.VHosts() {
-		v, err := c.src.Queues.VHost(name)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		for _, q := range v.QueueDetails() {
-			queues++
-			if c.perObject {
-				gauge(ch, c.queue.ready, float64(q.MessagesReady), name, q.Name)
-				gauge(ch, c.queue.unacked, float64(q.MessagesUnacknowledged), name, q.Name)
-				gauge(ch, c.queue.messages, float64(q.Messages), name, q.Name)
-				gauge(ch, c.queue.consumers, float64(q.Consumers), name, q.Name)
-				continue
-			}
-			ready += q.MessagesReady
-			unacked += q.MessagesUnacknowledged
-			consumers += q.Consumers
-		}
-	}
-	gauge(ch, rabbitQueues, float64(queues))
-	if !c.perObject {
-		gauge(ch, c.queue.ready, float64(ready))
-		gauge(ch, c.queue.unacked, float64(unacked))
-		gauge(ch, c.queue.messages, float64(ready+unacked))
-		gauge(ch, c.queue.consumers, float64(consumers))
-	}
 }
 
 func boolValue(b bool) float64 {
