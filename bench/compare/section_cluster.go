@@ -55,7 +55,9 @@ func (s *suite) clusterSection(ctx context.Context) error {
 
 	spec := produceSpec{acksAll: true, recordSize: 1024, partitions: 3, producers: 1}
 	rf3.run = func(ctx context.Context) (figures, error) { return s.runKafkaProduce(ctx, c.seed(), spec, nil) }
-	rf1.run = func(ctx context.Context) (figures, error) { return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, nil) }
+	rf1.run = func(ctx context.Context) (figures, error) {
+		return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, nil)
+	}
 	err = s.compare(ctx, comparison{
 		workload: "Cluster: " + spec.String() + ", RF3 vs RF1",
 		metrics:  []metric{{key: "rate", label: "throughput", unit: msgsPerSec, target: 0.5}},

@@ -15,11 +15,9 @@
 //     every committed transaction and no aborted one.
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
-//
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.
-//
 //   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
 //     msg/s of a quorum queue on three nodes and of a classic queue, with
 //     confirms and manual acks.
