@@ -71,7 +71,7 @@ func (s *suite) withTopic(ctx context.Context, addr string, partitions int32, fn
 		defer cancel()
 		_, _ = adm.DeleteTopics(dctx, topic)
 	}()
-	if _, err := waitSettled(ctx, adm, 0, topic); err != nil {
+	if _, err := waitSettled(ctx, adm, -1, topic); err != nil { // -1: any leader (kfake's broker is node 0)
 		return nil, fmt.Errorf("topic %s never settled: %w", topic, err)
 	}
 	return fn(topic)
