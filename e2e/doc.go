@@ -24,11 +24,13 @@
 // docker-compose broker (about four minutes; -e2e.kafkago-run narrows it,
 // -e2e.kafkago-version sets the KAFKA_VERSION it is told, 3.7.0 by
 // default); it needs localhost:9092 and :9093 free and logs the pass and
-// fail counts and each failure. On 2026-12-01: 844 passed, 3 failed, 4
-// skipped (counts include parent tests): TestReaderConsumerGroup with two
-// of its subtests. consumer_group_commits_on_close calls a nil function in
-// kafka-go's own helper and panics; consumer_group_rebalance timed out
-// waiting for the second reader in two of three runs (being looked into).
+// fail counts and each failure. On 2026-12-02 (node with kafka-go's
+// docker-image settings, group.initial.rebalance.delay.ms=0): 912 passed,
+// 2 failed, 6 skipped (counts include parent tests): TestReaderConsumerGroup
+// and its consumer_group_rebalance subtest (timed out waiting for the second
+// reader; still to explain). Not run: the three subtests that read offsets
+// through kafka-go's getOffsets helper, which calls a nil function and
+// panics against any broker, ending kafka-go's whole test binary.
 //
 // The package has no non-test code beyond this comment.
 package e2e
