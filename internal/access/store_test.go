@@ -1,49 +1,13 @@
 package access
 
 import (
-	"bytes"
 	"errors"
-	"maps"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
-
-// memKV is a KV in memory.
-type memKV struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func newMemKV() *memKV { return &memKV{data: map[string][]byte{}} }
-
-func (m *memKV) Put(key string, value []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.data[key] = bytes.Clone(value)
-	return nil
-}
-
-func (m *memKV) Delete(key string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.data, key)
-	return nil
-}
-
-func (m *memKV) Load(fn func(string, []byte) error) error {
-	m.mu.Lock()
-	snapshot := maps.Clone(m.data)
-	m.mu.Unlock()
-	for k, v := range snapshot {
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 func mustOpen(t *testing.T, kv KV) *Store {
 	t.Helper()
@@ -74,7 +38,7 @@ func refusal(t *testing.T, err error) string {
 // TestResourceChecksAsRabbitMQ: unanchored expressions, "" grants
 // nothing, the default exchange is "amq.default", RabbitMQ's texts.
 func TestResourceChecksAsRabbitMQ(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	mustSet(t, s, Permission{User: "u", VHost: "/", Configure: "^app\\.", Write: "", Read: "orders"})
 	p := s.Principal("u", "/")
 	for _, ok := range []struct {
@@ -109,7 +73,7 @@ func TestResourceChecksAsRabbitMQ(t *testing.T) {
 // TestPassiveDeclareNeedsAnyPermission: passive declares need any one of
 // the three (rabbitmq-server#16085), and name configure when refused.
 func TestPassiveDeclareNeedsAnyPermission(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	mustSet(t, s, Permission{User: "reader", VHost: "/", Read: "^q$"})
 	p := s.Principal("reader", "/")
 	if err := p.DeclareQueue("q", true, nil, nil); err != nil {
@@ -127,7 +91,7 @@ func TestPassiveDeclareNeedsAnyPermission(t *testing.T) {
 // exchange needs read on itself and write on that exchange; an existing
 // one is not asked again.
 func TestDeadLetterExchangeOfANewQueue(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	mustSet(t, s, Permission{User: "u", VHost: "/", Configure: ".*", Write: "^mine$", Read: ".*"})
 	p := s.Principal("u", "/")
 	args := amqpwire.Table{"x-dead-letter-exchange": "theirs"}
@@ -150,7 +114,7 @@ func TestDeadLetterExchangeOfANewQueue(t *testing.T) {
 // binding from one topic exchange, with {username} and {vhost}; other
 // exchanges and other kinds of exchange are not narrowed.
 func TestTopicPermissions(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	mustSet(t, s, Permission{User: "u.1", VHost: "v", Configure: ".*", Write: ".*", Read: ".*"})
 	if err := s.SetTopicPermission(TopicPermission{User: "u.1", VHost: "v", Exchange: "amq.topic",
 		Write: "^{username}\\.", Read: "^{vhost}\\.public\\."}); err != nil {
@@ -187,7 +151,7 @@ func TestTopicPermissions(t *testing.T) {
 // permission changes, so a connection's next operation is checked
 // against the new permissions.
 func TestPrincipalSeesChanges(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	mustSet(t, s, Permission{User: "u", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"})
 	p := s.Principal("u", "/")
 	if err := p.Check(Write, Exchange, "x"); err != nil {
@@ -212,7 +176,7 @@ func TestPrincipalSeesChanges(t *testing.T) {
 // ForgetUser and ForgetVHost remove what a deleted user or vhost had;
 // GrantOnce grants a bootstrap user once, ever.
 func TestStoreSurvivesReopenAndForgets(t *testing.T) {
-	kv := newMemKV()
+	kv := kvtest.New()
 	s := mustOpen(t, kv)
 	for _, v := range []string{"/", "a/b"} {
 		for _, u := range []string{"alice", "bob"} {
