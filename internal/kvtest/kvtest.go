@@ -1,6 +1,6 @@
 // Package kvtest is an in-memory stand-in for the metadata log's
 // definition store (broker.DefinitionStore), for the tests of the stores
-// kept in it (ACLs, client quotas, permissions).
+// kept in it (ACLs, client quotas, permissions, users).
 package kvtest
 
 import (

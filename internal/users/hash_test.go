@@ -5,13 +5,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
 
 // TestPasswordHashRoundTrip: a user's credentials go out as RFC 5803
 // text without the password, and come back as credentials that accept
 // the same password; other texts are refused.
 func TestPasswordHashRoundTrip(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	if err := s.Put("alice", "s3cret-pass", []string{TagManagement}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestPasswordHashRoundTrip(t *testing.T) {
 // TestPasswordlessUser: a user without credentials exists (for EXTERNAL)
 // but no password logs it in, and its hash is empty.
 func TestPasswordlessUser(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	if err := s.PutCredentials("cert-user", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func (l *countingLimiter) Failed(string)    { l.failed++ }
 func (l *countingLimiter) Succeeded(string) { l.succeeded++ }
 
 func TestLoginReportsToTheLimiter(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	if err := s.Put("bob", "pw", nil); err != nil {
 		t.Fatal(err)
 	}

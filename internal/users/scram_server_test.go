@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
 
 // runScram drives an exchange with franz-go's SCRAM client, as a Kafka
@@ -49,7 +51,7 @@ func runScram(t *testing.T, s *Store, m Mechanism, auth scram.Auth) error {
 }
 
 func TestScramExchangeWithAKafkaClient(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	if err := s.Put("alice", "pencil", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestScramExchangeWithAKafkaClient(t *testing.T) {
 // name that does not exist is as plausible, and as stable, as one for a
 // user that does.
 func TestScramUnknownUserLooksLikeAKnownOne(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	first := func(user string) string {
 		ex, _ := s.NewScramExchange(ScramSHA256)
 		answer, _, err := ex.Step([]byte("n,,n=" + user + ",r=abc"))
@@ -98,7 +100,7 @@ func TestScramUnknownUserLooksLikeAKnownOne(t *testing.T) {
 }
 
 func TestScramMalformedMessages(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	for _, msg := range []string{"", "n", "x,,n=a,r=b", "n,,r=b", "n,,n=a", "n,,n=a=zz,r=b", "n,b=x,n=a,r=b"} {
 		ex, _ := s.NewScramExchange(ScramSHA512)
 		if _, _, err := ex.Step([]byte(msg)); !errors.Is(err, ErrMalformed) {

@@ -5,45 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"maps"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/wharf-mq/wharf/internal/kvtest"
 )
-
-// memKV is a KV in memory that counts writes.
-type memKV struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func newMemKV() *memKV { return &memKV{data: map[string][]byte{}} }
-
-func (m *memKV) Put(key string, value []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.data[key] = bytes.Clone(value)
-	return nil
-}
-
-func (m *memKV) Delete(key string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.data, key)
-	return nil
-}
-
-func (m *memKV) Load(fn func(string, []byte) error) error {
-	m.mu.Lock()
-	snapshot := maps.Clone(m.data)
-	m.mu.Unlock()
-	for k, v := range snapshot {
-		if err := fn(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 func mustOpen(t *testing.T, kv KV) *Store {
 	t.Helper()
@@ -89,16 +55,17 @@ func TestCredentialProvesRFC7677Exchange(t *testing.T) {
 }
 
 func TestUsersSurviveReopenWithoutPasswords(t *testing.T) {
-	kv := newMemKV()
+	kv := kvtest.New()
 	s := mustOpen(t, kv)
 	if err := s.Put("alice", "s3cret-pass", []string{"management", " administrator", "management"}); err != nil {
 		t.Fatal(err)
 	}
-	for key, value := range kv.data {
+	kv.Load(func(key string, value []byte) error {
 		if bytes.Contains(value, []byte("s3cret-pass")) || strings.Contains(key, "s3cret") {
 			t.Fatalf("the password is stored in the clear under %q: %s", key, value)
 		}
-	}
+		return nil
+	})
 	s = mustOpen(t, kv)
 	u, ok := s.Authenticate("alice", "s3cret-pass")
 	if !ok {
@@ -121,7 +88,7 @@ func TestUsersSurviveReopenWithoutPasswords(t *testing.T) {
 // one mechanism at a time from a salted password, so the two mechanisms
 // may hold different passwords, and deleting one leaves the other.
 func TestKafkaStyleCredentialsPerMechanism(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	set := func(m Mechanism, password string) {
 		t.Helper()
 		salt := []byte("0123456789abcdef")
@@ -164,7 +131,7 @@ func TestKafkaStyleCredentialsPerMechanism(t *testing.T) {
 }
 
 func TestBootstrapCreatesGuestOnceAndTheAdministratorIfMissing(t *testing.T) {
-	kv := newMemKV()
+	kv := kvtest.New()
 	s := mustOpen(t, kv)
 	if err := Bootstrap(s, "root", "first-password"); err != nil {
 		t.Fatal(err)
@@ -197,7 +164,7 @@ func TestBootstrapCreatesGuestOnceAndTheAdministratorIfMissing(t *testing.T) {
 }
 
 func TestNamesEveryProtocolCanCarry(t *testing.T) {
-	s := mustOpen(t, newMemKV())
+	s := mustOpen(t, kvtest.New())
 	for _, name := range []string{"", "a\x00b", "q\xff"} {
 		if err := s.Put(name, "pw", nil); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("Put(%q): %v, want ErrInvalidName", name, err)
