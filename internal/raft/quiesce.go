@@ -80,7 +80,7 @@ func (h *Host) leaderTick(g *Group) bool {
 	bs := g.rn.BasicStatus()
 	matched, idle := h.survey(g, bs.GetCommit())
 	g.rep.Matched(matched)
-	if !idle || bs.LeadTransferee != 0 || bs.Applied != bs.GetCommit() || len(g.appends) > 0 || g.rn.HasReady() {
+	if !idle || !h.quorumUp(g) || bs.LeadTransferee != 0 || bs.Applied != bs.GetCommit() || len(g.appends) > 0 || g.rn.HasReady() {
 		g.idleTicks = 0
 		return false
 	}
@@ -109,6 +109,26 @@ func (h *Host) survey(g *Group, commit uint64) (matched uint64, synced bool) {
 		}
 	})
 	return matched, synced
+}
+
+// quorumUp reports whether the voters of g this node takes for up (itself
+// included) are a majority. A leader cut off with a minority must keep
+// ticking: only then does CheckQuorum step it down after an election
+// timeout. Quiesced, it would go on saying it leads for as long as the
+// partition lasts, and the followers in contact with it would believe it.
+// Caller holds g.mu.
+func (h *Host) quorumUp(g *Group) bool {
+	voters, up := 0, 0
+	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+		if pr.IsLearner {
+			return
+		}
+		voters++
+		if id == h.cfg.NodeID || h.PeerUp(id) {
+			up++
+		}
+	})
+	return up > voters/2
 }
 
 // followerQuiesce handles a leader's quiesce notice: g stops ticking if
