@@ -22,7 +22,8 @@
 //     msg/s of a quorum queue on three nodes and of a classic queue, with
 //     confirms and manual acks.
 //
-// The fault tests (*_fault_test.go) run franz-go, sarama and kafka-go
+// The fault tests (*_fault_test.go), behind -cluster.faults, run
+// franz-go, sarama and kafka-go
 // producers at once, acks=all, numbered streams into every partition, and
 // a checker that counts lost, duplicated (idempotent producers),
 // unexpected and reordered records per partition: all must be 0.
@@ -34,8 +35,13 @@
 //   - TestTwoOfFiveKilledFault: five nodes, two killed at once.
 //   - TestLeaderIsolatedFault (Linux, root): five nodes in network
 //     namespaces; the leader and one other node cut off from the other
-//     three. Without root it fails, saying so, unless -short.
+//     three. Without root it fails, saying so.
 //
-// -short skips them all (they start three to five processes);
-// -cluster.cycles N repeats each fault N times (1 by default).
+// They are left out of the normal suite: each runs three to five
+// processes under three clients for half a minute or more, which a
+// 2-core machine running the other packages beside them cannot time
+// reliably. A producer that does not stop within its delivery timeout
+// fails the test with every goroutine's stack rather than hang it.
+// -cluster.cycles N repeats each fault N times (1 by default); -short
+// skips every test here (they start three to five processes).
 package cluster

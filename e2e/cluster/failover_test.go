@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,17 +75,19 @@ func TestLeaderKillLosesNothing(t *testing.T) {
 	load.stop()
 
 	checkLog(ctx, t, seeds, topic, book)
-	checkStatus(ctx, t, killed)
+	checkStatus(ctx, t, killed, nodes)
 }
 
-// checkStatus runs `wharf cluster status` against nd until it shows three
-// nodes and no partition under-replicated (the restarted node caught up).
-func checkStatus(ctx context.Context, t *testing.T, nd *node) {
+// checkStatus runs `wharf cluster status` against nd until it shows every
+// node of nodes and no partition under-replicated (the restarted node
+// caught up).
+func checkStatus(ctx context.Context, t *testing.T, nd *node, nodes []*node) {
 	t.Helper()
 	for {
 		out, err := exec.CommandContext(ctx, nd.bin, "cluster", "status", "--bootstrap-server", nd.kafkaAddr).CombinedOutput()
 		text := string(out)
-		if err == nil && strings.Count(text, "127.0.0.1:") == 3 && strings.Contains(text, "controller") &&
+		listed := !slices.ContainsFunc(nodes, func(n *node) bool { return !strings.Contains(text, n.kafkaAddr) })
+		if err == nil && listed && strings.Contains(text, "controller") &&
 			strings.Contains(text, "0 under-replicated, 0 without a leader") && strings.Contains(text, "replicated  ") {
 			t.Logf("wharf cluster status:\n%s", text)
 			return

@@ -127,9 +127,7 @@ func startNetCluster(t *testing.T, cn *clusterNet) []*node {
 // stops claiming the partition. After the partition heals, nothing
 // acknowledged is lost.
 func TestLeaderIsolatedFault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs root for network namespaces, and starts five broker processes")
-	}
+	requireFaultRun(t)
 	ctx := faultContext(t)
 	cn := newClusterNet(t, 5)
 	ft := newFaultTest(ctx, t, startNetCluster(t, cn), "isolated", 3, 5)

@@ -29,9 +29,7 @@ func faultContext(t *testing.T) context.Context {
 // Produce request sent straight to the stopped leader (read once it
 // resumes, deposed) must be refused.
 func TestLeaderStoppedFault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three broker processes")
-	}
+	requireFaultRun(t)
 	ctx := faultContext(t)
 	ft := newFaultTest(ctx, t, startCluster(t, 3), "stopped", 3, 3)
 	direct := newDirectClient(t, ft.seeds())
@@ -82,9 +80,7 @@ func TestLeaderStoppedFault(t *testing.T) {
 // started again under load, the next one only once every partition has
 // all its replicas in sync again.
 func TestRollingRestartFault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three broker processes")
-	}
+	requireFaultRun(t)
 	ctx := faultContext(t)
 	ft := newFaultTest(ctx, t, startCluster(t, 3), "rolling", 3, 3)
 	ft.run(len(ft.nodes), func() {
@@ -103,9 +99,7 @@ func TestRollingRestartFault(t *testing.T) {
 // replicas, the leader drops the dead one from the in-sync replicas, and
 // the restarted follower catches up.
 func TestFollowerKilledFault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three broker processes")
-	}
+	requireFaultRun(t)
 	ctx := faultContext(t)
 	ft := newFaultTest(ctx, t, startCluster(t, 3), "follower", 3, 3)
 	ft.run(1, func() {
@@ -129,9 +123,7 @@ func TestFollowerKilledFault(t *testing.T) {
 // of five remain a majority of every group: the load goes on, and both
 // nodes catch up when restarted.
 func TestTwoOfFiveKilledFault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts five broker processes")
-	}
+	requireFaultRun(t)
 	ctx := faultContext(t)
 	ft := newFaultTest(ctx, t, startCluster(t, 5), "five", 3, 5)
 	ft.run(2, func() {

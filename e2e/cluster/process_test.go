@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -176,9 +177,15 @@ func (nd *node) logTail() string {
 	return string(b)
 }
 
+// freeAddr picks a port free now on an address of its own in 127.0.0.0/8.
+// A port picked free on 127.0.0.1 and closed before the node binds it may
+// be handed meanwhile to any socket of the machine there (an outgoing
+// connection's, whose source is 127.0.0.1); on a random address of the
+// loopback block, nothing else is likely to take it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ip := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
+	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ const (
 	// before it fails it: a cluster that never recovers fails the test
 	// instead of hanging it.
 	deliveryTimeout = 30 * time.Second
+	// stopTimeout bounds how long one producer may take to stop: its last
+	// records get deliveryTimeout to be answered, and some slack. A
+	// producer still stopping then fails the test with every goroutine's
+	// stack, instead of holding the package until go test's timeout.
+	stopTimeout = deliveryTimeout + 15*time.Second
 )
 
 // producer is one client writing its streams until stopped.
@@ -49,21 +55,40 @@ type producer interface {
 // partition of topic and returns a function stopping them all.
 func startProducers(ctx context.Context, t *testing.T, seeds []string, topic string, partitions int32, l *ledger) (stop func()) {
 	t.Helper()
-	ps := []producer{
-		startFranzProducer(ctx, t, seeds, topic, partitions, l),
-		startSaramaProducer(ctx, t, seeds, topic, partitions, l),
-		startKafkaGoProducer(ctx, t, seeds, topic, partitions, l),
+	ps := map[string]producer{
+		"franz-go": startFranzProducer(ctx, t, seeds, topic, partitions, l),
+		"sarama":   startSaramaProducer(ctx, t, seeds, topic, partitions, l),
+		"kafka-go": startKafkaGoProducer(ctx, t, seeds, topic, partitions, l),
 	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			for _, p := range ps {
-				p.stop()
+			for _, name := range []string{"franz-go", "sarama", "kafka-go"} {
+				stopWithin(t, name, ps[name], stopTimeout)
 			}
 		})
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// stopWithin stops p, or fails the test with every goroutine's stack if
+// that takes longer than limit; p's stop then goes on in the background
+// until the test binary exits.
+func stopWithin(t *testing.T, name string, p producer, limit time.Duration) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() {
+		p.stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(limit):
+		stacks := make([]byte, 4<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		t.Errorf("the %s producer did not stop within %v; every goroutine:\n%s", name, limit, stacks)
+	}
 }
 
 // loop runs one goroutine per partition until stopped.
