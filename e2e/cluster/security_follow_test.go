@@ -3,10 +3,12 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -70,16 +72,92 @@ func (c *securedCluster) kafkaClient(t *testing.T, i int, user, password string,
 	return cl
 }
 
-// admin is a kadm client of the administrator whose every connection
-// goes to node i+1, whichever broker franz-go means: it sends the admin
-// APIs to the controller, and the test says which node writes.
-func (c *securedCluster) admin(t *testing.T, i int) *kadm.Client {
-	addr := c.nodes[i].kafkaAddr
-	pinned := func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+// adminOn is the administrator's connection to node i+1: the admin
+// requests sent on it are answered, and written, there. (franz-go's kadm
+// sends them to the controller, whichever node that is.)
+func (c *securedCluster) adminOn(t *testing.T, i int) *kgo.Broker {
+	return c.kafkaClient(t, i, securityAdmin, securityAdminPassword).SeedBrokers()[0]
+}
+
+// adminRequest sends req on node i+1 as the administrator and returns
+// the response, failing the test on a transport error.
+func (c *securedCluster) adminRequest(ctx context.Context, t *testing.T, i int, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	resp, err := c.adminOn(t, i).Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s on node %d: %v", kmsg.NameForKey(req.Key()), i+1, err)
 	}
-	return kadm.NewClient(c.kafkaClient(t, i, securityAdmin, securityAdminPassword, kgo.Dialer(pinned)))
+	return resp
+}
+
+// upsertSCRAM sets user's SCRAM-SHA-512 password through node i+1, as
+// kadm.AlterUserSCRAMs salts it.
+func (c *securedCluster) upsertSCRAM(ctx context.Context, t *testing.T, i int, user, password string) {
+	t.Helper()
+	salt := make([]byte, 24)
+	rand.Read(salt)
+	salted, err := pbkdf2.Key(sha512.New, password, salt, 4096, sha512.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = user, 2, 4096, salt, salted // 2: SCRAM-SHA-512
+	req.Upsertions = append(req.Upsertions, up)
+	c.checkSCRAM(t, i, c.adminRequest(ctx, t, i, req))
+}
+
+// deleteSCRAM deletes user's SCRAM-SHA-512 credential through node i+1.
+func (c *securedCluster) deleteSCRAM(ctx context.Context, t *testing.T, i int, user string) {
+	t.Helper()
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	del.Name, del.Mechanism = user, 2
+	req.Deletions = append(req.Deletions, del)
+	c.checkSCRAM(t, i, c.adminRequest(ctx, t, i, req))
+}
+
+func (c *securedCluster) checkSCRAM(t *testing.T, i int, resp kmsg.Response) {
+	t.Helper()
+	for _, r := range resp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			t.Fatalf("AlterUserScramCredentials of %s on node %d: %v", r.User, i+1, err)
+		}
+	}
+}
+
+// createACL creates a literal ACL on topic for user from any host
+// through node i+1.
+func (c *securedCluster) createACL(ctx context.Context, t *testing.T, i int, topic, user string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) {
+	t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	cr := kmsg.NewCreateACLsRequestCreation()
+	cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = kmsg.ACLResourceTypeTopic, topic, kmsg.ACLResourcePatternTypeLiteral
+	cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:"+user, "*", op, perm
+	req.Creations = append(req.Creations, cr)
+	for _, r := range c.adminRequest(ctx, t, i, req).(*kmsg.CreateACLsResponse).Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			t.Fatalf("CreateAcls on node %d: %v", i+1, err)
+		}
+	}
+}
+
+// setQuota sets one of user's client quotas through node i+1.
+func (c *securedCluster) setQuota(ctx context.Context, t *testing.T, i int, user, key string, value float64) {
+	t.Helper()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	entry := kmsg.NewAlterClientQuotasRequestEntry()
+	entity := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	entity.Type, entity.Name = "user", &user
+	op := kmsg.NewAlterClientQuotasRequestEntryOp()
+	op.Key, op.Value = key, value
+	entry.Entity, entry.Ops = append(entry.Entity, entity), append(entry.Ops, op)
+	req.Entries = append(req.Entries, entry)
+	for _, r := range c.adminRequest(ctx, t, i, req).(*kmsg.AlterClientQuotasResponse).Entries {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			t.Fatalf("AlterClientQuotas on node %d: %v", i+1, err)
+		}
+	}
 }
 
 // login logs in to node i+1 as user over a new connection: nil, or the
@@ -139,31 +217,6 @@ func (c *securedCluster) refusedLogin(ctx context.Context, t *testing.T, i int, 
 	}
 }
 
-func upsertSCRAM(ctx context.Context, t *testing.T, adm *kadm.Client, user, password string) {
-	t.Helper()
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
-		{User: user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatalf("set %s's password: %v", user, err)
-	}
-}
-
-func createACLs(ctx context.Context, t *testing.T, adm *kadm.Client, b *kadm.ACLBuilder) {
-	t.Helper()
-	res, err := adm.CreateACLs(ctx, b)
-	if err == nil {
-		for _, r := range res {
-			err = errors.Join(err, r.Err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("create ACLs: %v", err)
-	}
-}
-
 // TestSecurityFollowsTheCluster (issues 13 and 15): users, ACLs, client
 // quotas, vhosts and permissions written through one node of three take
 // effect on the others while they run. A login right after the write
@@ -179,48 +232,46 @@ func TestSecurityFollowsTheCluster(t *testing.T) {
 	c := startSecuredCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	admins := []*kadm.Client{c.admin(t, 0), c.admin(t, 1), c.admin(t, 2)}
+	admin := kadm.NewClient(c.kafkaClient(t, 0, securityAdmin, securityAdminPassword))
 
 	t.Run("users", func(t *testing.T) {
-		upsertSCRAM(ctx, t, admins[0], "alice", "alice-pass-1")
+		c.upsertSCRAM(ctx, t, 0, "alice", "alice-pass-1")
 		c.mustLogIn(ctx, t, 1, "alice", "alice-pass-1")
 		c.mustLogIn(ctx, t, 2, "alice", "alice-pass-1")
 
-		upsertSCRAM(ctx, t, admins[1], "alice", "alice-pass-2")
+		c.upsertSCRAM(ctx, t, 1, "alice", "alice-pass-2")
 		eventually(ctx, t, "node 1 refuses alice's old password", c.refusedLogin(ctx, t, 0, "alice", "alice-pass-1"))
 		c.mustLogIn(ctx, t, 0, "alice", "alice-pass-2")
 		c.mustLogIn(ctx, t, 2, "alice", "alice-pass-2")
 
-		res, err := admins[2].AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "alice", Mechanism: kadm.ScramSha512}}, nil)
-		if err == nil {
-			err = res.Error()
-		}
-		if err != nil {
-			t.Fatalf("delete alice: %v", err)
-		}
+		c.deleteSCRAM(ctx, t, 2, "alice")
 		for i := range c.nodes {
 			eventually(ctx, t, fmt.Sprintf("node %d refuses the deleted alice", i+1), c.refusedLogin(ctx, t, i, "alice", "alice-pass-2"))
 		}
 	})
 
 	const topic = "secured"
-	createTopicN(ctx, t, admins[0], topic, 1)
+	createTopicN(ctx, t, admin, topic, 1)
 
 	t.Run("acls", func(t *testing.T) {
-		upsertSCRAM(ctx, t, admins[0], "bob", "bob-pass")
-		createACLs(ctx, t, admins[0], kadm.NewACLs().Topics(topic).Allow("User:bob").
-			Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
-		bob := c.kafkaClient(t, 0, "bob", "bob-pass")
+		c.upsertSCRAM(ctx, t, 0, "bob", "bob-pass")
+		c.createACL(ctx, t, 0, topic, "bob", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow)
+		md, err := admin.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topicID := md.Topics[topic].ID
+		bob := c.kafkaClient(t, 0, "bob", "bob-pass").SeedBrokers()[0]
 		fetchCode := func() int16 {
 			req := kmsg.NewPtrFetchRequest()
 			req.MaxWaitMillis, req.MaxBytes = 0, 1<<20
 			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic = topic
+			ft.Topic, ft.TopicID = topic, topicID
 			fp := kmsg.NewFetchRequestTopicPartition()
 			fp.PartitionMaxBytes = 1 << 20
 			ft.Partitions = append(ft.Partitions, fp)
 			req.Topics = append(req.Topics, ft)
-			resp, err := bob.SeedBrokers()[0].Request(ctx, req)
+			resp, err := bob.Request(ctx, req)
 			if err != nil {
 				t.Fatalf("bob's fetch on node 1: %v", err)
 			}
@@ -229,8 +280,7 @@ func TestSecurityFollowsTheCluster(t *testing.T) {
 		if code := fetchCode(); code != 0 && code != kerr.NotLeaderForPartition.Code {
 			t.Fatalf("bob's fetch on node 1 before the DENY: %v", kerr.ErrorForCode(code))
 		}
-		createACLs(ctx, t, admins[2], kadm.NewACLs().Topics(topic).Deny("User:bob").
-			Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+		c.createACL(ctx, t, 2, topic, "bob", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeDeny)
 		eventually(ctx, t, "node 1 refuses bob's fetch", func() error {
 			if code := fetchCode(); code != kerr.TopicAuthorizationFailed.Code {
 				return fmt.Errorf("fetch: %v", kerr.ErrorForCode(code))
@@ -240,24 +290,11 @@ func TestSecurityFollowsTheCluster(t *testing.T) {
 	})
 
 	t.Run("quotas", func(t *testing.T) {
-		upsertSCRAM(ctx, t, admins[0], "carl", "carl-pass")
-		createACLs(ctx, t, admins[0], kadm.NewACLs().Topics(topic).Allow("User:carl").
-			Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
-		leader := waitLeader(ctx, t, admins[0], topic, -1)
+		c.upsertSCRAM(ctx, t, 0, "carl", "carl-pass")
+		c.createACL(ctx, t, 0, topic, "carl", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeAllow)
+		leader := waitLeader(ctx, t, admin, topic, -1)
 		setter := int(leader) % 3 // a node that does not lead the partition (ids are 1..3)
-		user := "carl"
-		res, err := admins[setter].AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}},
-			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}},
-		}})
-		if err == nil {
-			for _, r := range res {
-				err = errors.Join(err, r.Err)
-			}
-		}
-		if err != nil {
-			t.Fatalf("set carl's quota on node %d: %v", setter+1, err)
-		}
+		c.setQuota(ctx, t, setter, "carl", "producer_byte_rate", 1024)
 		var throttledBy atomic.Int32
 		producer := c.kafkaClient(t, 0, "carl", "carl-pass", kgo.DefaultProduceTopic(topic),
 			kgo.WithHooks(throttleHook(func(node int32) { throttledBy.Store(node) })))
