@@ -25,7 +25,9 @@
 //     deleted is refused everywhere, a DENY made on node 3 refuses a
 //     fetch on node 1, a quota set on one node throttles on the
 //     partition's leader, and an AMQP user, vhost and permission made
-//     through node 1's management API work on node 2 at once.
+//     through node 1's management API work on node 2 at once; `wharf
+//     users`, `vhosts`, `permissions` and `acls` write through any node
+//     and list the same on every node.
 //   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
 //     msg/s of a quorum queue on three nodes and of a classic queue, with
 //     confirms and manual acks.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -344,6 +345,45 @@ func TestSecurityFollowsTheCluster(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("cli", func(t *testing.T) {
+		c.cli(t, 0, "users", "add", "dave", "dave-pass", "--tags", "management")
+		c.cli(t, 1, "vhosts", "add", "prod")
+		c.cli(t, 2, "permissions", "set", "dave", "^dave\\.", ".*", ".*", "--vhost", "prod")
+		c.cli(t, 2, "acls", "add", "--allow-principal", "User:dave", "--operation", "Read", "--topic", topic)
+		for i := range c.nodes {
+			for _, want := range []struct {
+				args []string
+				text string
+			}{
+				{[]string{"users", "list"}, "dave"},
+				{[]string{"permissions", "list", "--vhost", "prod"}, "^dave\\."},
+				{[]string{"acls", "list"}, "User:dave"},
+			} {
+				eventually(ctx, t, fmt.Sprintf("wharf %s on node %d shows %s", strings.Join(want.args, " "), i+1, want.text), func() error {
+					if out := c.cli(t, i, want.args...); !strings.Contains(out, want.text) {
+						return fmt.Errorf("no %q in:\n%s", want.text, out)
+					}
+					return nil
+				})
+			}
+		}
+	})
+}
+
+// cli runs a wharf client command against node i+1 as the administrator
+// (the Kafka commands on its SASL listener, the others on its management
+// API) and returns its output, failing the test if it fails.
+func (c *securedCluster) cli(t *testing.T, i int, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(c.nodes[i].bin, args...)
+	cmd.Env = append(withoutWharfEnv(), "WHARF_USER="+securityAdmin, "WHARF_PASSWORD="+securityAdminPassword,
+		"WHARF_BOOTSTRAP_SERVER="+c.nodes[i].kafkaAddr, "WHARF_HTTP_SERVER="+c.http[i])
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("wharf %s on node %d: %v\n%s", strings.Join(args, " "), i+1, err, out)
+	}
+	return string(out)
 }
 
 // throttleHook calls fn with the node of every throttled response.
