@@ -39,6 +39,9 @@ type change struct {
 func New() *Mem { return &Mem{data: map[string][]byte{}} }
 
 func (m *Mem) Put(key string, value []byte) error {
+	if value == nil {
+		value = []byte{} // nil is a deletion's, as in the definition store
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data[key] = bytes.Clone(value)
