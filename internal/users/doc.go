@@ -26,5 +26,9 @@
 // right after; a password changed or a user deleted through one node is
 // refused on another as soon as that node applies the change (one
 // replication round trip later: a Kafka broker applies SCRAM credentials
-// from the metadata log the same way).
+// from the metadata log the same way). A failed plain-password login
+// waits so whether the name exists or not; a SCRAM exchange for a name
+// this node does not know answers its first message a metadata round trip
+// later than for a known name, which a client can time (Kafka refuses an
+// unknown name at that message outright).
 package users
