@@ -3,7 +3,10 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestDefinitionFollowers: a follower first hears of the live keys under
@@ -64,3 +67,39 @@ func TestDefinitionFollowers(t *testing.T) {
 		t.Errorf("a follower whose replay failed was called %d times, want once (registered anyway?)", calls)
 	}
 }
+
+// TestBarrierRoundsStartAfterTheirCallers: whatever the interleaving,
+// every caller of a barrier is answered by a round whose write started
+// after the call began (else it would not see what was written before
+// the call), and concurrent callers share rounds.
+func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
+	var rounds barrierRounds
+	var started atomic.Int64
+	write := func() error {
+		n := started.Add(1)
+		time.Sleep(time.Millisecond) // a write takes a while: callers pile up
+		return roundErr(n)
+	}
+	const callers = 64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			before := started.Load()
+			var served roundErr
+			if !errors.As(rounds.await(write), &served) {
+				t.Error("a caller got no round's answer")
+				return
+			}
+			if int64(served) <= before {
+				t.Errorf("a caller that came after round %d started was answered by round %d", before, served)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d callers, %d writes", callers, started.Load())
+}
+
+// roundErr is the answer of the n-th barrier write.
+type roundErr int64
+
+func (e roundErr) Error() string { return fmt.Sprint("round ", int64(e)) }
