@@ -18,6 +18,16 @@
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.
+//   - TestSecurityFollowsTheCluster: users, ACLs, client quotas, vhosts
+//     and permissions written through one node take effect on the others
+//     while they run (issues 13 and 15): a SCRAM user made on node 1
+//     logs in on nodes 2 and 3 at once, a password changed or a user
+//     deleted is refused everywhere, a DENY made on node 3 refuses a
+//     fetch on node 1, a quota set on one node throttles on the
+//     partition's leader, and an AMQP user, vhost and permission made
+//     through node 1's management API work on node 2 at once; `wharf
+//     users`, `vhosts`, `permissions` and `acls` write through any node
+//     and list the same on every node.
 //   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
 //     msg/s of a quorum queue on three nodes and of a classic queue, with
 //     confirms and manual acks.

@@ -63,6 +63,10 @@ type node struct {
 	// extraArgs go after the default flags of `wharf serve` (a later
 	// flag wins): the AMQP tests give the nodes AMQP listeners.
 	extraArgs []string
+	// kafkaProtocol, when set, serves kafkaAddr as the one listener of
+	// that security protocol (--kafka-listeners) instead of PLAINTEXT
+	// (--kafka-addr, which the two cannot be given together).
+	kafkaProtocol string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -110,9 +114,13 @@ func (nd *node) start() {
 		nd.t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(nd.bin, "serve",
-		"--data-dir", nd.dataDir,
-		"--kafka-addr", nd.kafkaAddr,
+	kafkaListener := []string{"--kafka-addr", nd.kafkaAddr}
+	if nd.kafkaProtocol != "" {
+		kafkaListener = []string{"--kafka-listeners", nd.kafkaProtocol + "://" + nd.kafkaAddr}
+	}
+	cmd := exec.Command(nd.bin, "serve", "--data-dir", nd.dataDir)
+	cmd.Args = append(cmd.Args, kafkaListener...)
+	cmd.Args = append(cmd.Args,
 		"--amqp-addr=", "--http-addr=", "--nats-addr=",
 		"--node-id", fmt.Sprint(nd.id),
 		"--cluster-addr", nd.clusterAddr,

@@ -29,5 +29,11 @@
 //
 // The store keeps its records in the node's definition store (keys
 // "access/..."), durable before a change returns, and serves checks from
-// memory. Changes apply to the next operation of every connection.
+// memory. Changes apply to the next operation of every connection. In a
+// cluster every node follows the metadata log: a change made through any
+// node applies on each as that node applies it, and a user's permission
+// in a vhost that a node does not know (connection.open, the management
+// API) is looked up again once the node caught up with the cluster, so a
+// permission given through one node opens the vhost on every other right
+// after.
 package access

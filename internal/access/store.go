@@ -15,11 +15,18 @@ import (
 
 // KV is the durable key-value store the permissions live in: the
 // metadata log's definition store. Put and Delete return once the change
-// is durable.
+// is durable and applied on this node.
 type KV interface {
 	Put(key string, value []byte) error
 	Delete(key string) error
-	Load(fn func(key string, value []byte) error) error
+	// Follow calls fn with every key under prefix, then with every
+	// change of one as this node applies it, in log order (value nil:
+	// deleted), whichever node made it; on the node that made it before
+	// Put or Delete returns.
+	Follow(prefix string, fn func(key string, value []byte) error) error
+	// Barrier returns once this node applied every change made before
+	// the call on any node of the cluster.
+	Barrier() error
 }
 
 // Definition store keys; names are path-escaped, so a '/' in a name is
@@ -84,57 +91,149 @@ type topicGrant struct {
 }
 
 // Store holds every permission. Its methods are safe for concurrent use.
+//
+// Its permissions are what this node applied of the metadata log: a
+// change made on another node arrives here as it is applied, one
+// replication round trip later. A lookup of a user's permission in a
+// vhost that misses (connection.open to a vhost, the management API)
+// first waits for the cluster (KV.Barrier) and looks again, so a
+// permission given on any node just before is found.
 type Store struct {
 	kv KV
 	// generation changes with every change of a permission, so checks a
-	// Principal remembers are dropped when they may no longer hold.
+	// Principal remembers are dropped when they may no longer hold, and a
+	// lookup that caught up knows whether to look again.
 	generation atomic.Uint64
 
-	mu           sync.RWMutex
+	writeMu      sync.Mutex   // serialises changes
+	mu           sync.RWMutex // guards what follows, changed only as the KV applies it
 	perms        map[userVHost]*grant
 	topics       map[userVHost]map[string]*topicGrant // by exchange
 	bootstrapped map[string]bool                      // users GrantOnce has seen
 }
 
-// Open loads every permission from kv.
+// Open loads every permission from kv and follows its changes.
 func Open(kv KV) (*Store, error) {
 	s := &Store{kv: kv, perms: map[userVHost]*grant{}, topics: map[userVHost]map[string]*topicGrant{},
 		bootstrapped: map[string]bool{}}
-	err := kv.Load(func(key string, value []byte) error {
-		switch {
-		case strings.HasPrefix(key, permissionKeys):
-			var p Permission
-			if err := json.Unmarshal(value, &p); err != nil {
-				return fmt.Errorf("access: record %q: %w", key, err)
-			}
-			g, err := compileGrant(p)
-			if err != nil {
-				return fmt.Errorf("access: record %q: %w", key, err)
-			}
-			s.perms[userVHost{p.User, p.VHost}] = g
-		case strings.HasPrefix(key, topicKeys):
-			var tp TopicPermission
-			if err := json.Unmarshal(value, &tp); err != nil {
-				return fmt.Errorf("access: record %q: %w", key, err)
-			}
-			g, err := compileTopicGrant(tp)
-			if err != nil {
-				return fmt.Errorf("access: record %q: %w", key, err)
-			}
-			s.putTopicLocked(g)
-		case strings.HasPrefix(key, bootstrapKeys):
-			user, err := url.PathUnescape(strings.TrimPrefix(key, bootstrapKeys))
-			if err != nil {
-				return fmt.Errorf("access: record %q: %w", key, err)
-			}
-			s.bootstrapped[user] = true
-		}
-		return nil
-	})
-	if err != nil {
+	if err := kv.Follow(keyPrefix, s.apply); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// apply makes a record the KV applied part of this node's permissions.
+func (s *Store) apply(key string, value []byte) error {
+	var change func()
+	var err error
+	switch {
+	case strings.HasPrefix(key, permissionKeys):
+		change, err = s.applyPermission(key, value)
+	case strings.HasPrefix(key, topicKeys):
+		change, err = s.applyTopicPermission(key, value)
+	case strings.HasPrefix(key, bootstrapKeys):
+		change, err = s.applyBootstrapped(key, value)
+	default:
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("access: record %q: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	change()
+	s.generation.Add(1)
+	return nil
+}
+
+// The apply functions read a record and return the change it makes,
+// for apply to make under s.mu.
+
+func (s *Store) applyPermission(key string, value []byte) (func(), error) {
+	names, err := keyNames(key, permissionKeys, 2)
+	if err != nil {
+		return nil, err
+	}
+	k := userVHost{vhost: names[0], user: names[1]}
+	if value == nil {
+		return func() { delete(s.perms, k) }, nil
+	}
+	var p Permission
+	if err := json.Unmarshal(value, &p); err != nil {
+		return nil, err
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		return nil, err
+	}
+	return func() { s.perms[k] = g }, nil
+}
+
+func (s *Store) applyTopicPermission(key string, value []byte) (func(), error) {
+	names, err := keyNames(key, topicKeys, 3)
+	if err != nil {
+		return nil, err
+	}
+	k, exchange := userVHost{vhost: names[0], user: names[1]}, names[2]
+	if value == nil {
+		return func() {
+			delete(s.topics[k], exchange)
+			if len(s.topics[k]) == 0 {
+				delete(s.topics, k)
+			}
+		}, nil
+	}
+	var tp TopicPermission
+	if err := json.Unmarshal(value, &tp); err != nil {
+		return nil, err
+	}
+	g, err := compileTopicGrant(tp)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if s.topics[k] == nil {
+			s.topics[k] = map[string]*topicGrant{}
+		}
+		s.topics[k][exchange] = g
+	}, nil
+}
+
+func (s *Store) applyBootstrapped(key string, value []byte) (func(), error) {
+	names, err := keyNames(key, bootstrapKeys, 1)
+	if err != nil {
+		return nil, err
+	}
+	user := names[0]
+	if value == nil {
+		return func() { delete(s.bootstrapped, user) }, nil
+	}
+	return func() { s.bootstrapped[user] = true }, nil
+}
+
+// keyNames returns the n path-escaped names a key holds after prefix.
+func keyNames(key, prefix string, n int) ([]string, error) {
+	parts := strings.Split(strings.TrimPrefix(key, prefix), "/")
+	if len(parts) != n {
+		return nil, fmt.Errorf("want %d names", n)
+	}
+	for i, p := range parts {
+		name, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = name
+	}
+	return parts, nil
+}
+
+// caughtUp waits for the cluster (see Store) and reports whether this
+// node applied a change meanwhile: only then can a lookup that missed
+// find something by looking again. Without a quorum it reports false,
+// and the lookup stands.
+func (s *Store) caughtUp() bool {
+	before := s.generation.Load()
+	return s.kv.Barrier() == nil && s.generation.Load() != before
 }
 
 // compile compiles one expression as RabbitMQ reads it: "" matches
@@ -189,22 +288,26 @@ func compileTopicGrant(tp TopicPermission) (*topicGrant, error) {
 // SetPermission creates or replaces a user's permission in a vhost. The
 // caller checks that both exist.
 func (s *Store) SetPermission(p Permission) error {
-	g, err := compileGrant(p)
-	if err != nil {
+	if _, err := compileGrant(p); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.kv.Put(permissionKey(p.VHost, p.User), mustJSON(p)); err != nil {
-		return err
-	}
-	s.perms[userVHost{p.User, p.VHost}] = g
-	s.generation.Add(1)
-	return nil
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.kv.Put(permissionKey(p.VHost, p.User), mustJSON(p))
 }
 
 // Permission returns a user's permission in a vhost.
 func (s *Store) Permission(user, vhost string) (Permission, bool) {
+	p, ok := s.localPermission(user, vhost)
+	if !ok && s.caughtUp() {
+		p, ok = s.localPermission(user, vhost)
+	}
+	return p, ok
+}
+
+// localPermission is Permission as this node applied it, without
+// waiting for the cluster.
+func (s *Store) localPermission(user, vhost string) (Permission, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	g := s.perms[userVHost{user, vhost}]
@@ -231,46 +334,23 @@ func (s *Store) Permissions() []Permission {
 // DeletePermission removes a user's permission in a vhost, and with it
 // the user's access to the vhost.
 func (s *Store) DeletePermission(user, vhost string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deletePermissionLocked(userVHost{user, vhost})
-}
-
-func (s *Store) deletePermissionLocked(k userVHost) error {
-	if s.perms[k] == nil {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, ok := s.Permission(user, vhost); !ok {
 		return ErrNotFound
 	}
-	if err := s.kv.Delete(permissionKey(k.vhost, k.user)); err != nil {
-		return err
-	}
-	delete(s.perms, k)
-	s.generation.Add(1)
-	return nil
+	return s.kv.Delete(permissionKey(vhost, user))
 }
 
 // SetTopicPermission creates or replaces a user's topic permission on
 // one exchange of a vhost (which need not exist yet, as in RabbitMQ).
 func (s *Store) SetTopicPermission(tp TopicPermission) error {
-	g, err := compileTopicGrant(tp)
-	if err != nil {
+	if _, err := compileTopicGrant(tp); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.kv.Put(topicKey(tp.VHost, tp.User, tp.Exchange), mustJSON(tp)); err != nil {
-		return err
-	}
-	s.putTopicLocked(g)
-	s.generation.Add(1)
-	return nil
-}
-
-func (s *Store) putTopicLocked(g *topicGrant) {
-	k := userVHost{g.User, g.VHost}
-	if s.topics[k] == nil {
-		s.topics[k] = map[string]*topicGrant{}
-	}
-	s.topics[k][g.Exchange] = g
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.kv.Put(topicKey(tp.VHost, tp.User, tp.Exchange), mustJSON(tp))
 }
 
 // TopicPermissions returns every topic permission, by user, vhost and
@@ -291,30 +371,30 @@ func (s *Store) TopicPermissions() []TopicPermission {
 }
 
 // DeleteTopicPermissions removes a user's topic permissions in a vhost:
-// the one on exchange, or all of them when exchange is "".
+// the one on exchange, or all of them when exchange is "". It first
+// waits for the cluster, so it finds those any node gave before.
 func (s *Store) DeleteTopicPermissions(user, vhost, exchange string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deleteTopicsLocked(userVHost{user, vhost}, exchange)
-}
-
-func (s *Store) deleteTopicsLocked(k userVHost, exchange string) error {
-	byExchange := s.topics[k]
-	if len(byExchange) == 0 || exchange != "" && byExchange[exchange] == nil {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.kv.Barrier(); err != nil {
+		return err
+	}
+	k := userVHost{user, vhost}
+	s.mu.RLock()
+	var names []string
+	for name := range s.topics[k] {
+		if exchange == "" || name == exchange {
+			names = append(names, name)
+		}
+	}
+	s.mu.RUnlock()
+	if len(names) == 0 {
 		return ErrNotFound
 	}
-	for name := range byExchange {
-		if exchange != "" && name != exchange {
-			continue
-		}
-		if err := s.kv.Delete(topicKey(k.vhost, k.user, name)); err != nil {
+	for _, name := range names {
+		if err := s.kv.Delete(topicKey(vhost, user, name)); err != nil {
 			return err
 		}
-		delete(byExchange, name)
-		s.generation.Add(1)
-	}
-	if len(byExchange) == 0 {
-		delete(s.topics, k)
 	}
 	return nil
 }
@@ -330,21 +410,32 @@ func (s *Store) ForgetVHost(vhost string) error {
 	return s.forget(func(k userVHost) bool { return k.vhost == vhost })
 }
 
+// forget deletes the permissions and topic permissions of every user and
+// vhost match selects, once caught up with the cluster.
 func (s *Store) forget(match func(userVHost) bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.kv.Barrier(); err != nil {
+		return err
+	}
+	var keys []string
+	s.mu.RLock()
 	for k := range s.perms {
 		if match(k) {
-			if err := s.deletePermissionLocked(k); err != nil {
-				return err
+			keys = append(keys, permissionKey(k.vhost, k.user))
+		}
+	}
+	for k, byExchange := range s.topics {
+		for exchange := range byExchange {
+			if match(k) {
+				keys = append(keys, topicKey(k.vhost, k.user, exchange))
 			}
 		}
 	}
-	for k := range s.topics {
-		if match(k) {
-			if err := s.deleteTopicsLocked(k, ""); err != nil {
-				return err
-			}
+	s.mu.RUnlock()
+	for _, key := range keys {
+		if err := s.kv.Delete(key); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -356,24 +447,25 @@ func (s *Store) forget(match func(userVHost) bool) error {
 // (guest, the --admin-user), so each gets its permission once and a
 // permission an operator later changes or clears stays as they left it.
 func (s *Store) GrantOnce(user, vhost string) error {
-	s.mu.RLock()
-	done := s.bootstrapped[user]
-	s.mu.RUnlock()
-	if done {
+	if s.wasBootstrapped(user) {
 		return nil
 	}
-	if _, has := s.Permission(user, vhost); !has {
+	// A miss of Permission caught up with the cluster: look again at
+	// whether another node gave the first permission.
+	if _, has := s.Permission(user, vhost); !has && !s.wasBootstrapped(user) {
 		if err := s.GrantAll(user, vhost); err != nil {
 			return err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.kv.Put(bootstrapKeys+url.PathEscape(user), []byte("{}")); err != nil {
-		return err
-	}
-	s.bootstrapped[user] = true
-	return nil
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.kv.Put(bootstrapKeys+url.PathEscape(user), []byte("{}"))
+}
+
+func (s *Store) wasBootstrapped(user string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.bootstrapped[user]
 }
 
 // GrantAll gives user every permission in vhost, as RabbitMQ gives the

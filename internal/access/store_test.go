@@ -223,3 +223,59 @@ func TestStoreSurvivesReopenAndForgets(t *testing.T) {
 		t.Fatal("GrantOnce granted a cleared permission again")
 	}
 }
+
+// TestStoresFollowEachOtherAsNodes: two stores over one metadata log (two
+// nodes of a cluster). A permission given on one opens the vhost on the
+// other at once (a lookup that misses waits for the cluster); changes
+// and deletions reach the other node's connections as it applies them;
+// a bootstrap user's permission cleared on one node is not given back by
+// another that had not applied the clearing.
+func TestStoresFollowEachOtherAsNodes(t *testing.T) {
+	log := kvtest.New()
+	node1, node2 := log.Node(), log.Node()
+	s1, s2 := mustOpen(t, node1), mustOpen(t, node2)
+
+	mustSet(t, s1, Permission{User: "carol", VHost: "billing", Configure: ".*", Write: ".*", Read: ".*"})
+	if !s2.HasVHostAccess("carol", "billing") {
+		t.Fatal("node 2 refuses the vhost node 1 just opened to carol")
+	}
+	p2 := s2.Principal("carol", "billing")
+	if err := p2.Check(Write, Exchange, "invoices"); err != nil {
+		t.Fatal(err)
+	}
+	mustSet(t, s1, Permission{User: "carol", VHost: "billing", Configure: ".*", Write: "^audit$", Read: ".*"})
+	if err := s1.SetTopicPermission(TopicPermission{User: "carol", VHost: "billing", Exchange: "amq.topic", Write: "^eu\\.", Read: ".*"}); err != nil {
+		t.Fatal(err)
+	}
+	node2.CatchUp() // as it applies the log
+	if err := p2.Check(Write, Exchange, "invoices"); err == nil {
+		t.Fatal("node 2's connection still writes where node 1 narrowed carol's permission")
+	}
+	if err := p2.Publish("amq.topic", func() []string { return []string{"us.x"} }, func() bool { return true }); err == nil {
+		t.Fatal("node 2 does not narrow carol's topic by node 1's topic permission")
+	}
+	if err := s2.DeleteTopicPermissions("carol", "billing", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.ForgetUser("carol"); err != nil {
+		t.Fatal(err)
+	}
+	node1.CatchUp()
+	if s1.HasVHostAccess("carol", "billing") || len(s1.TopicPermissions()) != 0 {
+		t.Fatal("node 1 keeps what node 2 deleted")
+	}
+
+	if err := s1.GrantOnce("guest", "/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.DeletePermission("guest", "/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.GrantOnce("guest", "/"); err != nil { // node 2 had applied neither
+		t.Fatal(err)
+	}
+	node1.CatchUp()
+	if s1.HasVHostAccess("guest", "/") {
+		t.Fatal("a lagging node gave guest back the permission cleared on another")
+	}
+}

@@ -19,6 +19,12 @@
 //     binding at all.
 //
 // The enum types are kmsg's, the numbers Kafka puts on the wire.
+//
+// In a cluster every node's Store follows the metadata log: a binding
+// made through any node applies on each as that node applies the log
+// (one replication round trip after the write returned, as a Kafka
+// broker applies the controller's ACL records), on the node that made it
+// before CreateAcls answers.
 package acl
 
 import (

@@ -221,3 +221,34 @@ func TestParseSuperUsers(t *testing.T) {
 		t.Fatal("a super user without a type was accepted")
 	}
 }
+
+// TestStoresFollowEachOtherAsNodes: two stores over one metadata log (two
+// nodes of a cluster). A DENY made on one node authorizes on the other
+// once that node applies it; a delete on a node that has not applied a
+// binding yet still finds it.
+func TestStoresFollowEachOtherAsNodes(t *testing.T) {
+	log := kvtest.New()
+	node1, node2 := log.Node(), log.Node()
+	s1, s2 := openStore(t, node1), openStore(t, node2)
+	authz1 := NewAuthorizer(s1, nil, false)
+
+	mustCreate(t, s1, bind(topic, "orders", literal, "User:bob", "*", read, allow))
+	if !authz1.Authorize("User:bob", "10.0.0.1", read, topic, "orders") {
+		t.Fatal("node 1 denies what it allowed itself")
+	}
+	mustCreate(t, s2, bind(topic, "orders", literal, "User:bob", "*", read, deny))
+	node1.CatchUp() // as it applies the log
+	if authz1.Authorize("User:bob", "10.0.0.1", read, topic, "orders") {
+		t.Fatal("node 1 allows what node 2 denied")
+	}
+
+	mustCreate(t, s1, bind(group, "billing", literal, "User:bob", "*", read, allow))
+	deleted, errs := s2.Delete([]Filter{{group, nil, kmsg.ACLResourcePatternTypeAny, nil, nil, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny}})
+	if errs[0] != nil || len(deleted[0]) != 1 {
+		t.Fatalf("node 2 deleting the group binding node 1 just made: %v %v", deleted, errs)
+	}
+	node1.CatchUp()
+	if authz1.Authorize("User:bob", "10.0.0.1", read, group, "billing") {
+		t.Fatal("node 1 still allows a binding node 2 deleted")
+	}
+}

@@ -14,25 +14,36 @@ import (
 
 // KV is the durable key-value store the bindings live in: the metadata
 // log's definition store. Put and Delete return once the change is
-// durable.
+// durable and applied on this node.
 type KV interface {
 	Put(key string, value []byte) error
 	Delete(key string) error
-	Load(fn func(key string, value []byte) error) error
+	// Follow calls fn with every key under prefix, then with every
+	// change of one as this node applies it, in log order (value nil:
+	// deleted), whichever node made it; on the node that made it before
+	// Put or Delete returns.
+	Follow(prefix string, fn func(key string, value []byte) error) error
+	// Barrier returns once this node applied every change made before
+	// the call on any node of the cluster.
+	Barrier() error
 }
 
 // keyPrefix marks the ACL records among the node's other definitions.
 const keyPrefix = "acl/"
 
-// Store keeps the bindings. Changes are serialised and durable before
+// Store keeps the bindings: what this node applied of the metadata log,
+// so a binding made on another node applies here as this node applies
+// it (one replication round trip later, as a Kafka broker applies the
+// controller's ACL records). Changes are serialised and durable before
 // they return; reads see an immutable index, so authorizing a request
 // takes no lock.
 type Store struct {
 	kv KV
 
-	mu       sync.Mutex // serialises changes
+	writeMu  sync.Mutex // serialises changes
+	mu       sync.Mutex // guards bindings, changed only as the KV applies them
 	bindings map[string]Binding
-	index    atomic.Pointer[index]
+	index    atomic.Pointer[index] // nil while Open loads
 }
 
 // record is a binding as stored, with its enums by name.
@@ -77,48 +88,65 @@ func key(b Binding) (string, []byte) {
 	return keyPrefix + string(data), data
 }
 
-// Open loads every binding from kv.
+// Open loads every binding from kv and follows its changes.
 func Open(kv KV) (*Store, error) {
 	s := &Store{kv: kv, bindings: map[string]Binding{}}
-	err := kv.Load(func(k string, value []byte) error {
-		if !strings.HasPrefix(k, keyPrefix) {
-			return nil
-		}
+	if err := kv.Follow(keyPrefix, s.apply); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reindexLocked() // once for everything loaded
+	return s, nil
+}
+
+// apply makes a binding record the KV applied part of this node's
+// bindings.
+func (s *Store) apply(k string, value []byte) error {
+	var b Binding
+	if value != nil {
 		var r record
 		if err := json.Unmarshal(value, &r); err != nil {
 			return fmt.Errorf("acl: record %q: %w", k, err)
 		}
-		b, err := r.binding()
-		if err != nil {
+		var err error
+		if b, err = r.binding(); err != nil {
 			return fmt.Errorf("acl: record %q: %w", k, err)
 		}
-		s.bindings[k] = b
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	s.reindex()
-	return s, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == nil {
+		delete(s.bindings, k)
+	} else {
+		s.bindings[k] = b
+	}
+	if s.index.Load() != nil {
+		s.reindexLocked()
+	}
+	return nil
+}
+
+// has reports whether the binding stored under k exists.
+func (s *Store) has(k string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.bindings[k]
+	return ok
 }
 
 // Create adds bindings that pass Validate; one that exists already is
 // left as it is, as Kafka does. It returns one error (or nil) per binding.
 func (s *Store) Create(bindings []Binding) []error {
 	errs := make([]error, len(bindings))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.reindex()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	for i, b := range bindings {
 		if errs[i] = b.Validate(); errs[i] != nil {
 			continue
 		}
-		k, data := key(b)
-		if _, ok := s.bindings[k]; ok {
-			continue
-		}
-		if errs[i] = s.kv.Put(k, data); errs[i] == nil {
-			s.bindings[k] = b
+		if k, data := key(b); !s.has(k) {
+			errs[i] = s.kv.Put(k, data)
 		}
 	}
 	return errs
@@ -126,26 +154,34 @@ func (s *Store) Create(bindings []Binding) []error {
 
 // Delete removes the bindings each filter matches and returns them, per
 // filter; a binding two filters match is reported by the first. A filter
-// that fails Validate deletes nothing.
+// that fails Validate deletes nothing. It first waits for the cluster, so
+// it finds the bindings any node made before.
 func (s *Store) Delete(filters []Filter) ([][]Binding, []error) {
 	deleted := make([][]Binding, len(filters))
 	errs := make([]error, len(filters))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.reindex()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.kv.Barrier(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return deleted, errs
+	}
 	for i, f := range filters {
 		if errs[i] = f.Validate(); errs[i] != nil {
 			continue
 		}
-		for _, k := range slices.Sorted(maps.Keys(s.bindings)) {
-			b := s.bindings[k]
+		s.mu.Lock()
+		current := maps.Clone(s.bindings) // what the filters before this one left
+		s.mu.Unlock()
+		for _, k := range slices.Sorted(maps.Keys(current)) {
+			b := current[k]
 			if !f.Matches(b) {
 				continue
 			}
 			if errs[i] = s.kv.Delete(k); errs[i] != nil {
 				break
 			}
-			delete(s.bindings, k)
 			deleted[i] = append(deleted[i], b)
 		}
 	}
@@ -166,8 +202,8 @@ func (s *Store) Describe(f Filter) ([]Binding, error) {
 	return out, nil
 }
 
-// reindex publishes the bindings for authorization; s.mu is held.
-func (s *Store) reindex() {
+// reindexLocked publishes the bindings for authorization; s.mu is held.
+func (s *Store) reindexLocked() {
 	keys := slices.Sorted(maps.Keys(s.bindings))
 	bindings := make([]Binding, len(keys))
 	for i, k := range keys {

@@ -17,6 +17,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wharf-mq/wharf/internal/access"
+	"github.com/wharf-mq/wharf/internal/kvtest"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/users"
 )
@@ -61,7 +62,7 @@ func (s *memDefs) Load(fn func(key string, value []byte) error) error {
 // and permissions giving guest everything in the vhost "/".
 func newTestAuth(t testing.TB) (*users.Store, *access.Store) {
 	t.Helper()
-	kv := &memDefs{m: make(map[string][]byte)}
+	kv := kvtest.New() // users and permissions follow it, as the definition store
 	userStore, err := users.Open(kv)
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func (b *Broker) load() error {
 	}
 	// A copy: in a cluster the apply loop changes st.definitions under b.mu,
 	// and the store's live map under its own lock.
-	b.defs = &DefinitionStore{meta: b.meta, live: maps.Clone(st.definitions)}
+	b.defs = &DefinitionStore{meta: b.meta, logger: b.logger, live: maps.Clone(st.definitions)}
 	b.clusterID = st.clusterID
 	b.nextProducerID, b.producerIDBlockEnd = st.producerIDBlockEnd, st.producerIDBlockEnd
 	if b.cfg.Cluster != nil {

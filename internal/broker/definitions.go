@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -14,12 +15,17 @@ const definitionPrefix = "def/"
 // Every change is fsynced before it returns; the newest value of each key is
 // what Load sees after a restart.
 type DefinitionStore struct {
-	meta *metadataLog
+	meta   *metadataLog
+	logger *slog.Logger
 
 	mu     sync.Mutex // serialises writers
 	liveMu sync.Mutex // guards live: held apart from mu, as a cluster's apply loop sets live while a writer waits for it
 	live   map[string][]byte
-	watch  func(key string) // hears of what a cluster's apply loop applies (definitions_cluster.go)
+
+	// The stores kept here follow it (definitions_cluster.go).
+	followMu  sync.Mutex          // held from a key's change until every follower heard of it, so they hear in log order
+	followers map[string]follower // by key prefix
+	barriers  barrierRounds
 }
 
 // Definitions returns the broker's definition store.
@@ -32,10 +38,19 @@ func (s *DefinitionStore) Put(key string, value []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.write(key, value)
+}
+
+// write writes a definition (value nil: its tombstone) and returns once
+// this node applied it: in a cluster the apply loop did; on a single node
+// it is applied here, under mu, so in the order of the writes.
+func (s *DefinitionStore) write(key string, value []byte) error {
 	if err := s.meta.writeRaw(definitionPrefix+key, value); err != nil {
 		return err
 	}
-	s.set(key, value)
+	if s.meta.raft == nil {
+		s.applied(key, value)
+	}
 	return nil
 }
 
@@ -60,11 +75,7 @@ func (s *DefinitionStore) Delete(key string) error {
 	if !ok {
 		return nil
 	}
-	if err := s.meta.writeRaw(definitionPrefix+key, nil); err != nil {
-		return err
-	}
-	s.set(key, nil)
-	return nil
+	return s.write(key, nil)
 }
 
 // Load calls fn for every stored key, in key order.

@@ -1,25 +1,77 @@
 package broker
 
-import "slices"
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+)
 
-// What the other cores need of the definition store in a cluster (issue
-// 14): every node applies the definitions the metadata group commits, and
-// a core that keeps them in memory (mq) must hear of each one as it is
-// applied, whichever node wrote it.
+// What the other cores need of the definition store in a cluster (issues
+// 13, 14 and 15): every node applies the definitions the metadata group
+// commits, and each core that keeps its definitions in memory (the AMQP
+// registry, users, ACLs, client quotas, permissions) follows them as
+// they are applied, whichever node wrote them, in log order: on the node
+// that wrote one before its Put or Delete returns, on the others as they
+// apply it. On a single node the writes are the only changes, and a
+// follower hears of each as it is made.
 
 // barrierKey is the definition a Barrier writes: always a tombstone, so it
 // leaves nothing behind.
 const barrierKey = "cluster/barrier"
 
-// Watch makes fn hear of every definition this node applies from the
-// metadata log, in commit order, by its key, once its value is the live
-// one (Get). fn runs on the apply loop: it must not block, nor call into
-// the store. Only a cluster applies records from other nodes; on a
-// single node fn is never called. One watcher; a second call replaces it.
-func (s *DefinitionStore) Watch(fn func(key string)) {
+// follower hears of the changed keys under its prefix (value nil: deleted).
+type follower func(key string, value []byte) error
+
+// Follow calls fn with every live key under prefix and its value, in key
+// order, and from then on with every change of a key under prefix as this
+// node applies it, in log order, once Get returns the new value (value
+// nil: the key was deleted). A replayed key fn fails stops Follow with
+// fn's error, fn left unregistered; an applied one that fails is logged,
+// as the log goes on regardless. fn runs on the apply loop (on a single
+// node, in the writer's Put or Delete): it must not block, nor write to
+// the store, and must not keep value. One follower per prefix: a second
+// replaces the first.
+func (s *DefinitionStore) Follow(prefix string, fn func(key string, value []byte) error) error {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
 	s.liveMu.Lock()
-	defer s.liveMu.Unlock()
-	s.watch = fn
+	replay := maps.Clone(s.live)
+	s.liveMu.Unlock()
+	for _, key := range slices.Sorted(maps.Keys(replay)) {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		if err := fn(key, replay[key]); err != nil {
+			return err
+		}
+	}
+	s.follow(prefix, fn)
+	return nil
+}
+
+// Watch makes fn hear of the key of every change under prefix, as Follow
+// does, without the replay (the AMQP registry loads by itself, and asks
+// for the values with Get); nil fn stops it.
+func (s *DefinitionStore) Watch(prefix string, fn func(key string)) {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if fn == nil {
+		delete(s.followers, prefix)
+		return
+	}
+	s.follow(prefix, func(key string, _ []byte) error {
+		fn(key)
+		return nil
+	})
+}
+
+// follow registers fn for prefix; followMu is held.
+func (s *DefinitionStore) follow(prefix string, fn follower) {
+	if s.followers == nil {
+		s.followers = map[string]follower{}
+	}
+	s.followers[prefix] = fn
 }
 
 // Get returns key's live value.
@@ -34,22 +86,67 @@ func (s *DefinitionStore) Get(key string) ([]byte, bool) {
 // cluster committed before the call: it writes a record through the
 // metadata group and waits for its own node to apply it, so a read of
 // the live values after it sees every write that completed before it, on
-// any node. A single node's definitions are always current.
+// any node. Callers that come while a barrier is written share the next
+// one, so a burst of them costs two writes. A single node's definitions
+// are always current.
 func (s *DefinitionStore) Barrier() error {
 	if s.meta.raft == nil {
 		return nil
 	}
-	return s.meta.writeRaw(definitionPrefix+barrierKey, nil)
+	return s.barriers.await(func() error { return s.meta.writeRaw(definitionPrefix+barrierKey, nil) })
 }
 
-// applied makes value key's live value as the apply loop applies it, and
-// tells the watcher.
+// applied makes value key's live value as it is applied, and tells the
+// followers of its prefix.
 func (s *DefinitionStore) applied(key string, value []byte) {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
 	s.set(key, value)
-	s.liveMu.Lock()
-	fn := s.watch
-	s.liveMu.Unlock()
-	if fn != nil {
-		fn(key)
+	for prefix, fn := range s.followers {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		if err := fn(key, value); err != nil {
+			s.logger.Error("applying a definition from the metadata log failed; this node goes on without it", "key", key, "err", err)
+		}
 	}
+}
+
+// barrierRounds runs barriers one at a time, each for every caller that
+// came before it started.
+type barrierRounds struct {
+	running sync.Mutex // held while a round writes
+	mu      sync.Mutex
+	next    *barrierRound // the round callers join: it has not started
+}
+
+type barrierRound struct {
+	done chan struct{}
+	err  error
+}
+
+// await joins the round that has not started yet and returns its
+// outcome; the first of its callers to get the turn runs it with write.
+func (b *barrierRounds) await(write func() error) error {
+	b.mu.Lock()
+	r := b.next
+	if r == nil {
+		r = &barrierRound{done: make(chan struct{})}
+		b.next = r
+	}
+	b.mu.Unlock()
+
+	b.running.Lock()
+	defer b.running.Unlock()
+	select {
+	case <-r.done: // another caller ran it
+		return r.err
+	default:
+	}
+	b.mu.Lock()
+	b.next = nil // whoever comes now needs a round that starts after this one
+	b.mu.Unlock()
+	r.err = write()
+	close(r.done)
+	return r.err
 }

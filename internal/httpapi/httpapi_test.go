@@ -12,6 +12,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/kvtest"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/users"
 )
@@ -62,7 +63,7 @@ func newRegistry(t *testing.T) *mq.Registry {
 // as guest is on a new node.
 func withUsers(t *testing.T, cfg Config, passwords map[string]string) Config {
 	t.Helper()
-	kv := &memDefs{m: map[string][]byte{}}
+	kv := kvtest.New() // users and permissions follow it, as the definition store
 	var err error
 	if cfg.Users, err = users.Open(kv); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,11 @@ func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfi
 	openQuorumLog := func(dir string, group uint64, members []int32, rc replica.Config) (*replica.RaftLog, error) {
 		return bc.OpenPartitionLog(dir, group, members, rc, nil)
 	}
-	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: defs.Watch, Get: defs.Get, Barrier: defs.Barrier,
+	watch := func(fn func(key string)) { defs.Watch(mqDefinitions, fn) }
+	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, Barrier: defs.Barrier,
 		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog}
 }
+
+// mqDefinitions is the prefix of internal/mq's keys in the definition
+// store; the users, ACLs, quotas and permissions follow their own.
+const mqDefinitions = "mq/"

@@ -21,8 +21,9 @@ type SecurityConfig struct {
 }
 
 // openSecurity opens the user store in the metadata log's definition store
-// (so users live and, later, replicate with the rest of the metadata) and
-// loads the TLS certificate when one is configured.
+// (so users live and replicate with the rest of the metadata: in a cluster
+// every node's store follows the log) and loads the TLS certificate when
+// one is configured.
 func openSecurity(cfg SecurityConfig, b *broker.Broker) (*users.Store, *tlsconf.Reloader, error) {
 	store, err := users.Open(b.Definitions())
 	if err != nil {

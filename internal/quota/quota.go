@@ -20,6 +20,10 @@
 // wait for its rate to come back down, (rate - quota) / quota times the
 // measuring window, which the front end sends as throttle_time_ms and
 // honours by not reading from the connection meanwhile (KIP-219).
+//
+// In a cluster every node's Manager follows the metadata log, so a quota
+// set through any node applies on each as that node applies the log; the
+// rates are measured per node, as each Kafka broker measures its own.
 package quota
 
 import (

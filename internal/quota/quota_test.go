@@ -157,3 +157,29 @@ func TestValidation(t *testing.T) {
 		t.Fatal("validate-only stored a quota")
 	}
 }
+
+// TestManagersFollowEachOtherAsNodes: two managers over one metadata log
+// (two nodes of a cluster). A quota set on one throttles on the other
+// once it applies it; a quota altered on a node that has not applied the
+// entity's other quotas yet keeps them.
+func TestManagersFollowEachOtherAsNodes(t *testing.T) {
+	log := kvtest.New()
+	node1, node2 := log.Node(), log.Node()
+	m1, m2 := mustOpen(t, node1), mustOpen(t, node2)
+	alice := Entity{User: Named("alice")}
+
+	set(t, m1, alice, ProducerByteRate, 1000)
+	node2.CatchUp() // as it applies the log
+	now := time.Now()
+	if d := m2.Record(ProducerByteRate, "alice", "c", 1e6, now); d == 0 {
+		t.Fatal("node 2 does not throttle alice past the quota node 1 set")
+	}
+
+	set(t, m1, alice, ConsumerByteRate, 2000)
+	set(t, m2, alice, RequestPercentage, 50)
+	node1.CatchUp()
+	got, err := m1.Describe([]FilterPart{{Type: TypeUser, Match: MatchExact, Name: "alice"}}, true)
+	if err != nil || len(got) != 1 || len(got[0].Values) != 3 {
+		t.Fatalf("alice's quotas after both nodes set some: %+v %v, want all three", got, err)
+	}
+}

@@ -11,22 +11,34 @@ import (
 )
 
 // KV is the durable key-value store quotas live in: the metadata log's
-// definition store. Put and Delete return once the change is durable.
+// definition store. Put and Delete return once the change is durable and
+// applied on this node.
 type KV interface {
 	Put(key string, value []byte) error
 	Delete(key string) error
-	Load(fn func(key string, value []byte) error) error
+	// Follow calls fn with every key under prefix, then with every
+	// change of one as this node applies it, in log order (value nil:
+	// deleted), whichever node made it; on the node that made it before
+	// Put or Delete returns.
+	Follow(prefix string, fn func(key string, value []byte) error) error
+	// Barrier returns once this node applied every change made before
+	// the call on any node of the cluster.
+	Barrier() error
 }
 
 // keyPrefix marks the quota records among the node's other definitions.
 const keyPrefix = "quota/"
 
 // Manager holds the quotas and the rates measured against them. Its
-// methods are safe for concurrent use.
+// methods are safe for concurrent use. Its quotas are what this node
+// applied of the metadata log, so a quota set on another node applies
+// here as this node applies it (one replication round trip later); the
+// rates are this node's own, as each Kafka broker measures its own.
 type Manager struct {
 	kv KV
 
-	mu      sync.RWMutex
+	writeMu sync.Mutex   // serialises changes, each of which reads an entity's quotas and writes them back
+	mu      sync.RWMutex // guards quotas, changed only as the KV applies them
 	quotas  map[Entity]map[string]float64
 	any     atomic.Bool // some quota is set: only then is anything measured
 	sensors sensors
@@ -62,39 +74,52 @@ func storeKey(e Entity) string {
 	return keyPrefix + string(data)
 }
 
-// Open loads every quota from kv.
+// Open loads every quota from kv and follows its changes.
 func Open(kv KV) (*Manager, error) {
 	m := &Manager{kv: kv, quotas: map[Entity]map[string]float64{}}
 	m.sensors.init()
-	err := kv.Load(func(key string, value []byte) error {
-		if !strings.HasPrefix(key, keyPrefix) {
-			return nil
-		}
-		var r record
+	if err := kv.Follow(keyPrefix, m.apply); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// apply makes a quota record the KV applied this node's quotas of its
+// entity.
+func (m *Manager) apply(key string, value []byte) error {
+	var pairs map[string]*string
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(key, keyPrefix)), &pairs); err != nil {
+		return fmt.Errorf("quota: record %q: %w", key, err)
+	}
+	var entityPairs []EntityPair
+	for typ, name := range pairs {
+		entityPairs = append(entityPairs, EntityPair{Type: typ, Name: name})
+	}
+	e, err := ParseEntity(entityPairs)
+	if err != nil {
+		return fmt.Errorf("quota: record %q: %w", key, err)
+	}
+	var r record
+	if value != nil {
 		if err := json.Unmarshal(value, &r); err != nil {
 			return fmt.Errorf("quota: record %q: %w", key, err)
 		}
-		var pairs []EntityPair
-		for typ, name := range r.Entity {
-			pairs = append(pairs, EntityPair{Type: typ, Name: name})
-		}
-		e, err := ParseEntity(pairs)
-		if err != nil {
-			return fmt.Errorf("quota: record %q: %w", key, err)
-		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if value == nil {
+		delete(m.quotas, e)
+	} else {
 		m.quotas[e] = r.Values
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	m.any.Store(len(m.quotas) > 0)
-	return m, nil
+	return nil
 }
 
 // Alter sets and removes an entity's quotas (set values must pass
 // CheckValue), durably unless validateOnly. Removing a key that is not
-// set does nothing, as in Kafka.
+// set does nothing, as in Kafka. It first waits for the cluster, so the
+// entity's other quotas, set on any node before, are kept.
 func (m *Manager) Alter(e Entity, set map[string]float64, remove []string, validateOnly bool) error {
 	for key, v := range set {
 		if err := CheckValue(key, v); err != nil {
@@ -109,9 +134,14 @@ func (m *Manager) Alter(e Entity, set map[string]float64, remove []string, valid
 	if validateOnly {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	if err := m.kv.Barrier(); err != nil {
+		return err
+	}
+	m.mu.RLock()
 	values := maps.Clone(m.quotas[e])
+	m.mu.RUnlock()
 	if values == nil {
 		values = map[string]float64{}
 	}
@@ -119,26 +149,14 @@ func (m *Manager) Alter(e Entity, set map[string]float64, remove []string, valid
 	for _, key := range remove {
 		delete(values, key)
 	}
-	var err error
 	if len(values) == 0 {
-		err = m.kv.Delete(storeKey(e))
-	} else {
-		data, merr := json.Marshal(record{Entity: e.pairs(), Values: values})
-		if merr != nil {
-			return merr
-		}
-		err = m.kv.Put(storeKey(e), data)
+		return m.kv.Delete(storeKey(e))
 	}
+	data, err := json.Marshal(record{Entity: e.pairs(), Values: values})
 	if err != nil {
 		return err
 	}
-	if len(values) == 0 {
-		delete(m.quotas, e)
-	} else {
-		m.quotas[e] = values
-	}
-	m.any.Store(len(m.quotas) > 0)
-	return nil
+	return m.kv.Put(storeKey(e), data)
 }
 
 // Described is one entity's quotas.

@@ -18,5 +18,17 @@
 //
 // The store keeps its records in a KV the node supplies (the metadata log's
 // definition store, so users replicate with the cluster's metadata); every
-// change is durable before it returns. Reads are served from memory.
+// change is durable before it returns. Reads are served from memory: what
+// this node applied of the log, in log order, whichever node wrote it. A
+// lookup that misses (a user or credential this node does not know, a
+// password that does not match) waits for the cluster first and looks
+// again, so a user made or changed through one node logs in on any other
+// right after; a password changed or a user deleted through one node is
+// refused on another as soon as that node applies the change (one
+// replication round trip later: a Kafka broker applies SCRAM credentials
+// from the metadata log the same way). A failed plain-password login
+// waits so whether the name exists or not; a SCRAM exchange for a name
+// this node does not know answers its first message a metadata round trip
+// later than for a known name, which a client can time (Kafka refuses an
+// unknown name at that message outright).
 package users

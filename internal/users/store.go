@@ -8,16 +8,24 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
 // KV is the durable key-value store the users live in: the metadata log's
 // definition store, seen through a key prefix. Put and Delete return once
-// the change is durable.
+// the change is durable and applied on this node.
 type KV interface {
 	Put(key string, value []byte) error
 	Delete(key string) error
-	Load(fn func(key string, value []byte) error) error
+	// Follow calls fn with every key under prefix, then with every
+	// change of one as this node applies it, in log order (value nil:
+	// deleted), whichever node made it; on the node that made it before
+	// Put or Delete returns.
+	Follow(prefix string, fn func(key string, value []byte) error) error
+	// Barrier returns once this node applied every change made before
+	// the call on any node of the cluster.
+	Barrier() error
 }
 
 // keyPrefix marks the user records among the node's other definitions.
@@ -52,43 +60,89 @@ var (
 )
 
 // Store is the user store. Its methods are safe for concurrent use.
+//
+// Its users are what this node applied of the metadata log: a change
+// made on another node arrives here as it is applied, one replication
+// round trip later. A lookup that misses (an unknown user, a credential
+// it lacks, a password that does not match) first waits for the cluster
+// (KV.Barrier) and looks again, so a user made or changed on any node
+// just before is found; a change that takes something away (a password
+// changed, a user deleted) is seen here as it is applied.
 type Store struct {
 	kv KV
 
-	mu    sync.RWMutex
-	users map[string]User
+	writeMu sync.Mutex // serialises changes, each of which reads a user and writes it back
+	mu      sync.RWMutex
+	users   map[string]User // as the KV applied them
+	applied atomic.Uint64   // counts the changes applied, so a lookup knows whether catching up changed anything
 }
 
-// Open loads every user from kv.
+// Open loads every user from kv and follows its changes.
 func Open(kv KV) (*Store, error) {
 	s := &Store{kv: kv, users: map[string]User{}}
-	err := kv.Load(func(key string, value []byte) error {
-		name, ok := strings.CutPrefix(key, keyPrefix)
-		if !ok {
-			return nil
-		}
-		var u User
-		if err := json.Unmarshal(value, &u); err != nil {
-			return fmt.Errorf("users: record %q: %w", key, err)
-		}
-		s.users[name] = u
-		return nil
-	})
-	if err != nil {
+	if err := kv.Follow(keyPrefix, s.apply); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Empty reports whether the store holds no user, as on a node's first start.
+// apply makes a user record the KV applied this node's view of the user.
+func (s *Store) apply(key string, value []byte) error {
+	name := strings.TrimPrefix(key, keyPrefix)
+	var u User
+	if value != nil {
+		if err := json.Unmarshal(value, &u); err != nil {
+			return fmt.Errorf("users: record %q: %w", key, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == nil {
+		delete(s.users, name)
+	} else {
+		s.users[name] = u
+	}
+	s.applied.Add(1)
+	return nil
+}
+
+// caughtUp waits for the cluster (see Store) and reports whether this
+// node applied a change of a user meanwhile: only then can a lookup that
+// missed find something by looking again. Without a quorum it reports
+// false, and the lookup stands.
+func (s *Store) caughtUp() bool {
+	before := s.applied.Load()
+	return s.kv.Barrier() == nil && s.applied.Load() != before
+}
+
+// Empty reports whether the store holds no user, as on a node's first
+// start (in a cluster, on every node: none has made one).
 func (s *Store) Empty() bool {
+	empty := s.count() == 0
+	if empty && s.caughtUp() {
+		empty = s.count() == 0
+	}
+	return empty
+}
+
+func (s *Store) count() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.users) == 0
+	return len(s.users)
 }
 
 // Get returns a user.
 func (s *Store) Get(name string) (User, bool) {
+	u, ok := s.local(name)
+	if !ok && s.caughtUp() {
+		u, ok = s.local(name)
+	}
+	return u, ok
+}
+
+// local returns a user as this node applied it, without waiting for the
+// cluster.
+func (s *Store) local(name string) (User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
@@ -107,7 +161,15 @@ func (s *Store) List() []User {
 // SCRAM-SHA-512 one when that is all it has. An unknown user costs the same
 // derivation as a known one, so timing does not tell which names exist.
 func (s *Store) Authenticate(name, password string) (User, bool) {
-	u, ok := s.Get(name)
+	u, ok := s.authenticate(name, password)
+	if !ok && s.caughtUp() {
+		u, ok = s.authenticate(name, password)
+	}
+	return u, ok
+}
+
+func (s *Store) authenticate(name, password string) (User, bool) {
+	u, ok := s.local(name)
 	for _, m := range Mechanisms {
 		if c, has := u.Credentials[m]; has {
 			return u, ok && c.Matches(m, password)
@@ -129,10 +191,15 @@ var decoy = func() Credential {
 
 // Credential returns a user's credential for a SCRAM mechanism.
 func (s *Store) Credential(name string, m Mechanism) (Credential, bool) {
-	u, ok := s.Get(name)
-	if !ok {
-		return Credential{}, false
+	c, ok := s.credential(name, m)
+	if !ok && s.caughtUp() {
+		c, ok = s.credential(name, m)
 	}
+	return c, ok
+}
+
+func (s *Store) credential(name string, m Mechanism) (Credential, bool) {
+	u, _ := s.local(name)
 	c, ok := u.Credentials[m]
 	return c, ok
 }
@@ -183,9 +250,9 @@ func (s *Store) SetCredential(name string, m Mechanism, salt, salted []byte, ite
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[name]
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	u, ok := s.Get(name)
 	if !ok {
 		u = User{Name: name}
 	}
@@ -194,65 +261,59 @@ func (s *Store) SetCredential(name string, m Mechanism, salt, salted []byte, ite
 		u.Credentials = map[Mechanism]Credential{}
 	}
 	u.Credentials[m] = c
-	return s.saveLocked(u)
+	return s.write(u)
 }
 
 // DeleteCredential removes one mechanism's credential, as Kafka's
 // AlterUserScramCredentials deletion does; the user stays.
 func (s *Store) DeleteCredential(name string, m Mechanism) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[name]
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	u, ok := s.Get(name)
 	if _, has := u.Credentials[m]; !ok || !has {
 		return ErrNoSuchUser
 	}
 	u.Credentials = maps.Clone(u.Credentials)
 	delete(u.Credentials, m)
-	return s.saveLocked(u)
+	return s.write(u)
 }
 
 // Delete removes a user.
 func (s *Store) Delete(name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.users[name]; !ok {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, ok := s.Get(name); !ok {
 		return ErrNoSuchUser
 	}
-	if err := s.kv.Delete(keyPrefix + name); err != nil {
-		return err
-	}
-	delete(s.users, name)
-	return nil
+	return s.kv.Delete(keyPrefix + name)
 }
 
 func (s *Store) update(name string, change func(*User)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[name]
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	u, ok := s.Get(name)
 	if !ok {
 		return ErrNoSuchUser
 	}
 	change(&u)
-	return s.saveLocked(u)
+	return s.write(u)
 }
 
+// save creates or replaces u whole.
 func (s *Store) save(u User) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saveLocked(u)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.write(u)
 }
 
-// saveLocked writes u durably, then makes it visible.
-func (s *Store) saveLocked(u User) error {
+// write stores u durably; the KV applies it (apply) before it returns.
+// writeMu is held.
+func (s *Store) write(u User) error {
 	data, err := json.Marshal(u)
 	if err != nil {
 		return err
 	}
-	if err := s.kv.Put(keyPrefix+u.Name, data); err != nil {
-		return err
-	}
-	s.users[u.Name] = u
-	return nil
+	return s.kv.Put(keyPrefix+u.Name, data)
 }
 
 func credentialsFor(password string) (map[Mechanism]Credential, error) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/wharf-mq/wharf/internal/kvtest"
 )
 
@@ -175,5 +177,62 @@ func TestNamesEveryProtocolCanCarry(t *testing.T) {
 	}
 	if err := s.SetTags("nobody", nil); !errors.Is(err, ErrNoSuchUser) {
 		t.Errorf("SetTags of a missing user: %v", err)
+	}
+}
+
+// TestStoresFollowEachOtherAsNodes: two stores over one metadata log (two
+// nodes of a cluster, each applying the log at its own pace). A user made
+// on one logs in on the other at once, by SCRAM and by plain password:
+// a lookup that misses waits for the cluster. A changed password and a
+// deleted user reach the other node as it applies the log; a Kafka
+// credential added on a node that had not seen the user yet keeps what
+// the user had.
+func TestStoresFollowEachOtherAsNodes(t *testing.T) {
+	log := kvtest.New()
+	node1, node2 := log.Node(), log.Node()
+	s1, s2 := mustOpen(t, node1), mustOpen(t, node2)
+
+	if err := s1.Put("alice", "pass-1", []string{TagManagement}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runScram(t, s2, ScramSHA512, scram.Auth{User: "alice", Pass: "pass-1"}); err != nil {
+		t.Fatalf("SCRAM on node 2 right after node 1 made alice: %v", err)
+	}
+	if err := s2.SetPassword("alice", "pass-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s1.Authenticate("alice", "pass-2"); !ok {
+		t.Fatal("node 1 refuses the password node 2 just set")
+	}
+	if _, ok := s1.Authenticate("alice", "pass-1"); ok {
+		t.Fatal("node 1 still takes the old password once it caught up")
+	}
+
+	if err := s1.Put("bob", "bob-pass", []string{TagMonitoring}); err != nil {
+		t.Fatal(err)
+	}
+	salt := []byte("0123456789abcdef")
+	salted, err := SaltedPassword(ScramSHA256, "bob-kafka", salt, MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.SetCredential("bob", ScramSHA256, salt, salted, MinIterations); err != nil {
+		t.Fatal(err)
+	}
+	node1.CatchUp()
+	bob, _ := s1.Get("bob")
+	if !bob.HasTag(TagMonitoring) || len(bob.Credentials) != 2 {
+		t.Fatalf("bob after node 2 set his SHA-256 credential: %+v, want his tag and both mechanisms", bob)
+	}
+
+	if err := s2.Delete("alice"); err != nil {
+		t.Fatal(err)
+	}
+	node1.CatchUp() // as it applies the log
+	if _, ok := s1.Authenticate("alice", "pass-2"); ok {
+		t.Fatal("node 1 lets the deleted alice in")
+	}
+	if got := len(s1.List()); got != 1 {
+		t.Fatalf("node 1 lists %d users, want bob alone", got)
 	}
 }
