@@ -116,7 +116,8 @@ func (ft *faultTest) verify(faults int) {
 }
 
 // logViewsOnFailure logs, when the test failed, the topic's partitions
-// as each node answers for them: which node sent a client where.
+// as each node answers for them (which node sent a client where) and the
+// end of each node's log.
 func (ft *faultTest) logViewsOnFailure() {
 	if !ft.t.Failed() {
 		return
@@ -124,6 +125,9 @@ func (ft *faultTest) logViewsOnFailure() {
 	for _, nd := range ft.nodes {
 		v, err := nd.partitions(context.Background(), ft.t, ft.topic)
 		ft.t.Logf("node %d answers: %v %v", nd.id, v, err)
+	}
+	for _, nd := range ft.nodes {
+		ft.t.Logf("node %d's log:\n%s", nd.id, nd.logTail())
 	}
 }
 
