@@ -35,9 +35,8 @@ import (
 // Every node knows every partition's leader (leadership.go), and the
 // group and transaction coordinators follow the leadership of their
 // internal partitions (internal/group and internal/txn, leadership.go).
-// Not yet in a cluster: reassignment, adding and removing nodes,
-// compaction of a replicated log, and users, ACLs and quotas written on
-// one node reaching the others before they restart.
+// Not yet in a cluster: reassignment, adding and removing nodes, and
+// compaction of a replicated log.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
