@@ -503,17 +503,21 @@ func (p *Partition) AwaitLeadership(ctx context.Context) error {
 	return nil
 }
 
-// checkInSync refuses an acks=all produce while fewer replicas than
-// min.insync.replicas are in contact: in a cluster, by default, 2 of 3
-// (min(2, replicas)).
-func (p *Partition) checkInSync(acks int16) error {
-	if p.raft == nil || acks != -1 {
+// checkInSync refuses an acks=all produce while fewer replicas than the
+// topic's min.insync.replicas are in sync (in contact with this node; a
+// single node is always in sync with itself), as Kafka does: by default
+// 2 of 3 in a cluster (topicDefaults).
+func (p *Partition) checkInSync(acks int16, cfg topicConfig) error {
+	if acks != -1 {
 		return nil
 	}
-	need := min(2, len(p.replicas))
-	if in := len(p.raft.InContact()); in < need {
-		return fmt.Errorf("%w: %s-%d has %d of %d replicas in sync, min.insync.replicas is %d",
-			ErrNotEnoughReplicas, p.topic.name, p.index, in, len(p.replicas), need)
+	in := 1
+	if p.raft != nil {
+		in = len(p.raft.InContact())
+	}
+	if need := cfg.int("min.insync.replicas"); int64(in) < need {
+		return fmt.Errorf("%w: The size of the current ISR (%d) is insufficient to satisfy the min.isr requirement of %d for partition %s-%d",
+			ErrNotEnoughReplicas, in, need, p.topic.name, p.index)
 	}
 	return nil
 }

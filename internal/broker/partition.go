@@ -105,7 +105,7 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 	if err != nil {
 		return -1, -1, nil, err
 	}
-	if err := p.checkInSync(acks); err != nil {
+	if err := p.checkInSync(acks, cfg); err != nil {
 		return -1, -1, nil, err
 	}
 	opts := replica.AppendOptions{AckCommitted: acks == -1}
