@@ -63,6 +63,8 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.NotLeaderForPartition
 	case errors.Is(err, broker.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas
+	case errors.Is(err, broker.ErrRequestTimedOut):
+		return kerr.RequestTimedOut
 	case errors.Is(err, broker.ErrInvalidReplicationFactor):
 		return kerr.InvalidReplicationFactor
 	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):

@@ -1,0 +1,218 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// Kafka's replication semantics on three `wharf serve` processes:
+// min.insync.replicas, the produce timeout, OffsetForLeaderEpoch across a
+// leader change, and preferred leaders.
+
+// TestMinInsyncReplicasCluster: a topic created with
+// min.insync.replicas=3 takes acks=all while its three replicas are in
+// sync; with one killed, acks=all gets NOT_ENOUGH_REPLICAS and acks=1
+// still writes; lowered to 2 with IncrementalAlterConfigs, acks=all goes
+// through again. DescribeConfigs reports the override's source.
+func TestMinInsyncReplicasCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seeds := seedsOf(nodes)
+	admin := newAdmin(t, seeds)
+	const topic = "strict"
+	three := "3"
+	createTopicWith(ctx, t, admin, topic, map[string]*string{"min.insync.replicas": &three})
+	leader := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
+	if code := produceRaw(ctx, t, leader, topic, -1, 5000); code != nil {
+		t.Fatalf("acks=all with three replicas in sync: %v", code)
+	}
+
+	follower := nodes[leader.id%3]
+	follower.kill()
+	waitISR(ctx, t, leader, topic, 2)
+	if code := produceRaw(ctx, t, leader, topic, -1, 5000); !errors.Is(code, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with 2 of 3 in sync, min.insync.replicas=3: %v, want NOT_ENOUGH_REPLICAS", code)
+	}
+	if code := produceRaw(ctx, t, leader, topic, 1, 5000); code != nil {
+		t.Fatalf("acks=1 with 2 of 3 in sync: %v", code)
+	}
+
+	two := "2"
+	alter, err := admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.insync.replicas", Value: &two}}, topic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = alter.On(topic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("alter min.insync.replicas: %v", err)
+	}
+	// Every node applies the change from the metadata log; the leader
+	// may take a moment.
+	for {
+		code := produceRaw(ctx, t, leader, topic, -1, 5000)
+		if code == nil {
+			break
+		}
+		if !errors.Is(code, kerr.NotEnoughReplicas) || ctx.Err() != nil {
+			t.Fatalf("acks=all with 2 of 3 in sync, min.insync.replicas=2: %v", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rcs, err := admin.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rc.Configs, func(c kadm.Config) bool { return c.Key == "min.insync.replicas" })
+	if i < 0 || rc.Configs[i].MaybeValue() != "2" || rc.Configs[i].Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("min.insync.replicas as described: %+v", rc.Configs)
+	}
+}
+
+// TestProduceTimeoutCluster: with both followers of a partition stopped
+// (SIGSTOP), an acks=all Produce cannot commit; the leader answers
+// REQUEST_TIMED_OUT once the request's TimeoutMillis has passed, as
+// Kafka's delayed produce does, rather than holding the request. The
+// topic's min.insync.replicas=1 lets the append in whatever the leader
+// already knows of its followers.
+func TestProduceTimeoutCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seeds := seedsOf(nodes)
+	admin := newAdmin(t, seeds)
+	const topic = "slow"
+	one := "1"
+	createTopicWith(ctx, t, admin, topic, map[string]*string{"min.insync.replicas": &one})
+	leader := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
+	if code := produceRaw(ctx, t, leader, topic, -1, 5000); code != nil {
+		t.Fatalf("acks=all with every replica up: %v", code)
+	}
+
+	followers := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == leader })
+	for _, f := range followers {
+		f.signal(syscall.SIGSTOP)
+	}
+	// Raft's check-quorum deposes the leader an election timeout (1 s)
+	// after it last heard from a majority: a timeout well below that is
+	// answered while it still leads.
+	const timeout = 300
+	start := time.Now()
+	code := produceRaw(ctx, t, leader, topic, -1, timeout)
+	took := time.Since(start)
+	for _, f := range followers {
+		f.signal(syscall.SIGCONT)
+	}
+	if !errors.Is(code, kerr.RequestTimedOut) {
+		t.Fatalf("acks=all with the followers stopped: %v after %v, want REQUEST_TIMED_OUT", code, took)
+	}
+	if took < timeout*time.Millisecond {
+		t.Fatalf("REQUEST_TIMED_OUT after %v, before the request's %d ms", took, timeout)
+	}
+	t.Logf("REQUEST_TIMED_OUT after %v (TimeoutMillis %d)", took.Round(time.Millisecond), timeout)
+
+	// Resumed, the cluster takes acks=all again.
+	producer := newClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(30*time.Second))
+	if err := producer.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
+		t.Fatalf("acks=all after SIGCONT: %v", err)
+	}
+}
+
+// createTopicWith creates topic with one partition, three replicas and
+// configs, retrying while the cluster elects its controller.
+func createTopicWith(ctx context.Context, t *testing.T, admin *kadm.Client, topic string, configs map[string]*string) {
+	t.Helper()
+	for {
+		resp, err := admin.CreateTopic(ctx, 1, 3, configs, topic)
+		if err == nil && resp.Err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func newClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// waitISR waits until nd, asked alone, reports n in-sync replicas of
+// partition 0 of topic.
+func waitISR(ctx context.Context, t *testing.T, nd *node, topic string, n int) {
+	t.Helper()
+	for {
+		v, err := nd.partitions(ctx, t, topic)
+		if err == nil && len(v[0].isr) == n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node %d never reported %d in-sync replicas of %s-0: %v %+v", nd.id, n, topic, err, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// produceRaw sends one Produce request of one record to partition 0 of
+// topic straight to nd, with acks (-1 or 1) and TimeoutMillis, no retry
+// and no re-routing, and returns the partition's error (nil:
+// acknowledged).
+func produceRaw(ctx context.Context, t *testing.T, nd *node, topic string, acks int16, timeoutMillis int32) error {
+	t.Helper()
+	// Kafka 4.0's Produce (v12) names topics, not topic ids; kgo sends
+	// every Produce with the acks it was made with.
+	opts := []kgo.Opt{kgo.SeedBrokers(nd.kafkaAddr), kgo.MaxVersions(kversion.V4_0_0())}
+	if acks == 1 {
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = acks, timeoutMillis
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = oneRecordBatch([]byte(fmt.Sprint("acks=", acks)))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatalf("produce to node %d: %v", nd.id, err)
+	}
+	return kerr.ErrorForCode(resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
+}
