@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,6 +144,226 @@ func TestProduceTimeoutCluster(t *testing.T) {
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
 		t.Fatalf("acks=all after SIGCONT: %v", err)
 	}
+}
+
+// TestConsumerAcrossLeaderKill: a franz-go consumer reads an RF3
+// partition while an idempotent acks=all producer writes to it and the
+// partition's leader is killed with SIGKILL. franz-go validates its
+// position with OffsetForLeaderEpoch on the new leader (KIP-320); the
+// consumer, which may not reset (NoResetOffset), must see neither
+// OFFSET_OUT_OF_RANGE nor data loss, and reads every acknowledged number
+// once, in order. The new leader answers OffsetForLeaderEpoch for the old
+// epoch with an end at or past everything acknowledged under it, and
+// fences a request that still names the old epoch as current.
+func TestConsumerAcrossLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	seeds := seedsOf(nodes)
+	admin := newAdmin(t, seeds)
+	const topic = "epochs"
+	createTopic(ctx, t, admin, topic)
+	old := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
+
+	producer := newClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	book := newBook()
+	load := startLoad(ctx, producer, book)
+	defer load.stop()
+	epochLoads := new(requestCounter)
+	consumer := newClient(t, seeds, kgo.WithHooks(epochLoads),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	seen := newSeen()
+	consumed := make(chan error, 1)
+	consumeCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
+	go func() { consumed <- seen.consume(consumeCtx, consumer) }()
+
+	book.waitAcked(ctx, t, 300)
+	seen.waitCount(ctx, t, 100)
+	before, err := old.partitions(ctx, t, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEpoch := before[0].epoch
+	ackedBefore := book.count()
+	old.kill()
+	t.Logf("killed node %d, the leader at epoch %d, after %d acknowledgements", old.id, oldEpoch, ackedBefore)
+	leader := nodes[waitLeader(ctx, t, admin, topic, int32(old.id))-1]
+	book.waitAcked(ctx, t, book.count()+300)
+	load.stop()
+
+	want := book.count()
+	seen.waitAll(ctx, t, book)
+	stopConsumer()
+	if err := <-consumed; err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	t.Logf("%d acknowledged, %d consumed in order, %d OffsetForLeaderEpoch requests", want, seen.count(), epochLoads.count(kmsg.OffsetForLeaderEpoch))
+	if epochLoads.count(kmsg.OffsetForLeaderEpoch) == 0 {
+		t.Errorf("franz-go never validated its position with OffsetForLeaderEpoch")
+	}
+
+	now, err := leader.partitions(ctx, t, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEpoch := now[0].epoch
+	got := epochEndOf(ctx, t, leader, topic, newEpoch, oldEpoch)
+	if got.ErrorCode != 0 || got.LeaderEpoch != oldEpoch || got.EndOffset < int64(ackedBefore) {
+		t.Errorf("epoch %d on the new leader (epoch %d): error %d, epoch %d, end %d; want epoch %d ending at or past %d",
+			oldEpoch, newEpoch, got.ErrorCode, got.LeaderEpoch, got.EndOffset, oldEpoch, ackedBefore)
+	}
+	if got := epochEndOf(ctx, t, leader, topic, oldEpoch, oldEpoch); got.ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Errorf("current leader epoch %d, now %d: error %d, want FENCED_LEADER_EPOCH", oldEpoch, newEpoch, got.ErrorCode)
+	}
+	if got := epochEndOf(ctx, t, leader, topic, newEpoch+1, oldEpoch); got.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Errorf("current leader epoch %d, now %d: error %d, want UNKNOWN_LEADER_EPOCH", newEpoch+1, newEpoch, got.ErrorCode)
+	}
+}
+
+// requestCounter is a kgo hook counting the requests written, by key.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[int16]int
+}
+
+func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[int16]int{}
+	}
+	c.counts[key]++
+}
+
+func (c *requestCounter) count(key kmsg.Key) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[int16(key)]
+}
+
+// seen is what a consumer of the numbers startLoad writes has read.
+type seen struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	nums    map[int64]bool
+	last    int64
+}
+
+func newSeen() *seen {
+	return &seen{changed: make(chan struct{}), nums: map[int64]bool{}, last: -1}
+}
+
+// consume polls until ctx ends, failing on a number read twice or out of
+// order, and on any fetch error but the retriable ones of a leader
+// change.
+func (s *seen) consume(ctx context.Context, cl *kgo.Client) error {
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) {
+				ferr = errors.Join(ferr, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.nums[n] || n < s.last {
+				bad = fmt.Errorf("number %d at offset %d read after %d", n, r.Offset, s.last)
+			}
+			s.nums[n], s.last = true, n
+			close(s.changed)
+			s.changed = make(chan struct{})
+		})
+		if bad != nil {
+			return bad
+		}
+	}
+	return nil
+}
+
+func (s *seen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.nums)
+}
+
+// waitFor waits until cond holds under the lock.
+func (s *seen) waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		ok, changed := cond(), s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("consumer: timed out waiting for %s (%d read)", what, s.count())
+		}
+	}
+}
+
+func (s *seen) waitCount(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	s.waitFor(ctx, t, fmt.Sprint(n, " records"), func() bool { return len(s.nums) >= n })
+}
+
+// waitAll waits until every number b acknowledged was read.
+func (s *seen) waitAll(ctx context.Context, t *testing.T, b *book) {
+	t.Helper()
+	b.mu.Lock()
+	acked := maps.Clone(b.acked)
+	b.mu.Unlock()
+	s.waitFor(ctx, t, fmt.Sprint("all ", len(acked), " acknowledged numbers"), func() bool {
+		for n := range acked {
+			if !s.nums[n] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// epochEndOf asks nd alone where epoch ends in partition 0 of topic,
+// naming current as the current leader epoch.
+func epochEndOf(ctx context.Context, t *testing.T, nd *node, topic string, current, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.CurrentLeaderEpoch, rp.LeaderEpoch = current, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatalf("OffsetForLeaderEpoch to node %d: %v", nd.id, err)
+	}
+	return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
 }
 
 // createTopicWith creates topic with one partition, three replicas and

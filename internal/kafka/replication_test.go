@@ -134,3 +134,56 @@ func checkMinISR(ctx context.Context, t *testing.T, adm *kadm.Client, topic, val
 	}
 	t.Fatalf("%s: no min.insync.replicas among its configs", topic)
 }
+
+// TestOffsetForLeaderEpochSingleNode: a single node leads every partition
+// at epoch 0, so epoch 0 ends at the log end offset, a later epoch is
+// UNDEFINED_EPOCH_OFFSET, and a CurrentLeaderEpoch from the future is
+// UNKNOWN_LEADER_EPOCH.
+func TestOffsetForLeaderEpochSingleNode(t *testing.T) {
+	ts := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts.createTopic(t, "e", 1, nil)
+	cl := ts.client(t, kgo.DefaultProduceTopic("e"))
+	for range 3 {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord("v")).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(topic string, current, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = current, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	cases := []struct {
+		topic          string
+		current, epoch int32
+		code           int16
+		leaderEpoch    int32
+		end            int64
+	}{
+		{"e", 0, 0, 0, 0, 3},
+		{"e", -1, 0, 0, 0, 3},
+		{"e", 0, 1, 0, -1, -1},
+		{"e", 1, 0, kerr.UnknownLeaderEpoch.Code, -1, -1},
+		{"missing", -1, 0, kerr.UnknownTopicOrPartition.Code, -1, -1},
+	}
+	for _, c := range cases {
+		got := ask(c.topic, c.current, c.epoch)
+		if got.ErrorCode != c.code || got.LeaderEpoch != c.leaderEpoch || got.EndOffset != c.end {
+			t.Errorf("%s current %d epoch %d: error %d, epoch %d, end %d; want %d, %d, %d",
+				c.topic, c.current, c.epoch, got.ErrorCode, got.LeaderEpoch, got.EndOffset, c.code, c.leaderEpoch, c.end)
+		}
+	}
+}
