@@ -21,7 +21,7 @@ type ConfigEntry struct {
 	// start-up (Kafka's STATIC_BROKER_CONFIG source), not Kafka's own.
 	FromBroker bool
 	ReadOnly   bool
-	Sensitive bool
+	Sensitive  bool
 }
 
 // topicConfigDef describes one topic-level config Wharf knows. Configs with
