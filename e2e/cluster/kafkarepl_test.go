@@ -227,6 +227,104 @@ func TestConsumerAcrossLeaderKill(t *testing.T) {
 	}
 }
 
+// TestPreferredLeaders: three nodes start with automatic balancing off,
+// then are restarted one by one (SIGTERM) with it on, checked every
+// second. The first restarted is partition 0's preferred replica (its
+// first): the partition stays led by a node whose balancer is off until
+// kadm.ElectLeaders moves it back. Once the rolling restart is over,
+// every partition is led by its preferred replica again, so leaders are
+// spread over the nodes, although each node lost its leaderships while
+// it was down.
+func TestPreferredLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := prepareCluster(t, 3)
+	for _, nd := range nodes {
+		nd.extraArgs = []string{"--auto-leader-rebalance=false"}
+		nd.start()
+	}
+	for _, nd := range nodes {
+		nd.waitReady()
+	}
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := newAdmin(t, seedsOf(nodes))
+	const topic = "spread"
+	createTopicN(ctx, t, admin, topic, 3)
+	inSync := func(p partitionView) bool { return len(p.isr) == 3 }
+	parts := waitPartitions(ctx, t, nodes[0], topic, "every replica in sync", inSync)
+
+	balancing := []string{"--leader-imbalance-check-interval=1s"}
+	first := nodes[parts[0].replicas[0]-1]
+	first.extraArgs = balancing
+	restart(ctx, t, nodes, topic, first)
+	parts = waitPartitions(ctx, t, first, topic, "every replica in sync", inSync)
+	if parts[0].leader == int32(first.id) {
+		t.Fatalf("%s-0 went back to its preferred replica %d, led by a node whose balancer is off", topic, first.id)
+	}
+	t.Logf("%s-0 led by node %d, prefers node %d", topic, parts[0].leader, first.id)
+	elected, err := admin.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, r := range elected[topic] {
+		if r.Err != nil && !(p != 0 && errors.Is(r.Err, kerr.ElectionNotNeeded)) {
+			t.Errorf("ElectLeaders %s-%d: %v", topic, p, r.Err)
+		}
+	}
+	waitPartitions(ctx, t, first, topic, "every partition led by its preferred replica", ledByPreferred)
+
+	for _, nd := range nodes {
+		if nd != first {
+			nd.extraArgs = balancing
+			restart(ctx, t, nodes, topic, nd)
+		}
+	}
+	parts = waitPartitions(ctx, t, first, topic, "every partition led by its preferred replica after the rolling restart", ledByPreferred)
+	t.Logf("after the rolling restart: %+v", parts)
+}
+
+func ledByPreferred(p partitionView) bool { return p.leader == p.replicas[0] }
+
+// restart stops nd with SIGTERM, waits until the other nodes elected
+// leaders of topic's partitions it led, starts it again, and waits until
+// every replica is in sync again.
+func restart(ctx context.Context, t *testing.T, nodes []*node, topic string, nd *node) {
+	t.Helper()
+	other := nodes[nd.id%len(nodes)]
+	nd.terminate()
+	waitPartitions(ctx, t, other, topic, fmt.Sprint("leaders other than node ", nd.id), func(p partitionView) bool {
+		return p.leader != int32(nd.id)
+	})
+	nd.start()
+	nd.waitReady()
+	waitPartitions(ctx, t, other, topic, fmt.Sprint("node ", nd.id, " back in sync"), func(p partitionView) bool {
+		return len(p.isr) == len(nodes)
+	})
+}
+
+// waitPartitions waits until node from, asked alone, names a leader of
+// every partition of topic and every partition meets ok; it returns them.
+func waitPartitions(ctx context.Context, t *testing.T, from *node, topic, what string, ok func(partitionView) bool) map[int32]partitionView {
+	t.Helper()
+	for {
+		parts, err := from.partitions(ctx, t, topic)
+		good := err == nil && len(parts) > 0
+		for _, p := range parts {
+			good = good && p.leader >= 0 && ok(p)
+		}
+		if good {
+			return parts
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s, asking node %d: waiting for %s: %v %+v", topic, from.id, what, err, parts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // requestCounter is a kgo hook counting the requests written, by key.
 type requestCounter struct {
 	mu     sync.Mutex
