@@ -24,12 +24,18 @@ func (p *Partition) EpochEnd(epoch int32) (leaderEpoch int32, endOffset int64, e
 		return -1, -1, err
 	}
 	current, _ := p.Leading()
-	starts := epochStarts(log, int32(current))
-	if epoch < 0 {
-		return -1, -1, nil
-	}
-	if epoch == starts[len(starts)-1].Epoch {
-		return epoch, log.EndOffset(), nil
+	leaderEpoch, endOffset = epochEnd(epochStarts(log, int32(current)), epoch, log.EndOffset())
+	return leaderEpoch, endOffset, nil
+}
+
+// epochEnd is Kafka's LeaderEpochFileCache.endOffsetFor over starts (never
+// empty, the last the current epoch), for a log ending at logEnd.
+func epochEnd(starts []replica.EpochStart, epoch int32, logEnd int64) (int32, int64) {
+	switch {
+	case epoch < 0:
+		return -1, -1
+	case epoch == starts[len(starts)-1].Epoch:
+		return epoch, logEnd
 	}
 	higher := 0
 	for higher < len(starts) && starts[higher].Epoch <= epoch {
@@ -37,11 +43,11 @@ func (p *Partition) EpochEnd(epoch int32) (leaderEpoch int32, endOffset int64, e
 	}
 	switch {
 	case higher == len(starts):
-		return -1, -1, nil // an epoch this log has not reached
+		return -1, -1 // an epoch this log has not reached
 	case higher == 0:
-		return epoch, starts[0].StartOffset, nil // before every epoch here
+		return epoch, starts[0].StartOffset // before every epoch here
 	}
-	return starts[higher-1].Epoch, starts[higher].StartOffset, nil
+	return starts[higher-1].Epoch, starts[higher].StartOffset
 }
 
 // epochStarts is the log's epoch index made whole: epoch 0 from the log
