@@ -32,19 +32,10 @@ func TestMinInsyncReplicasCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	nodes := startCluster(t, 3)
-	logsOnFailure(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	seeds := seedsOf(nodes)
-	admin := newAdmin(t, seeds)
 	const topic = "strict"
-	three := "3"
-	createTopicWith(ctx, t, admin, topic, map[string]*string{"min.insync.replicas": &three})
-	leader := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
-	if code := produceRaw(ctx, t, leader, topic, -1, 5000); code != nil {
-		t.Fatalf("acks=all with three replicas in sync: %v", code)
-	}
+	nodes, admin, leader := clusterWithTopic(ctx, t, topic, "3")
 
 	follower := nodes[leader.id%3]
 	follower.kill()
@@ -103,19 +94,10 @@ func TestProduceTimeoutCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	nodes := startCluster(t, 3)
-	logsOnFailure(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	seeds := seedsOf(nodes)
-	admin := newAdmin(t, seeds)
 	const topic = "slow"
-	one := "1"
-	createTopicWith(ctx, t, admin, topic, map[string]*string{"min.insync.replicas": &one})
-	leader := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
-	if code := produceRaw(ctx, t, leader, topic, -1, 5000); code != nil {
-		t.Fatalf("acks=all with every replica up: %v", code)
-	}
+	nodes, _, leader := clusterWithTopic(ctx, t, topic, "1")
 
 	followers := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == leader })
 	for _, f := range followers {
@@ -140,7 +122,7 @@ func TestProduceTimeoutCluster(t *testing.T) {
 	t.Logf("REQUEST_TIMED_OUT after %v (TimeoutMillis %d)", took.Round(time.Millisecond), timeout)
 
 	// Resumed, the cluster takes acks=all again.
-	producer := newClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(30*time.Second))
+	producer := newClient(t, seedsOf(nodes), kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(30*time.Second))
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
 		t.Fatalf("acks=all after SIGCONT: %v", err)
 	}
@@ -462,6 +444,23 @@ func epochEndOf(ctx context.Context, t *testing.T, nd *node, topic string, curre
 		t.Fatalf("OffsetForLeaderEpoch to node %d: %v", nd.id, err)
 	}
 	return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+}
+
+// clusterWithTopic starts three nodes and creates topic, one partition of
+// three replicas with min.insync.replicas minISR, and returns the nodes,
+// an admin client and the partition's leader, once an acks=all Produce
+// to it succeeded.
+func clusterWithTopic(ctx context.Context, t *testing.T, topic, minISR string) ([]*node, *kadm.Client, *node) {
+	t.Helper()
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	admin := newAdmin(t, seedsOf(nodes))
+	createTopicWith(ctx, t, admin, topic, map[string]*string{"min.insync.replicas": &minISR})
+	leader := nodes[waitLeader(ctx, t, admin, topic, -1)-1]
+	if code := produceRaw(ctx, t, leader, topic, -1, 5000); code != nil {
+		t.Fatalf("acks=all with every replica in sync: %v", code)
+	}
+	return nodes, admin, leader
 }
 
 // createTopicWith creates topic with one partition, three replicas and

@@ -75,9 +75,7 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 	defer retry.Stop()
 	for {
 		changed := p.broker.LeadershipChanged()
-		if err := p.transferLeadership(ctx, leader, preferred); err != nil {
-			return err
-		}
+		p.transferLeadership(ctx, leader, preferred)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s-%d: leadership not handed to node %d in time", ErrRequestTimedOut, p.topic.name, p.index, preferred)
@@ -94,25 +92,22 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 // to node to: through its own replica if this node holds one (a follower
 // passes the request on to the leader, as Raft does), else forwarded to
 // the leader over the cluster's transport.
-func (p *Partition) transferLeadership(ctx context.Context, leader, to int32) error {
+// A failure is left to the caller's next try.
+func (p *Partition) transferLeadership(ctx context.Context, leader, to int32) {
 	if p.raft != nil {
 		p.raft.Group().TransferLeadership(uint64(to))
-		return nil
+		return
 	}
 	if leader < 0 {
-		return nil // no leader known yet: the next retry may know one
+		return // no leader known yet: the next try may know one
 	}
-	data, err := json.Marshal(partitionForward{TransferTo: to})
-	if err != nil {
-		return err
-	}
+	data, _ := json.Marshal(partitionForward{TransferTo: to}) // plain fields: cannot fail
 	ctx, cancel := context.WithTimeout(ctx, transferRetry)
 	defer cancel()
 	if _, err := p.broker.cfg.Cluster.Forward(ctx, partitionGroup(p.topic.id, p.index), leader, data); err != nil && ctx.Err() == nil {
 		p.broker.logger.Debug("forwarding a leadership transfer failed; retrying", "topic", p.topic.name,
 			"partition", p.index, "leader", leader, "err", err)
 	}
-	return nil
 }
 
 // balanceLoop moves leaderships back to preferred replicas every

@@ -110,10 +110,7 @@ type Produced struct {
 // ErrRequestTimedOut (a Kafka producer's request timeout): the records
 // stay in the log, and may still be committed.
 func (r Produced) Wait(ctx context.Context) error {
-	if r.ack == (replica.Commit{}) {
-		return nil // the acknowledgement waits for nothing
-	}
-	err := r.ack.Wait(ctx)
+	err := r.ack.Wait(ctx) // the zero Commit (acks waiting for nothing) returns at once
 	switch {
 	case err == nil:
 		return nil

@@ -15,11 +15,11 @@ import (
 //
 // TOPIC resources report every config the broker core knows for the topic
 // (overrides as DYNAMIC_TOPIC_CONFIG, defaults the broker was started
-// with, such as --min-insync-replicas, as STATIC_BROKER_CONFIG, the rest as
-// DEFAULT_CONFIG). BROKER
-// resources named after this node report the broker core's settings plus
-// the listener and request size limit (DEFAULT_CONFIG or
-// STATIC_BROKER_CONFIG: nothing is dynamic); an empty name asks for dynamic broker defaults, of which there are none;
+// with, such as --min-insync-replicas, as STATIC_BROKER_CONFIG, the rest
+// as DEFAULT_CONFIG). BROKER resources named after this node report the
+// broker core's settings plus the listener and request size limit
+// (DEFAULT_CONFIG or STATIC_BROKER_CONFIG: nothing is dynamic); an empty
+// name asks for dynamic broker defaults, of which there are none;
 // another broker's ID is INVALID_REQUEST, as in Kafka. Other resource types
 // (broker loggers, client metrics, groups) are INVALID_REQUEST.
 //
