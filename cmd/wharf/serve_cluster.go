@@ -4,33 +4,55 @@ import (
 	"flag"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/node"
 )
 
 // clusterFlags are the flags that make `wharf serve` one node of a
-// cluster (issue 13): all three, or none for a single node.
+// cluster (issue 13): all three, or none for a single node; and Kafka's
+// replication settings.
 type clusterFlags struct {
 	nodeID        *int
 	addr, initial *string
+
+	minInsync      *int
+	autoRebalance  *bool
+	imbalanceCheck *time.Duration
 }
 
 // clusterEnv lists the cluster flags settable by environment variable.
-var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster"}
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster",
+	"min-insync-replicas", "auto-leader-rebalance", "leader-imbalance-check-interval"}
 
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
 		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
+
+		minInsync: fs.Int("min-insync-replicas", 0,
+			"default min.insync.replicas of every topic: acks=all to a partition with fewer replicas in sync gets NOT_ENOUGH_REPLICAS (0: min(2, the topic's replication factor))"),
+		autoRebalance: fs.Bool("auto-leader-rebalance", true,
+			"in a cluster, move each partition's leadership back to its preferred replica (the first) when it is in sync (auto.leader.rebalance.enable)"),
+		imbalanceCheck: fs.Duration("leader-imbalance-check-interval", 300*time.Second,
+			"how often --auto-leader-rebalance looks for partitions led away from their preferred replica (leader.imbalance.check.interval.seconds)"),
 	}
 }
 
-// apply checks the cluster flags and sets the node's id and cluster.
+// apply checks the cluster flags and sets the node's id, cluster and
+// replication settings.
 func (f clusterFlags) apply(cfg *node.Config) error {
 	if *f.nodeID < 0 || *f.nodeID > 1<<31-1 {
 		return usagef("--node-id must be between 0 and %d, got %d", 1<<31-1, *f.nodeID)
 	}
+	if *f.minInsync < 0 {
+		return usagef("--min-insync-replicas must be 0 (the default rule) or more, got %d", *f.minInsync)
+	}
+	if *f.imbalanceCheck <= 0 {
+		return usagef("--leader-imbalance-check-interval must be positive, got %v", *f.imbalanceCheck)
+	}
+	cfg.MinInsyncReplicas, cfg.AutoLeaderRebalance, cfg.LeaderImbalanceCheck = *f.minInsync, f.autoRebalance, *f.imbalanceCheck
 	cfg.NodeID = int32(*f.nodeID)
 	if *f.addr == "" && *f.initial == "" {
 		return nil

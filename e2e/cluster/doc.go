@@ -15,6 +15,19 @@
 //     every committed transaction and no aborted one.
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
+//   - TestMinInsyncReplicasCluster: a topic's min.insync.replicas (set at
+//     creation, lowered with IncrementalAlterConfigs) refuses acks=all
+//     with NOT_ENOUGH_REPLICAS while a follower is killed; acks=1 works.
+//   - TestProduceTimeoutCluster: both followers SIGSTOPped, an acks=all
+//     Produce is answered REQUEST_TIMED_OUT after its TimeoutMillis.
+//   - TestConsumerAcrossLeaderKill: a franz-go consumer that may not reset
+//     its offset reads every acknowledged record once, in order, across a
+//     SIGKILL of the leader, validating its position with
+//     OffsetForLeaderEpoch; the new leader fences the old epoch.
+//   - TestPreferredLeaders: kadm.ElectLeaders moves a partition back to
+//     its preferred replica, and after a rolling restart with
+//     --leader-imbalance-check-interval=1s every partition is led by its
+//     preferred replica again.
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.

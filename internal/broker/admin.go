@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strconv"
 )
 
 // TopicSpec describes a topic to create. Partitions <= 0 means the broker's
@@ -290,7 +289,7 @@ func (b *Broker) newTopic(rec topicRecord) *Topic {
 		id:   rec.ID,
 		config: topicConfig{
 			overrides: rec.Configs,
-			defaults:  map[string]string{"max.message.bytes": strconv.Itoa(int(b.cfg.MessageMaxBytes))},
+			defaults:  b.topicDefaults(rec.replicationFactor()),
 		},
 	}
 }

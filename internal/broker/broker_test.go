@@ -133,7 +133,8 @@ func TestCreateTopicRejectsBadInput(t *testing.T) {
 		{TopicSpec{Name: "t", Partitions: maxPartitions + 1}, ErrInvalidPartitions},
 		{TopicSpec{Name: "t", Configs: map[string]string{"no.such.config": "1"}}, ErrInvalidConfig},
 		{TopicSpec{Name: "t", Configs: map[string]string{"retention.ms": "soon"}}, ErrInvalidConfig},
-		{TopicSpec{Name: "t", Configs: map[string]string{"min.insync.replicas": "2"}}, ErrInvalidConfig},
+		{TopicSpec{Name: "t", Configs: map[string]string{"min.insync.replicas": "0"}}, ErrInvalidConfig},
+		{TopicSpec{Name: "t", Configs: map[string]string{"preallocate": "true"}}, ErrInvalidConfig},
 	}
 	for _, c := range cases {
 		if _, err := b.CreateTopic(c.spec, false); !errors.Is(err, c.want) {

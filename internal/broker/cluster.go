@@ -35,6 +35,8 @@ import (
 // Every node knows every partition's leader (leadership.go), and the
 // group and transaction coordinators follow the leadership of their
 // internal partitions (internal/group and internal/txn, leadership.go).
+// Leaderships go back to the partitions' preferred replicas on request
+// (ElectLeaders) and by each node's balancer (balance.go).
 // Not yet in a cluster: reassignment, adding and removing nodes, and
 // compaction of a replicated log.
 
@@ -207,6 +209,9 @@ func (b *Broker) startApplying() {
 	b.applyChanged = make(chan struct{})
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
 	b.bg.Go(func() { b.leadershipLoop(b.meta.ctx) })
+	if *b.cfg.AutoLeaderRebalance {
+		b.bg.Go(func() { b.balanceLoop(b.meta.ctx) })
+	}
 }
 
 // applyLoop applies the metadata log's committed records as they come,
@@ -364,7 +369,7 @@ func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg r
 	}
 	if err == nil {
 		p.log, p.raft = l, l
-		l.Group().SetForwardHandler(p.forwardedMarker)
+		l.Group().SetForwardHandler(p.forwarded)
 		if err = p.loadProducers(); err != nil {
 			l.Close()
 			p.log, p.raft = nil, nil
@@ -375,6 +380,34 @@ func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg r
 		b.logger.Error("partition offline", "topic", t.name, "partition", i, "err", err)
 	}
 	return p
+}
+
+// partitionForward is what a node forwards to a partition's leader over
+// the cluster's transport: a transaction marker to write (markers.go), or
+// the node to hand the leadership to (balance.go).
+type partitionForward struct {
+	Marker     *markerRequest `json:"marker,omitempty"`
+	TransferTo int32          `json:"transfer_to,omitempty"`
+}
+
+// forwarded is the partition group's forward handler: it does what
+// another node forwarded (partitionForward) while this node leads.
+func (p *Partition) forwarded(_ context.Context, data []byte) (int64, error) {
+	var f partitionForward
+	if err := json.Unmarshal(data, &f); err != nil {
+		return -1, fmt.Errorf("%w: a request forwarded to %s-%d: %v", ErrInvalidRecord, p.topic.name, p.index, err)
+	}
+	switch {
+	case f.Marker != nil:
+		if err := p.writeMarkerHere(*f.Marker); err != nil {
+			return -1, err
+		}
+	case f.TransferTo > 0:
+		p.raft.Group().TransferLeadership(uint64(f.TransferTo))
+	default:
+		return -1, fmt.Errorf("%w: an empty request forwarded to %s-%d", ErrInvalidRecord, p.topic.name, p.index)
+	}
+	return 0, nil
 }
 
 // partitionGroup is the Raft group of partition i of topic id, the same
@@ -502,17 +535,21 @@ func (p *Partition) AwaitLeadership(ctx context.Context) error {
 	return nil
 }
 
-// checkInSync refuses an acks=all produce while fewer replicas than
-// min.insync.replicas are in contact: in a cluster, by default, 2 of 3
-// (min(2, replicas)).
-func (p *Partition) checkInSync(acks int16) error {
-	if p.raft == nil || acks != -1 {
+// checkInSync refuses an acks=all produce while fewer replicas than the
+// topic's min.insync.replicas are in sync (in contact with this node; a
+// single node is always in sync with itself), as Kafka does: by default
+// 2 of 3 in a cluster (topicDefaults).
+func (p *Partition) checkInSync(acks int16, cfg topicConfig) error {
+	if acks != -1 {
 		return nil
 	}
-	need := min(2, len(p.replicas))
-	if in := len(p.raft.InContact()); in < need {
-		return fmt.Errorf("%w: %s-%d has %d of %d replicas in sync, min.insync.replicas is %d",
-			ErrNotEnoughReplicas, p.topic.name, p.index, in, len(p.replicas), need)
+	in := 1
+	if p.raft != nil {
+		in = len(p.raft.InContact())
+	}
+	if need := cfg.int("min.insync.replicas"); int64(in) < need {
+		return fmt.Errorf("%w: The size of the current ISR (%d) is insufficient to satisfy the min.isr requirement of %d for partition %s-%d",
+			ErrNotEnoughReplicas, in, need, p.topic.name, p.index)
 	}
 	return nil
 }

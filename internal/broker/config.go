@@ -28,6 +28,19 @@ type Config struct {
 	ScrubBytesPerSecond int64
 	Logger              *slog.Logger
 
+	// MinInsyncReplicas is the broker default of the topic config
+	// min.insync.replicas: an acks=all produce to a partition with fewer
+	// replicas in sync is refused (NOT_ENOUGH_REPLICAS). 0: min(2, the
+	// topic's replication factor).
+	MinInsyncReplicas int
+	// AutoLeaderRebalance (auto.leader.rebalance.enable; nil means true)
+	// moves, in a cluster, the leadership of each partition back to its
+	// preferred replica, every LeaderImbalanceCheck
+	// (leader.imbalance.check.interval.seconds; default 300 s), as
+	// Kafka's controller does (balance.go).
+	AutoLeaderRebalance  *bool
+	LeaderImbalanceCheck time.Duration
+
 	// TopicInUse names what outside the Kafka core keeps its data in
 	// topic (a stream queue: "queue 'q' in vhost '/'"), if anything
 	// does: Kafka clients may then neither delete the topic nor change
@@ -51,6 +64,9 @@ const (
 	defaultFlushInterval   = time.Second
 	defaultRetentionCheck  = 5 * time.Minute
 	defaultScrubRate       = 200 << 20
+	// defaultLeaderImbalanceCheck is Kafka's
+	// leader.imbalance.check.interval.seconds.
+	defaultLeaderImbalanceCheck = 300 * time.Second
 )
 
 func (c Config) withDefaults() Config {
@@ -69,6 +85,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionCheck <= 0 {
 		c.RetentionCheck = defaultRetentionCheck
+	}
+	if c.AutoLeaderRebalance == nil {
+		on := true
+		c.AutoLeaderRebalance = &on
+	}
+	if c.LeaderImbalanceCheck <= 0 {
+		c.LeaderImbalanceCheck = defaultLeaderImbalanceCheck
 	}
 	if c.ScrubBytesPerSecond == 0 {
 		c.ScrubBytesPerSecond = defaultScrubRate

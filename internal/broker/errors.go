@@ -18,6 +18,9 @@ var (
 	ErrOffsetOutOfRange  = errors.New("offset out of range")
 	ErrStorage           = errors.New("storage error")
 	ErrClosed            = errors.New("broker closed")
+	// ErrRequestTimedOut is an acknowledgement not given within the
+	// producer's timeout (Kafka's REQUEST_TIMED_OUT).
+	ErrRequestTimedOut = errors.New("request timed out")
 
 	// ErrInvalidRequest is a request Kafka would refuse as a whole.
 	ErrInvalidRequest = errors.New("invalid request")

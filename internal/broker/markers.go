@@ -35,7 +35,7 @@ func (p *Partition) forwardMarker(m markerRequest) error {
 	if leader < 0 || leader == p.broker.cfg.NodeID {
 		return fmt.Errorf("%w: %s-%d has no leader to write a transaction marker", ErrNotLeader, p.topic.name, p.index)
 	}
-	data, err := json.Marshal(m)
+	data, err := json.Marshal(partitionForward{Marker: &m})
 	if err != nil {
 		return err
 	}
@@ -48,19 +48,6 @@ func (p *Partition) forwardMarker(m markerRequest) error {
 		return fmt.Errorf("%w: marker for %s-%d forwarded to node %d: %v", ErrNotLeader, p.topic.name, p.index, leader, err)
 	}
 	return nil
-}
-
-// forwardedMarker is the partition group's forward handler: it writes the
-// marker another node forwarded (forwardMarker) while this node leads.
-func (p *Partition) forwardedMarker(_ context.Context, data []byte) (int64, error) {
-	var m markerRequest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return -1, fmt.Errorf("%w: a forwarded transaction marker: %v", ErrInvalidRecord, err)
-	}
-	if err := p.writeMarkerHere(m); err != nil {
-		return -1, err
-	}
-	return 0, nil
 }
 
 // TxnMarkerHook hears of a transaction marker once it is durable in a

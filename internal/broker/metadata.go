@@ -50,6 +50,15 @@ type topicRecord struct {
 	Replicas [][]int32 `json:"replicas,omitempty"`
 }
 
+// replicationFactor is the topic's replicas per partition: 1 on a single
+// node.
+func (r topicRecord) replicationFactor() int {
+	if len(r.Replicas) == 0 {
+		return 1
+	}
+	return len(r.Replicas[0])
+}
+
 // metadataLog writes and replays the broker's metadata records.
 type metadataLog struct {
 	log replica.Log

@@ -68,45 +68,90 @@ func (p *Partition) online() (replica.Log, error) {
 
 // Produce validates the batches in records, appends them, and returns the
 // offset given to the first record once they are as durable as acks
-// requires (see ProduceAsync).
+// requires (see Append).
 func (p *Partition) Produce(records []byte, acks int16) (baseOffset, logAppendTime int64, err error) {
-	baseOffset, logAppendTime, wait, err := p.ProduceAsync(records, acks)
+	res, err := p.Append(records, acks)
+	if err == nil {
+		err = res.Wait(context.Background())
+	}
 	if err != nil {
 		return -1, -1, err
 	}
-	if err := wait(); err != nil {
-		return -1, -1, err
-	}
-	return baseOffset, logAppendTime, nil
+	return res.BaseOffset, res.LogAppendTime, nil
 }
 
-// ProduceAsync validates the batches in records and appends them, returning
-// as soon as they are in the log: offsets assigned, visible to readers and
-// to the next append. wait then blocks until the data is as durable as acks
-// requires under the broker's fsync policy (replica.FsyncPolicy): for
-// acks=-1 under FsyncOnAcksAll (and for every acks under FsyncAlways)
-// until the log commits it, an fsync group-committed with every other
-// waiter. Splitting the two lets a front end start a pipelined client's
-// next append while this one waits for the disk. wait must be called once
-// when err is nil.
-//
-// logAppendTime is -1 unless the topic stamps batches with the broker's
-// clock. Batches of an idempotent producer are checked against its
-// sequence numbers first: a retried batch returns its original offset
-// unwritten (and waits for that original to be durable). records is not
-// kept after ProduceAsync returns, so the caller may reuse its buffer.
+// ProduceAsync is Append for callers that wait without a deadline: wait
+// is the Produced's Wait, and must be called once when err is nil.
 func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logAppendTime int64, wait func() error, err error) {
-	log, err := p.online()
+	res, err := p.Append(records, acks)
 	if err != nil {
 		return -1, -1, nil, err
+	}
+	return res.BaseOffset, res.LogAppendTime, func() error { return res.Wait(context.Background()) }, nil
+}
+
+// Produced is an append Append made: where it went, and what its
+// acknowledgement waits for.
+type Produced struct {
+	BaseOffset int64 // the offset of the first record
+	// LogAppendTime is -1 unless the topic stamps batches with the
+	// broker's clock.
+	LogAppendTime int64
+
+	p   *Partition
+	ack replica.Commit
+}
+
+// Wait blocks until the append is as durable as its acks require under
+// the broker's fsync policy (replica.FsyncPolicy): for acks=-1 under
+// FsyncOnAcksAll (and for every acks under FsyncAlways) until the log
+// commits it, an fsync group-committed with every other waiter, and in a
+// cluster a majority of the replicas. If ctx ends first it fails with
+// ErrRequestTimedOut (a Kafka producer's request timeout): the records
+// stay in the log, and may still be committed.
+func (r Produced) Wait(ctx context.Context) error {
+	err := r.ack.Wait(ctx) // the zero Commit (acks waiting for nothing) returns at once
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %s-%d: records from offset %d not committed in time: %v",
+			ErrRequestTimedOut, r.p.topic.name, r.p.index, r.BaseOffset, err)
+	}
+	return r.p.storageError("sync", err)
+}
+
+// awaitCommit waits for c, wrapping a failure.
+func (p *Partition) awaitCommit(c replica.Commit) error {
+	if err := c.Wait(context.Background()); err != nil {
+		return p.storageError("sync", err)
+	}
+	return nil
+}
+
+// Append validates the batches in records and appends them, returning as
+// soon as they are in the log: offsets assigned, visible to the next
+// append (and to readers once committed). Produced.Wait then waits until
+// they are as durable as acks requires. Splitting the two lets a front
+// end start a pipelined client's next append while this one waits for
+// the disk.
+//
+// Batches of an idempotent producer are checked against its sequence
+// numbers first: a retried batch returns its original offset unwritten
+// (and waits for that original to be durable). records is not kept after
+// Append returns, so the caller may reuse its buffer.
+func (p *Partition) Append(records []byte, acks int16) (Produced, error) {
+	log, err := p.online()
+	if err != nil {
+		return Produced{}, err
 	}
 	cfg := p.topic.currentConfig()
 	headers, err := validateBatches(records, cfg)
 	if err != nil {
-		return -1, -1, nil, err
+		return Produced{}, err
 	}
-	if err := p.checkInSync(acks); err != nil {
-		return -1, -1, nil, err
+	if err := p.checkInSync(acks, cfg); err != nil {
+		return Produced{}, err
 	}
 	opts := replica.AppendOptions{AckCommitted: acks == -1}
 	if cfg.logAppendTime() {
@@ -121,33 +166,15 @@ func (p *Partition) ProduceAsync(records []byte, acks int16) (baseOffset, logApp
 		res, err = p.appendIdempotent(log, records, headers, opts)
 	}
 	if err != nil {
-		return -1, -1, nil, err
+		return Produced{}, err
 	}
 	p.wakeWaiters()
 	p.traffic.in.Add(int64(len(records)))
-	logAppendTime = -1
+	out := Produced{BaseOffset: res.BaseOffset, LogAppendTime: -1, p: p, ack: res.Ack}
 	if cfg.logAppendTime() {
-		logAppendTime = res.LogAppendTime
+		out.LogAppendTime = res.LogAppendTime
 	}
-	return res.BaseOffset, logAppendTime, p.waitFor(res.Ack), nil
-}
-
-// waitFor returns what ProduceAsync's caller calls to wait for c.
-func (p *Partition) waitFor(c replica.Commit) func() error {
-	if c == (replica.Commit{}) {
-		return noWait // the acknowledgement waits for nothing
-	}
-	return func() error { return p.awaitCommit(c) }
-}
-
-func noWait() error { return nil }
-
-// awaitCommit waits for c, wrapping a failure.
-func (p *Partition) awaitCommit(c replica.Commit) error {
-	if err := c.Wait(context.Background()); err != nil {
-		return p.storageError("sync", err)
-	}
-	return nil
+	return out, nil
 }
 
 // appendIdempotent appends the batches of one idempotent producer, or

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/replica"
 )
@@ -16,8 +17,11 @@ type ConfigEntry struct {
 	Name      string
 	Value     string
 	IsDefault bool
-	ReadOnly  bool
-	Sensitive bool
+	// FromBroker marks a default that is a broker setting given at
+	// start-up (Kafka's STATIC_BROKER_CONFIG source), not Kafka's own.
+	FromBroker bool
+	ReadOnly   bool
+	Sensitive  bool
 }
 
 // topicConfigDef describes one topic-level config Wharf knows. Configs with
@@ -108,8 +112,11 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"min.compaction.lag.ms":     {defaultValue: "0", check: intAtLeast(0)},
 	"max.compaction.lag.ms":     {defaultValue: strconv.FormatInt(math.MaxInt64, 10), check: intAtLeast(1)},
 
+	// The default is per topic: min(2, replication factor), unless the
+	// broker sets one (topicConfig.defaults).
+	"min.insync.replicas": {defaultValue: "1", check: intAtLeast(1)},
+
 	"compression.type":               {defaultValue: "producer", fixed: true},
-	"min.insync.replicas":            {defaultValue: "1", fixed: true},
 	"unclean.leader.election.enable": {defaultValue: "false", fixed: true},
 	"preallocate":                    {defaultValue: "false", fixed: true},
 }
@@ -142,15 +149,22 @@ func validateTopicConfigs(overrides map[string]string) error {
 // topic's overrides on top.
 type topicConfig struct {
 	overrides map[string]string
-	defaults  map[string]string // broker-level defaults that differ from Kafka's
+	defaults  map[string]topicDefault // broker-level defaults that differ from Kafka's
+}
+
+// topicDefault is a topic config's default that the broker sets: from a
+// start-up setting (fromBroker), or worked out for the topic.
+type topicDefault struct {
+	value      string
+	fromBroker bool
 }
 
 func (c topicConfig) value(name string) string {
 	if v, ok := c.overrides[name]; ok {
 		return v
 	}
-	if v, ok := c.defaults[name]; ok {
-		return v
+	if d, ok := c.defaults[name]; ok {
+		return d.value
 	}
 	return topicConfigDefs[name].defaultValue
 }
@@ -204,10 +218,11 @@ func (c topicConfig) entries() []ConfigEntry {
 	for _, name := range names {
 		_, overridden := c.overrides[name]
 		out = append(out, ConfigEntry{
-			Name:      name,
-			Value:     c.value(name),
-			IsDefault: !overridden,
-			ReadOnly:  topicConfigDefs[name].fixed,
+			Name:       name,
+			Value:      c.value(name),
+			IsDefault:  !overridden,
+			FromBroker: !overridden && c.defaults[name].fromBroker,
+			ReadOnly:   topicConfigDefs[name].fixed,
 		})
 	}
 	return out
@@ -220,10 +235,13 @@ func (b *Broker) Configs() []ConfigEntry {
 	entry := func(name, value string, isDefault bool) ConfigEntry {
 		return ConfigEntry{Name: name, Value: value, IsDefault: isDefault, ReadOnly: true}
 	}
-	return []ConfigEntry{
+	entries := []ConfigEntry{
 		entry("auto.create.topics.enable", strconv.FormatBool(*c.AutoCreateTopics), *c.AutoCreateTopics),
+		entry("auto.leader.rebalance.enable", strconv.FormatBool(*c.AutoLeaderRebalance), *c.AutoLeaderRebalance),
 		entry("broker.id", strconv.Itoa(int(c.NodeID)), c.NodeID == 0),
 		entry("log.cleaner.backoff.ms", strconv.FormatInt(logCleanerBackoff.Milliseconds(), 10), true),
+		entry("leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(c.LeaderImbalanceCheck/time.Second), 10),
+			c.LeaderImbalanceCheck == defaultLeaderImbalanceCheck),
 		entry("log.dirs", c.DataDir, false),
 		entry("log.flush.interval.ms", strconv.FormatInt(c.FlushInterval.Milliseconds(), 10), c.FlushInterval == defaultFlushInterval),
 		entry("log.retention.bytes", topicConfigDefs["retention.bytes"].defaultValue, true),
@@ -234,5 +252,28 @@ func (b *Broker) Configs() []ConfigEntry {
 		entry("node.id", strconv.Itoa(int(c.NodeID)), c.NodeID == 0),
 		entry("num.partitions", strconv.Itoa(int(c.DefaultPartitions)), c.DefaultPartitions == 1),
 		entry("wharf.fsync.policy", c.Fsync.String(), c.Fsync == replica.FsyncOnAcksAll),
+	}
+	if c.MinInsyncReplicas > 0 {
+		// Unset, the default is per topic (topicDefaults): no one value.
+		entries = append(entries, entry("min.insync.replicas", strconv.Itoa(c.MinInsyncReplicas), false))
+	}
+	return entries
+}
+
+// topicDefaults are the broker-level defaults of a topic of rf replicas:
+// max.message.bytes from message.max.bytes, and min.insync.replicas from
+// the broker's setting or, without one, min(2, rf): a single replica
+// needs only itself, three tolerate one down.
+func (b *Broker) topicDefaults(rf int) map[string]topicDefault {
+	minISR := topicDefault{value: strconv.Itoa(min(2, rf))}
+	if n := b.cfg.MinInsyncReplicas; n > 0 {
+		minISR = topicDefault{value: strconv.Itoa(n), fromBroker: true}
+	}
+	return map[string]topicDefault{
+		"max.message.bytes": {
+			value:      strconv.Itoa(int(b.cfg.MessageMaxBytes)),
+			fromBroker: b.cfg.MessageMaxBytes != defaultMessageMaxBytes,
+		},
+		"min.insync.replicas": minISR,
 	}
 }

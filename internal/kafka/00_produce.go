@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -156,13 +158,19 @@ type produceAppend struct {
 // than one, and fills in each response slot.
 func (plan *producePlan) run() {
 	acks := plan.req.Acks
+	ctx := context.Background()
+	if timeout := plan.req.TimeoutMillis; timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+		defer cancel()
+	}
 	if len(plan.appends) == 1 {
-		plan.appends[0].run(acks)
+		plan.appends[0].run(ctx, acks)
 		return
 	}
 	var wg sync.WaitGroup
 	for i := range plan.appends {
-		wg.Go(func() { plan.appends[i].run(acks) })
+		wg.Go(func() { plan.appends[i].run(ctx, acks) })
 	}
 	wg.Wait()
 }
@@ -171,7 +179,9 @@ func (plan *producePlan) run() {
 // its turn has come), so a test can hold one request's append back.
 var testHookBeforeAppend atomic.Pointer[func(topic string, partition int32)]
 
-func (a *produceAppend) run(acks int16) {
+// run appends a's records and waits for their acknowledgement until ctx
+// ends.
+func (a *produceAppend) run(ctx context.Context, acks int16) {
 	// done is closed once this append is in the log (or has failed), and
 	// at the latest when run returns.
 	var releaseOnce sync.Once
@@ -190,10 +200,10 @@ func (a *produceAppend) run(acks int16) {
 	// The next in-flight request's append to this partition may go in
 	// as soon as this one is in the log; the durability waits of a
 	// connection's requests then share fsyncs (group commit).
-	base, appendTime, wait, err := a.p.ProduceAsync(a.records, acks)
+	res, err := a.p.Append(a.records, acks)
 	release()
 	if err == nil {
-		err = wait()
+		err = res.Wait(ctx)
 	}
 	a.out.LogStartOffset = a.p.StartOffset()
 	if err != nil {
@@ -201,8 +211,8 @@ func (a *produceAppend) run(acks int16) {
 		a.out.ErrorMessage = errorMessage(err)
 		return
 	}
-	a.out.BaseOffset = base
-	a.out.LogAppendTime = appendTime
+	a.out.BaseOffset = res.BaseOffset
+	a.out.LogAppendTime = res.LogAppendTime
 }
 
 // produceOrder is one connection's record of the latest in-flight append to

@@ -14,10 +14,12 @@ import (
 // DescribeConfigs (key 32), v0-v4.
 //
 // TOPIC resources report every config the broker core knows for the topic
-// (overrides as DYNAMIC_TOPIC_CONFIG, the rest as DEFAULT_CONFIG). BROKER
-// resources named after this node report the broker core's settings plus
-// the listener and request size limit (DEFAULT_CONFIG or
-// STATIC_BROKER_CONFIG: nothing is dynamic); an empty name asks for dynamic broker defaults, of which there are none;
+// (overrides as DYNAMIC_TOPIC_CONFIG, defaults the broker was started
+// with, such as --min-insync-replicas, as STATIC_BROKER_CONFIG, the rest
+// as DEFAULT_CONFIG). BROKER resources named after this node report the
+// broker core's settings plus the listener and request size limit
+// (DEFAULT_CONFIG or STATIC_BROKER_CONFIG: nothing is dynamic); an empty
+// name asks for dynamic broker defaults, of which there are none;
 // another broker's ID is INVALID_REQUEST, as in Kafka. Other resource types
 // (broker loggers, client metrics, groups) are INVALID_REQUEST.
 //
@@ -137,19 +139,22 @@ func brokerConfigSource(e broker.ConfigEntry) kmsg.ConfigSource {
 // brokerConfigTypes are the types of broker configs (DescribeConfigs v3+);
 // others are reported as strings.
 var brokerConfigTypes = map[string]kmsg.ConfigType{
-	"advertised.listeners":            kmsg.ConfigTypeString,
-	"auto.create.topics.enable":       kmsg.ConfigTypeBoolean,
-	"broker.id":                       kmsg.ConfigTypeInt,
-	"log.dirs":                        kmsg.ConfigTypeString,
-	"log.flush.interval.ms":           kmsg.ConfigTypeLong,
-	"log.retention.bytes":             kmsg.ConfigTypeLong,
-	"log.retention.check.interval.ms": kmsg.ConfigTypeLong,
-	"log.retention.ms":                kmsg.ConfigTypeLong,
-	"log.segment.bytes":               kmsg.ConfigTypeInt,
-	"message.max.bytes":               kmsg.ConfigTypeInt,
-	"node.id":                         kmsg.ConfigTypeInt,
-	"num.partitions":                  kmsg.ConfigTypeInt,
-	"socket.request.max.bytes":        kmsg.ConfigTypeInt,
+	"advertised.listeners":                    kmsg.ConfigTypeString,
+	"auto.create.topics.enable":               kmsg.ConfigTypeBoolean,
+	"auto.leader.rebalance.enable":            kmsg.ConfigTypeBoolean,
+	"broker.id":                               kmsg.ConfigTypeInt,
+	"leader.imbalance.check.interval.seconds": kmsg.ConfigTypeLong,
+	"log.dirs":                                kmsg.ConfigTypeString,
+	"log.flush.interval.ms":                   kmsg.ConfigTypeLong,
+	"log.retention.bytes":                     kmsg.ConfigTypeLong,
+	"log.retention.check.interval.ms":         kmsg.ConfigTypeLong,
+	"log.retention.ms":                        kmsg.ConfigTypeLong,
+	"log.segment.bytes":                       kmsg.ConfigTypeInt,
+	"message.max.bytes":                       kmsg.ConfigTypeInt,
+	"min.insync.replicas":                     kmsg.ConfigTypeInt,
+	"node.id":                                 kmsg.ConfigTypeInt,
+	"num.partitions":                          kmsg.ConfigTypeInt,
+	"socket.request.max.bytes":                kmsg.ConfigTypeInt,
 }
 
 // describeConfig builds one config entry of a DescribeConfigs response.

@@ -22,6 +22,7 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.Produce:                 {3, 13}, // v3: record batches (magic 2) only
 	kmsg.Fetch:                   {4, 18}, // v4: record batches
 	kmsg.ListOffsets:             {1, 11},
+	kmsg.OffsetForLeaderEpoch:    {2, 4},
 	kmsg.Metadata:                {0, 13},
 	kmsg.ApiVersions:             {0, 5},
 	kmsg.CreateTopics:            {0, 7},
@@ -93,6 +94,8 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleListOffsets(r, m))
 	case *kmsg.MetadataRequest:
 		return reply(s.handleMetadata(r, m))
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return reply(s.handleOffsetForLeaderEpoch(r, m))
 	case *kmsg.ApiVersionsRequest:
 		return reply(s.handleApiVersions(m))
 	case *kmsg.SASLHandshakeRequest:

@@ -48,12 +48,15 @@ func topicConfigType(name string) kmsg.ConfigType {
 }
 
 // topicConfigSource is where a topic config's value comes from: a topic
-// override, or the default.
+// override, a broker setting given at start-up, or the default.
 func topicConfigSource(e broker.ConfigEntry) kmsg.ConfigSource {
-	if e.IsDefault {
-		return kmsg.ConfigSourceDefaultConfig
+	switch {
+	case !e.IsDefault:
+		return kmsg.ConfigSourceDynamicTopicConfig
+	case e.FromBroker:
+		return kmsg.ConfigSourceStaticBrokerConfig
 	}
-	return kmsg.ConfigSourceDynamicTopicConfig
+	return kmsg.ConfigSourceDefaultConfig
 }
 
 // configValue is the reported value: null for sensitive configs.

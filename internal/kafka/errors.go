@@ -63,6 +63,14 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.NotLeaderForPartition
 	case errors.Is(err, broker.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas
+	case errors.Is(err, broker.ErrRequestTimedOut):
+		return kerr.RequestTimedOut
+	case errors.Is(err, broker.ErrElectionNotNeeded):
+		return kerr.ElectionNotNeeded
+	case errors.Is(err, broker.ErrPreferredLeaderNotAvailable):
+		return kerr.PreferredLeaderNotAvailable
+	case errors.Is(err, broker.ErrEligibleLeadersNotAvailable):
+		return kerr.EligibleLeadersNotAvailable
 	case errors.Is(err, broker.ErrInvalidReplicationFactor):
 		return kerr.InvalidReplicationFactor
 	case errors.Is(err, broker.ErrStorage), errors.As(err, &corrupt):

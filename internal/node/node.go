@@ -97,6 +97,14 @@ type Config struct {
 	DefaultPartitions   int32 // partitions of auto-created topics (0: broker default)
 	MaxRequestBytes     int32 // largest Kafka request accepted (0: front-end default)
 
+	// Kafka replication settings (broker.Config's): the default
+	// min.insync.replicas (0: min(2, replication factor)), and moving
+	// leaderships back to preferred replicas (nil: on) every
+	// LeaderImbalanceCheck (0: 300 s).
+	MinInsyncReplicas    int
+	AutoLeaderRebalance  *bool
+	LeaderImbalanceCheck time.Duration
+
 	// Kafka connection limits (see kafka.Config for each; 0 means the
 	// Kafka front end's default).
 	KafkaMaxNonProduceRequestBytes int32         // largest Kafka request but Produce
