@@ -182,8 +182,9 @@ func TestJoinBeforeLeaderSyncsVoidsTheGeneration(t *testing.T) {
 // and the first, told of the rebalance by its heartbeat, rejoins only after
 // the 2 s rebalance timeout (kafka-go waits for its partition readers' long
 // polls first). Kafka (DelayedJoin expiring, onCompleteJoin removing the
-// members that did not rejoin; doJoinGroup answering UNKNOWN_MEMBER_ID to
-// an id it no longer has) gives generation 2 to the second member alone.
+// members that did not rejoin; doCurrentMemberJoinGroup answering
+// UNKNOWN_MEMBER_ID to an id it no longer has) gives generation 2 to the
+// second member alone.
 // This is the order in which kafka-go's consumer_group_rebalance passes:
 // the second reader reads all three partitions, the first one what it
 // fetched in generation 1.
