@@ -74,10 +74,11 @@ var kafkaGoTimingDependentTests = map[string]string{
 // AlterUserScramCredentials), the ACL authorizer with
 // allow.everyone.if.no.acl.found, group.initial.rebalance.delay.ms=0, and
 // topic test-writer-0. It leaves out kafkaGoCrashingTests and logs the
-// pass and fail counts and the failing tests; it fails only when nothing
-// passes, since some of kafka-go's tests need what no single Wharf node
-// has (see the failures it lists). Behind -e2e.kafkago-suite because of
-// the fixed ports and its length.
+// pass and fail counts and the failing tests, the timing-dependent ones
+// apart; it fails only when nothing passes and something other than a
+// timing-dependent test failed (or nothing ran), since some of kafka-go's
+// tests need what no single Wharf node has (see the failures it lists).
+// Behind -e2e.kafkago-suite because of the fixed ports and its length.
 func TestKafkaGoOwnSuite(t *testing.T) {
 	if !*kafkaGoSuite {
 		t.Skip("needs localhost:9092 and :9093 and about four minutes: run with -e2e.kafkago-suite")
@@ -125,7 +126,9 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 		}
 		t.Logf("FAIL (timing-dependent) %s: %s\n%s", name, reason, output[name])
 	}
-	if len(passed) == 0 {
+	// A run of -e2e.kafkago-run narrowed to timing-dependent tests may
+	// pass none of them.
+	if len(passed) == 0 && (len(failed) > 0 || len(timingFailed) == 0) {
 		t.Fatalf("no kafka-go test passed: %v\n%s\n%s", runErr, out, stderr.Bytes())
 	}
 }
