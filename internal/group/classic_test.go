@@ -184,10 +184,9 @@ func TestJoinBeforeLeaderSyncsVoidsTheGeneration(t *testing.T) {
 // polls first). Kafka (DelayedJoin expiring, onCompleteJoin removing the
 // members that did not rejoin; doCurrentMemberJoinGroup answering
 // UNKNOWN_MEMBER_ID to an id it no longer has) gives generation 2 to the
-// second member alone.
-// This is the order in which kafka-go's consumer_group_rebalance passes:
-// the second reader reads all three partitions, the first one what it
-// fetched in generation 1.
+// second member alone. This is the order in which kafka-go's
+// consumer_group_rebalance passes: the second reader reads all three
+// partitions, the first one what it fetched in generation 1.
 func TestRejoinAfterRebalanceTimeoutIsUnknownMember(t *testing.T) {
 	h := newHarness(t)
 	first := h.join(kafkaGoJoin("")).must(t)
