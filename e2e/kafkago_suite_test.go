@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -45,6 +46,25 @@ var kafkaGoSuiteAddrs = []string{"127.0.0.1:9092", "127.0.0.1:9093"}
 const kafkaGoCrashingTests = "^TestReaderConsumerGroup$/" +
 	"^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close)$"
 
+// kafkaGoTimingDependentTests are kafka-go tests whose outcome a race
+// between the test's own clients decides, whatever the broker, each with
+// the reason. They run like the others; the runner reports each one's
+// result apart, with the reason, so that neither a pass nor a failure of
+// one is read as saying something about Wharf. A parent test that failed
+// only because such subtests did is reported with them.
+var kafkaGoTimingDependentTests = map[string]string{
+	// Traced on Wharf; internal/group's
+	// TestJoinBeforeLeaderSyncsVoidsTheGeneration and
+	// TestRejoinAfterRebalanceTimeoutIsUnknownMember pin both orders to
+	// what Kafka's GroupCoordinator does.
+	" TestReaderConsumerGroup/consumer_group_rebalance": "its two Readers start together and never commit; it passes only if " +
+		"the second one's first JoinGroup reaches the coordinator after the first one's first SyncGroup (a race of about " +
+		"a millisecond between two of the test's goroutines): the first reader, slow to rejoin while its fetches long-poll, " +
+		"is then dropped after the 2 s rebalance timeout and the second gets all three partitions. If the JoinGroup comes " +
+		"first, Kafka and Wharf alike void generation 1 and split the partitions 2+1, and the reader with 8 messages " +
+		"cannot read the 12 the test wants (on Wharf, 1 pass in 10 runs of it alone on 2026-12-02)",
+}
+
 // TestKafkaGoOwnSuite runs segmentio/kafka-go's own tests, unchanged, from
 // a copy of the module cache, against one node set up as its
 // docker-compose broker is: broker id 1, advertised as localhost, a
@@ -54,10 +74,11 @@ const kafkaGoCrashingTests = "^TestReaderConsumerGroup$/" +
 // AlterUserScramCredentials), the ACL authorizer with
 // allow.everyone.if.no.acl.found, group.initial.rebalance.delay.ms=0, and
 // topic test-writer-0. It leaves out kafkaGoCrashingTests and logs the
-// pass and fail counts and the failing tests; it fails only when nothing
-// passes, since some of kafka-go's tests need what no single Wharf node
-// has (see the failures it lists). Behind -e2e.kafkago-suite because of
-// the fixed ports and its length.
+// pass and fail counts and the failing tests, the timing-dependent ones
+// apart; it fails only when nothing passes and something other than a
+// timing-dependent test failed (or nothing ran), since some of kafka-go's
+// tests need what no single Wharf node has (see the failures it lists).
+// Behind -e2e.kafkago-suite because of the fixed ports and its length.
 func TestKafkaGoOwnSuite(t *testing.T) {
 	if !*kafkaGoSuite {
 		t.Skip("needs localhost:9092 and :9093 and about four minutes: run with -e2e.kafkago-suite")
@@ -87,13 +108,70 @@ func TestKafkaGoOwnSuite(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
 	passed, failed, skipped, output := goTestResults(out)
-	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d skipped; not run: %s",
-		*kafkaGoVersion, len(passed), len(failed), len(skipped), kafkaGoCrashingTests)
+	failed, timingFailed := splitTimingDependent(failed)
+	t.Logf("kafka-go's own tests against Wharf (KAFKA_VERSION=%s): %d passed, %d failed, %d timing-dependent failed, %d skipped; not run: %s",
+		*kafkaGoVersion, len(passed), len(failed), len(timingFailed), len(skipped), kafkaGoCrashingTests)
 	for _, name := range failed {
 		t.Logf("FAIL %s\n%s", name, output[name])
 	}
-	if len(passed) == 0 {
+	for _, name := range passed {
+		if reason, ok := kafkaGoTimingDependentTests[name]; ok {
+			t.Logf("PASS (timing-dependent) %s: %s", name, reason)
+		}
+	}
+	for _, name := range timingFailed {
+		reason, ok := kafkaGoTimingDependentTests[name]
+		if !ok {
+			reason = "failed only through its timing-dependent subtests"
+		}
+		t.Logf("FAIL (timing-dependent) %s: %s\n%s", name, reason, output[name])
+	}
+	// A run of -e2e.kafkago-run narrowed to timing-dependent tests may
+	// pass none of them.
+	if len(passed) == 0 && (len(failed) > 0 || len(timingFailed) == 0) {
 		t.Fatalf("no kafka-go test passed: %v\n%s\n%s", runErr, out, stderr.Bytes())
+	}
+}
+
+// splitTimingDependent separates, from the failed tests, those in
+// kafkaGoTimingDependentTests and the parents whose every failed subtest
+// is one of them.
+func splitTimingDependent(failed []string) (others, timing []string) {
+	isTiming := func(name string) bool {
+		if _, ok := kafkaGoTimingDependentTests[name]; ok {
+			return true
+		}
+		subtests := 0
+		for _, f := range failed {
+			if strings.HasPrefix(f, name+"/") {
+				if _, ok := kafkaGoTimingDependentTests[f]; !ok {
+					return false
+				}
+				subtests++
+			}
+		}
+		return subtests > 0
+	}
+	for _, name := range failed {
+		if isTiming(name) {
+			timing = append(timing, name)
+		} else {
+			others = append(others, name)
+		}
+	}
+	return others, timing
+}
+
+func TestSplitTimingDependent(t *testing.T) {
+	const timing = " TestReaderConsumerGroup/consumer_group_rebalance"
+	others, timed := splitTimingDependent([]string{" TestReaderConsumerGroup", timing, " TestWriter"})
+	if !slices.Equal(others, []string{" TestWriter"}) || !slices.Equal(timed, []string{" TestReaderConsumerGroup", timing}) {
+		t.Fatalf("others %q, timing-dependent %q", others, timed)
+	}
+	// A parent with another failed subtest is an ordinary failure.
+	others, timed = splitTimingDependent([]string{" TestReaderConsumerGroup", timing, " TestReaderConsumerGroup/basic_handshake"})
+	if !slices.Equal(others, []string{" TestReaderConsumerGroup", " TestReaderConsumerGroup/basic_handshake"}) || !slices.Equal(timed, []string{timing}) {
+		t.Fatalf("others %q, timing-dependent %q", others, timed)
 	}
 }
 
@@ -107,7 +185,7 @@ func startKafkaGoNode(t *testing.T) {
 		// lists it among the settings its tests need. With Kafka's 3 s
 		// default, two readers started together always share generation
 		// 1, and TestReaderConsumerGroup/consumer_group_rebalance then
-		// fails (see e2e/doc.go).
+		// always fails (see kafkaGoTimingDependentTests).
 		c.Groups.InitialRebalanceDelay = -1
 		c.KafkaListeners = []node.KafkaListener{
 			{Protocol: wharfkafka.Plaintext, Addr: kafkaGoSuiteAddrs[0]},

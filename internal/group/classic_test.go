@@ -142,6 +142,73 @@ func TestNewMemberTriggersRebalance(t *testing.T) {
 	}
 }
 
+// kafkaGoJoin is a JoinGroup as kafka-go's Reader sends it: v2, so no
+// MEMBER_ID_REQUIRED round trip, a 30 s session and a 2 s rebalance timeout
+// (the settings of kafka-go's TestReaderConsumerGroup).
+func kafkaGoJoin(memberID string) JoinRequest {
+	return JoinRequest{Group: "g", MemberID: memberID, SessionTimeout: 30 * time.Second, RebalanceTimeout: 2 * time.Second}
+}
+
+// Two consumers started together, the second one's first JoinGroup landing
+// after the first one's JoinGroup answer but before its SyncGroup: Kafka
+// (GroupCoordinator.doNewMemberJoinGroup -> addMemberAndRebalance ->
+// prepareRebalance; doSyncGroup answers REBALANCE_IN_PROGRESS while
+// PreparingRebalance) voids generation 1, and the leader's rejoin completes
+// generation 2 with both members. This is the order in which kafka-go's
+// consumer_group_rebalance fails: each reader then owns only its own
+// partitions for the rest of the test.
+func TestJoinBeforeLeaderSyncsVoidsTheGeneration(t *testing.T) {
+	h := newHarness(t)
+	first := h.join(kafkaGoJoin("")).must(t)
+	if first.Err != nil || first.Generation != 1 || first.Leader != first.MemberID {
+		t.Fatalf("first join: %+v, want generation 1 at once (no initial delay) led by the member", first)
+	}
+	second := h.join(kafkaGoJoin(""))
+	second.mustWait(t)
+	if got := h.classicState("g"); got != classicPreparingRebalance {
+		t.Fatalf("state %s after a join during CompletingRebalance, want PreparingRebalance", got)
+	}
+	if r := h.sync(SyncRequest{Group: "g", Generation: 1, MemberID: first.MemberID}).must(t); !errors.Is(r.Err, ErrRebalanceInProgress) {
+		t.Fatalf("leader's sync of generation 1: %+v, want REBALANCE_IN_PROGRESS", r)
+	}
+	rejoin := h.join(kafkaGoJoin(first.MemberID)).must(t)
+	r2 := second.must(t)
+	if rejoin.Err != nil || r2.Err != nil || rejoin.Generation != 2 || r2.Generation != 2 || len(rejoin.Members) != 2 || rejoin.Leader != first.MemberID {
+		t.Fatalf("joins: %+v / %+v, want generation 2 with both, led by the first member", rejoin, r2)
+	}
+}
+
+// The other order: the second consumer joins once generation 1 is stable,
+// and the first, told of the rebalance by its heartbeat, rejoins only after
+// the 2 s rebalance timeout (kafka-go waits for its partition readers' long
+// polls first). Kafka (DelayedJoin expiring, onCompleteJoin removing the
+// members that did not rejoin; doCurrentMemberJoinGroup answering
+// UNKNOWN_MEMBER_ID to an id it no longer has) gives generation 2 to the
+// second member alone. This is the order in which kafka-go's
+// consumer_group_rebalance passes: the second reader reads all three
+// partitions, the first one what it fetched in generation 1.
+func TestRejoinAfterRebalanceTimeoutIsUnknownMember(t *testing.T) {
+	h := newHarness(t)
+	first := h.join(kafkaGoJoin("")).must(t)
+	if r := h.sync(SyncRequest{Group: "g", Generation: 1, MemberID: first.MemberID, Assignments: map[string][]byte{first.MemberID: []byte("all")}}).must(t); r.Err != nil {
+		t.Fatalf("sync: %v", r.Err)
+	}
+	second := h.join(kafkaGoJoin(""))
+	h.advance(1900 * time.Millisecond)
+	if err := h.c.Heartbeat(HeartbeatRequest{Group: "g", Generation: 1, MemberID: first.MemberID}); !errors.Is(err, ErrRebalanceInProgress) {
+		t.Fatalf("heartbeat: %v, want REBALANCE_IN_PROGRESS", err)
+	}
+	second.mustWait(t)
+	h.advance(100 * time.Millisecond)
+	r2 := second.must(t)
+	if r2.Err != nil || r2.Generation != 2 || r2.Leader != r2.MemberID || len(r2.Members) != 1 {
+		t.Fatalf("second join: %+v, want generation 2 with only itself", r2)
+	}
+	if r := h.join(kafkaGoJoin(first.MemberID)).must(t); !errors.Is(r.Err, ErrUnknownMemberID) {
+		t.Fatalf("late rejoin of the removed member: %+v, want UNKNOWN_MEMBER_ID", r)
+	}
+}
+
 func TestRebalanceTimeoutRemovesMembersThatDoNotRejoin(t *testing.T) {
 	h := newHarness(t)
 	ids, gen := h.stableGroup("g", 2)
