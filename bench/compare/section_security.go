@@ -58,22 +58,24 @@ func (s *suite) securitySection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fill %s: %w", topic, err)
 	}
-	side := func(protocol string, run func(ctx context.Context, addr string, opts []kgo.Opt) (figures, error)) contender {
+	side := func(protocol string, run secureWorkload) contender {
 		name := "Wharf " + protocol
 		return contender{name: name, pid: w.processID, run: func(ctx context.Context) (figures, error) {
-			return run(ctx, w.addrs[protocol], w.clientOpts(protocol))
+			return withCPUPerMB(ctx, s.newWindow(), w.pid(), func(win window) (figures, error) {
+				return run(ctx, win, w.addrs[protocol], w.clientOpts(protocol))
+			})
 		}}
 	}
-	produce := func(ctx context.Context, addr string, opts []kgo.Opt) (figures, error) {
-		return s.runSecureProduce(ctx, w.addrs["PLAINTEXT"], addr, opts)
+	produce := func(ctx context.Context, win window, addr string, opts []kgo.Opt) (figures, error) {
+		return s.runSecureProduce(ctx, win, w.addrs["PLAINTEXT"], addr, opts)
 	}
-	consume := func(ctx context.Context, addr string, opts []kgo.Opt) (figures, error) {
-		return s.runSecureConsume(ctx, addr, opts, topic, records)
+	consume := func(ctx context.Context, win window, addr string, opts []kgo.Opt) (figures, error) {
+		return runSecureConsume(ctx, win, addr, opts, topic, records)
 	}
 	for _, protocol := range securedListeners {
 		for _, workload := range []struct {
 			name string
-			run  func(context.Context, string, []kgo.Opt) (figures, error)
+			run  secureWorkload
 		}{
 			{"produce acks=all (franz-go defaults, compression off)", produce},
 			{"consume a 256 MiB topic from its start (page cache)", consume},
@@ -96,14 +98,47 @@ func (s *suite) securitySection(ctx context.Context) error {
 	return nil
 }
 
+// secureWorkload runs one workload over the listener at addr (a client
+// with opts) and reports its MB/s of record values in win ("mbps").
+type secureWorkload func(ctx context.Context, win window, addr string, opts []kgo.Opt) (figures, error)
+
+// withCPUPerMB runs a workload measured in win and adds the CPU time the
+// broker (process pid) and the clients (this process) spent per MB of
+// records within the window, in ms ("brokerms", "clientms").
+func withCPUPerMB(ctx context.Context, win window, pid int, run func(window) (figures, error)) (figures, error) {
+	type sample struct{ broker, client float64 }
+	read := func() sample {
+		b, _ := processCPUSeconds(pid)
+		return sample{b, selfCPUSeconds()}
+	}
+	samples := make(chan [2]sample, 1)
+	go func() {
+		var s [2]sample
+		if sleepUntil(ctx, win.start) == nil {
+			s[0] = read()
+		}
+		if sleepUntil(ctx, win.end) == nil {
+			s[1] = read()
+		}
+		samples <- s
+	}()
+	f, err := run(win)
+	s := <-samples
+	if err != nil || ctx.Err() != nil {
+		return f, err
+	}
+	mb := f["mbps"] * win.seconds()
+	f["brokerms"] = 1000 * (s[1].broker - s[0].broker) / mb
+	f["clientms"] = 1000 * (s[1].client - s[0].client) / mb
+	return f, nil
+}
+
 // cpuPerMBNote gives the broker's and the client's CPU time per MB of
 // records on each listener: what the secured listener costs each side.
 func cpuPerMBNote(protocol string, secured, plain figures) string {
-	perMB := func(f figures, key string) string {
-		return formatNumber(1000*figureOr(f, key)/figureOr(f, "mbps")) + " ms"
-	}
+	ms := func(f figures, key string) string { return formatNumber(figureOr(f, key)) + " ms" }
 	return fmt.Sprintf("CPU per MB, broker: %s (%s), %s (PLAINTEXT); clients: %s (%s), %s (PLAINTEXT)",
-		perMB(secured, "cpu"), protocol, perMB(plain, "cpu"), perMB(secured, "selfcpu"), protocol, perMB(plain, "selfcpu"))
+		ms(secured, "brokerms"), protocol, ms(plain, "brokerms"), ms(secured, "clientms"), protocol, ms(plain, "clientms"))
 }
 
 // startSecureWharf starts a Wharf of its own for the security rows, with a
@@ -159,14 +194,13 @@ func (w *secureWharf) clientOpts(protocol string) []kgo.Opt {
 
 // runSecureProduce is the acks=all, 1 KiB, 1 partition produce row over
 // one listener (addr, with opts); the topic is made over adminAddr.
-func (s *suite) runSecureProduce(ctx context.Context, adminAddr, addr string, opts []kgo.Opt) (figures, error) {
+func (s *suite) runSecureProduce(ctx context.Context, w window, adminAddr, addr string, opts []kgo.Opt) (figures, error) {
 	return s.withTopic(ctx, adminAddr, 1, func(topic string) (figures, error) {
 		cl, err := kgo.NewClient(append(producerOpts(addr, topic, true), opts...)...)
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
-		w := s.newWindow()
 		value := make([]byte, 1024)
 		var acked atomic.Int64
 		var firstErr errOnce
@@ -187,8 +221,7 @@ func (s *suite) runSecureProduce(ctx context.Context, adminAddr, addr string, op
 // runSecureConsume reads topic (records of 1 KiB) over one listener from
 // its start, with one franz-go consumer (defaults), and again from the
 // start whenever it reaches the end, until the window ends.
-func (s *suite) runSecureConsume(ctx context.Context, addr string, opts []kgo.Opt, topic string, records int64) (figures, error) {
-	w := s.newWindow()
+func runSecureConsume(ctx context.Context, w window, addr string, opts []kgo.Opt, topic string, records int64) (figures, error) {
 	var consumed int64
 	for time.Now().Before(w.end) {
 		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
