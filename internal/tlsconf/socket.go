@@ -50,6 +50,36 @@ func Server(nc net.Conn, cfg *tls.Config) (*tls.Conn, *Socket) {
 	return tls.Server(s, cfg), s
 }
 
+// NewListener is tls.NewListener with every connection over a Socket.
+func NewListener(inner net.Listener, cfg *tls.Config) net.Listener {
+	return &listener{Listener: inner, cfg: cfg}
+}
+
+type listener struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc, _ := Server(nc, l.cfg)
+	return tc, nil
+}
+
+// SocketUnder is the Socket under nc when nc is a tls.Conn made by Server
+// or NewListener, and nil otherwise.
+func SocketUnder(nc net.Conn) *Socket {
+	tc, ok := nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	s, _ := tc.NetConn().(*Socket)
+	return s
+}
+
 // Read reads from the read-ahead buffer, refilling it with one read of the
 // connection when it is empty. A read of at least readAheadSize goes to
 // the connection directly.
