@@ -2,100 +2,25 @@ package amqp
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wharf-mq/wharf/internal/tlsconf"
+	"github.com/wharf-mq/wharf/internal/tlsconf/tlstest"
 )
-
-// selfSignedTLS is a server configuration for 127.0.0.1 and a client one
-// that trusts it.
-func selfSignedTLS(t *testing.T) (server, client *tls.Config) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wharf"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-}
-
-// writeSizes records the size of every write the server makes on its
-// sockets.
-type writeSizes struct {
-	mu    sync.Mutex
-	sizes []int
-}
-
-type recordingListener struct {
-	net.Listener
-	w *writeSizes
-}
-
-func (l recordingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return recordingConn{Conn: c, w: l.w}, nil
-}
-
-type recordingConn struct {
-	net.Conn
-	w *writeSizes
-}
-
-func (c recordingConn) Write(p []byte) (int, error) {
-	c.w.mu.Lock()
-	c.w.sizes = append(c.w.sizes, len(p))
-	c.w.mu.Unlock()
-	return c.Conn.Write(p)
-}
 
 // TestAMQPSWritesDeliveriesInLargeSocketWrites: over TLS a flush of the
 // connection's 64 KiB write buffer is several TLS records, which leave
 // in one or two socket writes rather than a system call each.
 func TestAMQPSWritesDeliveriesInLargeSocketWrites(t *testing.T) {
-	const maxRecord = 16<<10 + 256 // a TLS record's plaintext limit plus its overhead
 	b := startBroker(t)
-	serverTLS, clientTLS := selfSignedTLS(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes := &writeSizes{}
+	serverTLS, clientTLS := tlstest.SelfSigned(t)
+	ln, socketIO := tlstest.Listen(t)
 	served := make(chan error, 1)
-	go func() {
-		served <- b.srv.Serve(tlsconf.NewListener(recordingListener{Listener: ln, w: writes}, serverTLS))
-	}()
+	go func() { served <- b.srv.Serve(tlsconf.NewListener(ln, serverTLS)) }()
 	t.Cleanup(func() {
 		b.stop()
 		if err := <-served; err != nil {
@@ -136,16 +61,7 @@ func TestAMQPSWritesDeliveriesInLargeSocketWrites(t *testing.T) {
 		}
 	}
 
-	writes.mu.Lock()
-	defer writes.mu.Unlock()
-	var total, inLarge int
-	for _, size := range writes.sizes {
-		total += size
-		if size > maxRecord {
-			inLarge += size
-		}
-	}
-	if inLarge < total*9/10 {
+	if total, inLarge := socketIO.Written(); inLarge < total*9/10 {
 		t.Fatalf("of %d bytes written, %d went in writes of more than one TLS record; want 90%%", total, inLarge)
 	}
 }
