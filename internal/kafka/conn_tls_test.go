@@ -75,14 +75,13 @@ func TestFetchOverTLSStreamsRecordData(t *testing.T) {
 	checkValues(t, consumeValues(t, "sealed", n, kgo.SeedBrokers(ln.Addr().String()), kgo.DialTLSConfig(clientTLS)), values)
 }
 
-// TestTLSMovesRecordsInLargeSocketIO: over TLS the broker reads the
-// socket in large pieces, not one TLS record (at most 16 KiB) at a time,
-// and writes a fetch response's records several per write, not one system
-// call (and on loopback one trip through the peer's TCP stack) per record.
-// Before, the produce and fetch paths cost about twice the CPU per MB
-// over TLS as without.
-func TestTLSMovesRecordsInLargeSocketIO(t *testing.T) {
-	const readAhead = 64 << 10 // what tlsconf.Socket asks the kernel for
+// TestTLSFetchWritesRecordsInLargeSocketWrites: over TLS the broker
+// writes a fetch response's records several per write, not one system
+// call (and on loopback one trip through the peer's TCP stack) per 16 KiB
+// record. (tlsconf's tests show its reads taking several records at once.)
+// Before, a fetch over SSL cost the broker about 3.5 times the CPU per MB
+// of one over PLAINTEXT.
+func TestTLSFetchWritesRecordsInLargeSocketWrites(t *testing.T) {
 	ts := startServer(t)
 	ln, socketIO := tlstest.Listen(t)
 	clientTLS := serveSSL(t, ts, ln)
@@ -103,9 +102,6 @@ func TestTLSMovesRecordsInLargeSocketIO(t *testing.T) {
 	produceSync(t, producer, "bulk", 0, values...)
 	checkValues(t, consumeValues(t, "bulk", n, addr, kgo.DialTLSConfig(clientTLS.Clone())), values)
 
-	if asked := socketIO.SmallestRead(); asked < readAhead {
-		t.Fatalf("the broker read the socket %d bytes at a time, want at least %d", asked, readAhead)
-	}
 	if total, inLarge := socketIO.Written(); inLarge < total*9/10 {
 		t.Fatalf("of %d bytes written, %d went in writes of more than one TLS record; want 90%%", total, inLarge)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // Socket is the TCP connection under a server's *tls.Conn, made so that
@@ -16,15 +17,22 @@ import (
 // through the receiver's TCP stack) per record; outside Batch it writes
 // through. On the read side each read that finds Socket's buffer empty
 // asks the kernel for up to readAheadSize bytes, several records at once.
-// Both buffers come from pools and go back as soon as they are empty, so
-// an idle connection holds neither.
+// Both buffers come from pools and go back as soon as they are empty, and
+// the read buffer is taken only once the socket has input, so a
+// connection waiting for its peer holds neither. (Under a connection that
+// is not a socket, reads go straight through.)
 type Socket struct {
 	net.Conn
 
-	// in is the read-ahead not yet read: the tls.Conn reads only
-	// from the connection's reading goroutine (or its handshake).
-	in    []byte
-	inBuf *[]byte // in's pooled buffer, nil when empty
+	// The read side, used only by the goroutine reading the tls.Conn
+	// (or its handshake). raw is nil when Conn is not a socket; readFn
+	// is s.readAhead, made once so that a read allocates nothing, and
+	// readErr the error it found.
+	raw     syscall.RawConn
+	readFn  func(fd uintptr) bool
+	readErr error
+	in      []byte  // read ahead, not yet read
+	inBuf   *[]byte // in's pooled buffer, nil when empty
 
 	mu       sync.Mutex // a write inside Batch may come from crypto/tls on the reading goroutine (a KeyUpdate)
 	batching bool
@@ -46,7 +54,8 @@ var (
 // Server is tls.Server over a Socket on nc: write a response through the
 // returned tls.Conn inside Socket.Batch.
 func Server(nc net.Conn, cfg *tls.Config) (*tls.Conn, *Socket) {
-	s := &Socket{Conn: nc}
+	s := &Socket{Conn: nc, raw: rawConnOf(nc)}
+	s.readFn = s.readAhead
 	return tls.Server(s, cfg), s
 }
 
@@ -81,22 +90,20 @@ func SocketUnder(nc net.Conn) *Socket {
 }
 
 // Read reads from the read-ahead buffer, refilling it with one read of the
-// connection when it is empty. A read of at least readAheadSize goes to
-// the connection directly.
+// socket when it is empty. A read of at least readAheadSize goes to the
+// connection directly.
 func (s *Socket) Read(p []byte) (int, error) {
 	if len(s.in) == 0 {
-		if len(p) >= readAheadSize {
+		if s.raw == nil || len(p) >= readAheadSize {
 			return s.Conn.Read(p)
 		}
-		buf := readAheadBufs.Get().(*[]byte)
-		n, err := s.Conn.Read(*buf)
-		if n == 0 {
-			readAheadBufs.Put(buf)
-			return 0, err
+		s.readErr = nil
+		if err := s.raw.Read(s.readFn); err != nil {
+			return 0, err // a deadline, or the socket closed
 		}
-		// An error with data comes back on the next read of the
-		// connection, once the data is consumed.
-		s.in, s.inBuf = (*buf)[:n], buf
+		if s.readErr != nil {
+			return 0, s.readErr
+		}
 	}
 	n := copy(p, s.in)
 	s.in = s.in[n:]

@@ -12,9 +12,10 @@ import (
 	"testing"
 )
 
-// countingConn records the size of every write made on it.
+// countingConn records the size of every write made on it. It is still
+// a socket (syscall.Conn) for the Socket's reads.
 type countingConn struct {
-	net.Conn
+	*net.TCPConn
 	mu     sync.Mutex
 	writes []int
 }
@@ -23,7 +24,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writes = append(c.writes, len(p))
 	c.mu.Unlock()
-	return c.Conn.Write(p)
+	return c.TCPConn.Write(p)
 }
 
 func (c *countingConn) writeCount() int {
@@ -60,7 +61,7 @@ func socketPair(t *testing.T) (server *tls.Conn, sock *Socket, under *countingCo
 	}
 	client = tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	t.Cleanup(func() { client.Close() })
-	under = &countingConn{Conn: <-accepted}
+	under = &countingConn{TCPConn: (<-accepted).(*net.TCPConn)}
 	server, sock = Server(under, r.ServerConfig())
 	t.Cleanup(func() { server.Close() })
 	handshaken := make(chan error, 1)

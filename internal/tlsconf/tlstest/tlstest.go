@@ -1,7 +1,7 @@
 // Package tlstest helps the tests of TLS servers: a self-signed
-// certificate for 127.0.0.1 and a listener that records the reads and
-// writes the server makes on its sockets, which tells whether TLS records
-// move one system call each or several at a time.
+// certificate for 127.0.0.1 and a listener that records the writes the
+// server makes on its sockets, which tells whether TLS records leave one
+// system call each or several at a time.
 package tlstest
 
 import (
@@ -50,16 +50,16 @@ func SelfSigned(t testing.TB) (server, client *tls.Config) {
 		&tls.Config{RootCAs: pool}
 }
 
-// SocketIO records, for every socket accepted through its listener, how
-// many bytes each read asked for and each write carried.
+// SocketIO records the size of every write made on the sockets accepted
+// through its listener.
 type SocketIO struct {
 	mu     sync.Mutex
-	reads  []int
 	writes []int
 }
 
 // Listen listens on a free loopback port; the sockets it accepts record
-// their reads and writes in the returned SocketIO.
+// their writes in the returned SocketIO. They are still TCP sockets
+// (syscall.Conn) to whatever reads them.
 func Listen(t testing.TB) (net.Listener, *SocketIO) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,19 +68,6 @@ func Listen(t testing.TB) (net.Listener, *SocketIO) {
 	}
 	io := &SocketIO{}
 	return recordingListener{Listener: ln, io: io}, io
-}
-
-// SmallestRead is the fewest bytes a read asked for, 0 if none was made.
-func (s *SocketIO) SmallestRead() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	smallest := 0
-	for i, n := range s.reads {
-		if i == 0 || n < smallest {
-			smallest = n
-		}
-	}
-	return smallest
 }
 
 // Written is the bytes written in all, and those written by writes of
@@ -107,24 +94,17 @@ func (l recordingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return recordingConn{Conn: c, io: l.io}, nil
+	return recordingConn{TCPConn: c.(*net.TCPConn), io: l.io}, nil
 }
 
 type recordingConn struct {
-	net.Conn
+	*net.TCPConn
 	io *SocketIO
-}
-
-func (c recordingConn) Read(p []byte) (int, error) {
-	c.io.mu.Lock()
-	c.io.reads = append(c.io.reads, len(p))
-	c.io.mu.Unlock()
-	return c.Conn.Read(p)
 }
 
 func (c recordingConn) Write(p []byte) (int, error) {
 	c.io.mu.Lock()
 	c.io.writes = append(c.io.writes, len(p))
 	c.io.mu.Unlock()
-	return c.Conn.Write(p)
+	return c.TCPConn.Write(p)
 }
