@@ -202,7 +202,7 @@ func (c *conn) writeBurst(batch *[]outItem) (stopped bool) {
 		write()
 		return stopped
 	}
-	if err := c.tlsSock.Batch(write); err != nil && c.writeErr == nil {
+	if err := c.tlsSock.Batch(write); err != nil {
 		c.writeFailed(err)
 	}
 	return stopped

@@ -40,7 +40,8 @@ type Socket struct {
 }
 
 const (
-	// batchSize is the most Batch holds before it writes: four records.
+	// batchSize is the most Batch holds before it writes: three full
+	// records (64 KiB, the largest segment loopback TCP takes).
 	batchSize = 64 << 10
 	// readAheadSize is the most one read asks the kernel for.
 	readAheadSize = 64 << 10
