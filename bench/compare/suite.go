@@ -78,6 +78,7 @@ func run(ctx context.Context, o options) error {
 		{"catchup", true, s.catchupSection},
 		{"scale", true, s.scaleSection},
 		{"cluster", true, s.onlyWhenNamed("cluster", s.clusterSection)},
+		{"security", false, s.onlyWhenNamed("security", s.securitySection)},
 	}
 	for _, sec := range sections {
 		if !s.selected(sec.name, sec.scale) {

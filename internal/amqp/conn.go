@@ -15,6 +15,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
+	"github.com/wharf-mq/wharf/internal/tlsconf"
 )
 
 const (
@@ -49,6 +50,10 @@ type conn struct {
 	nc  net.Conn
 	id  mq.ConnID
 	log *slog.Logger
+	// tlsSock is what nc reads and writes when it is TLS over a
+	// tlsconf.Socket (AMQPS), nil otherwise: the writer flushes in its
+	// Batch.
+	tlsSock *tlsconf.Socket
 	// name is RabbitMQ's name of the connection, "peer -> local", by
 	// which the management API lists and closes it; connectedAt is when
 	// it was accepted.
@@ -118,6 +123,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		srv:         s,
 		nc:          nc,
+		tlsSock:     tlsconf.SocketUnder(nc),
 		id:          id,
 		log:         s.log.With("conn", uint64(id), "remote", nc.RemoteAddr().String()),
 		name:        nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String(),

@@ -178,38 +178,63 @@ func (c *conn) writeLoop() {
 			c.heartbeatTick(&hb)
 			continue
 		}
-		for {
-			batch = c.out.take(batch)
-			if len(batch) == 0 {
+		stop := c.writeBurst(&batch)
+		c.releaseWriter() // nothing left to write: the buffer goes back until the next wake
+		if stop {
+			return
+		}
+		hb.wrote = true
+	}
+}
+
+// writeBurst writes the queued items, and those queued meanwhile, until the
+// queue runs dry or outStop is written, and flushes. It reports whether
+// outStop was written. Over TLS the records of the burst leave in few
+// large writes (tlsconf.Socket) rather than a system call per 16 KiB
+// record.
+func (c *conn) writeBurst(batch *[]outItem) (stopped bool) {
+	write := func() error {
+		stopped = c.writeQueued(batch)
+		c.flush()
+		return nil
+	}
+	if c.tlsSock == nil {
+		write()
+		return stopped
+	}
+	if err := c.tlsSock.Batch(write); err != nil {
+		c.writeFailed(err)
+	}
+	return stopped
+}
+
+// writeQueued is writeBurst without the final flush.
+func (c *conn) writeQueued(batch *[]outItem) (stopped bool) {
+	for {
+		*batch = c.out.take(*batch)
+		if len(*batch) == 0 {
+			return false
+		}
+		var written int64
+		for i := range *batch {
+			if (*batch)[i].kind == outStop {
+				stopped = true
 				break
 			}
-			var written int64
-			stop := false
-			for i := range batch {
-				if batch[i].kind == outStop {
-					stop = true
-					break
-				}
-				c.writeItem(&batch[i])
-				written += batch[i].size
-			}
-			clear(batch) // drop message references
-			starved := c.out.release(written)
-			if stop {
-				c.flush()
-				c.releaseWriter()
-				return
-			}
-			if len(starved) > 0 {
-				c.flush() // the resumed deliveries queue behind what is written
-				for _, k := range starved {
-					k.resume()
-				}
+			c.writeItem(&(*batch)[i])
+			written += (*batch)[i].size
+		}
+		clear(*batch) // drop message references
+		starved := c.out.release(written)
+		if stopped {
+			return true
+		}
+		if len(starved) > 0 {
+			c.flush() // the resumed deliveries queue behind what is written
+			for _, k := range starved {
+				k.resume()
 			}
 		}
-		c.flush()
-		c.releaseWriter() // nothing left to write: the buffer goes back until the next wake
-		hb.wrote = true
 	}
 }
 

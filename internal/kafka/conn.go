@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"bufio"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wharf-mq/wharf/internal/authlimit"
+	"github.com/wharf-mq/wharf/internal/tlsconf"
 )
 
 // conn serves one client connection.
@@ -53,6 +53,9 @@ type conn struct {
 	listener *Listener // the listener that accepted it
 	nc       net.Conn  // a *tls.Conn on a TLS listener
 	raw      net.Conn  // the socket under nc, which Kill closes without a TLS alert
+	// tlsSock is what nc reads and writes on a TLS listener, nil on
+	// others: a response of many TLS records is written in its Batch.
+	tlsSock  *tlsconf.Socket
 	r        *bufio.Reader
 	remote   string
 	remoteIP string // for ACL hosts and the failed-login limiter
@@ -100,14 +103,16 @@ const (
 func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	remote := nc.RemoteAddr().String()
 	raw := nc
+	var tlsSock *tlsconf.Socket
 	if l.TLS != nil {
-		nc = tls.Server(nc, l.TLS)
+		nc, tlsSock = tlsconf.Server(nc, l.TLS)
 	}
 	c := &conn{
 		s:        s,
 		listener: l,
 		nc:       nc,
 		raw:      raw,
+		tlsSock:  tlsSock,
 		r:        bufio.NewReaderSize(nc, readBufferSize),
 		remote:   remote,
 		remoteIP: authlimit.RemoteIP(nc.RemoteAddr()),
@@ -558,7 +563,7 @@ func (c *conn) write(correlationID int32, msg kmsg.Response, fd *fetchData) erro
 	if fd != nil {
 		defer fd.release()
 		if fd.hasData() {
-			return c.writeFetch(correlationID, msg, fd)
+			return c.batched(func() error { return c.writeFetch(correlationID, msg, fd) })
 		}
 	}
 	c.wbuf = appendResponse(c.wbuf[:0], correlationID, msg)
@@ -567,6 +572,15 @@ func (c *conn) write(correlationID int32, msg kmsg.Response, fd *fetchData) erro
 		c.wbuf = nil // do not pin a large buffer to an idle connection
 	}
 	return err
+}
+
+// batched runs write, which writes one response of many TLS records, so
+// that the records leave in few large writes (tlsconf.Socket).
+func (c *conn) batched(write func() error) error {
+	if c.tlsSock == nil {
+		return write()
+	}
+	return c.tlsSock.Batch(write)
 }
 
 // writeRaw writes a bare size-prefixed frame.

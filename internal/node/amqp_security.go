@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -82,7 +81,7 @@ func (l tlsListeners) close() {
 // certificate current then, so SIGHUP's reload reaches new connections
 // and leaves established ones alone.
 func (n *Node) servingTLS(name string, ln net.Listener) net.Listener {
-	return tls.NewListener(n.limited(name, ln), n.certs.ServerConfig())
+	return tlsconf.NewListener(n.limited(name, ln), n.certs.ServerConfig())
 }
 
 // AMQPSAddr is the address the AMQPS listener is bound to, or "" when
