@@ -270,13 +270,15 @@ func TestSASLSessionLifetimeAndReauthentication(t *testing.T) {
 	sts := startSASLServer(t, func(s *Server) { s.cfg.SASLSessionLifetime = lifetime })
 
 	expired := sts.dialSASL(t)
+	// Taken before the request: the session starts when the server
+	// answers, later, so the time measured is never short of it.
+	start := time.Now()
 	resp := expired.authenticatePlain("alice", alicePassword, 1)
 	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis != lifetime.Milliseconds() {
 		t.Fatalf("authenticate: error %d, session lifetime %d ms", resp.ErrorCode, resp.SessionLifetimeMillis)
 	}
 	renewed := sts.dialSASL(t)
 	renewed.authenticatePlain("alice", alicePassword, 2)
-	start := time.Now()
 	// Metadata is served until the session expires; then the
 	// connection closes.
 	for {
