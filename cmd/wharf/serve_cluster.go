@@ -9,20 +9,23 @@ import (
 )
 
 // clusterFlags are the flags that make `wharf serve` one node of a
-// cluster (issue 13): all three, or none for a single node.
+// cluster (issue 13): --node-id, --cluster-addr and either
+// --initial-cluster (a node of the cluster as it starts) or --join (a
+// node added to a running one), or none for a single node.
 type clusterFlags struct {
-	nodeID        *int
-	addr, initial *string
+	nodeID              *int
+	addr, initial, join *string
 }
 
 // clusterEnv lists the cluster flags settable by environment variable.
-var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster"}
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "join"}
 
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
 		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
+		join:    fs.String("join", "", "the --cluster-addr HOST:PORT of any node of a running cluster, for a new node (with an empty --data-dir) to join it under --node-id"),
 	}
 }
 
@@ -32,10 +35,18 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 		return usagef("--node-id must be between 0 and %d, got %d", 1<<31-1, *f.nodeID)
 	}
 	cfg.NodeID = int32(*f.nodeID)
-	if *f.addr == "" && *f.initial == "" {
+	if *f.addr == "" && *f.initial == "" && *f.join == "" {
 		return nil
 	}
-	if *f.addr == "" || *f.initial == "" || *f.nodeID == 0 {
+	switch {
+	case *f.initial != "" && *f.join != "":
+		return usagef("--initial-cluster starts a cluster and --join joins a running one: give one of them")
+	case *f.join != "" && (*f.addr == "" || *f.nodeID == 0):
+		return usagef("--join needs --node-id and --cluster-addr")
+	case *f.join != "":
+		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join}
+		return nil
+	case *f.addr == "" || *f.initial == "" || *f.nodeID == 0:
 		return usagef("--node-id, --cluster-addr and --initial-cluster go together")
 	}
 	nodes, err := parseInitialCluster(*f.initial)

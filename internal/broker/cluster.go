@@ -42,8 +42,13 @@ import (
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
 	// Nodes are the ids of every node (the metadata group's voters),
-	// this one (Config.NodeID) included.
-	Nodes []int32
+	// this one (Config.NodeID) included; NodeAddrs their cluster
+	// addresses. Nodes joined or removed later are in the metadata log
+	// (membership.go).
+	Nodes     []int32
+	NodeAddrs map[int32]string
+	// SetPeer tells the transport where a node joined later listens.
+	SetPeer func(node int32, addr string)
 	// OpenMetadataLog opens this node's replica of the metadata group in
 	// dir.
 	OpenMetadataLog func(dir string) (*replica.RaftLog, error)
@@ -122,10 +127,7 @@ func (b *Broker) Clustered() bool { return b.cfg.Cluster != nil }
 // nodeIDs lists the cluster's nodes in id order (this one alone on a
 // single node).
 func (b *Broker) nodeIDs() []int32 {
-	if b.cfg.Cluster == nil {
-		return []int32{b.cfg.NodeID}
-	}
-	return slices.Sorted(slices.Values(b.cfg.Cluster.Nodes))
+	return slices.Sorted(maps.Keys(b.ClusterNodes()))
 }
 
 // Brokers lists the registered brokers in id order (in a cluster; none
@@ -208,6 +210,7 @@ func (b *Broker) startApplying() {
 	b.applyChanged = make(chan struct{})
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
 	b.bg.Go(func() { b.leadershipLoop(b.meta.ctx) })
+	b.startMembership(b.meta.ctx)
 }
 
 // applyLoop applies the metadata log's committed records as they come,
@@ -321,6 +324,7 @@ func (b *Broker) reconcileTopic(name string) {
 	if rec.Partitions > have {
 		more = b.openClusterPartitions(t, rec, have)
 	}
+	b.reconcileReplicas(t, rec)
 	t.mu.Lock()
 	t.partitions = append(t.partitions, more...)
 	t.config.overrides = rec.Configs
@@ -345,23 +349,30 @@ func (b *Broker) openClusterPartitions(t *Topic, rec topicRecord, from int32) []
 		if int(i) < len(rec.Replicas) {
 			replicas = rec.Replicas[i]
 		}
-		parts[k] = b.openClusterPartition(t, i, replicas, cfg)
+		parts[k] = b.openClusterPartition(t, i, replicas, cfg, false)
 	})
 	return parts
 }
 
-// openClusterPartition opens partition i of t, with replicas.
-func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg replica.Config) *Partition {
+// openClusterPartition opens partition i of t, with replicas. A
+// joining replica (a reassignment's new one, reassign.go) is opened here
+// though replicas does not name this node yet, and starts empty, to be
+// filled by the leader.
+func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg replica.Config, joining bool) *Partition {
 	p := b.newPartition(t, i)
-	p.replicas = replicas
-	if !slices.Contains(replicas, b.cfg.NodeID) {
+	p.replicas.Store(&replicas)
+	if !joining && !slices.Contains(replicas, b.cfg.NodeID) {
 		p.remote = true
 		return p
+	}
+	members := replicas
+	if joining {
+		members = nil
 	}
 	err := b.createPartitionDir(p.dir, t.id)
 	var l *replica.RaftLog
 	if err == nil {
-		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), replicas, cfg, b.partitionStateChanged)
+		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), members, cfg, b.partitionStateChanged)
 	}
 	if err == nil {
 		p.log, p.raft = l, l
@@ -420,8 +431,14 @@ func (b *Broker) replicationFactor(rf int16) (int, error) {
 	return int(rf), nil
 }
 
-// Replicas lists the partition's replicas, the preferred leader first.
-func (p *Partition) Replicas() []int32 { return p.replicas }
+// Replicas lists the partition's replicas, the preferred leader first
+// (nil on a single node).
+func (p *Partition) Replicas() []int32 {
+	if r := p.replicas.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
 
 // Leadership is the partition as this node sees it: the leader (-1 if
 // none is known), its leader epoch (the Raft term), and the replicas in
@@ -438,7 +455,7 @@ func (p *Partition) Leadership(self int32) (leader, epoch int32, isr []int32) {
 			leader = -1
 		}
 		isr = []int32{}
-		for _, r := range p.replicas {
+		for _, r := range p.Replicas() {
 			if p.broker.NodeUp(r) {
 				isr = append(isr, r)
 			}
@@ -510,10 +527,11 @@ func (p *Partition) checkInSync(acks int16) error {
 	if p.raft == nil || acks != -1 {
 		return nil
 	}
-	need := min(2, len(p.replicas))
+	replicas := len(p.Replicas())
+	need := min(2, replicas)
 	if in := len(p.raft.InContact()); in < need {
 		return fmt.Errorf("%w: %s-%d has %d of %d replicas in sync, min.insync.replicas is %d",
-			ErrNotEnoughReplicas, p.topic.name, p.index, in, len(p.replicas), need)
+			ErrNotEnoughReplicas, p.topic.name, p.index, in, replicas, need)
 	}
 	return nil
 }

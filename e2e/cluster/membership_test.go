@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Cluster membership (issue 13): a node joining a running cluster,
+// partitions moved between nodes, a node removed.
+
+// TestNodeJoins: three `wharf serve` processes, an acks=all producer
+// writing a numbered sequence throughout; a fourth process started with
+// --join and an empty data directory becomes a broker of the cluster
+// (Metadata and `wharf cluster status` list it, a new topic places
+// replicas on it and takes records through it), a second node asking to
+// join under a taken id is refused, and the producer loses nothing.
+func TestNodeJoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "before-join"
+	admin := newAdmin(t, seedsOf(nodes))
+	createTopic(ctx, t, admin, topic)
+	producer := newLoadProducer(t, seedsOf(nodes), topic)
+	book := newBook()
+	load := startLoad(ctx, producer, book)
+	book.waitAcked(ctx, t, 200)
+
+	t.Logf("%d acknowledged; node 4 joins", book.count())
+	fourth := joiningNode(t, nodes[0], 4)
+	fourth.start()
+	fourth.waitReady()
+	nodes = append(nodes, fourth)
+	logsOnFailure(t, nodes)
+	for _, nd := range nodes {
+		waitBrokers(ctx, t, nd, 4)
+	}
+	t.Log("every node lists node 4")
+	book.waitAcked(ctx, t, book.count()+200)
+
+	createTopicN(ctx, t, admin, "after-join", 4)
+	md, err := admin.Metadata(ctx, "after-join")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onFourth []int32
+	for _, p := range md.Topics["after-join"].Partitions.Sorted() {
+		if slices.Contains(p.Replicas, 4) {
+			onFourth = append(onFourth, p.Partition)
+		}
+	}
+	if len(onFourth) == 0 {
+		t.Fatalf("no partition of a new RF3 topic of 4 partitions has a replica on node 4: %v", md.Topics["after-join"].Partitions)
+	}
+	produceNumbered(ctx, t, []string{fourth.kafkaAddr}, "after-join", 0, 200)
+
+	out, err := exec.CommandContext(ctx, fourth.bin, "cluster", "status", "--bootstrap-server", fourth.kafkaAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\n4  ") {
+		t.Errorf("wharf cluster status on the new node: %v\n%s", err, out)
+	}
+
+	t.Log("a node asks to join as node 2")
+	taken := joiningNode(t, nodes[1], 2)
+	taken.start()
+	select {
+	case <-taken.exited:
+	case <-ctx.Done():
+		t.Fatal("a node joining as node 2, which the cluster has, did not exit")
+	}
+	if log := taken.logTail(); !strings.Contains(log, "node 2 is a member already") {
+		t.Errorf("a node joining as node 2 exited without saying the id is taken:\n%s", log)
+	}
+
+	load.stop()
+	checkLog(ctx, t, seedsOf(nodes), topic, book)
+}
+
+// joiningNode prepares node id (not started) to join the cluster through
+// member, with its own empty data directory.
+func joiningNode(t *testing.T, member *node, id int) *node {
+	base := t.TempDir()
+	return &node{t: t, id: id, bin: member.bin, dataDir: filepath.Join(base, "data"),
+		kafkaAddr: freeAddr(t), clusterAddr: freeAddr(t), logPath: filepath.Join(base, "wharf.log"),
+		extraArgs: []string{"--join", member.clusterAddr}}
+}
+
+// newLoadProducer is an acks=all producer to topic that finds new
+// leaders quickly.
+func newLoadProducer(t *testing.T, seeds []string, topic string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// waitBrokers waits until nd's Metadata lists n brokers.
+func waitBrokers(ctx context.Context, t *testing.T, nd *node, n int) {
+	t.Helper()
+	for {
+		ids, err := nd.brokers(ctx, t)
+		if err == nil && len(ids) == n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node %d lists brokers %v, not %d: %v", nd.id, ids, n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// replicasOf is partition 0's replicas as the cluster's Metadata says.
+func replicasOf(ctx context.Context, t *testing.T, admin *kadm.Client, topic string) []int32 {
+	t.Helper()
+	md, err := admin.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md.Topics[topic].Partitions[0].Replicas
+}
+
+var _ = fmt.Sprint
