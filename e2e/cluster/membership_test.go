@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"context"
-	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -136,4 +136,86 @@ func replicasOf(ctx context.Context, t *testing.T, admin *kadm.Client, topic str
 	return md.Topics[topic].Partitions[0].Replicas
 }
 
-var _ = fmt.Sprint
+// TestReassignPartitionUnderLoad: four `wharf serve` processes, an RF3
+// partition written by an acks=all producer throughout, moved with
+// kadm's AlterPartitionReassignments to the node that held no replica,
+// off the node that leads it (so leadership moves too): the reassignment
+// shows in ListPartitionReassignments until it is done, Metadata then
+// lists the new replicas, the node dropped deletes its replica, and the
+// producer loses nothing.
+func TestReassignPartitionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 4)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "moved"
+	admin := newAdmin(t, seedsOf(nodes))
+	createTopic(ctx, t, admin, topic)
+	leader := waitLeader(ctx, t, admin, topic, -1)
+	from := replicasOf(ctx, t, admin, topic)
+	var to []int32
+	for _, nd := range nodes {
+		if id := int32(nd.id); id != leader && slices.Contains(from, id) || !slices.Contains(from, id) {
+			to = append(to, id)
+		}
+	}
+	producer := newLoadProducer(t, seedsOf(nodes), topic)
+	book := newBook()
+	load := startLoad(ctx, producer, book)
+	book.waitAcked(ctx, t, 300)
+
+	t.Logf("moving %s-0 from %v (leader %d) to %v after %d acknowledgements", topic, from, leader, to, book.count())
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, to)
+	altered, err := admin.AlterPartitionAssignments(ctx, req)
+	if err != nil || altered[topic][0].Err != nil {
+		t.Fatalf("AlterPartitionAssignments: %v %v", err, altered)
+	}
+	var invalid kadm.AlterPartitionAssignmentsReq
+	invalid.Assign(topic, 0, []int32{1, 9})
+	if altered, err := admin.AlterPartitionAssignments(ctx, invalid); err != nil || altered[topic][0].Err == nil {
+		t.Errorf("a reassignment to node 9, which the cluster lacks: %v %v", err, altered)
+	}
+	waitReassigned(ctx, t, admin, topic, to)
+	t.Logf("%s-0 is on %v after %d acknowledgements", topic, to, book.count())
+	book.waitAcked(ctx, t, book.count()+300)
+	load.stop()
+	checkLog(ctx, t, seedsOf(nodes), topic, book)
+
+	dropped := nodes[leader-1]
+	waitGone(ctx, t, filepath.Join(dropped.dataDir, topic+"-0"))
+}
+
+// waitReassigned waits until no reassignment of topic's partition 0 is
+// in progress and Metadata lists its replicas as want.
+func waitReassigned(ctx context.Context, t *testing.T, admin *kadm.Client, topic string, want []int32) {
+	t.Helper()
+	for {
+		listed, err := admin.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
+		replicas := replicasOf(ctx, t, admin, topic)
+		if err == nil && len(listed) == 0 && slices.Equal(replicas, want) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s-0 not reassigned to %v: replicas %v, in progress %v, %v", topic, want, replicas, listed, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitGone waits until path no longer exists.
+func waitGone(ctx context.Context, t *testing.T, path string) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s is still there", path)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
