@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,4 +219,74 @@ func waitGone(ctx context.Context, t *testing.T, path string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestRemoveNode: four `wharf serve` processes and an acks=all producer
+// writing throughout. `wharf cluster remove-node` is refused, naming the
+// partition, while an RF4 topic leaves no node to move a replica to;
+// once that topic is gone it moves every replica off the node that leads
+// the producer's partition (the internal topics' too), then removes it:
+// the other nodes list three brokers, no partition names it, and the
+// producer loses nothing.
+func TestRemoveNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 4)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "evicted"
+	admin := newAdmin(t, seedsOf(nodes))
+	createTopic(ctx, t, admin, topic)
+	if resp, err := admin.CreateTopic(ctx, 1, 4, nil, "everywhere"); err != nil || resp.Err != nil {
+		t.Fatalf("an RF4 topic: %v %v", err, resp.Err)
+	}
+	leader := waitLeader(ctx, t, admin, topic, -1)
+	removed := nodes[leader-1]
+	var rest []*node
+	for _, nd := range nodes {
+		if nd != removed {
+			rest = append(rest, nd)
+		}
+	}
+	producer := newLoadProducer(t, seedsOf(rest), topic)
+	book := newBook()
+	load := startLoad(ctx, producer, book)
+	book.waitAcked(ctx, t, 300)
+
+	removeNode := func() (string, error) {
+		out, err := exec.CommandContext(ctx, removed.bin, "cluster", "remove-node", fmt.Sprint(removed.id),
+			"--bootstrap-server", rest[0].kafkaAddr).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := removeNode(); err == nil || !strings.Contains(out, "cannot be removed") || !strings.Contains(out, "everywhere-0") {
+		t.Fatalf("removing node %d while an RF4 topic needs it: %v\n%s", removed.id, err, out)
+	}
+	if _, err := admin.DeleteTopic(ctx, "everywhere"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("removing node %d (the leader of %s-0) after %d acknowledgements", removed.id, topic, book.count())
+	out, err := removeNode()
+	if err != nil || !strings.Contains(out, fmt.Sprintf("Node %d removed", removed.id)) {
+		t.Fatalf("wharf cluster remove-node %d: %v\n%s", removed.id, err, out)
+	}
+	t.Logf("wharf cluster remove-node:\n%s", out)
+	for _, nd := range rest {
+		waitBrokers(ctx, t, nd, 3)
+	}
+	md, err := newAdmin(t, seedsOf(rest)).Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, td := range md.Topics {
+		for _, p := range td.Partitions {
+			if slices.Contains(p.Replicas, int32(removed.id)) {
+				t.Errorf("%s-%d still has node %d among its replicas %v", td.Topic, p.Partition, removed.id, p.Replicas)
+			}
+		}
+	}
+	book.waitAcked(ctx, t, book.count()+300)
+	load.stop()
+	checkLog(ctx, t, seedsOf(rest), topic, book)
 }

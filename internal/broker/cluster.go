@@ -281,6 +281,8 @@ func (b *Broker) applyRecord(key string, value []byte) error {
 		b.reconcileTopic(strings.TrimPrefix(key, "topic/"))
 	case strings.HasPrefix(key, definitionPrefix):
 		b.defs.applied(key[len(definitionPrefix):], value)
+	case strings.HasPrefix(key, reassignKeyPrefix):
+		b.reassignmentApplied(value)
 	}
 	return nil
 }

@@ -268,3 +268,55 @@ func (b *Broker) logStep(err error, msg string, args ...any) {
 	}
 	b.logger.Debug(msg, args...)
 }
+
+// ErrNodeHoldsReplicas refuses to remove a node that is still a replica
+// (or a reassignment's target) of some partition.
+var ErrNodeHoldsReplicas = errors.New("node holds replicas")
+
+// RemoveNode records node id's removal from the cluster: it leaves the
+// metadata group (the controller takes it out), the broker list and the
+// nodes new replicas are placed on. Its replicas must have moved first
+// (Reassign; `wharf cluster remove-node` does both).
+func (b *Broker) RemoveNode(id int32) error {
+	if b.cfg.Cluster == nil {
+		return fmt.Errorf("%w: a single node cannot be removed", ErrUnknownNode)
+	}
+	nodes := b.ClusterNodes()
+	addr, ok := nodes[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: node %d is not a node of the cluster", ErrUnknownNode, id)
+	case len(nodes) == 1:
+		return fmt.Errorf("%w: node %d is the cluster's last node", ErrInvalidRequest, id)
+	}
+	if held := b.partitionsOn(id); len(held) > 0 {
+		return fmt.Errorf("%w: node %d still holds replicas of %s; move them first (wharf cluster remove-node moves them)",
+			ErrNodeHoldsReplicas, id, strings.Join(held, ", "))
+	}
+	if err := b.meta.write(nodeKeyPrefix+strconv.Itoa(int(id)), nodeRecord{NodeID: id, Addr: addr, Removed: true}); err != nil {
+		return err
+	}
+	b.logger.Info("node removed from the cluster", "node", id)
+	return nil
+}
+
+// partitionsOn names the partitions node id is a replica of, or is to
+// be one of by a reassignment in progress.
+func (b *Broker) partitionsOn(id int32) []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var held []string
+	for _, name := range slices.Sorted(maps.Keys(b.state.topics)) {
+		for i, replicas := range b.state.topics[name].Replicas {
+			if slices.Contains(replicas, id) {
+				held = append(held, fmt.Sprintf("%s-%d", name, i))
+			}
+		}
+	}
+	for _, r := range b.state.reassignments {
+		if slices.Contains(r.Target, id) {
+			held = append(held, fmt.Sprintf("%s-%d", r.Topic, r.Partition))
+		}
+	}
+	return held
+}

@@ -23,22 +23,24 @@ import (
 // promoted once caught up, and only then is each node outside the target
 // removed, the leader handing its leadership to a target replica first
 // if it is to go. When the group's voters are the target, the leader
-// writes the topic's record with the new replicas and ends the
-// reassignment in the same batch; nodes no longer named close and delete
-// their replica. At every step a majority of the current voters holds
+// ends the reassignment with a record that gives the partition its new
+// replicas (applied to the topic's replicas in log order, so partitions
+// of one topic finishing at once do not overwrite each other); nodes no
+// longer named close and delete their replica. At every step a majority of the current voters holds
 // every committed record, so produce (acks=all) goes on throughout and
 // nothing acknowledged is lost. Cancelling reassigns the partition back
 // to the replicas it had.
 
 const reassignKeyPrefix = "reassign/"
 
-// reassignRecord is a reassignment in progress; one with no Target ends
-// it.
+// reassignRecord is a reassignment in progress, or, Done, its end: the
+// partition's replicas are Target from then on.
 type reassignRecord struct {
 	Topic     string   `json:"topic"`
 	TopicID   [16]byte `json:"topic_id"`
 	Partition int32    `json:"partition"`
-	Target    []int32  `json:"target,omitempty"`
+	Target    []int32  `json:"target"`
+	Done      bool     `json:"done,omitempty"`
 }
 
 func reassignKey(topicID [16]byte, partition int32) string {
@@ -54,8 +56,13 @@ func (st *metadataState) applyReassignment(key string, value []byte) error {
 		return fmt.Errorf("metadata record %q: %w", key, err)
 	}
 	k := partitionKey{topic: r.TopicID, partition: r.Partition}
-	if len(r.Target) == 0 {
+	if r.Done {
 		delete(st.reassignments, k)
+		if t, ok := st.topics[r.Topic]; ok && t.ID == r.TopicID && int(r.Partition) < len(t.Replicas) {
+			t.Replicas = slices.Clone(t.Replicas) // the old record's slice may be in use
+			t.Replicas[r.Partition] = r.Target
+			st.topics[r.Topic] = t
+		}
 		return nil
 	}
 	if st.reassignments == nil {
@@ -201,33 +208,40 @@ func (b *Broker) stepReassignment(p *Partition, r reassignRecord) {
 		b.logStep(err, "reassignment: removing a replica", "topic", r.Topic, "partition", r.Partition, "node", id)
 		return
 	}
-	if err := b.completeReassignment(p, r); err != nil {
+	if err := b.completeReassignment(r); err != nil {
 		b.logger.Warn("recording a finished reassignment failed; retrying", "topic", r.Topic, "partition", r.Partition, "err", err)
 	}
 }
 
-// completeReassignment records p's new replicas and the end of r, in one
-// batch.
-func (b *Broker) completeReassignment(p *Partition, r reassignRecord) error {
-	b.mu.RLock()
-	rec, ok := b.state.topics[r.Topic]
-	b.mu.RUnlock()
-	if !ok || rec.ID != r.TopicID || int(r.Partition) >= len(rec.Replicas) {
-		return nil
-	}
-	rec.Replicas = slices.Clone(rec.Replicas)
-	rec.Replicas[r.Partition] = r.Target
-	done := r
-	done.Target = nil
-	if err := b.meta.writeAll([]keyValue{{topicKey(rec.Name), rec}, {reassignKey(r.TopicID, r.Partition), done}}); err != nil {
+// completeReassignment records the end of r: p's replicas are its
+// target from then on.
+func (b *Broker) completeReassignment(r reassignRecord) error {
+	r.Done = true
+	if err := b.meta.write(reassignKey(r.TopicID, r.Partition), r); err != nil {
 		return err
 	}
 	b.logger.Info("reassignment done", "topic", r.Topic, "partition", r.Partition, "replicas", r.Target)
 	return nil
 }
 
+// reassignmentApplied brings the partition of a reassignment that ended
+// (value, a reassignRecord) in line with its new replicas.
+func (b *Broker) reassignmentApplied(value []byte) {
+	var r reassignRecord
+	if json.Unmarshal(value, &r) != nil || !r.Done {
+		return
+	}
+	b.mu.RLock()
+	rec, live := b.state.topics[r.Topic]
+	t := b.topics[r.Topic]
+	b.mu.RUnlock()
+	if live && t != nil && t.id == r.TopicID {
+		b.reconcileReplicas(t, rec)
+	}
+}
+
 // reconcileReplicas brings t's partitions in line with the replicas rec
-// names, after a reassignment ended: a partition that keeps its replica
+// names: a partition that keeps its replica
 // here only learns its new replicas; one whose replica here is no longer
 // named is closed and deleted; one this node now holds is opened (if
 // the reassignment had not opened it already).
