@@ -268,7 +268,10 @@ func (b *Broker) replacePartition(old, np *Partition) {
 	t := old.topic
 	t.mu.Lock()
 	if int(old.index) < len(t.partitions) && t.partitions[old.index] == old {
-		t.partitions[old.index] = np
+		// A new slice: Partitions hands the old one to readers.
+		parts := slices.Clone(t.partitions)
+		parts[old.index] = np
+		t.partitions = parts
 	}
 	t.mu.Unlock()
 	if old.log != nil && old.log != np.log {
