@@ -23,7 +23,8 @@ import (
 // --join and an empty data directory becomes a broker of the cluster
 // (Metadata and `wharf cluster status` list it, a new topic places
 // replicas on it and takes records through it), a second node asking to
-// join under a taken id is refused, and the producer loses nothing.
+// join under a taken id is refused, the new node restarted after a
+// SIGKILL comes back, and the producer loses nothing.
 func TestNodeJoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
@@ -66,6 +67,13 @@ func TestNodeJoins(t *testing.T) {
 		t.Fatalf("no partition of a new RF3 topic of 4 partitions has a replica on node 4: %v", md.Topics["after-join"].Partitions)
 	}
 	produceNumbered(ctx, t, []string{fourth.kafkaAddr}, "after-join", 0, 200)
+
+	// Restarted (--join still given), it is let in again as the node
+	// it is.
+	fourth.kill()
+	fourth.start()
+	fourth.waitReady()
+	produceNumbered(ctx, t, []string{fourth.kafkaAddr}, "after-join", 200, 400)
 
 	out, err := exec.CommandContext(ctx, fourth.bin, "cluster", "status", "--bootstrap-server", fourth.kafkaAddr).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "\n4  ") {
@@ -226,8 +234,9 @@ func waitGone(ctx context.Context, t *testing.T, path string) {
 // partition, while an RF4 topic leaves no node to move a replica to;
 // once that topic is gone it moves every replica off the node that leads
 // the producer's partition (the internal topics' too), then removes it:
-// the other nodes list three brokers, no partition names it, and the
-// producer loses nothing.
+// the other nodes list three brokers, no partition names it, the
+// producer loses nothing, and the metadata group no longer counts it
+// (two of the three others keep a quorum).
 func TestRemoveNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
@@ -289,4 +298,12 @@ func TestRemoveNode(t *testing.T) {
 	book.waitAcked(ctx, t, book.count()+300)
 	load.stop()
 	checkLog(ctx, t, seedsOf(rest), topic, book)
+
+	// The metadata group has three voters left: with the removed node
+	// and one more down it still has a quorum (two of four would not).
+	removed.kill()
+	rest[0].kill()
+	if resp, err := newAdmin(t, seedsOf(rest[1:])).CreateTopic(ctx, 1, 2, nil, "after-removal"); err != nil || resp.Err != nil {
+		t.Errorf("creating a topic with the removed node and node %d down: %v %v", rest[0].id, err, resp.Err)
+	}
 }
