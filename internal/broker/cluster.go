@@ -35,16 +35,19 @@ import (
 // Every node knows every partition's leader (leadership.go), and the
 // group and transaction coordinators follow the leadership of their
 // internal partitions (internal/group and internal/txn, leadership.go).
-// Not yet in a cluster: reassignment, adding and removing nodes,
-// compaction of a replicated log, and users, ACLs and quotas written on
-// one node reaching the others before they restart.
+// Nodes join and leave, and partitions move between them, through the
+// metadata log and Raft membership changes (membership.go, reassign.go).
+// Not yet in a cluster: compaction of a replicated log, and users, ACLs
+// and quotas written on one node reaching the others before they
+// restart.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
-	// Nodes are the ids of every node (the metadata group's voters),
-	// this one (Config.NodeID) included; NodeAddrs their cluster
-	// addresses. Nodes joined or removed later are in the metadata log
-	// (membership.go).
+	// Nodes are the ids of the nodes the cluster started with (the
+	// metadata group's first voters) or, on a node that joined, those it
+	// was told of, this one (Config.NodeID) included; NodeAddrs their
+	// cluster addresses. Nodes joined or removed later are in the
+	// metadata log (membership.go).
 	Nodes     []int32
 	NodeAddrs map[int32]string
 	// SetPeer tells the transport where a node joined later listens.

@@ -82,7 +82,7 @@ func (st *metadataState) applyMembership(key string, value []byte) error {
 	return nil
 }
 
-// clusterNodes lists the cluster's nodes with their cluster addresses:
+// clusterNodesLocked lists the cluster's nodes with their cluster addresses:
 // the initial ones and the joined ones, less the removed. Caller holds
 // b.mu.
 func (b *Broker) clusterNodesLocked() map[int32]string {
