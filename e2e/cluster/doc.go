@@ -25,6 +25,9 @@
 //   - TestRemoveNode: `wharf cluster remove-node` refused while an RF4
 //     topic needs the node, then moving every replica off the leader's
 //     node and removing it, under load, losing nothing.
+//   - TestReassignedCoordinatorServes: __consumer_offsets partitions moved
+//     to a node that held no replica of them; it coordinates their
+//     groups.
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,5 +306,76 @@ func TestRemoveNode(t *testing.T) {
 	rest[0].kill()
 	if resp, err := newAdmin(t, seedsOf(rest[1:])).CreateTopic(ctx, 1, 2, nil, "after-removal"); err != nil || resp.Err != nil {
 		t.Errorf("creating a topic with the removed node and node %d down: %v %v", rest[0].id, err, resp.Err)
+	}
+}
+
+// TestReassignedCoordinatorServes: the __consumer_offsets partitions
+// node 4 holds no replica of are moved to node 4 alone, so it becomes
+// their leader through reassignments: it then coordinates their groups
+// (commits of groups hashing to every partition succeed), which needs
+// its group coordinator to follow the partitions the reassignment
+// opened here rather than those it found at start.
+func TestReassignedCoordinatorServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 4)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := newAdmin(t, seedsOf(nodes))
+	createTopicN(ctx, t, admin, "committed", 1)
+	var md kadm.Metadata
+	for {
+		var err error
+		md, err = admin.Metadata(ctx, "__consumer_offsets")
+		if err == nil && len(md.Topics["__consumer_offsets"].Partitions) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("__consumer_offsets: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	moved := kadm.TopicsSet{}
+	for _, p := range md.Topics["__consumer_offsets"].Partitions {
+		if !slices.Contains(p.Replicas, 4) {
+			req.Assign("__consumer_offsets", p.Partition, []int32{4})
+			moved.Add("__consumer_offsets", p.Partition)
+		}
+	}
+	if len(moved["__consumer_offsets"]) == 0 {
+		t.Fatal("node 4 holds a replica of every __consumer_offsets partition")
+	}
+	if altered, err := admin.AlterPartitionAssignments(ctx, req); err != nil || altered.Error() != nil {
+		t.Fatalf("AlterPartitionAssignments: %v %v", err, altered.Error())
+	}
+	for {
+		listed, err := admin.ListPartitionReassignments(ctx, moved)
+		if err == nil && len(listed) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("__consumer_offsets partitions %v not moved to node 4: %v %v", moved, listed, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("__consumer_offsets partitions %v moved to node 4", slices.Sorted(maps.Keys(moved["__consumer_offsets"])))
+	for i := range 40 {
+		group := fmt.Sprint("group-", i)
+		for {
+			offsets := kadm.Offsets{}
+			offsets.Add(kadm.Offset{Topic: "committed", Partition: 0, At: int64(i)})
+			resp, err := admin.CommitOffsets(ctx, group, offsets)
+			if err == nil && resp.Error() == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				coordinator := admin.FindGroupCoordinators(ctx, group)
+				t.Fatalf("commit of %s: %v %v (coordinator %v)", group, err, resp.Error(), coordinator)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
