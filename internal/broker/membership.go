@@ -296,8 +296,31 @@ func (b *Broker) RemoveNode(id int32) error {
 	if err := b.meta.write(nodeKeyPrefix+strconv.Itoa(int(id)), nodeRecord{NodeID: id, Addr: addr, Removed: true}); err != nil {
 		return err
 	}
+	if err := b.awaitLeftMetadataGroup(id); err != nil {
+		return err
+	}
 	b.logger.Info("node removed from the cluster", "node", id)
 	return nil
+}
+
+// awaitLeftMetadataGroup waits until the controller has taken node id
+// out of the metadata group, as this node applied it: a removal is
+// answered only once the quorum no longer counts the node, so it may be
+// shut down at once.
+func (b *Broker) awaitLeftMetadataGroup(id int32) error {
+	ctx, cancel := context.WithTimeout(b.meta.ctx, b.meta.writeTimeout)
+	defer cancel()
+	for {
+		m := b.meta.raft.Group().Membership()
+		if !slices.Contains(m.Voters, uint64(id)) && !slices.Contains(m.Learners, uint64(id)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: node %d is recorded as removed, but the metadata group has not let it go yet: %v", ErrStorage, id, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // partitionsOn names the partitions node id is a replica of, or is to

@@ -16,7 +16,8 @@ import (
 // `kafka-cluster.sh unregister`. Wharf refuses it, INVALID_REQUEST with
 // the partitions named, while the node still holds replicas: they move
 // first (AlterPartitionReassignments; `wharf cluster remove-node` does
-// both). An id that is no node of the cluster, or any id on a single
+// both). It answers once the metadata group no longer counts the node,
+// which may then be stopped. An id that is no node of the cluster, or any id on a single
 // node, is BROKER_ID_NOT_REGISTERED. It needs ALTER on the cluster (else
 // CLUSTER_AUTHORIZATION_FAILED).
 
