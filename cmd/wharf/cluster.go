@@ -6,21 +6,54 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // `wharf cluster status`: the nodes, which one is the controller, and
 // every partition's leader, replicas and in-sync replicas, from the
-// Kafka API's Metadata (any node answers for the whole cluster).
+// Kafka API's Metadata (any node answers for the whole cluster), and the
+// reassignments in progress. `wharf cluster remove-node N`: every
+// replica on node N moves to another node, then N leaves the cluster.
+
+// removeNodeTimeout bounds `wharf cluster remove-node`, which waits for
+// the partitions to move.
+const removeNodeTimeout = 10 * time.Minute
 
 func runCluster(ctx context.Context, args []string, std stdio) error {
-	cmds := []subcommandHelp{{"status", "show the nodes, the controller and each partition's leader and in-sync replicas"}}
+	cmds := []subcommandHelp{
+		{"status", "show the nodes, the controller, each partition's leader and in-sync replicas, and the reassignments in progress"},
+		{"remove-node", "move every replica off a node, then remove it from the cluster"},
+	}
 	i, err := selectSubcommand("cluster", cmds, args, std)
 	if i < 0 {
 		return err
+	}
+	if cmds[i].name == "remove-node" {
+		return runKafkaSubcommand(ctx, "cluster", "remove-node", "NODE-ID [flags]", cmds[i].summary, args[1:], std,
+			func(*flag.FlagSet) {},
+			func(env kafkaEnv, positional []string) error {
+				if err := expectArgs(positional, 1, "node id"); err != nil {
+					return err
+				}
+				id, err := strconv.ParseInt(positional[0], 10, 32)
+				if err != nil || id <= 0 {
+					return usagef("%q is not a node id", positional[0])
+				}
+				if err := env.reachable(); err != nil {
+					return err
+				}
+				// Moving the replicas takes longer than one admin request.
+				ctx, cancel := context.WithTimeout(ctx, removeNodeTimeout)
+				defer cancel()
+				return removeNode(ctx, env, int32(id))
+			})
 	}
 	return runKafkaSubcommand(ctx, "cluster", "status", "[flags]", cmds[0].summary, args[1:], std,
 		func(*flag.FlagSet) {},
@@ -35,8 +68,53 @@ func runCluster(ctx context.Context, args []string, std stdio) error {
 			if err != nil {
 				return fmt.Errorf("cluster status: %w", err)
 			}
-			return printClusterStatus(env.out, md)
+			if err := printClusterStatus(env.out, md); err != nil {
+				return err
+			}
+			moving, err := listReassignments(env.ctx, env.cl)
+			if err != nil {
+				return fmt.Errorf("cluster status: reassignments: %w", err)
+			}
+			printReassignments(env.out, moving)
+			return nil
 		})
+}
+
+// removeNode moves every replica off node, waits for the moves, then
+// removes the node (Kafka's UnregisterBroker).
+func removeNode(ctx context.Context, env kafkaEnv, node int32) error {
+	md, err := env.adm.Metadata(ctx)
+	if err != nil {
+		return fmt.Errorf("remove-node: %w", err)
+	}
+	req, moves, err := moveOff(md, node)
+	if err != nil {
+		return err
+	}
+	if moves > 0 {
+		fmt.Fprintf(env.out, "Moving %d partitions off node %d\n", moves, node)
+		if err := alterAssignments(ctx, env.adm, req); err != nil {
+			return err
+		}
+		if err := waitReassignments(ctx, env.cl, env.out, moves); err != nil {
+			return err
+		}
+	}
+	unregister := kmsg.NewPtrUnregisterBrokerRequest()
+	unregister.BrokerID = node
+	resp, err := unregister.RequestWith(ctx, env.cl)
+	if err != nil {
+		return fmt.Errorf("remove-node: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		msg := ""
+		if resp.ErrorMessage != nil {
+			msg = ": " + *resp.ErrorMessage
+		}
+		return fmt.Errorf("remove-node: %w%s", err, msg)
+	}
+	_, err = fmt.Fprintf(env.out, "Node %d removed from the cluster\n", node)
+	return err
 }
 
 // printClusterStatus prints the nodes, then the partitions, then how many

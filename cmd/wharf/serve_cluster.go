@@ -10,11 +10,13 @@ import (
 )
 
 // clusterFlags are the flags that make `wharf serve` one node of a
-// cluster (issue 13): all three, or none for a single node; and Kafka's
+// cluster (issue 13): --node-id, --cluster-addr and either
+// --initial-cluster (a node of the cluster as it starts) or --join (a
+// node added to a running one), or none for a single node; and Kafka's
 // replication settings.
 type clusterFlags struct {
-	nodeID        *int
-	addr, initial *string
+	nodeID              *int
+	addr, initial, join *string
 
 	minInsync      *int
 	autoRebalance  *bool
@@ -22,7 +24,7 @@ type clusterFlags struct {
 }
 
 // clusterEnv lists the cluster flags settable by environment variable.
-var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster",
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "join",
 	"min-insync-replicas", "auto-leader-rebalance", "leader-imbalance-check-interval"}
 
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
@@ -30,6 +32,7 @@ func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
 		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
+		join:    fs.String("join", "", "the --cluster-addr HOST:PORT of any node of a running cluster, for a new node (with an empty --data-dir) to join it under --node-id"),
 
 		minInsync: fs.Int("min-insync-replicas", 0,
 			"default min.insync.replicas of every topic: acks=all to a partition with fewer replicas in sync gets NOT_ENOUGH_REPLICAS (0: min(2, the topic's replication factor))"),
@@ -54,10 +57,18 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	}
 	cfg.MinInsyncReplicas, cfg.AutoLeaderRebalance, cfg.LeaderImbalanceCheck = *f.minInsync, f.autoRebalance, *f.imbalanceCheck
 	cfg.NodeID = int32(*f.nodeID)
-	if *f.addr == "" && *f.initial == "" {
+	if *f.addr == "" && *f.initial == "" && *f.join == "" {
 		return nil
 	}
-	if *f.addr == "" || *f.initial == "" || *f.nodeID == 0 {
+	switch {
+	case *f.initial != "" && *f.join != "":
+		return usagef("--initial-cluster starts a cluster and --join joins a running one: give one of them")
+	case *f.join != "" && (*f.addr == "" || *f.nodeID == 0):
+		return usagef("--join needs --node-id and --cluster-addr")
+	case *f.join != "":
+		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join}
+		return nil
+	case *f.addr == "" || *f.initial == "" || *f.nodeID == 0:
 		return usagef("--node-id, --cluster-addr and --initial-cluster go together")
 	}
 	nodes, err := parseInitialCluster(*f.initial)

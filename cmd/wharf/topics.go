@@ -29,6 +29,7 @@ func topicsCommands() []topicsCommand {
 		{"describe", "[NAME ...] [--output json]", "show topics' partitions (start offset, high watermark) and configs; every topic without a NAME", defineTopicsDescribe},
 		{"alter", "NAME [--config k=v ...] [--delete-config k ...] [--partitions N]", "change a topic's configs or grow its partitions", defineTopicsAlter},
 		{"delete", "NAME [NAME ...]", "delete topics and their data", defineTopicsDelete},
+		{"reassign", "NAME --partition P --replicas ID,ID,...", "move a partition to other nodes (in a cluster)", defineTopicsReassign},
 	}
 }
 

@@ -28,6 +28,19 @@
 //     its preferred replica, and after a rolling restart with
 //     --leader-imbalance-check-interval=1s every partition is led by its
 //     preferred replica again.
+//   - TestNodeJoins: a fourth process started with --join becomes a
+//     broker of the running cluster (Metadata, `wharf cluster status`,
+//     replicas of new topics) while an acks=all producer loses nothing;
+//     a join under a taken id is refused.
+//   - TestReassignPartitionUnderLoad: kadm's AlterPartitionReassignments
+//     moves a partition off its leader's node to a fourth node under
+//     acks=all load: lost = duplicated = reordered = 0.
+//   - TestRemoveNode: `wharf cluster remove-node` refused while an RF4
+//     topic needs the node, then moving every replica off the leader's
+//     node and removing it, under load, losing nothing.
+//   - TestReassignedCoordinatorServes: __consumer_offsets partitions moved
+//     to a node that held no replica of them; it coordinates their
+//     groups.
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.

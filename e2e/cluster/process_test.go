@@ -123,8 +123,10 @@ func (nd *node) start() {
 	cmd.Args = append(cmd.Args,
 		"--amqp-addr=", "--http-addr=", "--nats-addr=",
 		"--node-id", fmt.Sprint(nd.id),
-		"--cluster-addr", nd.clusterAddr,
-		"--initial-cluster", nd.initial)
+		"--cluster-addr", nd.clusterAddr)
+	if nd.initial != "" { // a joining node has --join in extraArgs instead
+		cmd.Args = append(cmd.Args, "--initial-cluster", nd.initial)
+	}
 	cmd.Args = append(cmd.Args, nd.extraArgs...)
 	cmd.Env = withoutWharfEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -45,10 +45,11 @@ const transferRetry = time.Second
 // PreferredLeader is the replica the partition's leadership belongs with:
 // its first (this node, on a single node).
 func (p *Partition) PreferredLeader() int32 {
-	if len(p.replicas) == 0 {
+	replicas := p.Replicas()
+	if len(replicas) == 0 {
 		return p.broker.cfg.NodeID
 	}
-	return p.replicas[0]
+	return replicas[0]
 }
 
 // ElectPreferredLeader moves the partition's leadership to its preferred

@@ -148,7 +148,7 @@ func (b *Broker) load() error {
 	if b.cfg.Cluster != nil {
 		b.state, b.appliedEnd = st, st.end
 		if b.clusterID == "" {
-			b.clusterID = clusterIDOf(b.nodeIDs())
+			b.clusterID = clusterIDOf(slices.Sorted(slices.Values(b.cfg.Cluster.Nodes)))
 		}
 		b.nextProducerID, b.producerIDBlockEnd = 0, 0 // each node's own block, granted by the cluster
 	}

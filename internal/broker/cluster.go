@@ -36,15 +36,22 @@ import (
 // group and transaction coordinators follow the leadership of their
 // internal partitions (internal/group and internal/txn, leadership.go).
 // Leaderships go back to the partitions' preferred replicas on request
-// (ElectLeaders) and by each node's balancer (balance.go).
-// Not yet in a cluster: reassignment, adding and removing nodes, and
-// compaction of a replicated log.
+// (ElectLeaders) and by each node's balancer (balance.go). Nodes join and
+// leave, and partitions move between them, through the metadata log and
+// Raft membership changes (membership.go, reassign.go).
+// Not yet in a cluster: compaction of a replicated log.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {
-	// Nodes are the ids of every node (the metadata group's voters),
-	// this one (Config.NodeID) included.
-	Nodes []int32
+	// Nodes are the ids of the nodes the cluster started with (the
+	// metadata group's first voters) or, on a node that joined, those it
+	// was told of, this one (Config.NodeID) included; NodeAddrs their
+	// cluster addresses. Nodes joined or removed later are in the
+	// metadata log (membership.go).
+	Nodes     []int32
+	NodeAddrs map[int32]string
+	// SetPeer tells the transport where a node joined later listens.
+	SetPeer func(node int32, addr string)
 	// OpenMetadataLog opens this node's replica of the metadata group in
 	// dir.
 	OpenMetadataLog func(dir string) (*replica.RaftLog, error)
@@ -123,10 +130,7 @@ func (b *Broker) Clustered() bool { return b.cfg.Cluster != nil }
 // nodeIDs lists the cluster's nodes in id order (this one alone on a
 // single node).
 func (b *Broker) nodeIDs() []int32 {
-	if b.cfg.Cluster == nil {
-		return []int32{b.cfg.NodeID}
-	}
-	return slices.Sorted(slices.Values(b.cfg.Cluster.Nodes))
+	return slices.Sorted(maps.Keys(b.ClusterNodes()))
 }
 
 // Brokers lists the registered brokers in id order (in a cluster; none
@@ -212,6 +216,7 @@ func (b *Broker) startApplying() {
 	if *b.cfg.AutoLeaderRebalance {
 		b.bg.Go(func() { b.balanceLoop(b.meta.ctx) })
 	}
+	b.startMembership(b.meta.ctx)
 }
 
 // applyLoop applies the metadata log's committed records as they come,
@@ -282,6 +287,8 @@ func (b *Broker) applyRecord(key string, value []byte) error {
 		b.reconcileTopic(strings.TrimPrefix(key, "topic/"))
 	case strings.HasPrefix(key, definitionPrefix):
 		b.defs.applied(key[len(definitionPrefix):], value)
+	case strings.HasPrefix(key, reassignKeyPrefix):
+		b.reassignmentApplied(value)
 	}
 	return nil
 }
@@ -325,6 +332,7 @@ func (b *Broker) reconcileTopic(name string) {
 	if rec.Partitions > have {
 		more = b.openClusterPartitions(t, rec, have)
 	}
+	b.reconcileReplicas(t, rec)
 	t.mu.Lock()
 	t.partitions = append(t.partitions, more...)
 	t.config.overrides = rec.Configs
@@ -349,23 +357,30 @@ func (b *Broker) openClusterPartitions(t *Topic, rec topicRecord, from int32) []
 		if int(i) < len(rec.Replicas) {
 			replicas = rec.Replicas[i]
 		}
-		parts[k] = b.openClusterPartition(t, i, replicas, cfg)
+		parts[k] = b.openClusterPartition(t, i, replicas, cfg, false)
 	})
 	return parts
 }
 
-// openClusterPartition opens partition i of t, with replicas.
-func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg replica.Config) *Partition {
+// openClusterPartition opens partition i of t, with replicas. A
+// joining replica (a reassignment's new one, reassign.go) is opened here
+// though replicas does not name this node yet, and starts empty, to be
+// filled by the leader.
+func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg replica.Config, joining bool) *Partition {
 	p := b.newPartition(t, i)
-	p.replicas = replicas
-	if !slices.Contains(replicas, b.cfg.NodeID) {
+	p.replicas.Store(&replicas)
+	if !joining && !slices.Contains(replicas, b.cfg.NodeID) {
 		p.remote = true
 		return p
+	}
+	members := replicas
+	if joining {
+		members = nil
 	}
 	err := b.createPartitionDir(p.dir, t.id)
 	var l *replica.RaftLog
 	if err == nil {
-		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), replicas, cfg, b.partitionStateChanged)
+		l, err = b.cfg.Cluster.OpenPartitionLog(p.dir, partitionGroup(t.id, i), members, cfg, b.partitionStateChanged)
 	}
 	if err == nil {
 		p.log, p.raft = l, l
@@ -452,8 +467,14 @@ func (b *Broker) replicationFactor(rf int16) (int, error) {
 	return int(rf), nil
 }
 
-// Replicas lists the partition's replicas, the preferred leader first.
-func (p *Partition) Replicas() []int32 { return p.replicas }
+// Replicas lists the partition's replicas, the preferred leader first
+// (nil on a single node).
+func (p *Partition) Replicas() []int32 {
+	if r := p.replicas.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
 
 // Leadership is the partition as this node sees it: the leader (-1 if
 // none is known), its leader epoch (the Raft term), and the replicas in
@@ -470,7 +491,7 @@ func (p *Partition) Leadership(self int32) (leader, epoch int32, isr []int32) {
 			leader = -1
 		}
 		isr = []int32{}
-		for _, r := range p.replicas {
+		for _, r := range p.Replicas() {
 			if p.broker.NodeUp(r) {
 				isr = append(isr, r)
 			}

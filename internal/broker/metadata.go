@@ -193,6 +193,10 @@ type metadataState struct {
 	// leaders are the partition leaders as they reported themselves
 	// (leadership.go).
 	leaders map[partitionKey]leaderRecord
+	// nodes joined or removed after the cluster started, and the
+	// reassignments in progress (membership.go, reassign.go).
+	nodes         map[int32]nodeRecord
+	reassignments map[partitionKey]reassignRecord
 }
 
 func newMetadataState() metadataState {
@@ -249,6 +253,8 @@ func (st *metadataState) apply(key string, value []byte) error {
 		return st.applyCluster(key, value)
 	case strings.HasPrefix(key, leaderKeyPrefix):
 		return st.applyLeader(key, value)
+	case strings.HasPrefix(key, nodeKeyPrefix), strings.HasPrefix(key, reassignKeyPrefix):
+		return st.applyMembership(key, value)
 	default:
 		return errors.New("metadata log: unknown record key " + key)
 	}

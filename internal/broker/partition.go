@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -25,7 +26,7 @@ type Partition struct {
 	// In a cluster (cluster.go): the replicas, the replica here if there
 	// is one (the same as log), or remote if this node holds none; and
 	// the term producers was rebuilt for.
-	replicas      []int32
+	replicas      atomic.Pointer[[]int32] // changed by a reassignment (reassign.go)
 	raft          *replica.RaftLog
 	remote        bool
 	producersTerm uint64

@@ -67,8 +67,8 @@ func (t *Topic) record() topicRecord {
 	defer t.mu.RUnlock()
 	rec := topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Configs: t.config.overrides}
 	for _, p := range t.partitions {
-		if p.replicas != nil {
-			rec.Replicas = append(rec.Replicas, p.replicas)
+		if r := p.Replicas(); r != nil {
+			rec.Replicas = append(rec.Replicas, r)
 		}
 	}
 	return rec

@@ -82,7 +82,7 @@ func open(cfg Config) (*Coordinator, error) {
 	c.loadsCtx, c.cancelLoads = context.WithCancel(context.Background())
 	if !store.clustered {
 		// A single node serves every partition, for good.
-		all := make([]int32, len(store.parts))
+		all := make([]int32, len(store.parts()))
 		for i := range all {
 			all[i] = int32(i)
 		}
@@ -141,7 +141,7 @@ func (c *Coordinator) CoordinatorNode(group string, self int32) (int32, error) {
 	if !c.store.clustered {
 		return self, nil
 	}
-	leader, _, _ := c.store.parts[partition].Leadership(self)
+	leader, _, _ := c.store.parts()[partition].Leadership(self)
 	if leader < 0 {
 		return -1, fmt.Errorf("%w: %s-%d has no leader", ErrCoordinatorNotAvailable, OffsetsTopic, partition)
 	}

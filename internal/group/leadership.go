@@ -30,7 +30,7 @@ func (c *Coordinator) followLeadership() {
 // reconcileLeadership starts loading the partitions this node newly leads
 // and drops those it no longer leads.
 func (c *Coordinator) reconcileLeadership() {
-	for i, p := range c.store.parts {
+	for i, p := range c.store.parts() {
 		partition := int32(i)
 		term, leading := p.Leading()
 		servedTerm, served, loading := c.store.loads.State(partition)
@@ -55,7 +55,7 @@ func (c *Coordinator) takePartition(partition int32, term uint64) {
 	fenceGroups(gone)
 	c.leading.Go(func() {
 		defer c.kickLeadership()
-		p := c.store.parts[partition]
+		p := c.store.parts()[partition]
 		err := p.AwaitLeadership(c.loadsCtx)
 		var groups map[string]*group
 		if err == nil {

@@ -14,7 +14,7 @@ import (
 // offsetsStore is __consumer_offsets: where every group's records are
 // appended and, at start, read back.
 type offsetsStore struct {
-	parts []*broker.Partition
+	topic *broker.Topic
 	now   func() time.Time
 
 	mu sync.Mutex
@@ -27,6 +27,11 @@ type offsetsStore struct {
 	clustered bool
 	loads     *broker.LeaderLoads
 }
+
+// parts are the topic's partitions as they are now: a reassignment
+// (broker/reassign.go) replaces a partition that gains or loses its
+// replica here, and its leadership is the new one's.
+func (s *offsetsStore) parts() []*broker.Partition { return s.topic.Partitions() }
 
 // maxBatchBytes keeps each appended batch well under the broker's default
 // max.message.bytes (1 MiB); a commit of many partitions is split.
@@ -41,11 +46,10 @@ func openStore(b *broker.Broker, cfg Config) (*offsetsStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: %s: %w", OffsetsTopic, err)
 	}
-	parts := t.Partitions()
-	if len(parts) == 0 {
+	if len(t.Partitions()) == 0 {
 		return nil, fmt.Errorf("group: %s has no partitions", OffsetsTopic)
 	}
-	return &offsetsStore{parts: parts, now: cfg.Now, unreadable: map[int32]error{},
+	return &offsetsStore{topic: t, now: cfg.Now, unreadable: map[int32]error{},
 		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
@@ -75,7 +79,7 @@ func (s *offsetsStore) available(partition int32) error {
 		return err
 	}
 	servedTerm, served, loading := s.loads.State(partition)
-	p := s.parts[partition]
+	p := s.parts()[partition]
 	if loading {
 		return fmt.Errorf("%w: loading the groups of %s-%d", ErrCoordinatorLoadInProgress, OffsetsTopic, partition)
 	}
@@ -90,7 +94,7 @@ func (s *offsetsStore) available(partition int32) error {
 func (s *offsetsStore) usable(partition int32) error {
 	err := s.unreadableErr(partition)
 	if err == nil {
-		err = s.parts[partition].Offline()
+		err = s.parts()[partition].Offline()
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %s-%d is unavailable: %v", ErrCoordinatorNotAvailable, OffsetsTopic, partition, err)
@@ -102,7 +106,7 @@ func (s *offsetsStore) usable(partition int32) error {
 // Utils.abs(groupId.hashCode()) % partitions, so a group lands where it
 // would on Kafka with the same partition count.
 func (s *offsetsStore) partitionFor(group string) int32 {
-	return partitionForGroup(group, int32(len(s.parts)))
+	return partitionForGroup(group, int32(len(s.parts())))
 }
 
 func partitionForGroup(group string, n int32) int32 {
@@ -149,7 +153,7 @@ func (s *offsetsStore) append(partition int32, recs []record.Record, durable boo
 			n++
 		}
 		batch := record.NewBatch(now, recs[:n])
-		if _, _, err := s.parts[partition].Produce(batch, acks); err != nil {
+		if _, _, err := s.parts()[partition].Produce(batch, acks); err != nil {
 			return storeError(err)
 		}
 		recs = recs[n:]
@@ -197,7 +201,7 @@ type replayHandler struct {
 // damaged partition must not cost the groups of the others.
 func (s *offsetsStore) replay(partitions []int32, h replayHandler) {
 	for _, i := range partitions {
-		err := replayPartition(s.parts[i], h)
+		err := replayPartition(s.parts()[i], h)
 		s.mu.Lock()
 		if err != nil {
 			s.unreadable[i] = err

@@ -59,7 +59,7 @@ func (c *Coordinator) TxnCommitOffsets(req TxnCommitRequest) []error {
 // writeTxnOffsets appends offset records as a transactional batch of the
 // producer.
 func (g *group) writeTxnOffsets(producerID int64, producerEpoch int16, recs []record.Record) error {
-	if err := g.c.store.parts[g.partition].AppendTxnRecords(producerID, producerEpoch, recs); err != nil {
+	if err := g.c.store.parts()[g.partition].AppendTxnRecords(producerID, producerEpoch, recs); err != nil {
 		if errors.Is(err, broker.ErrInvalidProducerEpoch) {
 			return fmt.Errorf("%w: %v", ErrProducerFenced, err)
 		}

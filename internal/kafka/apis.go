@@ -36,10 +36,11 @@ var apiVersions = map[kmsg.Key]versionRange{
 	kmsg.DescribeCluster:         {0, 2},
 	kmsg.InitProducerID:          {0, 5},
 
-	// Replica management, trivial on a single node.
+	// Replica management and membership, trivial on a single node.
 	kmsg.ElectLeaders:               {0, 2},
 	kmsg.AlterPartitionAssignments:  {0, 1},
 	kmsg.ListPartitionReassignments: {0, 0},
+	kmsg.UnregisterBroker:           {0, 0},
 
 	// Security.
 	kmsg.SASLHandshake:                {0, 1},
@@ -142,6 +143,8 @@ func (s *Server) handle(r *request) (*response, error) {
 		return reply(s.handleAlterPartitionReassignments(r, m))
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return reply(s.handleListPartitionReassignments(r, m))
+	case *kmsg.UnregisterBrokerRequest:
+		return reply(s.handleUnregisterBroker(r, m))
 	case *kmsg.OffsetCommitRequest:
 		return reply(s.handleOffsetCommit(r, m))
 	case *kmsg.OffsetFetchRequest:

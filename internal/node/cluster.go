@@ -22,7 +22,13 @@ type ClusterConfig struct {
 	Addr string
 	// Nodes maps every node's id to its cluster address, this node's
 	// included (--initial-cluster): the voters of the metadata group.
+	// Empty with Join.
 	Nodes map[int32]string
+	// Join is a member's cluster address (--join): this node, new to the
+	// cluster, asks it to be taken in, and learns the nodes from it
+	// (join.go). It is asked again at every start, and answers the same
+	// for a node it knows at the same address.
+	Join string
 	// TickInterval is the Raft tick (100 ms); the election timeout is ten
 	// of them.
 	TickInterval time.Duration
@@ -46,19 +52,26 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 	if self <= 0 {
 		return nil, nil, errors.New("node: a cluster node needs a node id above 0")
 	}
-	if _, ok := cc.Nodes[self]; !ok {
+	if _, ok := cc.Nodes[self]; !ok && cc.Join == "" {
 		return nil, nil, fmt.Errorf("node: node %d is not in the initial cluster %v", self, cc.Nodes)
 	}
-	peers := map[uint64]string{}
-	for id, addr := range cc.Nodes {
-		if id != self {
-			peers[uint64(id)] = addr
-		}
-	}
 	logger = logger.With("component", "raft")
-	tr, err := raft.ListenTCP(raft.TCPConfig{NodeID: uint64(self), ListenAddr: cc.Addr, Peers: peers, Logger: logger})
+	tr, err := raft.ListenTCP(raft.TCPConfig{NodeID: uint64(self), ListenAddr: cc.Addr, Logger: logger})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: cluster address: %w", err)
+	}
+	nodes, joined := cc.Nodes, joinReply{}
+	if cc.Join != "" {
+		if joined, err = join(cc.Join, self, tr.Addr(), logger); err != nil {
+			tr.Close()
+			return nil, nil, err
+		}
+		nodes = joined.Nodes
+	}
+	for id, addr := range nodes {
+		if id != self {
+			tr.SetPeer(uint64(id), addr)
+		}
 	}
 	h, err := raft.NewHost(raft.Config{NodeID: uint64(self), Transport: tr, TickInterval: cc.TickInterval, Logger: logger})
 	if err != nil {
@@ -68,16 +81,24 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 	tr.Start(h)
 	h.Start()
 	ch := &clusterHost{transport: tr, host: h}
-	nodes := slices.Sorted(maps.Keys(cc.Nodes))
-	voters := make([]uint64, len(nodes))
-	for i, id := range nodes {
-		voters[i] = uint64(id)
+	ids := slices.Sorted(maps.Keys(nodes))
+	var voters []uint64 // none for a joining node: the controller's snapshot brings them
+	if cc.Join == "" {
+		for _, id := range ids {
+			voters = append(voters, uint64(id))
+		}
 	}
 	bc := &broker.ClusterConfig{
-		Nodes: nodes,
+		Nodes:     ids,
+		NodeAddrs: nodes,
+		SetPeer:   func(node int32, addr string) { tr.SetPeer(uint64(node), addr) },
 		OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
-			return replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
+			l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
 				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
+			if err == nil && cc.Join != "" {
+				err = awaitMetadata(l, joined.MetadataEnd)
+			}
+			return l, err
 		},
 		OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config, stateChanged func()) (*replica.RaftLog, error) {
 			members := make([]uint64, len(replicas))
@@ -98,6 +119,14 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 		},
 	}
 	return ch, bc, nil
+}
+
+// acceptJoins makes this node answer other nodes' join requests, once
+// its broker is open.
+func (c *clusterHost) acceptJoins(b *broker.Broker) {
+	if c != nil {
+		c.transport.SetJoinHandler(func(_ context.Context, request []byte) ([]byte, error) { return answerJoin(b, request) })
+	}
 }
 
 // close stops the host and the transport, once every replica is closed.

@@ -81,6 +81,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		lock.release()
 		return nil, fmt.Errorf("node: open broker in %s: %w", cfg.DataDir, err)
 	}
+	cluster.acceptJoins(b)
 	queues, err := mq.Open(mq.Config{
 		DataDir:     cfg.DataDir,
 		Definitions: b.Definitions(),

@@ -68,6 +68,8 @@ type TCPTransport struct {
 	started bool
 
 	dropped atomic.Int64 // envelopes dropped on full queues
+
+	join atomic.Pointer[JoinHandler] // answers join requests (join.go)
 }
 
 // tcpPeer is one peer: its queue and its connection.
@@ -280,6 +282,9 @@ func (t *TCPTransport) accept() {
 			// dialer may send its first frame right behind the hello, and
 			// a reader of its own for the hello would swallow its start.
 			r := bufio.NewReaderSize(c, readBufferBytes)
+			if t.serveJoin(c, r) {
+				return
+			}
 			id, err := readHello(c, r)
 			if err != nil || id == t.cfg.NodeID {
 				t.logger.Warn("refusing a cluster connection", "remote", c.RemoteAddr(), "id", id, "err", err)

@@ -70,11 +70,18 @@ type snapshotStage struct {
 func (st *snapshotStage) complete() bool { return st.from >= 0 && st.next == st.marker.end }
 
 // snapshotLocked is the snapshot at the anchor. Caller holds mu.
+//
+// It carries the membership as last applied, not as of the anchor: a
+// member added since (a node joining the group, which starts empty and
+// needs this snapshot) is not in the anchor's, and Raft refuses a
+// snapshot that leaves out the node it is sent to. The follower then
+// applies the changes after the anchor again; each sets one member's
+// role, so it ends with the same membership.
 func (r *raftReplica) snapshotLocked() *pb.Snapshot {
 	a := r.anchor
 	return &pb.Snapshot{
 		Data:     snapshotMarker{start: min(r.local.StartOffset(), a.offset), end: a.offset}.encode(),
-		Metadata: &pb.SnapshotMetadata{Index: new(a.index), Term: new(a.term), ConfState: ensureConfig(a.config)},
+		Metadata: &pb.SnapshotMetadata{Index: new(a.index), Term: new(a.term), ConfState: ensureConfig(r.config)},
 	}
 }
 

@@ -148,7 +148,7 @@ func Open(cfg Config) (*Coordinator, error) {
 			return nil, err
 		}
 		if !store.clustered {
-			txns = store.load(store.parts)
+			txns = store.load(store.parts())
 		}
 	}
 	c := &Coordinator{

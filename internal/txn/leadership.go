@@ -49,7 +49,7 @@ func (c *Coordinator) reconcileLeadership() {
 	if s == nil {
 		return
 	}
-	for _, p := range s.parts {
+	for _, p := range s.parts() {
 		term, leading := p.Leading()
 		servedTerm, served, loading := s.loads.State(p.Index())
 		switch {

@@ -25,7 +25,7 @@ const StateTopic = "__transaction_state"
 // stateStore is __transaction_state: every state change of a transaction
 // is appended durably before it is answered; start-up reads it back.
 type stateStore struct {
-	parts []*broker.Partition
+	topic *broker.Topic
 
 	mu sync.Mutex
 	// unreadable holds why each partition that could not be read to its
@@ -54,17 +54,22 @@ func openStore(b *broker.Broker, partitions int32, create bool) (*stateStore, er
 	if err != nil {
 		return nil, fmt.Errorf("txn: %s: %w", StateTopic, err)
 	}
-	parts := t.Partitions()
-	if len(parts) == 0 {
+	if len(t.Partitions()) == 0 {
 		return nil, fmt.Errorf("txn: %s has no partitions", StateTopic)
 	}
-	return &stateStore{parts: parts, unreadable: map[int32]error{},
+	return &stateStore{topic: t, unreadable: map[int32]error{},
 		clustered: b.Clustered(), loads: broker.NewLeaderLoads()}, nil
 }
 
 func (s *stateStore) partitionFor(id string) *broker.Partition {
-	return s.parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(s.parts))]
+	parts := s.parts()
+	return parts[crc32.ChecksumIEEE([]byte(id))%uint32(len(parts))]
 }
+
+// parts are the topic's partitions as they are now: a reassignment
+// (broker/reassign.go) replaces a partition that gains or loses its
+// replica here, and its leadership is the new one's.
+func (s *stateStore) parts() []*broker.Partition { return s.topic.Partitions() }
 
 // usable reports whether the id's partition can be used here: not while
 // it is offline (damage found at start or by the broker's scrubber since)

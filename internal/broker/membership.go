@@ -1,0 +1,345 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/raft"
+)
+
+// Cluster membership (issue 13): nodes joining and leaving a running
+// cluster.
+//
+// The initial cluster (--initial-cluster) is every node's static start.
+// A node that joins later is recorded in the metadata log (a nodeRecord:
+// its id and cluster address), and so is the removal of any node; the
+// cluster's nodes are the initial ones and the joined ones, less the
+// removed. Every node applies the records: it tells its transport where
+// a new node listens, and places new partitions' replicas on every node.
+//
+// The metadata group follows the records, driven by its leader (the
+// controller, membershipLoop): a joined node becomes a learner of the
+// group, which brings its replica of the metadata log up to date; it is
+// promoted to a voter only while the group has fewer than
+// metadataVoters voters (a removed voter's place, or a cluster started
+// with fewer nodes), as KRaft keeps a fixed controller quorum and lets
+// further brokers observe. A removed node leaves the group, the
+// controller first handing its leadership on if it is the one removed.
+
+// metadataVoters is how many voters the controller keeps the metadata
+// group at, when it has the nodes: three tolerate one node down, as an
+// RF3 partition does.
+const metadataVoters = 3
+
+// learnerLag is how many entries behind the leader a learner may be
+// and count as caught up, for its promotion: under load a replica is
+// never exactly level.
+const learnerLag = 64
+
+// membershipInterval is how often the membership loop checks the
+// groups it drives against the records, besides every applied change.
+const membershipInterval = 250 * time.Millisecond
+
+const nodeKeyPrefix = "node/"
+
+// nodeRecord is a node joined to the cluster after it started, or any
+// node removed from it.
+type nodeRecord struct {
+	NodeID  int32  `json:"node_id"`
+	Addr    string `json:"addr"` // its cluster address
+	Removed bool   `json:"removed,omitempty"`
+}
+
+// ErrNodeIDTaken refuses a join under an id the cluster uses or used.
+var ErrNodeIDTaken = errors.New("node id taken")
+
+// ErrUnknownNode is a node id the cluster does not have.
+var ErrUnknownNode = errors.New("unknown node")
+
+// applyMembership applies the records of nodes and reassignments.
+func (st *metadataState) applyMembership(key string, value []byte) error {
+	if strings.HasPrefix(key, reassignKeyPrefix) {
+		return st.applyReassignment(key, value)
+	}
+	var r nodeRecord
+	if err := json.Unmarshal(value, &r); err != nil {
+		return fmt.Errorf("metadata record %q: %w", key, err)
+	}
+	if st.nodes == nil {
+		st.nodes = map[int32]nodeRecord{}
+	}
+	st.nodes[r.NodeID] = r
+	if r.Removed {
+		delete(st.brokers, r.NodeID)
+	}
+	return nil
+}
+
+// clusterNodesLocked lists the cluster's nodes with their cluster addresses:
+// the initial ones and the joined ones, less the removed. Caller holds
+// b.mu.
+func (b *Broker) clusterNodesLocked() map[int32]string {
+	nodes := maps.Clone(b.cfg.Cluster.NodeAddrs)
+	for _, id := range b.cfg.Cluster.Nodes {
+		if _, ok := nodes[id]; !ok {
+			nodes[id] = ""
+		}
+	}
+	for id, r := range b.state.nodes {
+		if r.Removed {
+			delete(nodes, id)
+		} else {
+			nodes[id] = r.Addr
+		}
+	}
+	return nodes
+}
+
+// ClusterNodes lists the cluster's nodes and their cluster addresses.
+func (b *Broker) ClusterNodes() map[int32]string {
+	if b.cfg.Cluster == nil {
+		return map[int32]string{b.cfg.NodeID: ""}
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.clusterNodesLocked()
+}
+
+// AddNode records node id, listening for its peers at addr, as a member
+// of the cluster, and returns the cluster's nodes and the end of the
+// metadata log once it is applied here: the joining node's replica of
+// the log is up to date once it reaches that offset. Asking again with
+// the same address (a node restarted with --join) is answered the same;
+// an id in use by another address, or removed before, is refused.
+func (b *Broker) AddNode(id int32, addr string) (map[int32]string, int64, error) {
+	if b.cfg.Cluster == nil {
+		return nil, 0, errors.New("a single node takes no other nodes")
+	}
+	if id <= 0 || addr == "" {
+		return nil, 0, fmt.Errorf("a joining node needs an id above 0 and a cluster address, got %d and %q", id, addr)
+	}
+	b.mu.RLock()
+	have, known := b.clusterNodesLocked()[id]
+	removed := b.state.nodes[id].Removed
+	writeClusterID := b.state.clusterID == ""
+	b.mu.RUnlock()
+	switch {
+	case removed:
+		return nil, 0, fmt.Errorf("%w: node %d was removed from the cluster; give the new node another id", ErrNodeIDTaken, id)
+	case known && have != addr:
+		return nil, 0, fmt.Errorf("%w: node %d is a member already, at %s", ErrNodeIDTaken, id, have)
+	}
+	recs := []keyValue{{nodeKeyPrefix + strconv.Itoa(int(id)), nodeRecord{NodeID: id, Addr: addr}}}
+	if writeClusterID {
+		// The cluster id is derived from the initial cluster, which the
+		// new node does not know: it finds it in the log.
+		recs = append(recs, keyValue{clusterKey, clusterRecord{ClusterID: b.clusterID}})
+	}
+	if !known || writeClusterID {
+		if err := b.meta.writeAll(recs); err != nil {
+			return nil, 0, err
+		}
+		b.logger.Info("node joined the cluster", "node", id, "addr", addr)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.clusterNodesLocked(), b.appliedEnd, nil
+}
+
+// startMembership starts the loop that follows the membership records.
+func (b *Broker) startMembership(ctx context.Context) {
+	b.bg.Go(func() { b.membershipLoop(ctx) })
+}
+
+// membershipLoop, on every node, tells the transport where nodes are,
+// and drives the groups this node leads towards the membership the
+// metadata records: the metadata group (on the controller) and the
+// partitions being reassigned. Every step is proposed again until the
+// group's configuration shows it, so the loop needs no memory of what it
+// proposed, and a new leader picks up where the last one stopped.
+func (b *Broker) membershipLoop(ctx context.Context) {
+	peers := map[int32]string{}
+	ticker := time.NewTicker(membershipInterval)
+	defer ticker.Stop()
+	for {
+		b.mu.RLock()
+		changed := b.applyChanged
+		nodes := b.clusterNodesLocked()
+		b.mu.RUnlock()
+		for id, addr := range nodes {
+			if id != b.cfg.NodeID && addr != "" && peers[id] != addr && b.cfg.Cluster.SetPeer != nil {
+				b.cfg.Cluster.SetPeer(id, addr)
+				peers[id] = addr
+			}
+		}
+		if _, _, leading := b.meta.raft.Leadership(); leading {
+			b.driveMetadataGroup(nodes)
+		}
+		b.driveReassignments()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-ticker.C:
+		}
+	}
+}
+
+// driveMetadataGroup takes one step of the metadata group towards the
+// cluster's nodes, on its leader.
+func (b *Broker) driveMetadataGroup(nodes map[int32]string) {
+	g := b.meta.raft.Group()
+	m := g.Membership()
+	members := slices.Concat(m.Voters, m.Learners)
+	self := uint64(b.cfg.NodeID)
+	var err error
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		if !slices.Contains(members, uint64(id)) {
+			err = g.AddLearner(uint64(id))
+			b.logStep(err, "metadata group: adding a learner", "node", id)
+			return
+		}
+	}
+	for _, id := range members {
+		if _, ok := nodes[int32(id)]; ok {
+			continue
+		}
+		if id == self {
+			if to := b.caughtUpVoter(m, self, nil); to != 0 {
+				g.TransferLeadership(to)
+			}
+			return
+		}
+		// A removed voter is replaced before it goes, when a learner can
+		// take its place: the group never drops below its voters.
+		if slices.Contains(m.Voters, id) && len(m.Voters) <= metadataVoters {
+			if l := b.caughtUpLearner(m, nil); l != 0 {
+				err = g.Promote(l)
+				b.logStep(err, "metadata group: promoting a learner", "node", l)
+				return
+			}
+		}
+		err = g.RemoveMember(id)
+		b.logStep(err, "metadata group: removing a member", "node", id)
+		return
+	}
+	if len(m.Voters) < metadataVoters {
+		if l := b.caughtUpLearner(m, nil); l != 0 {
+			err = g.Promote(l)
+			b.logStep(err, "metadata group: promoting a learner", "node", l)
+		}
+	}
+}
+
+// caughtUpLearner is a learner (in among, if given) whose log is up to
+// date and which this node is in contact with; 0 if none.
+func (b *Broker) caughtUpLearner(m raft.Membership, among []int32) uint64 {
+	for _, id := range m.Learners {
+		if (among == nil || slices.Contains(among, int32(id))) && m.CaughtUp(id, learnerLag) && b.NodeUp(int32(id)) {
+			return id
+		}
+	}
+	return 0
+}
+
+// caughtUpVoter is a voter other than self (in among, if given), up to
+// date and in contact, to hand leadership to; 0 if none.
+func (b *Broker) caughtUpVoter(m raft.Membership, self uint64, among []int32) uint64 {
+	for _, id := range m.Voters {
+		if id != self && (among == nil || slices.Contains(among, int32(id))) && m.CaughtUp(id, learnerLag) && b.NodeUp(int32(id)) {
+			return id
+		}
+	}
+	return 0
+}
+
+// logStep logs a membership step proposed, or why it was not.
+func (b *Broker) logStep(err error, msg string, args ...any) {
+	if err != nil {
+		b.logger.Debug(msg+" failed; trying again", append(args, "err", err)...)
+		return
+	}
+	b.logger.Debug(msg, args...)
+}
+
+// ErrNodeHoldsReplicas refuses to remove a node that is still a replica
+// (or a reassignment's target) of some partition.
+var ErrNodeHoldsReplicas = errors.New("node holds replicas")
+
+// RemoveNode records node id's removal from the cluster: it leaves the
+// metadata group (the controller takes it out), the broker list and the
+// nodes new replicas are placed on. Its replicas must have moved first
+// (Reassign; `wharf cluster remove-node` does both).
+func (b *Broker) RemoveNode(id int32) error {
+	if b.cfg.Cluster == nil {
+		return fmt.Errorf("%w: a single node cannot be removed", ErrUnknownNode)
+	}
+	nodes := b.ClusterNodes()
+	addr, ok := nodes[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: node %d is not a node of the cluster", ErrUnknownNode, id)
+	case len(nodes) == 1:
+		return fmt.Errorf("%w: node %d is the cluster's last node", ErrInvalidRequest, id)
+	}
+	if held := b.partitionsOn(id); len(held) > 0 {
+		return fmt.Errorf("%w: node %d still holds replicas of %s; move them first (wharf cluster remove-node moves them)",
+			ErrNodeHoldsReplicas, id, strings.Join(held, ", "))
+	}
+	if err := b.meta.write(nodeKeyPrefix+strconv.Itoa(int(id)), nodeRecord{NodeID: id, Addr: addr, Removed: true}); err != nil {
+		return err
+	}
+	if err := b.awaitLeftMetadataGroup(id); err != nil {
+		return err
+	}
+	b.logger.Info("node removed from the cluster", "node", id)
+	return nil
+}
+
+// awaitLeftMetadataGroup waits until the controller has taken node id
+// out of the metadata group, as this node applied it: a removal is
+// answered only once the quorum no longer counts the node, so it may be
+// shut down at once.
+func (b *Broker) awaitLeftMetadataGroup(id int32) error {
+	ctx, cancel := context.WithTimeout(b.meta.ctx, b.meta.writeTimeout)
+	defer cancel()
+	for {
+		m := b.meta.raft.Group().Membership()
+		if !slices.Contains(m.Voters, uint64(id)) && !slices.Contains(m.Learners, uint64(id)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: node %d is recorded as removed, but the metadata group has not let it go yet: %v", ErrStorage, id, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// partitionsOn names the partitions node id is a replica of, or is to
+// be one of by a reassignment in progress.
+func (b *Broker) partitionsOn(id int32) []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var held []string
+	for _, name := range slices.Sorted(maps.Keys(b.state.topics)) {
+		for i, replicas := range b.state.topics[name].Replicas {
+			if slices.Contains(replicas, id) {
+				held = append(held, fmt.Sprintf("%s-%d", name, i))
+			}
+		}
+	}
+	for _, r := range b.state.reassignments {
+		if slices.Contains(r.Target, id) {
+			held = append(held, fmt.Sprintf("%s-%d", r.Topic, r.Partition))
+		}
+	}
+	return held
+}

@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+// Joining a running cluster (`wharf serve --join HOST:PORT`).
+//
+// The new node sends a joinRequest to the member at HOST:PORT over the
+// cluster transport (raft/join.go). The member records the node in the
+// metadata log (broker.AddNode, which every node applies: their
+// transports learn its address, and the controller adds it to the
+// metadata group as a learner) and answers with every node's cluster
+// address and the end of the metadata log. The new node then opens an
+// empty replica of the metadata log, which the controller fills, and
+// starts its broker once the replica reaches that end: it knows every
+// topic and node by then. From then on it is a broker like any other: it
+// registers its Kafka address, appears in Metadata, and new partitions
+// are placed on it.
+
+// joinRequest is what a joining node sends.
+type joinRequest struct {
+	NodeID int32  `json:"node_id"`
+	Addr   string `json:"addr"` // its cluster address
+}
+
+// joinReply is what a member answers a joinRequest accepted.
+type joinReply struct {
+	Nodes       map[int32]string `json:"nodes"`
+	MetadataEnd int64            `json:"metadata_end"`
+}
+
+// joinPatience bounds how long a joining node tries to reach the member
+// it was given, and then waits for its metadata replica to catch up.
+const joinPatience = 60 * time.Second
+
+// join asks the member at member to take node self, listening at addr,
+// in. It retries while the member cannot be reached (it may be starting
+// too), not once it refused.
+func join(member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return joinReply{}, fmt.Errorf("node: --cluster-addr %s names no host the other nodes can reach; a joining node must give one", addr)
+	}
+	req, err := json.Marshal(joinRequest{NodeID: self, Addr: addr.String()})
+	if err != nil {
+		return joinReply{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), joinPatience)
+	defer cancel()
+	for {
+		answer, err := raft.RequestJoin(ctx, member, req)
+		if err == nil {
+			var reply joinReply
+			if err := json.Unmarshal(answer, &reply); err != nil {
+				return joinReply{}, fmt.Errorf("node: the join reply of %s: %w", member, err)
+			}
+			logger.Info("joined the cluster", "via", member, "nodes", reply.Nodes)
+			return reply, nil
+		}
+		if errors.Is(err, raft.ErrJoinRefused) {
+			return joinReply{}, fmt.Errorf("node: %s refused to let node %d join: %w", member, self, err)
+		}
+		logger.Warn("cannot reach the cluster to join yet; retrying", "member", member, "err", err)
+		select {
+		case <-ctx.Done():
+			return joinReply{}, fmt.Errorf("node: joining the cluster through %s: %w", member, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// answerJoin answers a join request on a member.
+func answerJoin(b *broker.Broker, request []byte) ([]byte, error) {
+	var req joinRequest
+	if err := json.Unmarshal(request, &req); err != nil {
+		return nil, fmt.Errorf("not a join request: %w", err)
+	}
+	nodes, end, err := b.AddNode(req.NodeID, req.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(joinReply{Nodes: nodes, MetadataEnd: end})
+}
+
+// awaitMetadata waits until a joining node's replica of the metadata log
+// holds everything up to end, what the member that let it in had applied.
+func awaitMetadata(l *replica.RaftLog, end int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), joinPatience)
+	defer cancel()
+	if err := l.WaitHighWatermark(ctx, end-1); err != nil {
+		l.Close()
+		return fmt.Errorf("the metadata log did not catch up with the cluster's (offset %d): %w", end, err)
+	}
+	return nil
+}
