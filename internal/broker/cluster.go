@@ -568,7 +568,14 @@ func (p *Partition) checkInSync(acks int16, cfg topicConfig) error {
 	if p.raft != nil {
 		in = len(p.raft.InContact())
 	}
-	if need := cfg.int("min.insync.replicas"); int64(in) < need {
+	need := cfg.int("min.insync.replicas")
+	if _, set := cfg.overrides["min.insync.replicas"]; !set && p.broker.cfg.MinInsyncReplicas <= 0 {
+		// Unset, the default is min(2, replicas) of this partition as it
+		// is now: a reassignment changes its replicas, not the topic's
+		// replication factor that topicDefaults shows.
+		need = int64(min(2, max(len(p.Replicas()), 1)))
+	}
+	if int64(in) < need {
 		return fmt.Errorf("%w: The size of the current ISR (%d) is insufficient to satisfy the min.isr requirement of %d for partition %s-%d",
 			ErrNotEnoughReplicas, in, need, p.topic.name, p.index)
 	}
