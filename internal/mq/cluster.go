@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -62,6 +63,12 @@ type ClusterConfig struct {
 	// group in dir, whose members are members, with the log settings cfg
 	// (quorum_cluster.go).
 	OpenQuorumLog func(dir string, group uint64, members []int32, cfg replica.Config) (*replica.RaftLog, error)
+	// Call sends a request to the owner of node's replica of a quorum
+	// queue's group and returns its answer (quorum_remote.go): how a node
+	// reaches a quorum queue led elsewhere.
+	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
+	// PeerUp reports whether node is in contact (this node is).
+	PeerUp func(node int32) bool
 }
 
 // follower queues the keys the store applied for the registry's follow

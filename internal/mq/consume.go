@@ -10,6 +10,7 @@ type Subscription struct {
 	notifier TimeoutNotifier // spec.Consumer, if it implements it
 	group    *consumerGroup
 	stream   *streamReader // a stream queue's consumer: its reader; nil otherwise
+	remote   *proxySession // a consumer of a quorum queue led elsewhere (quorum_proxy.go); nil otherwise
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -42,22 +43,30 @@ func (v *VHost) Consume(queue string, s ConsumeSpec) (*Subscription, error) {
 		panic("mq: ConsumeSpec.Consumer is nil")
 	}
 	q, err := v.accessQueue(queue, s.Conn)
-	if err != nil {
+	if err != nil && !(q != nil && q.reachable()) {
 		return nil, err
 	}
 	if err := checkConsumeArgs(queue, v.name, s.Args); err != nil {
 		return nil, err
 	}
-	if q.stream != nil {
+	switch {
+	case q.reachable():
+		return q.remote.consume(s)
+	case q.stream != nil:
 		return v.consumeStream(q, s)
 	}
+	return q.subscribe(s)
+}
+
+// subscribe adds a consumer to a queue served here.
+func (q *queue) subscribe(s ConsumeSpec) (*Subscription, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deleted {
-		return nil, errNotFound("queue", queue, v.name)
+		return nil, errNotFound("queue", q.name, q.vh.name)
 	}
 	if q.exclusive || (s.Exclusive && len(q.consumers) > 0) {
-		return nil, errAccessRefused("%s in exclusive use", resource("queue", queue, v.name))
+		return nil, errAccessRefused("%s in exclusive use", resource("queue", q.name, q.vh.name))
 	}
 	sub := &Subscription{q: q, spec: s, paused: true}
 	sub.priority, _ = argInt(s.Args["x-priority"])
@@ -167,6 +176,10 @@ func (s *Subscription) Resume() {
 		s.stream.resume()
 		return
 	}
+	if s.remote != nil {
+		s.remote.resume()
+		return
+	}
 	q := s.q
 	q.mu.Lock()
 	defer q.unlock()
@@ -190,6 +203,10 @@ func (s *Subscription) Resume() {
 func (s *Subscription) Cancel() {
 	if s.stream != nil {
 		s.cancelStream()
+		return
+	}
+	if s.remote != nil {
+		s.remote.cancel()
 		return
 	}
 	q := s.q
@@ -231,12 +248,21 @@ func (s *Subscription) Cancel() {
 // noAck it is settled at once.
 func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, error) {
 	q, err := v.accessQueue(queue, conn)
+	if q != nil && q.reachable() {
+		return q.remote.get(noAck)
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	if q.stream != nil {
 		return nil, false, errStreamNotSupported("basic.get", queue, v.name)
 	}
+	return q.get(noAck)
+}
+
+// get is basic.get on a queue served here.
+func (q *queue) get(noAck bool) (*Delivery, bool, error) {
+	queue, v := q.name, q.vh
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {

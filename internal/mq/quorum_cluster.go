@@ -78,6 +78,9 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	q.members = qr.Members
 	q.deleted = true // until this replica leads
 	q.home.Store(quorumLeaderUnknown)
+	if v.r.cfg.Cluster.Call != nil {
+		q.remote = v.r.newRemoteQueue(q)
+	}
 	if !slices.Contains(qr.Members, v.r.nodeID()) {
 		return q, false
 	}
@@ -93,6 +96,7 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	q.store = s
 	m := v.r.startQuorumReplica(q, s)
 	log.SetForwardHandler(m.takeForwarded)
+	log.SetCallHandler(m.answer)
 	return q, true
 }
 
@@ -136,6 +140,9 @@ type quorumReplica struct {
 	placed     chan struct{}
 	placedOnce sync.Once
 	done       chan struct{}
+	// sessions are other nodes' consumers of the queue while it is served
+	// here (quorum_calls.go).
+	sessions sessions
 }
 
 // startQuorumReplica starts following q's group.
@@ -313,6 +320,9 @@ func (m *quorumReplica) stepDown(leader int32) {
 	q.mu.Lock()
 	cancelled := q.markDeletedLocked()
 	q.mu.Unlock()
+	for _, s := range m.sessions.takeAll() {
+		s.end(false) // the new leader returns what they held
+	}
 	for _, cb := range cancelled {
 		cb()
 	}
@@ -336,13 +346,6 @@ func (q *queue) awaitPlaced() {
 // placementWait bounds how long a declare waits for a new quorum
 // queue's group to elect a leader.
 const placementWait = 10 * time.Second
-
-// forwards reports whether a message published to q here goes to its
-// leader: q is a quorum queue this node holds a replica of and does not
-// serve (the forward waits for a leader if none is known yet).
-func (q *queue) forwards() bool {
-	return q.quorum != nil && q.home.Load() != 0 && !q.crashed.Load()
-}
 
 // errForwardRefused answers a forward the leader did not take: the queue
 // is no longer (or not yet) served there, or it is full

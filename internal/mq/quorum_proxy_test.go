@@ -1,0 +1,133 @@
+package mq
+
+import (
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/raft"
+)
+
+// quorumRoles declares a quorum queue of size members on three nodes and
+// returns the indexes of its leader, of another member (-1 if none) and
+// of a node that holds no replica (-1 if none).
+func quorumRoles(t *testing.T, envs []*env, name string, size int64) (leader, member, outsider int) {
+	t.Helper()
+	if _, err := envs[0].v.DeclareQueue(QueueDef{Name: name, Durable: true, Args: amqpwire.Table{
+		"x-queue-type": "quorum", "x-quorum-initial-group-size": size}}, false); err != nil {
+		t.Fatal(err)
+	}
+	leader, member, outsider = servingNode(t, envs, name), -1, -1
+	for i, e := range envs {
+		switch {
+		case i == leader:
+		case e.queueNamed(name).quorum != nil:
+			member = i
+		default:
+			outsider = i
+		}
+	}
+	return leader, member, outsider
+}
+
+// TestQuorumConsumeAnywhere: a node that holds no replica of a quorum
+// queue publishes to it (confirmed once the leader committed it) and
+// consumes from it through the leader, within its prefetch, under its own
+// tags; acks, requeues (redelivered, x-delivery-count 1) and basic.get
+// from a member that does not lead go to the leader too.
+func TestQuorumConsumeAnywhere(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	l, f, n := quorumRoles(t, envs, "q", 2)
+	leader, member, outsider := envs[l], envs[f], envs[n]
+	for _, body := range bodies("m", 3) {
+		waitDurable(t, outsider.publish(persistent("", "q", body)))
+	}
+	if got := leader.messages("q"); got != 3 {
+		t.Fatalf("the leader holds %d messages, want 3", got)
+	}
+
+	c := newConsumer(-1)
+	sub, err := outsider.v.Consume("q", ConsumeSpec{Tag: "c", Conn: 1, Consumer: c, Prefetch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Resume()
+	eventually(t, "two deliveries (the prefetch)", func() bool { return len(c.bodies()) == 2 })
+	eventually(t, "the leader holds two for the consumer", func() bool {
+		q := leader.queueNamed("q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.unacked) == 2 && q.ready.Len() == 1
+	})
+	first := c.deliveries()
+	if len(c.bodies()) != 2 {
+		t.Fatalf("deliveries beyond the prefetch: %q", c.bodies())
+	}
+	outsider.v.Ack("q", first[0].Tag)
+	outsider.v.Requeue("q", first[1].Tag)
+	eventually(t, "m2 and the requeued m1 delivered", func() bool { return len(c.bodies()) == 4 })
+	got := c.deliveries()
+	var again *Delivery
+	for _, d := range got[2:] {
+		if string(d.Message.Body) == "m1" {
+			again = d
+		}
+	}
+	if again == nil || !again.Redelivered || again.Message.Properties.Headers["x-delivery-count"] != int64(1) {
+		t.Fatalf("the requeued message came back as %+v", again)
+	}
+	sub.Cancel()
+	outsider.v.Requeue("q", got[2].Tag, got[3].Tag) // what a closing channel does
+
+	eventually(t, "both back on the leader", func() bool { return leader.messages("q") == 2 })
+	for range 2 {
+		d, ok, err := member.v.Get("q", false, 1)
+		if err != nil || !ok {
+			t.Fatalf("basic.get on a member that does not lead: %v, %v", ok, err)
+		}
+		member.v.Ack("q", d.Tag)
+	}
+	if _, ok, err := member.v.Get("q", true, 1); ok || err != nil {
+		t.Fatalf("basic.get of an empty queue: %v, %v", ok, err)
+	}
+	eventually(t, "every message settled on the leader", func() bool {
+		q := leader.queueNamed("q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.unacked) == 0 && q.ready.Len() == 0
+	})
+}
+
+// TestQuorumConsumerFollowsLeader: a consumer on a member that does not
+// lead keeps consuming when the leader is cut off: the new leader returns
+// what the old one handed it (redelivered, x-delivery-count 1) and serves
+// it again, with no cancel.
+func TestQuorumConsumerFollowsLeader(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, f, _ := quorumRoles(t, envs, "q", 3)
+	member := envs[f]
+	waitDurable(t, member.publish(persistent("", "q", "held")))
+	c := newConsumer(-1)
+	member.consume("q", c, false)
+	eventually(t, "delivered through the leader", func() bool { return len(c.bodies()) == 1 })
+	waitDurable(t, member.publish(persistent("", "q", "commits the delivery")))
+	eventually(t, "second delivery", func() bool { return len(c.bodies()) == 2 })
+
+	for i := range envs {
+		if i != l {
+			net.Cut(uint64(l+1), uint64(i+1), true)
+			net.Cut(uint64(i+1), uint64(l+1), true)
+		}
+	}
+	waitDurable(t, member.publish(persistent("", "q", "after")))
+	eventually(t, "redelivered by the new leader, and the new message", func() bool { return len(c.bodies()) == 5 })
+	for _, d := range c.deliveries()[2:] {
+		if body := string(d.Message.Body); body != "after" &&
+			(!d.Redelivered || d.Message.Properties.Headers["x-delivery-count"] != int64(1)) {
+			t.Fatalf("%q came back as redelivered=%v headers %v", body, d.Redelivered, d.Message.Properties.Headers)
+		}
+	}
+	if c.cancelled.Load() != 0 {
+		t.Fatal("the consumer was cancelled")
+	}
+}
