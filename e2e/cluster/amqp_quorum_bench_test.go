@@ -36,9 +36,10 @@ func TestAMQPQuorumQueueThroughput(t *testing.T) {
 }
 
 // queueThroughput publishes and consumes n messages on the node serving
-// a new queue "bench" declared with args, and returns messages per second.
+// a new queue "bench" declared with args (a classic queue: node 1, which
+// declares it), and returns messages per second.
 func queueThroughput(t *testing.T, args amqp.Table, n int) float64 {
-	_, addrs := startAMQPCluster(t, 3)
+	nodes, addrs := startAMQPCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const queue = "bench"
@@ -46,7 +47,11 @@ func queueThroughput(t *testing.T, args amqp.Table, n int) float64 {
 		t.Fatal(err)
 	}
 	const window = 256
-	at, _, deliveries := consumeOnLeader(t, ctx, addrs, nil, queue, window)
+	at := 0
+	if args["x-queue-type"] == "quorum" {
+		at = queueLeader(t, ctx, nodes, nil, queue)
+	}
+	_, deliveries := consumeOn(t, addrs[at], queue, window)
 	pub := confirmChannel(t, addrs[at])
 	body := make([]byte, 1024)
 

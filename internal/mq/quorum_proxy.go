@@ -117,8 +117,13 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	if hint > 0 {
 		return hint
 	}
-	if home := rq.q.home.Load(); home > 0 { // a member follows the group
-		return home
+	if q := rq.q; q.quorum != nil { // a member follows the group
+		switch home := q.home.Load(); {
+		case home == 0:
+			return q.r.nodeID()
+		case home > 0:
+			return home
+		}
 	}
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -156,6 +161,7 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 	if node == q.r.nodeID() && q.quorum != nil {
 		return q.quorum.serve(actx, req), nil
 	}
+	go rq.abandonWhenGone(actx, cancel, node)
 	out, err := q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
 	if err != nil {
 		return nil, err
@@ -165,6 +171,35 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 		return nil, err
 	}
 	return &reply, nil
+}
+
+// goneCheck is how often a call in flight checks that its node may still
+// answer.
+const goneCheck = 50 * time.Millisecond
+
+// abandonWhenGone cancels a call to node, until ctx ends, once node is
+// out of contact or, as a member of the group sees it, no longer leads:
+// the answer of a killed or deposed leader would not come, and the call
+// goes to the new one at once instead of at its timeout.
+func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.CancelFunc, node int32) {
+	q := rq.q
+	tick := time.NewTicker(goneCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if up := q.r.cfg.Cluster.PeerUp; up != nil && !up(node) {
+			cancel()
+			return
+		}
+		if home := q.home.Load(); q.quorum != nil && home != node && home != quorumLeaderUnknown {
+			cancel()
+			return
+		}
+	}
 }
 
 // replyError is the error of a reply that refuses its request.
