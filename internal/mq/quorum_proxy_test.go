@@ -2,6 +2,7 @@ package mq
 
 import (
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/raft"
@@ -129,5 +130,39 @@ func TestQuorumConsumerFollowsLeader(t *testing.T) {
 	}
 	if c.cancelled.Load() != 0 {
 		t.Fatal("the consumer was cancelled")
+	}
+}
+
+// TestQuorumSilentConsumerNodeReturns: the leader returns what a
+// consumer on another node held once that node is not heard from for
+// sessionTimeout (it died, or was cut off), redelivered with
+// x-delivery-count 1, to a consumer elsewhere.
+func TestQuorumSilentConsumerNodeReturns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a session to expire (10 s)")
+	}
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, f, _ := quorumRoles(t, envs, "q", 3)
+	leader, member := envs[l], envs[f]
+	waitDurable(t, leader.publish(persistent("", "q", "held")))
+	held := newConsumer(-1)
+	member.consume("q", held, false)
+	eventually(t, "delivered through the leader", func() bool { return len(held.bodies()) == 1 })
+
+	net.Cut(uint64(f+1), uint64(l+1), true)
+	net.Cut(uint64(l+1), uint64(f+1), true)
+	c := newConsumer(-1)
+	leader.consume("q", c, false)
+	deadline := time.Now().Add(sessionTimeout + 5*time.Second)
+	for len(c.bodies()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the silent node's message was not returned")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := c.deliveries()[0]
+	if string(d.Message.Body) != "held" || !d.Redelivered || d.Message.Properties.Headers["x-delivery-count"] != int64(1) {
+		t.Fatalf("returned as %q redelivered=%v headers %v", d.Message.Body, d.Redelivered, d.Message.Properties.Headers)
 	}
 }
