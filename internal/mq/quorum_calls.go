@@ -23,8 +23,9 @@ import (
 // whose deliveries wait in the session until the calling node pulls
 // them (a long poll, which also keeps the session alive), and which the
 // calling node settles by the leader's tags. The calling node says how
-// many deliveries it can take (its credit: the client's prefetch less
-// what it holds). A session ends when the calling node ends it, when it
+// many deliveries the session may hold unsettled at most (its limit: the
+// client's prefetch), which the leader counts itself, so that calls
+// crossing each other never let it hand out more. A session ends when the calling node ends it, when it
 // is not heard from for sessionTimeout (its node died or was cut off:
 // what it held is returned to the queue, with x-delivery-count
 // incremented), or when the leader stops serving the queue (the new
@@ -37,8 +38,8 @@ type remoteOp string
 
 const (
 	opPublish remoteOp = "publish" // enqueue Batches (one message each), answer once committed
-	opPull    remoteOp = "pull"    // settle, take Credit, answer with the session's deliveries
-	opSettle  remoteOp = "settle"  // settle, take Credit
+	opPull    remoteOp = "pull"    // settle, take Limit, answer with the session's deliveries
+	opSettle  remoteOp = "settle"  // settle, take Limit
 	opGet     remoteOp = "get"     // basic.get, held by Session unless NoAck
 	opEnd     remoteOp = "end"     // end Session: what it holds goes back to the queue
 )
@@ -52,7 +53,7 @@ type remoteRequest struct {
 	Batches []byte      `json:"batches,omitempty"`
 	Session uint64      `json:"session,omitempty"`
 	Create  bool        `json:"create,omitempty"` // start Session if the leader has no such one
-	Credit  int         `json:"credit,omitempty"`
+	Limit   int         `json:"limit,omitempty"`
 	NoAck   bool        `json:"no_ack,omitempty"`
 	Spec    *remoteSpec `json:"spec,omitempty"` // the consumer, when Create
 	Ack     []QueueTag  `json:"ack,omitempty"`
@@ -281,22 +282,30 @@ type servedSession struct {
 	expiry *time.Timer
 
 	mu       sync.Mutex
-	credit   int               // deliveries it may still take
+	limit    int               // the most deliveries it may hold (countLocked)
 	buffered []*Delivery       // taken, not pulled yet
 	held     map[QueueTag]bool // taken and not settled
 	ended    bool
 	wake     chan struct{} // one token: something was buffered, or the session ended
 }
 
-// TryDeliver buffers d for the next pull while the session has credit.
-// It runs under the queue's lock.
+// countLocked is what the session holds against its limit: the
+// deliveries not settled, or, for a consumer without acks, not pulled.
+func (s *servedSession) countLocked() int {
+	if s.noAck {
+		return len(s.buffered)
+	}
+	return len(s.held)
+}
+
+// TryDeliver buffers d for the next pull while the session is below its
+// limit. It runs under the queue's lock.
 func (s *servedSession) TryDeliver(d *Delivery) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.credit <= 0 || s.ended {
+	if s.ended || s.countLocked() >= s.limit {
 		return false
 	}
-	s.credit--
 	s.buffered = append(s.buffered, d)
 	if !s.noAck {
 		s.held[d.Tag] = true
@@ -309,8 +318,7 @@ func (s *servedSession) TryDeliver(d *Delivery) bool {
 }
 
 // settle settles what req settles (the tags this session holds), and
-// takes its credit: what the calling node can take beyond what the
-// session buffered.
+// takes its limit.
 func (s *servedSession) settle(req *remoteRequest) {
 	s.mu.Lock()
 	owned := func(tags []QueueTag) []QueueTag {
@@ -324,8 +332,8 @@ func (s *servedSession) settle(req *remoteRequest) {
 		return out
 	}
 	ack, discard, requeue := owned(req.Ack), owned(req.Discard), owned(req.Requeue)
-	s.credit = req.Credit - len(s.buffered)
-	resume := s.sub != nil && s.credit > 0 && !s.ended
+	s.limit = req.Limit
+	resume := s.sub != nil && !s.ended && s.countLocked() < s.limit
 	s.mu.Unlock()
 	v := s.q.vh
 	if len(ack) > 0 {

@@ -9,7 +9,7 @@ import (
 // on a quorum queue served elsewhere: a session on the leader
 // (quorum_calls.go), fed by two goroutines. pullLoop pulls deliveries
 // and hands them to the consumer under tags of this node; settleLoop
-// sends settlements and credit as they come, and ends the session once
+// sends settlements as they come, and ends the session once
 // it was cancelled and holds nothing, so that an end never overtakes a
 // settlement. Either starts the session again when the leader no longer
 // has it.
@@ -32,7 +32,6 @@ type proxySession struct {
 	outstanding         int // handed over in session id, not settled
 	paused, cancelled   bool
 	ack, discard, queue []QueueTag // the leader's tags to settle in session id
-	creditChanged       bool
 }
 
 // pendingDelivery is a pulled delivery with the leader's tag.
@@ -48,8 +47,10 @@ const defaultWindow = 256
 func (rq *remoteQueue) newSession(spec ConsumeSpec, rspec *remoteSpec) *proxySession {
 	s := &proxySession{rq: rq, spec: spec, rspec: rspec, window: defaultWindow, id: newSessionID(),
 		wake: make(chan struct{}, 1)}
-	if spec.Prefetch > 0 {
-		s.window = spec.Prefetch
+	for _, p := range []int{spec.Prefetch, spec.GlobalPrefetch} {
+		if p > 0 {
+			s.window = min(s.window, p)
+		}
 	}
 	rq.mu.Lock()
 	rq.sessions[s] = true
@@ -64,7 +65,7 @@ func (rq *remoteQueue) forget(s *proxySession) {
 	rq.mu.Unlock()
 }
 
-// start starts the session on the leader, with no credit.
+// start starts the session on the leader, taking nothing yet.
 func (s *proxySession) start() error {
 	ctx, cancel := context.WithTimeout(s.rq.ctx, syncWaitRemote)
 	defer cancel()
@@ -106,16 +107,15 @@ func (s *proxySession) finishedLocked() bool {
 	return s.cancelled && s.outstanding == 0 && len(s.buffered) == 0
 }
 
-// creditLocked is how many more deliveries the session can take.
-func (s *proxySession) creditLocked() int {
-	if s.cancelled || s.paused || s.rspec == nil {
+// limitLocked is the most deliveries the session may hold on the
+// leader: none once cancelled (or for a get's), else its window, which
+// bounds what it holds here too (a consumer that takes no more leaves
+// the rest in buffered).
+func (s *proxySession) limitLocked() int {
+	if s.cancelled || s.rspec == nil {
 		return 0
 	}
-	n := s.window - len(s.buffered)
-	if !s.rspec.NoAck {
-		n -= s.outstanding
-	}
-	return max(n, 0)
+	return s.window
 }
 
 // pullLoop pulls deliveries until the session is finished or the queue
@@ -130,7 +130,7 @@ func (s *proxySession) pullLoop() {
 			return
 		}
 		id := s.id
-		req := &remoteRequest{Op: opPull, Queue: rq.q.id, Session: id, Credit: s.creditLocked()}
+		req := &remoteRequest{Op: opPull, Queue: rq.q.id, Session: id, Limit: s.limitLocked()}
 		if !s.created {
 			req.Create, req.Spec = true, s.rspec
 		}
@@ -186,7 +186,7 @@ func (s *proxySession) restartLocked() {
 }
 
 // takeLocked takes pulled deliveries and hands them over while the
-// consumer has credit.
+// consumer takes them.
 func (s *proxySession) takeLocked(ds []remoteDelivery) {
 	q := s.rq.q
 	for _, rd := range ds {
@@ -265,20 +265,16 @@ func (s *proxySession) settled(rt remoteTag, kind settleKind) bool {
 		s.queue = append(s.queue, rt.tag)
 	}
 	s.outstanding--
-	s.creditChanged = true
 	s.deliverLocked()
 	return true
 }
 
-// resume is Subscription.Resume: the consumer has credit again.
+// resume is Subscription.Resume: the consumer takes deliveries again.
 func (s *proxySession) resume() {
 	s.mu.Lock()
-	if s.paused {
-		s.paused, s.creditChanged = false, true
-	}
+	s.paused = false
 	s.deliverLocked()
 	s.mu.Unlock()
-	s.signal()
 }
 
 // cancel is Subscription.Cancel: no more deliveries; what was pulled and
@@ -298,7 +294,7 @@ func (s *proxySession) cancel() {
 	s.signal()
 }
 
-// settleLoop sends settlements and credit, and ends the session on the
+// settleLoop sends settlements (and a cancel's limit of 0), and ends the session on the
 // leader once it is finished.
 func (s *proxySession) settleLoop() {
 	rq := s.rq
@@ -312,7 +308,7 @@ func (s *proxySession) settleLoop() {
 		for {
 			s.mu.Lock()
 			finished := s.finishedLocked()
-			pending := len(s.ack)+len(s.discard)+len(s.queue) > 0 || s.creditChanged
+			pending := len(s.ack)+len(s.discard)+len(s.queue) > 0
 			if (!finished && !pending) || !s.created {
 				s.mu.Unlock()
 				if finished {
@@ -321,12 +317,12 @@ func (s *proxySession) settleLoop() {
 				break
 			}
 			id := s.id
-			req := &remoteRequest{Op: opSettle, Queue: rq.q.id, Session: id, Credit: s.creditLocked(),
+			req := &remoteRequest{Op: opSettle, Queue: rq.q.id, Session: id, Limit: s.limitLocked(),
 				Ack: s.ack, Discard: s.discard, Requeue: s.queue}
 			if finished {
 				req.Op = opEnd
 			}
-			s.ack, s.discard, s.queue, s.creditChanged = nil, nil, nil, false
+			s.ack, s.discard, s.queue = nil, nil, nil
 			s.mu.Unlock()
 			ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
 			reply, err := rq.call(ctx, req)
