@@ -36,9 +36,10 @@ import (
 // bound, unbound and deleted, and routing sees it, but a message routed
 // to it is refused (a nack in confirm mode), and consuming, basic.get and
 // purging it get RabbitMQ's 404 for a queue whose home node is down or
-// inaccessible: this node cannot reach another node's queues yet. Quorum
-// queues are replicated, and served on their group's leader
-// (quorum_cluster.go).
+// inaccessible: this node cannot reach another node's classic queues
+// (their nodes host no Raft group of theirs to call). Quorum queues are
+// replicated, served on their group's leader (quorum_cluster.go) and
+// reached from every node through it (quorum_proxy.go).
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
 

@@ -27,15 +27,16 @@ import (
 // served on the node whose replica leads the group: there the queue
 // takes over from the committed log (quorumstore's Replay) and logs
 // every change of a message's fate as a command, and hands a message out
-// only once its enqueue is committed. On every other node the queue is
-// a placeholder, as a classic queue of another node is (cluster.go): it
-// can be declared, bound and deleted; a message routed to it on a member
-// is forwarded to the leader (forwards, takeForwarded; on a node that
-// holds no replica it is refused, a nack in confirm mode); consuming,
-// basic.get and purging get a 404 that names the leader's node. When the
-// leader moves away, the queue stops serving here: its consumers are
-// cancelled (basic.cancel) and the messages they held are returned by
-// the new leader, with x-delivery-count incremented.
+// only once its enqueue is committed. On every other node, member or
+// not, the queue is a placeholder that reaches the leader through calls
+// (quorum_calls.go, quorum_proxy.go): a message routed to it there is
+// forwarded to the leader (forwards, takeForwarded) and confirmed once
+// committed; consumers and basic.get pull through the leader; purging
+// gets a 404 that names the leader's node. When the leader moves away,
+// the queue stops serving here: its consumers here are cancelled
+// (basic.cancel; those of other nodes follow the leader), and the
+// messages they held are returned by the new leader, with
+// x-delivery-count incremented.
 
 // quorumLeaderUnknown is queue.home for a quorum queue whose leader this
 // node does not know.
@@ -111,19 +112,25 @@ func (r *Registry) quorumLogConfig() replica.Config {
 }
 
 // errQuorumElsewhere is the answer of a node that does not serve a quorum
-// queue: its leader is elsewhere (or not elected).
+// queue to what it does not reach the leader for (queue.purge): its
+// leader is elsewhere (or not elected).
 func errQuorumElsewhere(q *queue) *Error {
 	res := resource("queue", q.name, q.vh.name)
 	if leader := q.home.Load(); leader > 0 {
 		return amqpwire.Errorf(amqpwire.CodeNotFound,
-			"%s is a quorum queue led by node 'wharf@%d': consume from that node (other nodes forward publishes only)", res, leader)
+			"%s is a quorum queue led by node 'wharf@%d': do this on that node", res, leader)
 	}
+	return amqpwire.Errorf(amqpwire.CodeNotFound,
+		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, memberNames(q))
+}
+
+// memberNames lists a quorum queue's nodes for an error text.
+func memberNames(q *queue) string {
 	nodes := make([]string, len(q.members))
 	for i, m := range q.members {
 		nodes[i] = fmt.Sprintf("'wharf@%d'", m)
 	}
-	return amqpwire.Errorf(amqpwire.CodeNotFound,
-		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, strings.Join(nodes, ", "))
+	return strings.Join(nodes, ", ")
 }
 
 // quorumReplica is this node's member of a quorum queue's group: it

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -326,7 +327,8 @@ func (rq *remoteQueue) get(noAck bool) (*Delivery, bool, error) {
 // reached.
 func errUnreachable(q *queue, err error) error {
 	q.r.logger.Warn("mq: a quorum queue's leader cannot be reached", "queue", q.name, "vhost", q.vh.name, "err", err)
-	return errQuorumElsewhere(q)
+	return amqpwire.Errorf(amqpwire.CodeNotFound, "%s is a quorum queue on nodes %s whose leader this node cannot reach",
+		resource("queue", q.name, q.vh.name), memberNames(q))
 }
 
 // syncWaitRemote bounds how long a call made for a client (a forwarded
