@@ -1,6 +1,10 @@
 package mq
 
-import "github.com/wharf-mq/wharf/internal/amqpwire"
+import (
+	"sync/atomic"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+)
 
 // Subscription is one consumer of one queue (basic.consume).
 type Subscription struct {
@@ -10,7 +14,10 @@ type Subscription struct {
 	notifier TimeoutNotifier // spec.Consumer, if it implements it
 	group    *consumerGroup
 	stream   *streamReader // a stream queue's consumer: its reader; nil otherwise
-	remote   *proxySession // a consumer of a quorum queue led elsewhere (quorum_proxy.go); nil otherwise
+	// remote is, for a consumer of a quorum queue led elsewhere, its
+	// session on the leader (quorum_proxy.go): set at Consume, or under
+	// q.mu when the queue stops being served here (followLeader).
+	remote atomic.Pointer[proxySession]
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -176,12 +183,17 @@ func (s *Subscription) Resume() {
 		s.stream.resume()
 		return
 	}
-	if s.remote != nil {
-		s.remote.resume()
+	if ps := s.remote.Load(); ps != nil {
+		ps.resume()
 		return
 	}
 	q := s.q
 	q.mu.Lock()
+	if ps := s.remote.Load(); ps != nil { // it follows the leader since
+		q.mu.Unlock()
+		ps.resume()
+		return
+	}
 	defer q.unlock()
 	if s.cancelled {
 		return
@@ -205,12 +217,17 @@ func (s *Subscription) Cancel() {
 		s.cancelStream()
 		return
 	}
-	if s.remote != nil {
-		s.remote.cancel()
+	if ps := s.remote.Load(); ps != nil {
+		ps.cancel()
 		return
 	}
 	q := s.q
 	q.mu.Lock()
+	if ps := s.remote.Load(); ps != nil { // it follows the leader since
+		q.mu.Unlock()
+		ps.cancel()
+		return
+	}
 	if s.cancelled {
 		q.mu.Unlock()
 		return

@@ -325,8 +325,18 @@ func (m *quorumReplica) stepDown(leader int32) {
 	}
 	m.serving = 0
 	q.mu.Lock()
+	var follow []*proxySession
+	if q.remote != nil && !q.r.closed.Load() {
+		follow = q.remote.followLeaderLocked()
+	}
 	cancelled := q.markDeletedLocked()
 	q.mu.Unlock()
+	if len(follow) > 0 {
+		cancelled = nil // they consume through the new leader instead
+	}
+	for _, s := range follow {
+		s.run()
+	}
 	for _, s := range m.sessions.takeAll() {
 		s.end(false) // the new leader returns what they held
 	}

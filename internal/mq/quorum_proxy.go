@@ -271,15 +271,38 @@ func newSessionID() uint64 {
 // 403 for an exclusive consumer, reach the client), and fed by this
 // node's pulls.
 func (rq *remoteQueue) consume(spec ConsumeSpec) (*Subscription, error) {
-	priority, _ := argInt(spec.Args["x-priority"])
-	s := rq.newSession(spec, &remoteSpec{Tag: spec.Tag, Exclusive: spec.Exclusive, NoAck: spec.NoAck, Priority: priority})
+	s := rq.newSession(spec, remoteSpecOf(spec))
 	s.paused = true // until Resume, after consume-ok
 	if err := s.start(); err != nil {
 		rq.forget(s)
 		return nil, err
 	}
 	s.run()
-	return &Subscription{q: rq.q, spec: spec, remote: s}, nil
+	sub := &Subscription{q: rq.q, spec: spec}
+	sub.remote.Store(s)
+	return sub, nil
+}
+
+// remoteSpecOf is the leader's consumer for a client's basic.consume.
+func remoteSpecOf(spec ConsumeSpec) *remoteSpec {
+	priority, _ := argInt(spec.Args["x-priority"])
+	return &remoteSpec{Tag: spec.Tag, Exclusive: spec.Exclusive, NoAck: spec.NoAck, Priority: priority}
+}
+
+// followLeaderLocked makes the consumers of q here, which stops being
+// served here, consumers through the leader (RabbitMQ keeps a quorum
+// queue's consumers when its leader moves): what they held is the new
+// leader's to return. Caller holds q.mu, before markDeletedLocked; the
+// returned sessions are run once it is released.
+func (rq *remoteQueue) followLeaderLocked() []*proxySession {
+	var follow []*proxySession
+	for _, sub := range rq.q.consumers {
+		s := rq.newSession(sub.spec, remoteSpecOf(sub.spec))
+		s.paused = sub.paused
+		sub.remote.Store(s)
+		follow = append(follow, s)
+	}
+	return follow
 }
 
 // get is basic.get on a queue served elsewhere: a message not settled at
@@ -398,6 +421,19 @@ type proxies struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// add counts n goroutines about to start, unless stop was called.
+func (p *proxies) add(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stopped {
+		p.wg.Add(n)
+	}
+	return !p.stopped
 }
 
 func newProxies() proxies {
@@ -407,6 +443,9 @@ func newProxies() proxies {
 
 // stop ends every session's goroutines and waits for them.
 func (p *proxies) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 }

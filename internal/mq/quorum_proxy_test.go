@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -168,5 +169,41 @@ func TestQuorumSilentConsumerNodeReturns(t *testing.T) {
 	d := c.deliveries()[0]
 	if string(d.Message.Body) != "held" || !d.Redelivered || d.Message.Properties.Headers["x-delivery-count"] != int64(1) {
 		t.Fatalf("returned as %q redelivered=%v headers %v", d.Message.Body, d.Redelivered, d.Message.Properties.Headers)
+	}
+}
+
+// TestQuorumLeaderConsumerFollowsNewLeader: a consumer on the leader is
+// not cancelled when its node stops leading the queue (cut off, then
+// back): it consumes through the new leader.
+func TestQuorumLeaderConsumerFollowsNewLeader(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	old := envs[l]
+	c := newConsumer(-1)
+	old.consume("q", c, false)
+	waitDurable(t, old.publish(persistent("", "q", "before")))
+	eventually(t, "delivered on the leader", func() bool { return len(c.bodies()) == 1 })
+	old.v.Ack("q", c.deliveries()[0].Tag)
+
+	cut := func(on bool) {
+		for i := range envs {
+			if i != l {
+				net.Cut(uint64(l+1), uint64(i+1), on)
+				net.Cut(uint64(i+1), uint64(l+1), on)
+			}
+		}
+	}
+	cut(true)
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	now := others[servingNode(t, others, "q")]
+	cut(false)
+	eventually(t, "the old leader no longer serves", func() bool { return old.queueNamed("q").elsewhere() })
+	waitDurable(t, now.publish(persistent("", "q", "after")))
+	// ("before" may come again: its ack may not have been committed
+	// before the cut.)
+	eventually(t, "delivered through the new leader", func() bool { return slices.Contains(c.bodies(), "after") })
+	if n := c.cancelled.Load(); n != 0 {
+		t.Fatalf("the consumer was cancelled %d times", n)
 	}
 }

@@ -83,7 +83,9 @@ func (s *proxySession) start() error {
 // run starts the session's goroutines.
 func (s *proxySession) run() {
 	p := &s.rq.q.r.proxies
-	p.wg.Add(2)
+	if !p.add(2) {
+		return // the registry closes
+	}
 	go func() {
 		defer p.wg.Done()
 		s.pullLoop()
