@@ -117,7 +117,7 @@ func (m *quorumReplica) answer(ctx context.Context, _ uint64, data []byte) ([]by
 func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 	q := m.q
 	if req.Queue != q.id {
-		return &remoteReply{Error: "the queue was deleted", Code: 404}
+		return errorReply(errNotFound("queue", q.name, q.vh.name)) // deleted, and declared again
 	}
 	if leader := q.home.Load(); leader != 0 || q.crashed.Load() {
 		return &remoteReply{NotServed: true, Leader: max(leader, 0)}
@@ -350,15 +350,25 @@ func (s *servedSession) settle(req *remoteRequest) {
 	}
 }
 
-// pull answers with what the session buffered, waiting up to pullWait
-// for a first delivery.
+// callBytes bounds the messages' bytes of one call or answer (it stays
+// far below the cluster transport's frame limit); a single message may
+// exceed it.
+const callBytes = 4 << 20
+
+// pull answers with what the session buffered (up to callBytes), waiting
+// up to pullWait for a first delivery.
 func (s *servedSession) pull(ctx context.Context) *remoteReply {
 	timer := time.NewTimer(pullWait)
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		ds, ended := s.buffered, s.ended
-		s.buffered = nil
+		n, size := 0, 0
+		for n < len(s.buffered) && (n == 0 || size+len(s.buffered[n].Message.Body) <= callBytes) {
+			size += len(s.buffered[n].Message.Body)
+			n++
+		}
+		ds, ended := s.buffered[:n:n], s.ended
+		s.buffered = s.buffered[n:]
 		s.mu.Unlock()
 		if ended {
 			return &remoteReply{Gone: true}

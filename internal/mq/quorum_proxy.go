@@ -374,7 +374,7 @@ type remoteForward struct {
 func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
-	if rq.forward == nil {
+	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
 		rq.forward = &remoteForward{rq: rq}
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
