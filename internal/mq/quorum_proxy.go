@@ -143,6 +143,23 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	return members[rq.rotation%len(members)]
 }
 
+// leader is the node leading a quorum queue's group as this node last
+// heard: itself, the leader its replica follows, or (on a node with no
+// replica) the one that answered its last call; 0 if none.
+func (q *queue) leader() int32 {
+	switch home := q.home.Load(); {
+	case home == 0:
+		return q.r.nodeID()
+	case home > 0:
+		return home
+	case q.remote != nil:
+		q.remote.mu.Lock()
+		defer q.remote.mu.Unlock()
+		return q.remote.leader
+	}
+	return 0
+}
+
 func (rq *remoteQueue) setLeader(node int32) {
 	rq.mu.Lock()
 	rq.leader = node

@@ -46,6 +46,12 @@ func TestQuorumConsumeAnywhere(t *testing.T) {
 	if got := leader.messages("q"); got != 3 {
 		t.Fatalf("the leader holds %d messages, want 3", got)
 	}
+	for i, e := range envs { // the outsider heard from the leader when it forwarded
+		d, err := e.v.QueueDetail("q")
+		if err != nil || d.Leader != int32(l+1) || len(d.Members) != 2 || slices.Contains(d.Members, int32(n+1)) {
+			t.Fatalf("node %d: leader %d, members %v (%v); want leader %d, members without %d", i+1, d.Leader, d.Members, err, l+1, n+1)
+		}
+	}
 
 	c := newConsumer(-1)
 	sub, err := outsider.v.Consume("q", ConsumeSpec{Tag: "c", Conn: 1, Consumer: c, Prefetch: 2})
