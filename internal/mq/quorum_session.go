@@ -170,7 +170,7 @@ func (s *proxySession) refused(err error) {
 	s.mu.Lock()
 	s.cancelled, s.outstanding, s.buffered = true, 0, nil
 	s.mu.Unlock()
-	s.rq.forget(s)
+	s.signal() // settleLoop ends it
 	if s.spec.Cancelled != nil {
 		s.spec.Cancelled()
 	}
@@ -207,6 +207,8 @@ func (s *proxySession) takeLocked(ds []remoteDelivery) {
 			s.queue = append(s.queue, p.tag)
 		}
 		s.buffered = nil
+	}
+	if len(s.discard)+len(s.queue) > 0 {
 		s.signal()
 	}
 }
@@ -214,6 +216,9 @@ func (s *proxySession) takeLocked(ds []remoteDelivery) {
 // deliverLocked hands buffered deliveries to the consumer while it takes
 // them.
 func (s *proxySession) deliverLocked() {
+	if s.rspec == nil {
+		return // a get's session: its message was handed over by get
+	}
 	for len(s.buffered) > 0 && !s.paused && !s.cancelled {
 		p := s.buffered[0]
 		noAck := s.rspec.NoAck
