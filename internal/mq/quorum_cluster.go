@@ -96,7 +96,7 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	s := quorumstore.Open(log, v.r.logger.With("queue", q.name, "vhost", v.name))
 	q.store = s
 	m := v.r.startQuorumReplica(q, s)
-	log.SetForwardHandler(m.takeForwarded)
+	log.SetForwardHandler(m.takeForwarded) // a raw forwarded proposal would bypass the queue's offsets
 	log.SetCallHandler(m.answer)
 	return q, true
 }
@@ -369,10 +369,10 @@ const placementWait = 10 * time.Second
 // (x-overflow reject-publish). The forwarding node nacks.
 var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
 
-// takeForwarded publishes into the queue, on its leader, the messages a
-// member that does not lead forwarded (its clients' publishes, see
-// forwards), and returns once they are committed: the forwarding
-// node then confirms them.
+// takeForwarded publishes into the queue, on its leader, the messages
+// another node forwarded (its clients' publishes, see forwards), and
+// returns once they are committed: the forwarding node then confirms
+// them.
 func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
 	q := m.q
 	var targets []replica.Target // the services of the terms they went to: one, unless the term changed

@@ -19,8 +19,8 @@ import (
 // reaches the queue's leader through calls (quorum_calls.go): its
 // consumers are sessions there, whose deliveries it pulls and hands to
 // its clients under tags of its own, and whose settlements it sends
-// back; a node that holds no replica forwards publishes the same way
-// (a member forwards them through its replica, quorumstore.Forward).
+// back; publishes are forwarded the same way (remoteForward), from
+// members and other nodes alike.
 // When the leader moves, a call fails or names a session the new leader
 // does not have: the session starts again there, transparently to the
 // client, whose tags of the old session are forgotten (settling them
