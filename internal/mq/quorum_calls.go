@@ -83,7 +83,11 @@ type remoteReply struct {
 	Error      string           `json:"error,omitempty"`
 	Code       uint16           `json:"code,omitempty"` // Error's AMQP reply code, if it has one
 	Deliveries []remoteDelivery `json:"deliveries,omitempty"`
-	Count      int              `json:"count,omitempty"` // basic.get-ok's message-count
+	// TimedOut names a delivery of the session left unacknowledged past
+	// the consumer timeout (TimeoutNotifier), Timeout that timeout.
+	TimedOut QueueTag      `json:"timed_out,omitempty"`
+	Timeout  time.Duration `json:"timeout,omitempty"`
+	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count
 }
 
 // remoteDelivery is one message handed to a session.
@@ -282,7 +286,9 @@ type servedSession struct {
 	expiry *time.Timer
 
 	mu       sync.Mutex
-	limit    int               // the most deliveries it may hold (countLocked)
+	limit    int      // the most deliveries it may hold (countLocked)
+	timedOut QueueTag // a delivery past the consumer timeout, not told yet
+	timeout  time.Duration
 	buffered []*Delivery       // taken, not pulled yet
 	held     map[QueueTag]bool // taken and not settled
 	ended    bool
@@ -315,6 +321,20 @@ func (s *servedSession) TryDeliver(d *Delivery) bool {
 	default:
 	}
 	return true
+}
+
+// DeliveryTimedOut notes a delivery past the consumer timeout for the
+// next pull to tell the calling node, whose client's channel closes.
+func (s *servedSession) DeliveryTimedOut(tag QueueTag, timeout time.Duration) {
+	s.mu.Lock()
+	if s.held[tag] {
+		s.timedOut, s.timeout = tag, timeout
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // settle settles what req settles (the tags this session holds), and
@@ -369,12 +389,16 @@ func (s *servedSession) pull(ctx context.Context) *remoteReply {
 		}
 		ds, ended := s.buffered[:n:n], s.ended
 		s.buffered = s.buffered[n:]
+		timedOut, timeout := s.timedOut, s.timeout
+		s.timedOut = 0
 		s.mu.Unlock()
 		if ended {
 			return &remoteReply{Gone: true}
 		}
-		if len(ds) > 0 {
-			return deliveriesReply(ds)
+		if len(ds) > 0 || timedOut != 0 {
+			r := deliveriesReply(ds)
+			r.TimedOut, r.Timeout = timedOut, timeout
+			return r
 		}
 		select {
 		case <-s.wake:

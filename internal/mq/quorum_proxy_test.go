@@ -213,3 +213,25 @@ func TestQuorumLeaderConsumerFollowsNewLeader(t *testing.T) {
 		t.Fatalf("the consumer was cancelled %d times", n)
 	}
 }
+
+// TestQuorumConsumerTimeoutAnywhere: a delivery left unacknowledged past
+// the queue's consumer timeout by a consumer on a node that does not
+// lead is reported to it under its own tag (its channel then closes with
+// 406, as on the leader).
+func TestQuorumConsumerTimeoutAnywhere(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	if _, err := envs[0].v.DeclareQueue(QueueDef{Name: "q", Durable: true, Args: amqpwire.Table{
+		"x-queue-type": "quorum", "x-consumer-timeout": int64(200)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	l := servingNode(t, envs, "q")
+	other := envs[(l+1)%3]
+	waitDurable(t, other.publish(persistent("", "q", "slow")))
+	c := &timeoutConsumer{testConsumer: newConsumer(-1)}
+	other.consumeTimed("q", c)
+	eventually(t, "delivered", func() bool { return len(c.bodies()) == 1 })
+	eventually(t, "the consumer timeout reported", func() bool { tags, _ := c.told(); return len(tags) == 1 })
+	if tags, timeout := c.told(); tags[0] != c.deliveries()[0].Tag || timeout != 200*time.Millisecond {
+		t.Fatalf("timed out %v after %v; want the delivery's tag %d after 200ms", tags, timeout, c.deliveries()[0].Tag)
+	}
+}

@@ -3,6 +3,7 @@ package mq
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // proxySession is one consumer (or one basic.get's message) of this node
@@ -158,6 +159,21 @@ func (s *proxySession) pullLoop() {
 			}
 		}
 		s.mu.Unlock()
+		if err == nil && reply.TimedOut != 0 {
+			s.timedOut(id, reply.TimedOut, reply.Timeout)
+		}
+	}
+}
+
+// timedOut tells the consumer, if it watches the consumer timeout, of a
+// delivery of session id that the leader found past it.
+func (s *proxySession) timedOut(id uint64, tag QueueTag, timeout time.Duration) {
+	n, ok := s.spec.Consumer.(TimeoutNotifier)
+	if !ok {
+		return
+	}
+	if local, ok := s.rq.localTag(s, id, tag); ok {
+		n.DeliveryTimedOut(local, timeout)
 	}
 }
 
@@ -246,6 +262,18 @@ func (s *proxySession) holdLocked(tag QueueTag) QueueTag {
 	s.rq.tags[local] = remoteTag{s: s, session: s.id, tag: tag}
 	s.rq.mu.Unlock()
 	return local
+}
+
+// localTag is this node's tag for the leader's tag in session id of s.
+func (rq *remoteQueue) localTag(s *proxySession, id uint64, tag QueueTag) (QueueTag, bool) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	for local, rt := range rq.tags {
+		if rt.s == s && rt.session == id && rt.tag == tag {
+			return local, true
+		}
+	}
+	return 0, false
 }
 
 func (rq *remoteQueue) unhold(tag QueueTag) {
