@@ -107,8 +107,8 @@ func TestQuorumConsumeAnywhere(t *testing.T) {
 
 // TestQuorumConsumerFollowsLeader: a consumer on a member that does not
 // lead keeps consuming when the leader is cut off: the new leader returns
-// what the old one handed it (redelivered, x-delivery-count 1) and serves
-// it again, with no cancel.
+// what the old one handed it in a commit (redelivered, x-delivery-count
+// 1) and serves it again, with no cancel.
 func TestQuorumConsumerFollowsLeader(t *testing.T) {
 	net := raft.NewMemNetwork()
 	envs := newQuorumEnvs(t, 3, net)
@@ -128,11 +128,15 @@ func TestQuorumConsumerFollowsLeader(t *testing.T) {
 		}
 	}
 	waitDurable(t, member.publish(persistent("", "q", "after")))
-	eventually(t, "redelivered by the new leader, and the new message", func() bool { return len(c.bodies()) == 5 })
-	for _, d := range c.deliveries()[2:] {
-		if body := string(d.Message.Body); body != "after" &&
-			(!d.Redelivered || d.Message.Properties.Headers["x-delivery-count"] != int64(1)) {
-			t.Fatalf("%q came back as redelivered=%v headers %v", body, d.Redelivered, d.Message.Properties.Headers)
+	// "held" was delivered in a commit (the second message's enqueue
+	// covers it); the second message's delivery may not have been.
+	eventually(t, "held redelivered by the new leader, and the new message", func() bool {
+		got := c.bodies()
+		return slices.Contains(got, "after") && slices.Index(got[1:], "held") >= 0
+	})
+	for _, d := range c.deliveries()[1:] {
+		if string(d.Message.Body) == "held" && (!d.Redelivered || d.Message.Properties.Headers["x-delivery-count"] != int64(1)) {
+			t.Fatalf("held came back as redelivered=%v headers %v", d.Redelivered, d.Message.Properties.Headers)
 		}
 	}
 	if c.cancelled.Load() != 0 {
