@@ -1,10 +1,6 @@
 package mq
 
-import (
-	"sync/atomic"
-
-	"github.com/wharf-mq/wharf/internal/amqpwire"
-)
+import "github.com/wharf-mq/wharf/internal/amqpwire"
 
 // Subscription is one consumer of one queue (basic.consume).
 type Subscription struct {
@@ -15,9 +11,9 @@ type Subscription struct {
 	group    *consumerGroup
 	stream   *streamReader // a stream queue's consumer: its reader; nil otherwise
 	// remote is, for a consumer of a quorum queue led elsewhere, its
-	// session on the leader (quorum_proxy.go): set at Consume, or under
-	// q.mu when the queue stops being served here (followLeader).
-	remote atomic.Pointer[proxySession]
+	// session on the leader (quorum_proxy.go): set at Consume, or when the
+	// queue stops being served here (followLeaderLocked); guarded by q.mu.
+	remote *proxySession
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -183,13 +179,9 @@ func (s *Subscription) Resume() {
 		s.stream.resume()
 		return
 	}
-	if ps := s.remote.Load(); ps != nil {
-		ps.resume()
-		return
-	}
 	q := s.q
 	q.mu.Lock()
-	if ps := s.remote.Load(); ps != nil { // it follows the leader since
+	if ps := s.remote; ps != nil { // it may follow the leader since Consume (followLeaderLocked)
 		q.mu.Unlock()
 		ps.resume()
 		return
@@ -217,13 +209,9 @@ func (s *Subscription) Cancel() {
 		s.cancelStream()
 		return
 	}
-	if ps := s.remote.Load(); ps != nil {
-		ps.cancel()
-		return
-	}
 	q := s.q
 	q.mu.Lock()
-	if ps := s.remote.Load(); ps != nil { // it follows the leader since
+	if ps := s.remote; ps != nil { // it may follow the leader since Consume (followLeaderLocked)
 		q.mu.Unlock()
 		ps.cancel()
 		return

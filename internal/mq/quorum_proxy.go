@@ -295,9 +295,7 @@ func (rq *remoteQueue) consume(spec ConsumeSpec) (*Subscription, error) {
 		return nil, err
 	}
 	s.run()
-	sub := &Subscription{q: rq.q, spec: spec}
-	sub.remote.Store(s)
-	return sub, nil
+	return &Subscription{q: rq.q, spec: spec, remote: s}, nil
 }
 
 // remoteSpecOf is the leader's consumer for a client's basic.consume.
@@ -316,7 +314,7 @@ func (rq *remoteQueue) followLeaderLocked() []*proxySession {
 	for _, sub := range rq.q.consumers {
 		s := rq.newSession(sub.spec, remoteSpecOf(sub.spec))
 		s.paused = sub.paused
-		sub.remote.Store(s)
+		sub.remote = s
 		follow = append(follow, s)
 	}
 	return follow
