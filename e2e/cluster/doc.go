@@ -30,8 +30,9 @@
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.
 //   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
-//     msg/s of a quorum queue on three nodes and of a classic queue, with
-//     confirms and manual acks.
+//     msg/s of a quorum queue on three nodes (client on the leader, and on
+//     a node that does not lead) and of a classic queue, with confirms
+//     and manual acks.
 //
 // The fault tests (*_fault_test.go) run franz-go, sarama and kafka-go
 // producers at once, acks=all, numbered streams into every partition, and
