@@ -54,9 +54,21 @@
 //     through node 1's management API work on node 2 at once; `wharf
 //     users`, `vhosts`, `permissions` and `acls` write through any node
 //     and list the same on every node.
+//   - TestAMQPConsumeAnywhere: publish with confirms on one node and
+//     consume on another, neither leading the quorum queue; its leader,
+//     on the third, killed -9 mid-stream: lost = 0, the consumer never
+//     cancelled, held deliveries redelivered with x-delivery-count 1;
+//     logs the time to the first confirm and delivery after the kill.
+//   - TestAMQPDeliveryLimitAnywhere: a delivery-limit + dead-letter retry
+//     ladder consumed on a node that does not lead counts the return of
+//     a kill -9 of the leader as an attempt.
+//
+// The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
+// quorum queue served here", queueLeader): a client needs no leader.
 //   - TestAMQPQuorumQueueThroughput, behind -cluster.quorum-throughput N:
-//     msg/s of a quorum queue on three nodes and of a classic queue, with
-//     confirms and manual acks.
+//     msg/s of a quorum queue on three nodes (client on the leader, and on
+//     a node that does not lead) and of a classic queue, with confirms
+//     and manual acks.
 //
 // The fault tests (*_fault_test.go), behind -cluster.faults, run
 // franz-go, sarama and kafka-go

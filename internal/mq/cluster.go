@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -35,9 +36,10 @@ import (
 // bound, unbound and deleted, and routing sees it, but a message routed
 // to it is refused (a nack in confirm mode), and consuming, basic.get and
 // purging it get RabbitMQ's 404 for a queue whose home node is down or
-// inaccessible: this node cannot reach another node's queues yet. Quorum
-// queues are replicated, and served on their group's leader
-// (quorum_cluster.go).
+// inaccessible: this node cannot reach another node's classic queues
+// (their nodes host no Raft group of theirs to call). Quorum queues are
+// replicated, served on their group's leader (quorum_cluster.go) and
+// reached from every node through it (quorum_proxy.go).
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
 
@@ -62,6 +64,12 @@ type ClusterConfig struct {
 	// group in dir, whose members are members, with the log settings cfg
 	// (quorum_cluster.go).
 	OpenQuorumLog func(dir string, group uint64, members []int32, cfg replica.Config) (*replica.RaftLog, error)
+	// Call sends a request to the owner of node's replica of a quorum
+	// queue's group and returns its answer (quorum_remote.go): how a node
+	// reaches a quorum queue led elsewhere.
+	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
+	// PeerUp reports whether node is in contact (this node is).
+	PeerUp func(node int32) bool
 }
 
 // follower queues the keys the store applied for the registry's follow

@@ -10,6 +10,10 @@ type Subscription struct {
 	notifier TimeoutNotifier // spec.Consumer, if it implements it
 	group    *consumerGroup
 	stream   *streamReader // a stream queue's consumer: its reader; nil otherwise
+	// remote is, for a consumer of a quorum queue led elsewhere, its
+	// session on the leader (quorum_proxy.go): set at Consume, or when the
+	// queue stops being served here (followLeaderLocked); guarded by q.mu.
+	remote *proxySession
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -42,22 +46,30 @@ func (v *VHost) Consume(queue string, s ConsumeSpec) (*Subscription, error) {
 		panic("mq: ConsumeSpec.Consumer is nil")
 	}
 	q, err := v.accessQueue(queue, s.Conn)
-	if err != nil {
+	if err != nil && !(q != nil && q.reachable()) {
 		return nil, err
 	}
 	if err := checkConsumeArgs(queue, v.name, s.Args); err != nil {
 		return nil, err
 	}
-	if q.stream != nil {
+	switch {
+	case q.reachable():
+		return q.remote.consume(s)
+	case q.stream != nil:
 		return v.consumeStream(q, s)
 	}
+	return q.subscribe(s)
+}
+
+// subscribe adds a consumer to a queue served here.
+func (q *queue) subscribe(s ConsumeSpec) (*Subscription, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deleted {
-		return nil, errNotFound("queue", queue, v.name)
+		return nil, errNotFound("queue", q.name, q.vh.name)
 	}
 	if q.exclusive || (s.Exclusive && len(q.consumers) > 0) {
-		return nil, errAccessRefused("%s in exclusive use", resource("queue", queue, v.name))
+		return nil, errAccessRefused("%s in exclusive use", resource("queue", q.name, q.vh.name))
 	}
 	sub := &Subscription{q: q, spec: s, paused: true}
 	sub.priority, _ = argInt(s.Args["x-priority"])
@@ -169,6 +181,11 @@ func (s *Subscription) Resume() {
 	}
 	q := s.q
 	q.mu.Lock()
+	if ps := s.remote; ps != nil { // it may follow the leader since Consume (followLeaderLocked)
+		q.mu.Unlock()
+		ps.resume()
+		return
+	}
 	defer q.unlock()
 	if s.cancelled {
 		return
@@ -194,6 +211,11 @@ func (s *Subscription) Cancel() {
 	}
 	q := s.q
 	q.mu.Lock()
+	if ps := s.remote; ps != nil { // it may follow the leader since Consume (followLeaderLocked)
+		q.mu.Unlock()
+		ps.cancel()
+		return
+	}
 	if s.cancelled {
 		q.mu.Unlock()
 		return
@@ -231,12 +253,21 @@ func (s *Subscription) Cancel() {
 // noAck it is settled at once.
 func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, error) {
 	q, err := v.accessQueue(queue, conn)
+	if q != nil && q.reachable() {
+		return q.remote.get(noAck)
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	if q.stream != nil {
 		return nil, false, errStreamNotSupported("basic.get", queue, v.name)
 	}
+	return q.get(noAck)
+}
+
+// get is basic.get on a queue served here.
+func (q *queue) get(noAck bool) (*Delivery, bool, error) {
+	queue, v := q.name, q.vh
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {

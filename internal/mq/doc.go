@@ -22,7 +22,10 @@
 // the replicated metadata log and every node follows it as it commits;
 // durable queues live on the node that declared them (cluster.go), and
 // quorum queues are replicated by a Raft group each and served on its
-// leader (quorum_cluster.go, internal/quorumstore). They are stored as JSON text, so names (and
+// leader (quorum_cluster.go, internal/quorumstore), which every other
+// node reaches through calls: their clients publish, consume and get
+// there as on the leader (quorum_calls.go, quorum_proxy.go,
+// quorum_session.go). They are stored as JSON text, so names (and
 // routing keys of bindings) must be valid UTF-8: others are refused with
 // RabbitMQ's 501 FRAME_ERROR "Malformed UTF-8 in shortstr".
 //

@@ -154,7 +154,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 		}
 		if batch != nil && q.forwards() {
 			res.Routed++
-			stores = append(stores, q.quorum.store.Forward(batch)) // the confirm waits for the leader's answer
+			stores = append(stores, q.remote.forwardBatch(batch)) // the confirm waits for the leader's answer
 			continue
 		}
 		out, logged, backlog, err := q.publish(h, batch, now, pub != nil)
@@ -240,7 +240,7 @@ func parseExpiration(s string) (int64, string) {
 // message, whatever its delivery mode, as in RabbitMQ).
 func needsLog(m *Message, qs []*queue) bool {
 	for _, q := range qs {
-		if q.logs(m) {
+		if q.logs(m) || q.forwards() {
 			return true
 		}
 	}

@@ -67,7 +67,10 @@ type queue struct {
 	// quorum follows its group on a member node (nil elsewhere).
 	members []int32
 	quorum  *quorumReplica
-	stats   queueStats // counters for the management API (queue_stats.go)
+	// remote reaches a quorum queue of the cluster on its leader while
+	// it is served elsewhere (quorum_proxy.go); nil for other queues.
+	remote *remoteQueue
+	stats  queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.

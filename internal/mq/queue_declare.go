@@ -417,6 +417,9 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 	q.mu.Lock()
 	cleanup.cancelled = append(cleanup.cancelled, q.markDeletedLocked()...)
 	q.mu.Unlock()
+	if q.remote != nil {
+		cleanup.cancelled = append(cleanup.cancelled, q.remote.close()...)
+	}
 	if q.store != nil {
 		cleanup.stores = append(cleanup.stores, q.store)
 	}

@@ -25,6 +25,11 @@ type QueueDetail struct {
 	// State is RabbitMQ's queue state: "running", or "crashed" for a
 	// queue whose storage failed (out of service, see crash.go).
 	State string
+	// Members are a quorum queue's nodes in a cluster, and Leader the
+	// one leading its group as this node last heard (0 if it knows of
+	// none): RabbitMQ's "members" and "leader".
+	Members []int32
+	Leader  int32
 }
 
 // typeName is the x-queue-type name.
@@ -70,6 +75,9 @@ func (q *queue) detail() QueueDetail {
 	}
 	if q.crashed.Load() {
 		d.State = "crashed"
+	}
+	if q.members != nil {
+		d.Members, d.Leader = slices.Clone(q.members), q.leader()
 	}
 	q.mu.Lock()
 	d.MessagesReady, d.MessagesUnacknowledged, d.Consumers = q.ready.Len(), len(q.unacked), len(q.consumers)

@@ -27,15 +27,16 @@ import (
 // served on the node whose replica leads the group: there the queue
 // takes over from the committed log (quorumstore's Replay) and logs
 // every change of a message's fate as a command, and hands a message out
-// only once its enqueue is committed. On every other node the queue is
-// a placeholder, as a classic queue of another node is (cluster.go): it
-// can be declared, bound and deleted; a message routed to it on a member
-// is forwarded to the leader (forwards, takeForwarded; on a node that
-// holds no replica it is refused, a nack in confirm mode); consuming,
-// basic.get and purging get a 404 that names the leader's node. When the
-// leader moves away, the queue stops serving here: its consumers are
-// cancelled (basic.cancel) and the messages they held are returned by
-// the new leader, with x-delivery-count incremented.
+// only once its enqueue is committed. On every other node, member or
+// not, the queue is a placeholder that reaches the leader through calls
+// (quorum_calls.go, quorum_proxy.go): a message routed to it there is
+// forwarded to the leader (forwards, takeForwarded) and confirmed once
+// committed; consumers and basic.get pull through the leader; purging
+// gets a 404 that names the leader's node. When the leader moves away,
+// the queue stops serving here: its consumers here are cancelled
+// (basic.cancel; those of other nodes follow the leader), and the
+// messages they held are returned by the new leader, with
+// x-delivery-count incremented.
 
 // quorumLeaderUnknown is queue.home for a quorum queue whose leader this
 // node does not know.
@@ -78,6 +79,9 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	q.members = qr.Members
 	q.deleted = true // until this replica leads
 	q.home.Store(quorumLeaderUnknown)
+	if v.r.cfg.Cluster.Call != nil {
+		q.remote = v.r.newRemoteQueue(q)
+	}
 	if !slices.Contains(qr.Members, v.r.nodeID()) {
 		return q, false
 	}
@@ -92,7 +96,8 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	s := quorumstore.Open(log, v.r.logger.With("queue", q.name, "vhost", v.name))
 	q.store = s
 	m := v.r.startQuorumReplica(q, s)
-	log.SetForwardHandler(m.takeForwarded)
+	log.SetForwardHandler(m.takeForwarded) // a raw forwarded proposal would bypass the queue's offsets
+	log.SetCallHandler(m.answer)
 	return q, true
 }
 
@@ -107,19 +112,25 @@ func (r *Registry) quorumLogConfig() replica.Config {
 }
 
 // errQuorumElsewhere is the answer of a node that does not serve a quorum
-// queue: its leader is elsewhere (or not elected).
+// queue to what it does not reach the leader for (queue.purge): its
+// leader is elsewhere (or not elected).
 func errQuorumElsewhere(q *queue) *Error {
 	res := resource("queue", q.name, q.vh.name)
 	if leader := q.home.Load(); leader > 0 {
 		return amqpwire.Errorf(amqpwire.CodeNotFound,
-			"%s is a quorum queue led by node 'wharf@%d': consume from that node (other nodes forward publishes only)", res, leader)
+			"%s is a quorum queue led by node 'wharf@%d': do this on that node", res, leader)
 	}
+	return amqpwire.Errorf(amqpwire.CodeNotFound,
+		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, memberNames(q))
+}
+
+// memberNames lists a quorum queue's nodes for an error text.
+func memberNames(q *queue) string {
 	nodes := make([]string, len(q.members))
 	for i, m := range q.members {
 		nodes[i] = fmt.Sprintf("'wharf@%d'", m)
 	}
-	return amqpwire.Errorf(amqpwire.CodeNotFound,
-		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, strings.Join(nodes, ", "))
+	return strings.Join(nodes, ", ")
 }
 
 // quorumReplica is this node's member of a quorum queue's group: it
@@ -136,6 +147,9 @@ type quorumReplica struct {
 	placed     chan struct{}
 	placedOnce sync.Once
 	done       chan struct{}
+	// sessions are other nodes' consumers of the queue while it is served
+	// here (quorum_calls.go).
+	sessions sessions
 }
 
 // startQuorumReplica starts following q's group.
@@ -311,8 +325,21 @@ func (m *quorumReplica) stepDown(leader int32) {
 	}
 	m.serving = 0
 	q.mu.Lock()
+	var follow []*proxySession
+	if q.remote != nil && !q.r.closed.Load() {
+		follow = q.remote.followLeaderLocked()
+	}
 	cancelled := q.markDeletedLocked()
 	q.mu.Unlock()
+	if len(follow) > 0 {
+		cancelled = nil // they consume through the new leader instead
+	}
+	for _, s := range follow {
+		s.run()
+	}
+	for _, s := range m.sessions.takeAll() {
+		s.end(false) // the new leader returns what they held
+	}
 	for _, cb := range cancelled {
 		cb()
 	}
@@ -337,22 +364,15 @@ func (q *queue) awaitPlaced() {
 // queue's group to elect a leader.
 const placementWait = 10 * time.Second
 
-// forwards reports whether a message published to q here goes to its
-// leader: q is a quorum queue this node holds a replica of and does not
-// serve (the forward waits for a leader if none is known yet).
-func (q *queue) forwards() bool {
-	return q.quorum != nil && q.home.Load() != 0 && !q.crashed.Load()
-}
-
 // errForwardRefused answers a forward the leader did not take: the queue
 // is no longer (or not yet) served there, or it is full
 // (x-overflow reject-publish). The forwarding node nacks.
 var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
 
-// takeForwarded publishes into the queue, on its leader, the messages a
-// member that does not lead forwarded (its clients' publishes, see
-// forwards), and returns once they are committed: the forwarding
-// node then confirms them.
+// takeForwarded publishes into the queue, on its leader, the messages
+// another node forwarded (its clients' publishes, see forwards), and
+// returns once they are committed: the forwarding node then confirms
+// them.
 func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
 	q := m.q
 	var targets []replica.Target // the services of the terms they went to: one, unless the term changed

@@ -134,6 +134,8 @@ type Registry struct {
 	// cluster (quorum_cluster.go), closed at Close.
 	quorumMu       sync.Mutex
 	quorumReplicas map[*quorumReplica]struct{}
+	// proxies ends the sessions of quorum queues led elsewhere at Close.
+	proxies proxies
 }
 
 // DefaultVHost is the virtual host every registry starts with.
@@ -159,6 +161,7 @@ func Open(cfg Config) (*Registry, error) {
 		streamOwners:   make(map[string]string),
 		streamStop:     make(chan struct{}),
 		quorumReplicas: make(map[*quorumReplica]struct{}),
+		proxies:        newProxies(),
 	}
 	stores, err := queuestore.OpenRoot(queuestore.Config{
 		Dir:                  filepath.Join(cfg.DataDir, queuesDirName),
@@ -210,6 +213,7 @@ func (r *Registry) Close() error {
 	r.stopStreamReaders()
 	r.timers.shutdown()
 	r.syncer.Shutdown()
+	r.proxies.stop()
 	r.closeQuorumReplicas()
 	return r.stores.Close()
 }

@@ -46,6 +46,11 @@ func (v *VHost) settle(queue string, tags []QueueTag, kind settleKind) {
 	if q == nil {
 		return
 	}
+	if q.remote != nil {
+		if tags = q.remote.settle(tags, kind); len(tags) == 0 {
+			return
+		}
+	}
 	q.mu.Lock()
 	defer q.unlock()
 	var back []*entry

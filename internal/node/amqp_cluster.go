@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/replica"
@@ -9,8 +11,10 @@ import (
 // mqCluster makes the queueing core of a cluster node follow the
 // definitions every node writes to the metadata group (issue 14,
 // internal/mq/cluster.go), and replicate quorum queues on the node's
-// Raft host as partitions are (bc); nil on a single node.
-func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfig) *mq.ClusterConfig {
+// Raft host as partitions are (bc), and reach the replicas of other
+// nodes through the host's calls (consumers and publishers of quorum
+// queues led elsewhere); nil on a single node.
+func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfig, ch *clusterHost) *mq.ClusterConfig {
 	if cfg.Cluster == nil {
 		return nil
 	}
@@ -22,7 +26,10 @@ func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfi
 	}
 	watch := func(fn func(key string)) { defs.Watch(mqDefinitions, fn) }
 	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, Barrier: defs.Barrier,
-		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog}
+		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
+		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
+			return ch.host.Call(ctx, group, uint64(node), data)
+		}}
 }
 
 // mqDefinitions is the prefix of internal/mq's keys in the definition

@@ -34,9 +34,6 @@ type Store struct {
 	// failed is closed when a proposal of the term served was refused
 	// (term.failure says why).
 	failed chan struct{}
-	// forward gathers, on a member that does not lead, the enqueue
-	// batches to forward to the leader (Forward).
-	forward *forwarding
 	// truncatedAt is the offset of the last truncate proposed here
 	// (truncate.go).
 	truncatedAt int64
@@ -100,7 +97,6 @@ func Open(log *replica.RaftLog, logger *slog.Logger) *Store {
 	s := &Store{log: log, logger: logger, failed: make(chan struct{}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.term = &service{s: s}
-	s.forward = &forwarding{s: s}
 	s.truncatorDone = make(chan struct{})
 	go s.flusher()
 	go s.truncator()
@@ -276,89 +272,8 @@ func (s *Store) Sync() error {
 	return sv.Sync()
 }
 
-// forwarding is enqueue batches gathered, on a member that does not
-// lead, to be forwarded to the leader together, as a confirm's
-// replica.Target: the first Sync sends them and waits for the leader's
-// answer (once they are committed); every Sync returns that answer.
-type forwarding struct {
-	s       *Store
-	batches []byte // guarded by s.mu until sent
-	once    sync.Once
-	err     error
-}
-
-func (f *forwarding) Sync() error {
-	f.once.Do(func() {
-		st := f.s
-		st.mu.Lock()
-		if st.forward == f {
-			st.forward = &forwarding{s: st} // later batches go together
-		}
-		batches := f.batches
-		st.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), syncWait)
-		defer cancel()
-		if err := st.forwardToLeader(ctx, batches); err != nil {
-			f.err = fmt.Errorf("quorumstore: forward to the leader: %w", err)
-		}
-	})
-	return f.err
-}
-
-// forwardToLeader forwards batches to the leader, waiting (until ctx
-// ends) while no leader is known, as just after a restart or during an
-// election. It gives up as soon as another node leads: the answer of a
-// leader that lost its place (killed, cut off) would not come.
-func (s *Store) forwardToLeader(ctx context.Context, batches []byte) error {
-	for {
-		changed := s.log.Changed()
-		leader, _, _ := s.log.Leadership()
-		if leader != 0 {
-			fctx, cancel := s.untilLeaderChanges(ctx, leader)
-			_, err := s.log.ForwardToLeader(fctx, batches)
-			cancel()
-			return err
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), &replica.NotLeaderError{})
-		}
-	}
-}
-
-// untilLeaderChanges returns a context of ctx that ends when a node other
-// than leader leads (or none does).
-func (s *Store) untilLeaderChanges(ctx context.Context, leader uint64) (context.Context, context.CancelFunc) {
-	fctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer cancel()
-		for {
-			changed := s.log.Changed()
-			if now, _, _ := s.log.Leadership(); now != leader {
-				return
-			}
-			select {
-			case <-changed:
-			case <-fctx.Done():
-				return
-			}
-		}
-	}()
-	return fctx, cancel
-}
-
-// Forward adds an enqueue batch, on a member that does not lead, to those
-// to forward to the leader, and returns what a confirm of it waits on.
-func (s *Store) Forward(batch []byte) replica.Target {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.forward.batches = append(s.forward.batches, batch...)
-	return s.forward
-}
-
-// Forwarded calls fn for each message of batches another member
-// forwarded (Forward's batches, one message each): its batch, its
+// Forwarded calls fn for each message of batches another node forwarded
+// (enqueue batches, one message each): its batch, its
 // enqueue time and the message.
 func Forwarded(batches []byte, fn func(batch []byte, ts int64, m queuestore.Message) error) error {
 	for len(batches) > 0 {

@@ -30,6 +30,13 @@ const (
 	// KindForwardReply answers a KindForward of the same Index: the
 	// offset the proposal got once committed, or -1 and the error in Data.
 	KindForwardReply
+	// KindCall carries a request (Data) for the owner of a group's replica
+	// on the node it is sent to; Index is the caller's request id
+	// (call.go).
+	KindCall
+	// KindCallReply answers a KindCall of the same Index: Offset 0 and
+	// the answer in Data, or -1 and the error in Data.
+	KindCallReply
 )
 
 func (k Kind) String() string {
@@ -48,6 +55,10 @@ func (k Kind) String() string {
 		return "forward"
 	case KindForwardReply:
 		return "forward-reply"
+	case KindCall:
+		return "call"
+	case KindCallReply:
+		return "call-reply"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

@@ -25,9 +25,10 @@ type ForwardHandler func(ctx context.Context, data []byte) (int64, error)
 // ErrForwarded is an error the leader answered a forwarded proposal with.
 var ErrForwarded = errors.New("raft: the leader refused the forwarded proposal")
 
-// forwardResult is what a KindForwardReply says.
+// forwardResult is what a KindForwardReply or KindCallReply says.
 type forwardResult struct {
 	offset int64
+	data   []byte // a call's answer
 	err    error
 }
 
@@ -42,14 +43,21 @@ func (g *Group) SetForwardHandler(fn ForwardHandler) {
 // Forward sends data to node to, the leader of group, to propose, and
 // waits for its answer until ctx ends.
 func (h *Host) Forward(ctx context.Context, group, to uint64, data []byte) (int64, error) {
+	r := h.request(ctx, KindForward, group, to, data)
+	return r.offset, r.err
+}
+
+// request sends data to node to in an envelope of kind (KindForward or
+// KindCall) and waits for its reply until ctx ends.
+func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []byte) forwardResult {
 	if h.cfg.Transport == nil {
-		return -1, fmt.Errorf("raft: no transport to forward to node %d", to)
+		return forwardResult{offset: -1, err: fmt.Errorf("raft: no transport to reach node %d", to)}
 	}
 	done := make(chan forwardResult, 1)
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return -1, ErrRemoved
+		return forwardResult{offset: -1, err: ErrRemoved}
 	}
 	h.nextForward++
 	id := h.nextForward
@@ -60,14 +68,14 @@ func (h *Host) Forward(ctx context.Context, group, to uint64, data []byte) (int6
 		delete(h.forwards, id)
 		h.mu.Unlock()
 	}()
-	h.cfg.Transport.Send(to, []Envelope{{Kind: KindForward, Group: group, Index: id, Data: data}})
+	h.cfg.Transport.Send(to, []Envelope{{Kind: kind, Group: group, Index: id, Data: data}})
 	select {
 	case r := <-done:
-		return r.offset, r.err
+		return r
 	case <-ctx.Done():
-		return -1, ctx.Err()
+		return forwardResult{offset: -1, err: ctx.Err()}
 	case <-h.ctx.Done():
-		return -1, ErrRemoved
+		return forwardResult{offset: -1, err: ErrRemoved}
 	}
 }
 
@@ -94,7 +102,8 @@ func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
 	}()
 }
 
-// forwardAnswered completes the Forward waiting for e's request id.
+// forwardAnswered completes the Forward or Call waiting for e's request
+// id.
 func (h *Host) forwardAnswered(e *Envelope) {
 	h.mu.Lock()
 	done := h.forwards[e.Index]
@@ -103,8 +112,13 @@ func (h *Host) forwardAnswered(e *Envelope) {
 		return // given up on, or answered already (a duplicate)
 	}
 	r := forwardResult{offset: e.Offset}
-	if e.Offset < 0 {
+	switch {
+	case e.Offset < 0 && e.Kind == KindCallReply:
+		r.err = fmt.Errorf("%w: %s", ErrCallFailed, e.Data)
+	case e.Offset < 0:
 		r.err = fmt.Errorf("%w: %s", ErrForwarded, e.Data)
+	case e.Kind == KindCallReply:
+		r.data = e.Data
 	}
 	select {
 	case done <- r:

@@ -85,9 +85,9 @@ func appendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
 			dst = append(dst, e.Data...)
 		}
-	case KindForward, KindForwardReply:
+	case KindForward, KindForwardReply, KindCall, KindCallReply:
 		dst = binary.AppendUvarint(dst, e.Index)
-		if e.Kind == KindForwardReply {
+		if e.Kind == KindForwardReply || e.Kind == KindCallReply {
 			dst = binary.AppendUvarint(dst, uint64(e.Offset))
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
@@ -156,9 +156,9 @@ func decodePayload(b []byte) ([]Envelope, error) {
 			if e.Kind == KindSnapshotChunk {
 				e.Data = append([]byte(nil), d.bytes()...) // the frame's buffer is read into again
 			}
-		case KindForward, KindForwardReply:
+		case KindForward, KindForwardReply, KindCall, KindCallReply:
 			e.Index = d.uvarint()
-			if e.Kind == KindForwardReply {
+			if e.Kind == KindForwardReply || e.Kind == KindCallReply {
 				e.Offset = int64(d.uvarint())
 			}
 			e.Data = append([]byte(nil), d.bytes()...)

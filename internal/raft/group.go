@@ -28,6 +28,7 @@ type Group struct {
 	idleTicks   int    // ticks a leader found nothing to do, for quiescence
 	snapRequest snapshotRequest
 	forward     ForwardHandler // nil: forwarded proposals are refused
+	call        CallHandler    // nil: calls are refused
 	removed     bool
 	failed      error
 

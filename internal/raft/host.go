@@ -109,7 +109,7 @@ type Host struct {
 	inbox       []inbound
 	inboxBytes  int
 	senders     map[senderKey]bool            // snapshot senders running
-	forwards    map[uint64]chan forwardResult // Forward calls waiting, by request id
+	forwards    map[uint64]chan forwardResult // Forward and Call calls waiting, by request id
 	nextForward uint64
 	closed      bool
 	wake        chan struct{} // the loop has work; capacity 1
@@ -393,7 +393,7 @@ func (h *Host) receive(in inbound) {
 		switch e.Kind {
 		case KindPing:
 			continue
-		case KindForwardReply:
+		case KindForwardReply, KindCallReply:
 			h.forwardAnswered(e)
 			continue
 		}
@@ -424,6 +424,8 @@ func (h *Host) receiveFor(g *Group, from uint64, e *Envelope) {
 		}
 	case KindForward:
 		h.forwarded(g, from, e)
+	case KindCall:
+		h.called(g, from, e)
 	}
 }
 

@@ -1,8 +1,6 @@
 package replica
 
 import (
-	"context"
-
 	"github.com/wharf-mq/wharf/internal/raft"
 )
 
@@ -21,14 +19,6 @@ func (l *RaftLog) Changed() <-chan struct{} { return l.changedChan() }
 // owner that must apply every proposal it makes takes them itself.
 func (l *RaftLog) SetForwardHandler(fn raft.ForwardHandler) { l.group.SetForwardHandler(fn) }
 
-// ForwardToLeader sends batches once to the node leading the group, for
-// its forward handler to propose, and returns the handler's answer; a
-// *NotLeaderError if no other node is known to lead. Unlike Propose it
-// never appends here, nor tries again.
-func (l *RaftLog) ForwardToLeader(ctx context.Context, batches []byte) (int64, error) {
-	leader, _, _ := l.Leadership()
-	if leader == 0 || leader == l.host.NodeID() {
-		return -1, &NotLeaderError{Leader: leader}
-	}
-	return l.host.Forward(ctx, l.group.ID(), leader, batches)
-}
+// SetCallHandler installs what answers the calls other nodes make to
+// this replica's owner (raft.Host.Call).
+func (l *RaftLog) SetCallHandler(fn raft.CallHandler) { l.group.SetCallHandler(fn) }

@@ -1,0 +1,473 @@
+package mq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+)
+
+// Calls to a quorum queue's leader (issue 14). A node that does not serve
+// a quorum queue reaches it on its leader through calls
+// (ClusterConfig.Call, to the owner of the leader's replica): a
+// publish on a node that holds no replica, and the consumers and
+// basic.gets of clients connected anywhere (quorum_proxy.go). Every
+// member answers calls (quorumReplica.answer); one that does not serve
+// the queue says so, naming the leader it knows of, and the caller asks
+// that node next.
+//
+// Consuming is a session on the leader: a consumer of the queue there,
+// whose deliveries wait in the session until the calling node pulls
+// them (a long poll, which also keeps the session alive), and which the
+// calling node settles by the leader's tags. The calling node says how
+// many deliveries the session may hold unsettled at most (its limit: the
+// client's prefetch), which the leader counts itself, so that calls
+// crossing each other never let it hand out more. A session ends when the calling node ends it, when it
+// is not heard from for sessionTimeout (its node died or was cut off:
+// what it held is returned to the queue, with x-delivery-count
+// incremented), or when the leader stops serving the queue (the new
+// leader returns what it held, the same way). A call naming a session the
+// leader does not have is answered Gone: the caller starts a new one,
+// and forgets the tags of the old.
+
+// remoteOp is what a call asks of the leader.
+type remoteOp string
+
+const (
+	opPublish remoteOp = "publish" // enqueue Batches (one message each), answer once committed
+	opPull    remoteOp = "pull"    // settle, take Limit, answer with the session's deliveries
+	opSettle  remoteOp = "settle"  // settle, take Limit
+	opGet     remoteOp = "get"     // basic.get, held by Session unless NoAck
+	opEnd     remoteOp = "end"     // end Session: what it holds goes back to the queue
+)
+
+// remoteRequest is one call's request.
+type remoteRequest struct {
+	Op remoteOp `json:"op"`
+	// Queue is the queue's id: a call for a queue deleted and declared
+	// again is not answered by the new one.
+	Queue   string      `json:"queue"`
+	Batches []byte      `json:"batches,omitempty"`
+	Session uint64      `json:"session,omitempty"`
+	Create  bool        `json:"create,omitempty"` // start Session if the leader has no such one
+	Limit   int         `json:"limit,omitempty"`
+	NoAck   bool        `json:"no_ack,omitempty"`
+	Spec    *remoteSpec `json:"spec,omitempty"` // the consumer, when Create
+	Ack     []QueueTag  `json:"ack,omitempty"`
+	Discard []QueueTag  `json:"discard,omitempty"`
+	Requeue []QueueTag  `json:"requeue,omitempty"`
+}
+
+// remoteSpec is what the leader's consumer of a session takes from the
+// client's basic.consume.
+type remoteSpec struct {
+	Tag       string `json:"tag"`
+	Exclusive bool   `json:"exclusive,omitempty"`
+	NoAck     bool   `json:"no_ack,omitempty"`
+	Priority  int64  `json:"priority,omitempty"`
+}
+
+// remoteReply is one call's answer.
+type remoteReply struct {
+	// NotServed: the queue is not served on the called node; Leader is
+	// the node that leads its group as far as it knows (0: none known).
+	NotServed bool  `json:"not_served,omitempty"`
+	Leader    int32 `json:"leader,omitempty"`
+	// Gone: the leader has no session of that id.
+	Gone bool `json:"gone,omitempty"`
+	// Error refuses the request for good (the caller does not try
+	// another node): a publish not taken, a consume refused.
+	Error      string           `json:"error,omitempty"`
+	Code       uint16           `json:"code,omitempty"` // Error's AMQP reply code, if it has one
+	Deliveries []remoteDelivery `json:"deliveries,omitempty"`
+	// TimedOut names a delivery of the session left unacknowledged past
+	// the consumer timeout (TimeoutNotifier), Timeout that timeout.
+	TimedOut QueueTag      `json:"timed_out,omitempty"`
+	Timeout  time.Duration `json:"timeout,omitempty"`
+	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count
+}
+
+// remoteDelivery is one message handed to a session.
+type remoteDelivery struct {
+	Tag         QueueTag `json:"tag"` // the leader's
+	Redelivered bool     `json:"redelivered,omitempty"`
+	Exchange    string   `json:"exchange"`
+	RoutingKey  string   `json:"routing_key"`
+	Properties  []byte   `json:"properties,omitempty"`
+	Body        []byte   `json:"body"`
+}
+
+// sessionTimeout is how long a leader keeps a session its calling node
+// is not heard from (it pulls every pullWait at least).
+const sessionTimeout = 10 * time.Second
+
+// pullWait is how long a pull waits on the leader for a delivery.
+const pullWait = time.Second
+
+// answer answers a call another node made to this replica (decoded;
+// raft.CallHandler).
+func (m *quorumReplica) answer(ctx context.Context, _ uint64, data []byte) ([]byte, error) {
+	var req remoteRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m.serve(ctx, &req))
+}
+
+// serve answers req, on any member.
+func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteReply {
+	q := m.q
+	if req.Queue != q.id {
+		return errorReply(errNotFound("queue", q.name, q.vh.name)) // deleted, and declared again
+	}
+	if leader := q.home.Load(); leader != 0 || q.crashed.Load() {
+		return &remoteReply{NotServed: true, Leader: max(leader, 0)}
+	}
+	switch req.Op {
+	case opPublish:
+		if _, err := m.takeForwarded(ctx, req.Batches); err != nil {
+			return &remoteReply{Error: err.Error()}
+		}
+		return &remoteReply{}
+	case opEnd:
+		if s := m.sessions.take(req.Session); s != nil {
+			s.settle(req)
+			s.end(true)
+		}
+		return &remoteReply{}
+	case opGet:
+		if req.NoAck {
+			return getReply(q, true)
+		}
+	}
+	s, reply := m.session(req)
+	if reply != nil {
+		return reply
+	}
+	s.settle(req)
+	switch req.Op {
+	case opGet:
+		reply := s.get()
+		if len(reply.Deliveries) == 0 && m.sessions.take(s.id) != nil {
+			s.end(false) // nothing to hold
+		}
+		return reply
+	case opPull:
+		return s.pull(ctx)
+	}
+	return &remoteReply{}
+}
+
+// session returns req's session, started if req asks for it, or the
+// answer for a session the leader does not have.
+func (m *quorumReplica) session(req *remoteRequest) (*servedSession, *remoteReply) {
+	if s := m.sessions.touch(req.Session); s != nil {
+		return s, nil
+	}
+	if !req.Create {
+		return nil, &remoteReply{Gone: true}
+	}
+	s := &servedSession{id: req.Session, q: m.q, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
+	if req.Spec != nil {
+		s.noAck = req.Spec.NoAck
+		sub, err := m.q.subscribe(ConsumeSpec{Tag: req.Spec.Tag, Exclusive: req.Spec.Exclusive, NoAck: req.Spec.NoAck,
+			Args: priorityArgs(req.Spec.Priority), Consumer: s})
+		if err != nil {
+			return nil, errorReply(err)
+		}
+		s.sub = sub
+	}
+	if other := m.sessions.add(s, m.expire); other != nil { // a retried create
+		if s.sub != nil {
+			s.sub.Cancel()
+		}
+		return other, nil
+	}
+	return s, nil
+}
+
+// expire ends a session its node no longer calls.
+func (m *quorumReplica) expire(id uint64) {
+	if s := m.sessions.take(id); s != nil {
+		m.q.r.logger.Info("mq: a consumer on another node of a quorum queue went silent; its messages are returned",
+			"queue", m.q.name, "vhost", m.q.vh.name)
+		s.end(true)
+	}
+}
+
+// priorityArgs are the consume arguments of a consumer priority.
+func priorityArgs(p int64) amqpwire.Table {
+	if p == 0 {
+		return nil
+	}
+	return amqpwire.Table{"x-priority": p}
+}
+
+// errorReply answers a call refused with err.
+func errorReply(err error) *remoteReply {
+	r := &remoteReply{Error: err.Error()}
+	if e, ok := errors.AsType[*Error](err); ok {
+		r.Code, r.Error = e.Code, e.Text
+	}
+	return r
+}
+
+// sessions are the sessions of a quorum queue on its leader, each with
+// the timer that expires it.
+type sessions struct {
+	mu sync.Mutex
+	m  map[uint64]*servedSession
+}
+
+// add adds s unless a session of its id exists, which it returns.
+func (ss *sessions) add(s *servedSession, expire func(uint64)) *servedSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if other := ss.m[s.id]; other != nil {
+		other.expiry.Reset(sessionTimeout)
+		return other
+	}
+	if ss.m == nil {
+		ss.m = make(map[uint64]*servedSession)
+	}
+	id := s.id
+	s.expiry = time.AfterFunc(sessionTimeout, func() { expire(id) })
+	ss.m[id] = s
+	return nil
+}
+
+// touch returns session id, its expiry put off, or nil.
+func (ss *sessions) touch(id uint64) *servedSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.m[id]
+	if s != nil {
+		s.expiry.Reset(sessionTimeout)
+	}
+	return s
+}
+
+// take removes session id and returns it, or nil.
+func (ss *sessions) take(id uint64) *servedSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.m[id]
+	if s != nil {
+		s.expiry.Stop()
+		delete(ss.m, id)
+	}
+	return s
+}
+
+// takeAll removes every session and returns them.
+func (ss *sessions) takeAll() []*servedSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	all := make([]*servedSession, 0, len(ss.m))
+	for id, s := range ss.m {
+		s.expiry.Stop()
+		delete(ss.m, id)
+		all = append(all, s)
+	}
+	return all
+}
+
+// servedSession is, on the leader, one session of a node that consumes
+// or gets from the queue for its clients: a Consumer of the queue whose
+// deliveries wait for the next pull.
+type servedSession struct {
+	id     uint64
+	q      *queue
+	sub    *Subscription // nil for basic.get only
+	noAck  bool          // its consumer's deliveries are settled when handed over
+	expiry *time.Timer
+
+	mu       sync.Mutex
+	limit    int      // the most deliveries it may hold (countLocked)
+	timedOut QueueTag // a delivery past the consumer timeout, not told yet
+	timeout  time.Duration
+	buffered []*Delivery       // taken, not pulled yet
+	held     map[QueueTag]bool // taken and not settled
+	ended    bool
+	wake     chan struct{} // one token: something was buffered, or the session ended
+}
+
+// countLocked is what the session holds against its limit: the
+// deliveries not settled, or, for a consumer without acks, not pulled.
+func (s *servedSession) countLocked() int {
+	if s.noAck {
+		return len(s.buffered)
+	}
+	return len(s.held)
+}
+
+// TryDeliver buffers d for the next pull while the session is below its
+// limit. It runs under the queue's lock.
+func (s *servedSession) TryDeliver(d *Delivery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.countLocked() >= s.limit {
+		return false
+	}
+	s.buffered = append(s.buffered, d)
+	if !s.noAck {
+		s.held[d.Tag] = true
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// DeliveryTimedOut notes a delivery past the consumer timeout for the
+// next pull to tell the calling node, whose client's channel closes.
+func (s *servedSession) DeliveryTimedOut(tag QueueTag, timeout time.Duration) {
+	s.mu.Lock()
+	if s.held[tag] {
+		s.timedOut, s.timeout = tag, timeout
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle settles what req settles (the tags this session holds), and
+// takes its limit.
+func (s *servedSession) settle(req *remoteRequest) {
+	s.mu.Lock()
+	owned := func(tags []QueueTag) []QueueTag {
+		out := tags[:0]
+		for _, t := range tags {
+			if s.held[t] {
+				delete(s.held, t)
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	ack, discard, requeue := owned(req.Ack), owned(req.Discard), owned(req.Requeue)
+	s.limit = req.Limit
+	resume := s.sub != nil && !s.ended && s.countLocked() < s.limit
+	s.mu.Unlock()
+	v := s.q.vh
+	if len(ack) > 0 {
+		v.Ack(s.q.name, ack...)
+	}
+	if len(discard) > 0 {
+		v.Discard(s.q.name, discard...)
+	}
+	if len(requeue) > 0 {
+		v.Requeue(s.q.name, requeue...)
+	}
+	if resume {
+		s.sub.Resume()
+	}
+}
+
+// callBytes bounds the messages' bytes of one call or answer (it stays
+// far below the cluster transport's frame limit); a single message may
+// exceed it.
+const callBytes = 4 << 20
+
+// pull answers with what the session buffered (up to callBytes), waiting
+// up to pullWait for a first delivery.
+func (s *servedSession) pull(ctx context.Context) *remoteReply {
+	timer := time.NewTimer(pullWait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		n, size := 0, 0
+		for n < len(s.buffered) && (n == 0 || size+len(s.buffered[n].Message.Body) <= callBytes) {
+			size += len(s.buffered[n].Message.Body)
+			n++
+		}
+		ds, ended := s.buffered[:n:n], s.ended
+		s.buffered = s.buffered[n:]
+		timedOut, timeout := s.timedOut, s.timeout
+		s.timedOut = 0
+		s.mu.Unlock()
+		if ended {
+			return &remoteReply{Gone: true}
+		}
+		if len(ds) > 0 || timedOut != 0 {
+			r := deliveriesReply(ds)
+			r.TimedOut, r.Timeout = timedOut, timeout
+			return r
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+			return &remoteReply{}
+		case <-ctx.Done():
+			return &remoteReply{}
+		}
+	}
+}
+
+// get is basic.get for the calling node, the message held by the
+// session.
+func (s *servedSession) get() *remoteReply {
+	reply := getReply(s.q, false)
+	if len(reply.Deliveries) > 0 {
+		s.mu.Lock()
+		s.held[reply.Deliveries[0].Tag] = true
+		s.mu.Unlock()
+	}
+	return reply
+}
+
+// getReply is basic.get on the leader for another node.
+func getReply(q *queue, noAck bool) *remoteReply {
+	d, ok, err := q.get(noAck)
+	switch {
+	case err != nil:
+		return errorReply(err)
+	case !ok:
+		return &remoteReply{}
+	}
+	r := deliveriesReply([]*Delivery{d})
+	r.Count = d.MessageCount
+	return r
+}
+
+// end ends the session: its consumer is cancelled, and with requeue what
+// it holds goes back to the queue (not when the queue is no longer
+// served here: the new leader returns it).
+func (s *servedSession) end(requeue bool) {
+	s.mu.Lock()
+	s.ended = true
+	tags := make([]QueueTag, 0, len(s.held))
+	for t := range s.held {
+		tags = append(tags, t)
+	}
+	s.held, s.buffered = map[QueueTag]bool{}, nil
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.mu.Unlock()
+	if s.sub != nil {
+		s.sub.Cancel()
+	}
+	if requeue && len(tags) > 0 {
+		s.q.vh.Requeue(s.q.name, tags...)
+	}
+}
+
+// deliveriesReply encodes deliveries for the calling node.
+func deliveriesReply(ds []*Delivery) *remoteReply {
+	r := &remoteReply{Deliveries: make([]remoteDelivery, len(ds))}
+	for i, d := range ds {
+		m := d.Message
+		props, _ := encodeProperties(m) // it was encoded when published
+		r.Deliveries[i] = remoteDelivery{Tag: d.Tag, Redelivered: d.Redelivered, Exchange: m.Exchange,
+			RoutingKey: m.RoutingKey, Properties: props, Body: m.Body}
+	}
+	return r
+}

@@ -1,0 +1,60 @@
+package raft
+
+import (
+	"context"
+	"errors"
+)
+
+// Calls between the owners of a group's replicas.
+//
+// A forward (forward.go) proposes data on the leader and answers with an
+// offset. A call carries any request to the owner of the group's replica
+// on the node it is sent to (a quorum queue's, whose consumers on other
+// nodes pull deliveries and settle them through it) and answers with any
+// data: a KindCall envelope with a request id, answered by a
+// KindCallReply of the same id. A node that does not host the group drops
+// the call: the caller's context runs out. As with forwards, the caller
+// may send again, so what it sends must be safe to handle twice.
+
+// CallHandler answers a call another node (from) made to g on this node.
+type CallHandler func(ctx context.Context, from uint64, data []byte) ([]byte, error)
+
+// ErrCallFailed is an error the called node answered a call with.
+var ErrCallFailed = errors.New("raft: the called node answered with an error")
+
+// SetCallHandler installs what answers calls made to g on this node.
+func (g *Group) SetCallHandler(fn CallHandler) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call = fn
+}
+
+// Call sends data to node to, for the owner of its replica of group, and
+// waits for the answer until ctx ends.
+func (h *Host) Call(ctx context.Context, group, to uint64, data []byte) ([]byte, error) {
+	r := h.request(ctx, KindCall, group, to, data)
+	return r.data, r.err
+}
+
+// called answers what node from sent to g, in the background. Caller
+// holds g.mu.
+func (h *Host) called(g *Group, from uint64, e *Envelope) {
+	handler := g.call
+	reply := Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index, Offset: -1}
+	if handler == nil || h.cfg.Transport == nil {
+		reply.Data = []byte("no calls taken for this group")
+		h.send(from, reply)
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		data, err := handler(h.ctx, from, e.Data)
+		if err != nil {
+			reply.Data = []byte(err.Error())
+		} else {
+			reply.Offset, reply.Data = 0, data
+		}
+		h.cfg.Transport.Send(from, []Envelope{reply})
+	}()
+}
