@@ -28,12 +28,12 @@ type amqpFlow struct {
 	durable    bool   // durable queues (and exchange)
 	queueType  string // x-queue-type: "" (classic), "quorum", "stream"
 	queues     int    // 1: publish to the default exchange; more: a fanout exchange bound to each
+	consume    bool   // false: publish only, throughput counted from confirms
 	// quorumMembers, when set, is a quorum queue's
 	// x-quorum-initial-group-size.
 	quorumMembers int
 	// prefetch, when set, replaces the default prefetch count.
 	prefetch int
-	consume  bool // false: publish only, throughput counted from confirms
 	// perSecond, when set, paces the publisher at a fixed offered load;
 	// each message is stamped with the moment it was due, so a publisher
 	// held back by the broker shows as latency rather than as fewer
@@ -143,7 +143,7 @@ func (s *suite) runAMQPFlowServedBy(ctx context.Context, url string, f amqpFlow,
 func declareTopology(ch *amqp.Channel, name string, f amqpFlow) (queues []string, exchange string, err error) {
 	args := amqp.Table{}
 	if f.queueType != "" {
-		args = amqp.Table{"x-queue-type": f.queueType}
+		args["x-queue-type"] = f.queueType
 	}
 	if f.quorumMembers > 0 {
 		args["x-quorum-initial-group-size"] = f.quorumMembers

@@ -31,14 +31,7 @@ const quorumClusterTarget = 2
 func quorumClusterWorkload(f amqpFlow, versus string) string {
 	return fmt.Sprintf("AMQP cluster: quorum queue of %d members, %s persistent, confirms (≤%d unconfirmed), manual acks, prefetch %d; "+
 		"publisher and consumer on the queue leader's node; %s",
-		f.quorumMembers, formatBytes(f.bodySize), confirmWindow, f.prefetchCount(), versus)
-}
-
-func formatBytes(n int) string {
-	if n%1024 == 0 {
-		return fmt.Sprintf("%d KiB", n/1024)
-	}
-	return fmt.Sprintf("%d B", n)
+		f.quorumMembers, sizeName(f.bodySize), confirmWindow, f.prefetchCount(), versus)
 }
 
 func (s *suite) amqpClusterSection(ctx context.Context) error {
