@@ -105,27 +105,39 @@ func runningNodes(statusJSON string) ([]string, error) {
 	return status.Running, nil
 }
 
-// queueLeader asks the first node which node leads queue (a quorum
-// queue's `leader` info item).
-func (c *rabbitCluster) queueLeader(ctx context.Context, queue string) (string, error) {
-	out, err := c.nodes[0].ctl(ctx, "list_queues", "name", "leader", "--formatter", "json")
+// quorumQueue is a quorum queue as `rabbitmqctl list_queues name leader
+// members` reports it.
+type quorumQueue struct {
+	Name    string   `json:"name"`
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+}
+
+// quorumQueueInfo asks the first node for queue's leader and members.
+func (c *rabbitCluster) quorumQueueInfo(ctx context.Context, queue string) (quorumQueue, error) {
+	out, err := c.nodes[0].ctl(ctx, "list_queues", "name", "leader", "members", "--formatter", "json")
 	if err != nil {
-		return "", fmt.Errorf("rabbitmqctl list_queues: %v: %s", err, strings.TrimSpace(out))
+		return quorumQueue{}, fmt.Errorf("rabbitmqctl list_queues: %v: %s", err, strings.TrimSpace(out))
 	}
-	var queues []struct{ Name, Leader string }
-	i := strings.Index(out, "[")
+	return findQueue(out, queue)
+}
+
+// findQueue picks queue out of list_queues' JSON output.
+func findQueue(listJSON, queue string) (quorumQueue, error) {
+	i := strings.Index(listJSON, "[")
 	if i < 0 {
-		return "", fmt.Errorf("no JSON in %q", out)
+		return quorumQueue{}, fmt.Errorf("no JSON in %q", listJSON)
 	}
-	if err := json.Unmarshal([]byte(out[i:]), &queues); err != nil {
-		return "", err
+	var queues []quorumQueue
+	if err := json.Unmarshal([]byte(listJSON[i:]), &queues); err != nil {
+		return quorumQueue{}, err
 	}
 	for _, q := range queues {
 		if q.Name == queue {
-			return q.Leader, nil
+			return q, nil
 		}
 	}
-	return "", fmt.Errorf("queue %s not listed", queue)
+	return quorumQueue{}, fmt.Errorf("queue %s not listed", queue)
 }
 
 // stop stops the nodes, last first, then their epmd.

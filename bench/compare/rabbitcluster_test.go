@@ -57,3 +57,16 @@ func TestQuorumClusterWorkloadNamesIssue14Setup(t *testing.T) {
 		}
 	}
 }
+
+func TestFindQueueReadsLeaderAndMembers(t *testing.T) {
+	out := "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n" +
+		`[{"name":"other","leader":"rabbit2@localhost","members":["rabbit2@localhost"]},` +
+		`{"name":"bench-1","leader":"rabbit1@localhost","members":["rabbit1@localhost","rabbit2@localhost","rabbit3@localhost"]}]`
+	q, err := findQueue(out, "bench-1")
+	if err != nil || q.Leader != "rabbit1@localhost" || len(q.Members) != 3 {
+		t.Fatalf("findQueue = %+v, %v", q, err)
+	}
+	if _, err := findQueue(out, "missing"); err == nil {
+		t.Fatal("no error for a queue not listed")
+	}
+}

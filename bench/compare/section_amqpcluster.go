@@ -65,19 +65,20 @@ func (s *suite) amqpClusterSection(ctx context.Context) error {
 		},
 		wharf: wharf3,
 		skip:  skip,
-		notes: quorumClusterNotes("peer: RabbitMQ's leader is node 1, where the queue was declared (client-local placement, checked each run)"),
+		notes: quorumClusterNotes(fmt.Sprintf("peer: RabbitMQ's leader is node 1, where the queue was declared (client-local placement), with %d members: both checked each run", flow.quorumMembers)),
 	}
 	if rabbit != nil {
 		defer rabbit.stop()
 		first := rabbit.nodes[0]
 		vsRabbit.peer = &contender{name: fmt.Sprintf("RabbitMQ, %d-node cluster", clusterNodes), run: func(ctx context.Context) (figures, error) {
 			return s.runAMQPFlowServedBy(ctx, first.amqpURL(), flow, func(queue string) (string, error) {
-				leader, err := rabbit.queueLeader(ctx, queue)
+				q, err := rabbit.quorumQueueInfo(ctx, queue)
 				if err != nil {
 					return "", err
 				}
-				if leader != first.nodeName {
-					return "", fmt.Errorf("queue %s is led by %s, not by %s where it was declared", queue, leader, first.nodeName)
+				if q.Leader != first.nodeName || len(q.Members) != flow.quorumMembers {
+					return "", fmt.Errorf("queue %s is led by %s with members %v, not by %s (where it was declared) with %d",
+						queue, q.Leader, q.Members, first.nodeName, flow.quorumMembers)
 				}
 				return first.amqpURL(), nil
 			})
