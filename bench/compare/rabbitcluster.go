@@ -14,9 +14,8 @@ import (
 // one cluster: distinct node names (rabbit1@localhost, ...), AMQP and
 // distribution ports, one Erlang cookie and one epmd, no plugins.
 type rabbitCluster struct {
-	s        *suite
-	nodes    []*rabbitServer
-	epmdPort int
+	s     *suite
+	nodes []*rabbitServer
 }
 
 // rabbitClusterNodes describes the nodes of a cluster under dir: ports[0]
@@ -46,9 +45,15 @@ func (s *suite) startRabbitCluster(ctx context.Context, dir string) (*rabbitClus
 	if err := writeErlangCookie(specs[0].home); err != nil {
 		return nil, err
 	}
-	c := &rabbitCluster{s: s, epmdPort: ports[0]}
-	for _, n := range specs {
-		r, err := s.startRabbitNode(ctx, n, nil)
+	c := &rabbitCluster{s: s}
+	for i, n := range specs {
+		// The first node starts the shared epmd and is stopped last
+		// (here and by the suite's stopAll), so its cleanup stops epmd.
+		var cleanup func()
+		if i == 0 {
+			cleanup = func() { killEpmd(n.epmdPort) }
+		}
+		r, err := s.startRabbitNode(ctx, n, cleanup)
 		if err != nil {
 			c.stop()
 			return nil, fmt.Errorf("start %s: %w", n.name, err)
@@ -140,7 +145,7 @@ func findQueue(listJSON, queue string) (quorumQueue, error) {
 	return quorumQueue{}, fmt.Errorf("queue %s not listed", queue)
 }
 
-// stop stops the nodes, last first, then their epmd.
+// stop stops the nodes, last first (the first one's cleanup stops epmd).
 func (c *rabbitCluster) stop() {
 	for i := len(c.nodes) - 1; i >= 0; i-- {
 		r := c.nodes[i]
@@ -149,5 +154,4 @@ func (c *rabbitCluster) stop() {
 			c.s.logf("stopping RabbitMQ %s: %v", r.nodeName, err)
 		}
 	}
-	killEpmd(c.epmdPort)
 }
