@@ -15,7 +15,7 @@ import (
 // Settings of the AMQP workloads, as the AMQP issues set them.
 const (
 	confirmWindow = 256 // unconfirmed publishes allowed in flight
-	prefetch      = 200 // basic.qos prefetch count of each consumer channel
+	prefetch      = 200 // basic.qos prefetch count of each consumer channel, unless the flow sets one
 )
 
 // amqpFlow is a publisher -> queue(s) -> consumer workload through
@@ -29,11 +29,24 @@ type amqpFlow struct {
 	queueType  string // x-queue-type: "" (classic), "quorum", "stream"
 	queues     int    // 1: publish to the default exchange; more: a fanout exchange bound to each
 	consume    bool   // false: publish only, throughput counted from confirms
+	// quorumMembers, when set, is a quorum queue's
+	// x-quorum-initial-group-size.
+	quorumMembers int
+	// prefetch, when set, replaces the default prefetch count.
+	prefetch int
 	// perSecond, when set, paces the publisher at a fixed offered load;
 	// each message is stamped with the moment it was due, so a publisher
 	// held back by the broker shows as latency rather than as fewer
 	// samples. Zero: flat out.
 	perSecond int
+}
+
+// prefetchCount is the basic.qos prefetch count of f's consumers.
+func (f amqpFlow) prefetchCount() int {
+	if f.prefetch > 0 {
+		return f.prefetch
+	}
+	return prefetch
 }
 
 // run executes one run of f against the broker at url and returns:
@@ -42,6 +55,13 @@ type amqpFlow struct {
 // p50/p99 publish-to-deliver latency in ms, and backlog (messages published
 // but not delivered when the window closed, per queue).
 func (s *suite) runAMQPFlow(ctx context.Context, url string, f amqpFlow) (figures, error) {
+	return s.runAMQPFlowServedBy(ctx, url, f, func(string) (string, error) { return url, nil })
+}
+
+// runAMQPFlowServedBy is runAMQPFlow with the topology declared at url and
+// the publisher and consumers connected to the broker servedBy names once
+// the first queue exists (in a cluster: the node leading it).
+func (s *suite) runAMQPFlowServedBy(ctx context.Context, url string, f amqpFlow, servedBy func(queue string) (string, error)) (figures, error) {
 	name := s.uniqueName("bench")
 	admin, err := amqp.Dial(url)
 	if err != nil {
@@ -57,6 +77,9 @@ func (s *suite) runAMQPFlow(ctx context.Context, url string, f amqpFlow) (figure
 		return nil, err
 	}
 	defer deleteTopology(admin, queues, exchange)
+	if url, err = servedBy(queues[0]); err != nil {
+		return nil, err
+	}
 
 	w := s.newWindow()
 	var consumers []*flowConsumer
@@ -69,7 +92,7 @@ func (s *suite) runAMQPFlow(ctx context.Context, url string, f amqpFlow) (figure
 		}
 		defer consumerConn.Close()
 		for _, q := range queues {
-			c, err := s.startFlowConsumer(consumerConn, q, w, &wg)
+			c, err := s.startFlowConsumer(consumerConn, q, f.prefetchCount(), w, &wg)
 			if err != nil {
 				return nil, err
 			}
@@ -118,9 +141,12 @@ func (s *suite) runAMQPFlow(ctx context.Context, url string, f amqpFlow) (figure
 // declareTopology declares f's queues (and fanout exchange) named after
 // name and returns them.
 func declareTopology(ch *amqp.Channel, name string, f amqpFlow) (queues []string, exchange string, err error) {
-	var args amqp.Table
+	args := amqp.Table{}
 	if f.queueType != "" {
-		args = amqp.Table{"x-queue-type": f.queueType}
+		args["x-queue-type"] = f.queueType
+	}
+	if f.quorumMembers > 0 {
+		args["x-quorum-initial-group-size"] = f.quorumMembers
 	}
 	for i := range f.queues {
 		q := name
@@ -179,7 +205,7 @@ type flowConsumer struct {
 	latency     latencies
 }
 
-func (s *suite) startFlowConsumer(conn *amqp.Connection, queue string, w window, wg *sync.WaitGroup) (*flowConsumer, error) {
+func (s *suite) startFlowConsumer(conn *amqp.Connection, queue string, prefetch int, w window, wg *sync.WaitGroup) (*flowConsumer, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, err

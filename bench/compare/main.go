@@ -53,7 +53,7 @@ func main() {
 	flag.IntVar(&o.scaleCount, "scale-count", 10000, "partitions and queues created by -scale")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory on the disk to measure; every server's data goes in a temporary directory under it")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file to write, relative to the module root (empty: print only)")
-	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, nats, jetstream, idle, catchup, scale, cluster, security (default: the first six; -scale adds idle, catchup and scale; cluster and security run only when named)")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, nats, jetstream, idle, catchup, scale, cluster, security, amqpcluster (default: the first six; -scale adds idle, catchup and scale; cluster, security and amqpcluster run only when named)")
 	flag.StringVar(&o.wharfProfile, "wharf-cpuprofile", "", "run Wharf as a profiled re-execution of this program (same node.Start as `wharf serve`) and write its CPU profile here")
 
 	// Child modes: this program re-executed as a server process.

@@ -29,6 +29,7 @@ const (
 type rabbitServer struct {
 	*child
 	amqpAddr string
+	nodeName string
 	env      []string
 	pidFile  string
 	version  string
@@ -40,10 +41,53 @@ func rabbitAvailable() bool {
 	return err == nil
 }
 
-// startRabbitMQ starts a RabbitMQ node in dir and waits until its AMQP port
-// accepts and `rabbitmqctl await_startup` succeeds.
-func (s *suite) startRabbitMQ(ctx context.Context, dir string) (*rabbitServer, error) {
-	ports := make([]int, 3)
+// rabbitNode is what sets one RabbitMQ node apart on this machine: its
+// name, its directory (configuration, Mnesia, logs, pid file), the HOME
+// holding its Erlang cookie (shared by the nodes of one cluster) and its
+// ports, all on 127.0.0.1. The nodes of one cluster share one epmd port.
+type rabbitNode struct {
+	name                         string // Erlang node name, e.g. bench@localhost
+	dir, home                    string
+	amqpPort, distPort, epmdPort int
+}
+
+// conf is the node's rabbitmq.conf: AMQP on loopback, logs to file at
+// warning level, everything else RabbitMQ's default.
+func (n rabbitNode) conf() string {
+	return fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nlog.console = false\nlog.file.level = warning\n", n.amqpPort)
+}
+
+// env is the environment RabbitMQ's scripts (server and rabbitmqctl) read
+// for this node, beyond the process's own.
+func (n rabbitNode) env() []string {
+	// The Erlang distribution (node <-> node, node <-> rabbitmqctl) and
+	// epmd listen on loopback only, on ports of their own, so a system
+	// RabbitMQ or epmd is neither disturbed nor used.
+	loopbackDist := "-kernel inet_dist_use_interface {127,0,0,1}"
+	return []string{
+		"HOME=" + n.home,
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(n.dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(n.dir, "log"),
+		"RABBITMQ_NODENAME=" + n.name,
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT=" + strconv.Itoa(n.amqpPort),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(n.distPort),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(n.dir, "rabbitmq.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(n.dir, "advanced.config"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(n.dir, "enabled_plugins"),
+		"RABBITMQ_PID_FILE=" + n.pidFile(),
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=" + loopbackDist,
+		"RABBITMQ_CTL_ERL_ARGS=" + loopbackDist,
+		"ERL_EPMD_ADDRESS=127.0.0.1",
+		"ERL_EPMD_PORT=" + strconv.Itoa(n.epmdPort),
+	}
+}
+
+func (n rabbitNode) pidFile() string { return filepath.Join(n.dir, "rabbit.pid") }
+
+// freePorts reserves n free loopback ports.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -51,69 +95,77 @@ func (s *suite) startRabbitMQ(ctx context.Context, dir string) (*rabbitServer, e
 		}
 		ports[i] = p
 	}
-	amqpPort, distPort, epmdPort := ports[0], ports[1], ports[2]
-	home := filepath.Join(dir, "home")
+	return ports, nil
+}
+
+// writeErlangCookie makes home and a random Erlang cookie in it.
+func writeErlangCookie(home string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	cookie := make([]byte, 16)
 	if _, err := rand.Read(cookie); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(home, ".erlang.cookie"), []byte(hex.EncodeToString(cookie)), 0o400)
+}
+
+// startRabbitMQ starts a RabbitMQ node in dir, with its own cookie and
+// epmd, and waits until it is up (startRabbitNode).
+func (s *suite) startRabbitMQ(ctx context.Context, dir string) (*rabbitServer, error) {
+	ports, err := freePorts(3)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(home, ".erlang.cookie"), []byte(hex.EncodeToString(cookie)), 0o400); err != nil {
+	n := rabbitNode{name: "bench@localhost", dir: dir, home: filepath.Join(dir, "home"),
+		amqpPort: ports[0], distPort: ports[1], epmdPort: ports[2]}
+	if err := writeErlangCookie(n.home); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nlog.console = false\nlog.file.level = warning\n", amqpPort)
-	confPath := filepath.Join(dir, "rabbitmq.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+	return s.startRabbitNode(ctx, n, func() { killEpmd(n.epmdPort) })
+}
+
+// startRabbitNode starts node n (whose home already holds the cookie) and
+// waits until its AMQP port accepts and `rabbitmqctl await_startup`
+// succeeds. cleanup, when set, runs once the node has stopped, also when
+// it fails to start.
+func (s *suite) startRabbitNode(ctx context.Context, n rabbitNode, cleanup func()) (*rabbitServer, error) {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return nil, err
 	}
-	pluginsPath := filepath.Join(dir, "enabled_plugins")
-	if err := os.WriteFile(pluginsPath, []byte("[].\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.dir, "rabbitmq.conf"), []byte(n.conf()), 0o644); err != nil {
 		return nil, err
 	}
-	// The Erlang distribution (node <-> rabbitmqctl) and epmd listen on
-	// loopback only, on ports of their own, so a system RabbitMQ or epmd is
-	// neither disturbed nor used.
-	loopbackDist := "-kernel inet_dist_use_interface {127,0,0,1}"
-	r := &rabbitServer{amqpAddr: loopback(amqpPort), pidFile: filepath.Join(dir, "rabbit.pid")}
-	r.env = append(os.Environ(),
-		"HOME="+home,
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
-		"RABBITMQ_NODENAME=bench@localhost",
-		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-		"RABBITMQ_NODE_PORT="+strconv.Itoa(amqpPort),
-		"RABBITMQ_DIST_PORT="+strconv.Itoa(distPort),
-		"RABBITMQ_CONFIG_FILE="+confPath,
-		"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+pluginsPath,
-		"RABBITMQ_PID_FILE="+r.pidFile,
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+loopbackDist,
-		"RABBITMQ_CTL_ERL_ARGS="+loopbackDist,
-		"ERL_EPMD_ADDRESS=127.0.0.1",
-		"ERL_EPMD_PORT="+strconv.Itoa(epmdPort),
-	)
+	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+		return nil, err
+	}
+	r := &rabbitServer{amqpAddr: loopback(n.amqpPort), nodeName: n.name, pidFile: n.pidFile(),
+		env: append(os.Environ(), n.env()...)}
 	cmd := exec.Command(rabbitServerScript)
-	cmd.Dir = dir
+	cmd.Dir = n.dir
 	cmd.Env = r.env
 	var err error
-	r.child, err = s.procs.start("rabbitmq", cmd, filepath.Join(dir, "server.log"))
+	r.child, err = s.procs.start("rabbitmq "+n.name, cmd, filepath.Join(n.dir, "server.log"))
 	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
 		return nil, err
 	}
 	r.graceful = func(ctx context.Context) error {
 		_, err := r.ctl(ctx, "stop")
 		return err
 	}
-	r.cleanup = func() { killEpmd(epmdPort) }
+	r.cleanup = cleanup
 	if err := waitForTCP(ctx, r.child, r.amqpAddr, 3*time.Minute); err != nil {
+		s.procs.forget(r.child)
 		r.terminate(30 * time.Second)
 		return nil, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if out, err := r.ctl(waitCtx, "await_startup"); err != nil {
+		s.procs.forget(r.child)
 		r.terminate(30 * time.Second)
 		return nil, fmt.Errorf("rabbitmqctl await_startup: %v: %s", err, out)
 	}
@@ -125,7 +177,7 @@ func (s *suite) startRabbitMQ(ctx context.Context, dir string) (*rabbitServer, e
 
 // ctl runs rabbitmqctl against the node with the node's environment.
 func (r *rabbitServer) ctl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, rabbitCtlScript, append([]string{"-n", "bench@localhost"}, args...)...)
+	cmd := exec.CommandContext(ctx, rabbitCtlScript, append([]string{"-n", r.nodeName}, args...)...)
 	cmd.Env = r.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -104,11 +104,18 @@ type clusterNode struct {
 	*child
 	id        int32
 	kafkaAddr string
+	amqpAddr  string // "": AMQP off
 	args      []string
 	logPath   string
 }
 
 func (s *suite) startWharfCluster(ctx context.Context, name string) (*wharfCluster, error) {
+	return s.startWharfClusterWith(ctx, name, false)
+}
+
+// startWharfClusterWith starts the cluster's nodes, each also serving
+// AMQP on a port of its own when withAMQP is set.
+func (s *suite) startWharfClusterWith(ctx context.Context, name string, withAMQP bool) (*wharfCluster, error) {
 	c := &wharfCluster{s: s}
 	base := filepath.Join(s.work, s.uniqueName(name))
 	var initial []string
@@ -122,8 +129,15 @@ func (s *suite) startWharfCluster(ctx context.Context, name string) (*wharfClust
 			return nil, err
 		}
 		nd := &clusterNode{id: int32(i + 1), kafkaAddr: loopback(kport), logPath: base + fmt.Sprintf("-node%d.log", i+1)}
+		if withAMQP {
+			aport, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			nd.amqpAddr = loopback(aport)
+		}
 		nd.args = []string{"serve", "--data-dir", filepath.Join(base, fmt.Sprint("node", i+1)), "--kafka-addr", nd.kafkaAddr,
-			"--amqp-addr", "", "--http-addr", "", "--nats-addr", "", "--log-level", "warn",
+			"--amqp-addr", nd.amqpAddr, "--http-addr", "", "--nats-addr", "", "--log-level", "warn",
 			"--node-id", fmt.Sprint(i + 1), "--cluster-addr", loopback(cport)}
 		initial = append(initial, fmt.Sprintf("%d@%s", i+1, loopback(cport)))
 		c.nodes = append(c.nodes, nd)

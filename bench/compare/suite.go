@@ -79,6 +79,7 @@ func run(ctx context.Context, o options) error {
 		{"scale", true, s.scaleSection},
 		{"cluster", true, s.onlyWhenNamed("cluster", s.clusterSection)},
 		{"security", false, s.onlyWhenNamed("security", s.securitySection)},
+		{"amqpcluster", true, s.onlyWhenNamed("amqpcluster", s.amqpClusterSection)},
 	}
 	for _, sec := range sections {
 		if !s.selected(sec.name, sec.scale) {
