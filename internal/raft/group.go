@@ -24,6 +24,7 @@ type Group struct {
 	status      Status
 	members     []uint64 // voters and learners, sorted
 	appends     []*pendingAppend
+	writeAfter  uint64 // appends wait until the host delivered this many sync rounds
 	appliedTerm uint64 // term of the last entry applied
 	idleTicks   int    // ticks a leader found nothing to do, for quiescence
 	snapRequest snapshotRequest

@@ -43,6 +43,10 @@ type Config struct {
 	MaxUncommittedBytes uint64
 	// SyncWorkers is how many groups' fsyncs a sync round runs at once (16).
 	SyncWorkers int
+	// SyncRounds is how many sync rounds may be in flight at once (4):
+	// what the groups write while one round fsyncs goes to disk in the
+	// next at once, not after the loop has heard the first one end.
+	SyncRounds int
 	// MaxInboxBytes bounds what the transports may queue for the loop;
 	// past it Deliver drops, as Raft tolerates (64 MiB).
 	MaxInboxBytes int
@@ -74,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SyncWorkers <= 0 {
 		c.SyncWorkers = 16
+	}
+	if c.SyncRounds <= 0 {
+		c.SyncRounds = 4
 	}
 	if c.MaxInboxBytes <= 0 {
 		c.MaxInboxBytes = 64 << 20
@@ -120,7 +127,7 @@ type Host struct {
 	peersStale   bool                  // group memberships changed: recompute peers
 	outbox       map[uint64][]Envelope // by destination, sent at the end of a step
 	writers      map[uint64]*Group     // groups with appends to write
-	syncing      bool                  // a sync round is in flight
+	rounds       syncRounds
 	tickDeadline time.Time
 	// silent is the peers taken for down, published for PeerUp.
 	silent atomic.Pointer[map[uint64]bool]
@@ -131,7 +138,7 @@ type Host struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	syncDone chan *SyncBatch
+	syncDone chan *SyncBatch // capacity SyncRounds: a round never waits to report
 	stop     chan struct{}
 }
 
@@ -173,7 +180,7 @@ func NewHost(cfg Config) (*Host, error) {
 		writers:  map[uint64]*Group{},
 		ctx:      ctx,
 		cancel:   cancel,
-		syncDone: make(chan *SyncBatch, 1),
+		syncDone: make(chan *SyncBatch, cfg.SyncRounds),
 		stop:     make(chan struct{}),
 	}, nil
 }
@@ -196,8 +203,8 @@ func (h *Host) run() {
 	for {
 		select {
 		case <-h.stop:
-			if h.syncing {
-				<-h.syncDone // let the round in flight finish before replicas close
+			for range h.rounds.running() {
+				<-h.syncDone // let the rounds in flight finish before replicas close
 			}
 			return
 		case <-ticker.C:
