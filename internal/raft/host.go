@@ -346,9 +346,9 @@ func (h *Host) markDirty(g *Group, wake bool) {
 // Process does everything pending but ticking: it steps the envelopes
 // received into their groups, handles every group's Ready (sending its
 // messages, applying what it committed, queueing what it must store), and
-// if no sync round is in flight writes what the groups must store and
-// returns the sync round that makes it durable (nil if there is none). The
-// caller runs the round and hands it to Synced.
+// unless SyncRounds rounds are in flight writes what the groups must store
+// and returns the sync round that makes it durable (nil if there is none).
+// The caller runs the round and hands it to Synced.
 func (h *Host) Process() *SyncBatch {
 	h.mu.Lock()
 	inbox := h.inbox
@@ -364,9 +364,10 @@ func (h *Host) Process() *SyncBatch {
 		}
 		g.mu.Unlock()
 	}
-	b := h.writeRound()
+	// The peers get their messages before this node writes: a leader's
+	// entries reach its followers without waiting for its own writes.
 	h.flush()
-	return b
+	return h.writeRound()
 }
 
 // takeDirty empties the dirty set, in group order.
