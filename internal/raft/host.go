@@ -457,6 +457,9 @@ func (h *Host) handleReady(g *Group) {
 		if rd.SoftState != nil || rd.HardState != nil {
 			h.updateStatus(g)
 		}
+		if rd.HardState != nil {
+			g.commit = rd.HardState.GetCommit()
+		}
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case etcdraft.LocalAppendThread:
@@ -472,6 +475,22 @@ func (h *Host) handleReady(g *Group) {
 			}
 		}
 	}
+	h.leaderCommitted(g)
+}
+
+// leaderCommitted tells the replica of a group this node leads how far
+// its entries are committed, as soon as they are all written here: an
+// acknowledgement waits for a majority's fsyncs, not for this node's
+// (the leader's own may come after two followers'). On a follower the
+// entries written at the committed indexes may still be a deposed
+// leader's, which the queued ones are about to replace: only the leader's
+// log is its Raft log as written. Caller holds g.mu.
+func (h *Host) leaderCommitted(g *Group) {
+	if g.status.Role != etcdraft.StateLeader || len(g.appends) > 0 || g.commit <= g.toldCommit {
+		return
+	}
+	g.toldCommit = g.commit
+	g.rep.Committed(g.commit)
 }
 
 // updateStatus publishes g's state after Raft changed it. Caller holds

@@ -35,6 +35,11 @@ type Replica interface {
 	// membership change the host has applied it to Raft already and cs is
 	// the configuration from this entry on; nil otherwise.
 	Apply(e *pb.Entry, cs *pb.ConfState) error
+	// Committed tells a leader's replica that its entries up to index
+	// are committed: a majority has them durable, which may be before
+	// this node has, and before they are applied here. Every entry up to
+	// index is written here when it is called.
+	Committed(index uint64)
 	// Matched tells a leader's replica, every tick, that every member's
 	// log matches its own up to index: entries below it no follower needs
 	// any more.

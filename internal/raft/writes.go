@@ -189,6 +189,7 @@ func (h *Host) writeQueue(g *Group, seq uint64) (syncItem, bool) {
 		g.appends[0] = nil
 		g.appends = g.appends[1:]
 	}
+	h.leaderCommitted(g)
 	return it, true
 }
 

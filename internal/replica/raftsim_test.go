@@ -218,7 +218,7 @@ type simNode struct {
 	host     *raft.Host
 	logs     map[uint64]*replica.RaftLog
 	down     bool
-	upAt     int64 // when a down node restarts
+	upAt     int64          // when a down node restarts
 	pending  []pendingRound // sync rounds in flight, in the order they started
 	slowDisk int64          // steps a sync round takes on this node now
 }
