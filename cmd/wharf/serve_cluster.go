@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/node"
 )
@@ -11,18 +12,28 @@ import (
 // clusterFlags are the flags that make `wharf serve` one node of a
 // cluster (issue 13): all three, or none for a single node.
 type clusterFlags struct {
-	nodeID        *int
-	addr, initial *string
+	nodeID          *int
+	addr, initial   *string
+	electionTimeout *time.Duration
 }
 
 // clusterEnv lists the cluster flags settable by environment variable.
-var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster"}
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "election-timeout"}
+
+// The bounds of --election-timeout: a Raft tick is a tenth of it, and
+// a tick under 10 ms costs a busy node more than it saves.
+const (
+	minElectionTimeout = 100 * time.Millisecond
+	maxElectionTimeout = time.Minute
+)
 
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
 		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
+		electionTimeout: fs.Duration("election-timeout", time.Second,
+			"how long a follower hears nothing from its leader before it stands for election (a leader's heartbeats and the Raft tick are a tenth of it)"),
 	}
 }
 
@@ -45,7 +56,12 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	if _, ok := nodes[int32(*f.nodeID)]; !ok {
 		return usagef("--initial-cluster %q does not name --node-id %d", *f.initial, *f.nodeID)
 	}
-	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes}
+	timeout := *f.electionTimeout
+	if timeout < minElectionTimeout || timeout > maxElectionTimeout {
+		return usagef("--election-timeout must be between %v and %v, got %v", minElectionTimeout, maxElectionTimeout, timeout)
+	}
+	// The election timeout is ten ticks (node.ClusterConfig).
+	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes, TickInterval: timeout / 10}
 	return nil
 }
 
