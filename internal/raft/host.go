@@ -479,18 +479,31 @@ func (h *Host) handleReady(g *Group) {
 }
 
 // leaderCommitted tells the replica of a group this node leads how far
-// its entries are committed, as soon as they are all written here: an
-// acknowledgement waits for a majority's fsyncs, not for this node's
-// (the leader's own may come after two followers'). On a follower the
-// entries written at the committed indexes may still be a deposed
-// leader's, which the queued ones are about to replace: only the leader's
-// log is its Raft log as written. Caller holds g.mu.
+// its entries are committed and written here: an acknowledgement waits
+// for a majority's fsyncs, not for this node's (the leader's own may come
+// after two followers'). Entries from the first one still queued on are
+// not: the written ones at those indexes may be a deposed leader's, which
+// the queued ones (written to this node as a follower, before it led) are
+// about to replace. Caller holds g.mu.
 func (h *Host) leaderCommitted(g *Group) {
-	if g.status.Role != etcdraft.StateLeader || len(g.appends) > 0 || g.commit <= g.toldCommit {
+	if g.status.Role != etcdraft.StateLeader {
 		return
 	}
-	g.toldCommit = g.commit
-	g.rep.Committed(g.commit)
+	upTo := g.commit
+	for _, pa := range g.appends {
+		if !etcdraft.IsEmptySnap(pa.w.Snapshot) {
+			return
+		}
+		if len(pa.w.Entries) > 0 {
+			upTo = min(upTo, pa.w.Entries[0].GetIndex()-1)
+			break
+		}
+	}
+	if upTo <= g.toldCommit {
+		return
+	}
+	g.toldCommit = upTo
+	g.rep.Committed(upTo)
 }
 
 // updateStatus publishes g's state after Raft changed it. Caller holds
