@@ -27,8 +27,8 @@ const (
 	// hold: 10 topics of 100.
 	clusterIdlePartitions = 1000
 	clusterIdleTopics     = 10
-	// clusterElectionTimeout is the nodes' Raft election timeout: ten
-	// ticks of 100 ms, fixed (internal/raft.Config; no flag sets it).
+	// clusterElectionTimeout is the nodes' Raft election timeout
+	// (--election-timeout; Wharf's default).
 	clusterElectionTimeout = time.Second
 )
 
@@ -124,7 +124,8 @@ func (s *suite) startWharfCluster(ctx context.Context, name string) (*wharfClust
 		nd := &clusterNode{id: int32(i + 1), kafkaAddr: loopback(kport), logPath: base + fmt.Sprintf("-node%d.log", i+1)}
 		nd.args = []string{"serve", "--data-dir", filepath.Join(base, fmt.Sprint("node", i+1)), "--kafka-addr", nd.kafkaAddr,
 			"--amqp-addr", "", "--http-addr", "", "--nats-addr", "", "--log-level", "warn",
-			"--node-id", fmt.Sprint(i + 1), "--cluster-addr", loopback(cport)}
+			"--node-id", fmt.Sprint(i + 1), "--cluster-addr", loopback(cport),
+			"--election-timeout", clusterElectionTimeout.String()}
 		initial = append(initial, fmt.Sprintf("%d@%s", i+1, loopback(cport)))
 		c.nodes = append(c.nodes, nd)
 	}
@@ -247,7 +248,7 @@ func (s *suite) clusterFailoverRows(ctx context.Context, c *wharfCluster) error 
 		Wharf:     figureOr(medianFigures(figuresOf("ms", times)), "ms"),
 		PeerValue: figureOr(nil, ""),
 		Notes: joinNotes("median; peer skipped: a single process has no failover",
-			fmt.Sprintf("target < 2,000 ms; Raft election timeout %v (ten 100 ms ticks, no flag sets it)", clusterElectionTimeout),
+			fmt.Sprintf("target < 2,000 ms; --election-timeout %v", clusterElectionTimeout),
 			"franz-go refreshing metadata at most every 100 ms, 50 ms retry backoff", outcome),
 	})
 	return nil
