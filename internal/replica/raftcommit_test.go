@@ -70,6 +70,17 @@ func step(nodes []*manualNode, fate func(*manualNode) roundFate) {
 	}
 }
 
+// holdOnly is the fate that holds the sync rounds of held and ends the
+// others'.
+func holdOnly(held *manualNode) func(*manualNode) roundFate {
+	return func(n *manualNode) roundFate {
+		if n == held {
+			return holdRound
+		}
+		return endRound
+	}
+}
+
 // electFirst makes nodes[0] the leader, ready for appends.
 func electFirst(t *testing.T, nodes []*manualNode) *manualNode {
 	t.Helper()
@@ -118,13 +129,7 @@ func TestRaftAckBeforeLeaderFsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holdLeader := func(n *manualNode) roundFate {
-		if n == leader {
-			return holdRound
-		}
-		return endRound
-	}
-	stepUntilCommitted(nodes, leader, a, holdLeader)
+	stepUntilCommitted(nodes, leader, a, holdOnly(leader))
 	if len(leader.held) == 0 {
 		t.Fatal("the leader ran no sync round for the append")
 	}
@@ -158,17 +163,11 @@ func TestRaftFollowerAcksWhenFsynced(t *testing.T) {
 func TestRaftSyncRoundsOverlap(t *testing.T) {
 	nodes := manualCluster(t, 3)
 	leader := electFirst(t, nodes)
-	holdLeader := func(n *manualNode) roundFate {
-		if n == leader {
-			return holdRound
-		}
-		return endRound
-	}
 	for i := range 2 {
 		if _, err := leader.log.Append(testBatch(1), replica.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		step(nodes, holdLeader)
+		step(nodes, holdOnly(leader))
 		if len(leader.held) != i+1 {
 			t.Fatalf("after append %d: %d sync rounds in flight on the leader, want %d", i+1, len(leader.held), i+1)
 		}
