@@ -117,8 +117,8 @@ type raftState struct {
 type stateFile struct {
 	path string
 
-	syncMu sync.Mutex // held across an fsync, and by whatever replaces or closes f; taken before mu
-	mu     sync.Mutex // guards everything below
+	syncMu  sync.Mutex // held across an fsync, and by whatever replaces or closes f; taken before mu
+	mu      sync.Mutex // guards everything below
 	f       *os.File
 	size    int64 // bytes in the file
 	buf     []byte
