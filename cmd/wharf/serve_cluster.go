@@ -17,6 +17,7 @@ import (
 type clusterFlags struct {
 	nodeID              *int
 	addr, initial, join *string
+	electionTimeout     *time.Duration
 
 	minInsync      *int
 	autoRebalance  *bool
@@ -24,15 +25,24 @@ type clusterFlags struct {
 }
 
 // clusterEnv lists the cluster flags settable by environment variable.
-var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "join",
+var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "join", "election-timeout",
 	"min-insync-replicas", "auto-leader-rebalance", "leader-imbalance-check-interval"}
+
+// The bounds of --election-timeout: a Raft tick is a tenth of it, and
+// a tick under 10 ms costs a busy node more than it saves.
+const (
+	minElectionTimeout = 100 * time.Millisecond
+	maxElectionTimeout = time.Minute
+)
 
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
 		addr:    fs.String("cluster-addr", "", "address this node listens on for the other nodes' Raft traffic (empty: a single node)"),
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
-		join:    fs.String("join", "", "the --cluster-addr HOST:PORT of any node of a running cluster, for a new node (with an empty --data-dir) to join it under --node-id"),
+		electionTimeout: fs.Duration("election-timeout", time.Second,
+			"how long a follower hears nothing from its leader before it stands for election (a leader's heartbeats and the Raft tick are a tenth of it)"),
+		join: fs.String("join", "", "the --cluster-addr HOST:PORT of any node of a running cluster, for a new node (with an empty --data-dir) to join it under --node-id"),
 
 		minInsync: fs.Int("min-insync-replicas", 0,
 			"default min.insync.replicas of every topic: acks=all to a partition with fewer replicas in sync gets NOT_ENOUGH_REPLICAS (0: min(2, the topic's replication factor))"),
@@ -60,13 +70,19 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	if *f.addr == "" && *f.initial == "" && *f.join == "" {
 		return nil
 	}
+	timeout := *f.electionTimeout
+	if timeout < minElectionTimeout || timeout > maxElectionTimeout {
+		return usagef("--election-timeout must be between %v and %v, got %v", minElectionTimeout, maxElectionTimeout, timeout)
+	}
+	// The election timeout is ten ticks (node.ClusterConfig).
+	tick := timeout / 10
 	switch {
 	case *f.initial != "" && *f.join != "":
 		return usagef("--initial-cluster starts a cluster and --join joins a running one: give one of them")
 	case *f.join != "" && (*f.addr == "" || *f.nodeID == 0):
 		return usagef("--join needs --node-id and --cluster-addr")
 	case *f.join != "":
-		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join}
+		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join, TickInterval: tick}
 		return nil
 	case *f.addr == "" || *f.initial == "" || *f.nodeID == 0:
 		return usagef("--node-id, --cluster-addr and --initial-cluster go together")
@@ -78,7 +94,7 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	if _, ok := nodes[int32(*f.nodeID)]; !ok {
 		return usagef("--initial-cluster %q does not name --node-id %d", *f.initial, *f.nodeID)
 	}
-	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes}
+	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes, TickInterval: tick}
 	return nil
 }
 

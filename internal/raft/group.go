@@ -24,7 +24,10 @@ type Group struct {
 	status      Status
 	members     []uint64 // voters and learners, sorted
 	appends     []*pendingAppend
+	writeAfter  uint64 // appends wait until the host delivered this many sync rounds
 	appliedTerm uint64 // term of the last entry applied
+	commit      uint64 // the commit index Raft last reported
+	toldCommit  uint64 // the commit index last told to the replica (leaderCommitted)
 	idleTicks   int    // ticks a leader found nothing to do, for quiescence
 	snapRequest snapshotRequest
 	forward     ForwardHandler // nil: forwarded proposals are refused

@@ -43,6 +43,10 @@ type Config struct {
 	MaxUncommittedBytes uint64
 	// SyncWorkers is how many groups' fsyncs a sync round runs at once (16).
 	SyncWorkers int
+	// SyncRounds is how many sync rounds may be in flight at once (4):
+	// what the groups write while one round fsyncs goes to disk in the
+	// next at once, not after the loop has heard the first one end.
+	SyncRounds int
 	// MaxInboxBytes bounds what the transports may queue for the loop;
 	// past it Deliver drops, as Raft tolerates (64 MiB).
 	MaxInboxBytes int
@@ -74,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SyncWorkers <= 0 {
 		c.SyncWorkers = 16
+	}
+	if c.SyncRounds <= 0 {
+		c.SyncRounds = 4
 	}
 	if c.MaxInboxBytes <= 0 {
 		c.MaxInboxBytes = 64 << 20
@@ -120,7 +127,7 @@ type Host struct {
 	peersStale   bool                  // group memberships changed: recompute peers
 	outbox       map[uint64][]Envelope // by destination, sent at the end of a step
 	writers      map[uint64]*Group     // groups with appends to write
-	syncing      bool                  // a sync round is in flight
+	rounds       syncRounds
 	tickDeadline time.Time
 	// silent is the peers taken for down, published for PeerUp.
 	silent atomic.Pointer[map[uint64]bool]
@@ -131,7 +138,7 @@ type Host struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	syncDone chan *SyncBatch
+	syncDone chan *SyncBatch // capacity SyncRounds: a round never waits to report
 	stop     chan struct{}
 }
 
@@ -173,7 +180,7 @@ func NewHost(cfg Config) (*Host, error) {
 		writers:  map[uint64]*Group{},
 		ctx:      ctx,
 		cancel:   cancel,
-		syncDone: make(chan *SyncBatch, 1),
+		syncDone: make(chan *SyncBatch, cfg.SyncRounds),
 		stop:     make(chan struct{}),
 	}, nil
 }
@@ -196,8 +203,8 @@ func (h *Host) run() {
 	for {
 		select {
 		case <-h.stop:
-			if h.syncing {
-				<-h.syncDone // let the round in flight finish before replicas close
+			for range h.rounds.running() {
+				<-h.syncDone // let the rounds in flight finish before replicas close
 			}
 			return
 		case <-ticker.C:
@@ -339,9 +346,9 @@ func (h *Host) markDirty(g *Group, wake bool) {
 // Process does everything pending but ticking: it steps the envelopes
 // received into their groups, handles every group's Ready (sending its
 // messages, applying what it committed, queueing what it must store), and
-// if no sync round is in flight writes what the groups must store and
-// returns the sync round that makes it durable (nil if there is none). The
-// caller runs the round and hands it to Synced.
+// unless SyncRounds rounds are in flight writes what the groups must store
+// and returns the sync round that makes it durable (nil if there is none).
+// The caller runs the round and hands it to Synced.
 func (h *Host) Process() *SyncBatch {
 	h.mu.Lock()
 	inbox := h.inbox
@@ -357,9 +364,10 @@ func (h *Host) Process() *SyncBatch {
 		}
 		g.mu.Unlock()
 	}
-	b := h.writeRound()
+	// The peers get their messages before this node writes: a leader's
+	// entries reach its followers without waiting for its own writes.
 	h.flush()
-	return b
+	return h.writeRound()
 }
 
 // takeDirty empties the dirty set, in group order.
@@ -451,6 +459,9 @@ func (h *Host) handleReady(g *Group) {
 		if rd.SoftState != nil || rd.HardState != nil {
 			h.updateStatus(g)
 		}
+		if rd.HardState != nil {
+			g.commit = rd.HardState.GetCommit()
+		}
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case etcdraft.LocalAppendThread:
@@ -466,6 +477,35 @@ func (h *Host) handleReady(g *Group) {
 			}
 		}
 	}
+	h.leaderCommitted(g)
+}
+
+// leaderCommitted tells the replica of a group this node leads how far
+// its entries are committed and written here: an acknowledgement waits
+// for a majority's fsyncs, not for this node's (the leader's own may come
+// after two followers'). Entries from the first one still queued on are
+// not: the written ones at those indexes may be a deposed leader's, which
+// the queued ones (written to this node as a follower, before it led) are
+// about to replace. Caller holds g.mu.
+func (h *Host) leaderCommitted(g *Group) {
+	if g.status.Role != etcdraft.StateLeader {
+		return
+	}
+	upTo := g.commit
+	for _, pa := range g.appends {
+		if !etcdraft.IsEmptySnap(pa.w.Snapshot) {
+			return
+		}
+		if len(pa.w.Entries) > 0 {
+			upTo = min(upTo, pa.w.Entries[0].GetIndex()-1)
+			break
+		}
+	}
+	if upTo <= g.toldCommit {
+		return
+	}
+	g.toldCommit = upTo
+	g.rep.Committed(upTo)
 }
 
 // updateStatus publishes g's state after Raft changed it. Caller holds

@@ -306,7 +306,8 @@ func (l *RaftLog) termAt(offset int64) (uint64, error) {
 }
 
 // waitCommitted waits for the offsets below upTo, written in term, to be
-// committed and applied here (so fsynced here as well as on a majority).
+// below the high watermark: fsynced by a majority (on the leader, which
+// may be before its own fsync ends), or applied here.
 // A commit this replica proposed as leader fails as soon as it stops
 // leading that term: whether the entries survive the change is unknown.
 func (l *RaftLog) waitCommitted(ctx context.Context, upTo int64, cuts int) error {
@@ -372,7 +373,8 @@ func (l *RaftLog) TruncateTo(int64) error { return ErrReplicated }
 func (l *RaftLog) StartOffset() int64 { return l.rep.local.StartOffset() }
 
 // HighWatermark is the commit index as an offset: the offset after the
-// last entry committed and applied here.
+// last entry applied here or, on the leader, after the last one it knows
+// committed (fsynced by a majority, which need not include itself yet).
 func (l *RaftLog) HighWatermark() int64 { return l.rep.hw.Load() }
 
 // EndOffset is the offset the next append gets: on the leader, after

@@ -42,7 +42,7 @@ type raftReplica struct {
 	stage       *snapshotStage
 	buf         []byte // write buffer
 
-	hw atomic.Int64 // the offset after the last entry applied: the high watermark
+	hw atomic.Int64 // the high watermark: after the last entry applied, or known committed as leader (Committed)
 }
 
 // slot is one entry of the index.
@@ -350,7 +350,7 @@ func (r *raftReplica) Apply(e *pb.Entry, cs *pb.ConfState) error {
 		return nil // applied before (a replay), or not ours to apply
 	}
 	r.applied = i
-	r.hw.Store(r.endOf(i))
+	r.raiseHighWatermark(r.endOf(i))
 	r.hard.commit = max(r.hard.commit, i)
 	var err error
 	if cs != nil {
@@ -393,6 +393,37 @@ func (r *raftReplica) moveAnchor(i uint64) error {
 	r.anchor = a
 	r.state.add(recAnchor, a.index, a.term, a.offset, ensureConfig(a.config))
 	return r.state.flush()
+}
+
+// Committed hears, on the leader, that the entries up to index are
+// committed: the high watermark moves past them before they are applied
+// here (or fsynced here: a majority has them), as a Kafka leader's does
+// once its in-sync replicas have a record.
+func (r *raftReplica) Committed(index uint64) {
+	r.mu.RLock()
+	if index <= r.anchor.index {
+		r.mu.RUnlock()
+		return
+	}
+	end := r.endOf(min(index, r.lastIndex()))
+	r.mu.RUnlock()
+	if r.raiseHighWatermark(end) {
+		r.events.advanced()
+	}
+}
+
+// raiseHighWatermark moves the high watermark to end unless it is there
+// already, and reports whether it moved.
+func (r *raftReplica) raiseHighWatermark(end int64) bool {
+	for {
+		hw := r.hw.Load()
+		if end <= hw {
+			return false
+		}
+		if r.hw.CompareAndSwap(hw, end) {
+			return true
+		}
+	}
 }
 
 // Matched tells a leader's replica how far every member's log matches.

@@ -218,10 +218,15 @@ type simNode struct {
 	host     *raft.Host
 	logs     map[uint64]*replica.RaftLog
 	down     bool
-	upAt     int64 // when a down node restarts
-	pending  *raft.SyncBatch
-	syncDue  int64
-	slowDisk int64 // steps a sync round takes on this node now
+	upAt     int64          // when a down node restarts
+	pending  []pendingRound // sync rounds in flight, in the order they started
+	slowDisk int64          // steps a sync round takes on this node now
+}
+
+// pendingRound is a sync round in flight on a node: it ends at step due.
+type pendingRound struct {
+	b   *raft.SyncBatch
+	due int64
 }
 
 type simWrite struct {
@@ -394,13 +399,10 @@ func (s *sim) advance() {
 		if n.down {
 			continue
 		}
-		if n.pending != nil && s.step >= n.syncDue {
-			n.pending.Run(1)
-			n.host.Synced(n.pending)
-			n.pending = nil
-		}
+		s.endRounds(n)
 		if b := n.host.Process(); b != nil {
-			n.pending, n.syncDue = b, s.step+n.slowDisk
+			// A round may end before an earlier one: its fsync was quicker.
+			n.pending = append(n.pending, pendingRound{b: b, due: s.step + s.rng.Int64N(n.slowDisk+1)})
 		}
 	}
 	s.net.Flush(s.step)
@@ -412,6 +414,23 @@ func (s *sim) advance() {
 		}
 	}
 	s.observe()
+}
+
+// endRounds ends, in a random order, the sync rounds of n that are due.
+func (s *sim) endRounds(n *simNode) {
+	var due []pendingRound
+	n.pending = slices.DeleteFunc(n.pending, func(r pendingRound) bool {
+		if s.step >= r.due {
+			due = append(due, r)
+			return true
+		}
+		return false
+	})
+	s.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	for _, r := range due {
+		r.b.Run(1)
+		n.host.Synced(r.b)
+	}
 }
 
 // faults injects this step's faults.

@@ -112,10 +112,12 @@ type raftState struct {
 }
 
 // stateFile is the open state file: records are buffered by add, written
-// by flush, made durable by sync.
+// by flush, made durable by sync. A sync does not hold mu across its
+// fsync: the host's loop writes (flush) while a sync round fsyncs.
 type stateFile struct {
 	path string
 
+	syncMu  sync.Mutex // held across an fsync, and by whatever replaces or closes f; taken before mu
 	mu      sync.Mutex // guards everything below
 	f       *os.File
 	size    int64 // bytes in the file
@@ -344,19 +346,23 @@ func (sf *stateFile) flushLocked() error {
 // sync writes the buffered records and fsyncs the file if anything was
 // written since the last sync.
 func (sf *stateFile) sync() error {
+	sf.syncMu.Lock()
+	defer sf.syncMu.Unlock()
 	sf.mu.Lock()
-	defer sf.mu.Unlock()
-	if err := sf.flushLocked(); err != nil {
+	if err := sf.flushLocked(); err != nil || !sf.written {
+		sf.mu.Unlock()
 		return err
 	}
-	if !sf.written {
-		return nil
-	}
-	if err := sf.f.Sync(); err != nil {
+	f, size := sf.f, sf.size
+	sf.written = false // a flush during the fsync sets it again
+	sf.mu.Unlock()
+	if err := f.Sync(); err != nil {
+		sf.mu.Lock()
+		sf.written = true
+		sf.mu.Unlock()
 		return fmt.Errorf("replica: fsync %s: %w", sf.path, err)
 	}
-	sf.written = false
-	reportStateSync(sf.path, sf.size)
+	reportStateSync(sf.path, size)
 	return nil
 }
 
@@ -369,6 +375,8 @@ func (sf *stateFile) oversized() bool {
 
 // rewrite replaces the file by one holding just st, durably.
 func (sf *stateFile) rewrite(st *raftState) error {
+	sf.syncMu.Lock()
+	defer sf.syncMu.Unlock()
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.closed {
@@ -432,6 +440,8 @@ func ensureConfig(cs *pb.ConfState) *pb.ConfState {
 
 // close closes the file, writing (not syncing) what is buffered.
 func (sf *stateFile) close() error {
+	sf.syncMu.Lock()
+	defer sf.syncMu.Unlock()
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.closed {
