@@ -51,7 +51,7 @@ func TestRunningNodesReadsClusterStatusJSON(t *testing.T) {
 func TestQuorumClusterWorkloadNamesIssue14Setup(t *testing.T) {
 	label := quorumClusterWorkload(quorumClusterFlow, "Wharf vs RabbitMQ, 3 nodes each")
 	for _, want := range []string{"quorum queue of 3 members", "1 KiB persistent", "≤256 unconfirmed", "prefetch 256",
-		"publisher and consumer on the queue leader's node", "Wharf vs RabbitMQ, 3 nodes each"} {
+		"publisher and consumer on one node (RabbitMQ: the leader's; Wharf: see the notes)", "Wharf vs RabbitMQ, 3 nodes each"} {
 		if !strings.Contains(label, want) {
 			t.Errorf("label lacks %q: %s", want, label)
 		}

@@ -30,7 +30,7 @@ const quorumClusterTarget = 2
 // what flows, where the clients are, and against what.
 func quorumClusterWorkload(f amqpFlow, versus string) string {
 	return fmt.Sprintf("AMQP cluster: quorum queue of %d members, %s persistent, confirms (≤%d unconfirmed), manual acks, prefetch %d; "+
-		"publisher and consumer on the queue leader's node; %s",
+		"publisher and consumer on one node (RabbitMQ: the leader's; Wharf: see the notes); %s",
 		f.quorumMembers, sizeName(f.bodySize), confirmWindow, f.prefetchCount(), versus)
 }
 
@@ -107,7 +107,7 @@ func quorumClusterNotes(peer string) func(metric, figures, figures) string {
 	return func(m metric, w, p figures) string {
 		switch m.key {
 		case "rate":
-			return joinNotes(fmt.Sprintf("Wharf's leader is the node (of %d, placed at random) whose basic.get on the queue succeeds; the others answer 404 naming it", clusterNodes),
+			return joinNotes(fmt.Sprintf("Wharf's clients are on the first of its %d nodes whose basic.get on the queue succeeds: since any node serves a quorum queue, not necessarily the leader's (a follow-up: find the leader)", clusterNodes),
 				peer, "both clusters run through the whole section, on one machine")
 		case "p99":
 			return fmt.Sprintf("backlog at window end: %s (Wharf), %s (peer) msgs",
@@ -118,8 +118,9 @@ func quorumClusterNotes(peer string) func(metric, figures, figures) string {
 }
 
 // quorumLeaderURL waits (up to a minute) until one of urls serves
-// basic.get on queue, which only the node leading a quorum queue does, and
-// returns it.
+// basic.get on queue, and returns it. Written when only the node leading a
+// quorum queue served it; now every node does (through the leader), so
+// the node it returns need not lead the queue.
 func quorumLeaderURL(ctx context.Context, urls []string, queue string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
