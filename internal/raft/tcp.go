@@ -293,7 +293,7 @@ func (t *TCPTransport) accept() {
 			}
 			p := t.peer(id)
 			t.ensureRunning(p)
-			t.serve(p, c, r)
+			t.serve(p, c, r, nil)
 		}()
 	}
 }
@@ -324,17 +324,21 @@ func (p *tcpPeer) dial() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
+		installed := make(chan struct{})
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
-			t.serve(p, c, bufio.NewReaderSize(c, readBufferBytes))
+			t.serve(p, c, bufio.NewReaderSize(c, readBufferBytes), installed)
 		}()
-		// Wait for serve to install it before dialing again.
-		p.mu.Lock()
-		for p.conn != c && t.ctx.Err() == nil {
-			p.cond.Wait()
+		// Wait for serve to install it before dialing again; the loop's
+		// first wait then holds until it breaks. (Waiting for p.conn to
+		// be c instead missed a connection that broke as soon as it was
+		// installed: p.conn was nil again, and this peer was never
+		// dialed again.)
+		select {
+		case <-installed:
+		case <-t.ctx.Done():
 		}
-		p.mu.Unlock()
 	}
 }
 
@@ -372,12 +376,19 @@ func readHello(c net.Conn, r *bufio.Reader) (uint64, error) {
 }
 
 // serve makes c p's connection and reads from it, through r, until it
-// breaks.
-func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader) {
+// breaks. It closes installed (if not nil) once c is p's connection, or
+// once it gives c up.
+func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed chan<- struct{}) {
+	done := func() {
+		if installed != nil {
+			close(installed)
+		}
+	}
 	t.mu.Lock()
 	if t.ctx.Err() != nil {
 		t.mu.Unlock()
 		c.Close()
+		done()
 		return
 	}
 	t.conns[c] = true
@@ -389,6 +400,7 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader) {
 	p.conn = c
 	p.cond.Broadcast()
 	p.mu.Unlock()
+	done()
 
 	err := t.read(p, r)
 	if t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {

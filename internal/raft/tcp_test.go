@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -102,5 +103,36 @@ func TestTCPTransportQueueBounds(t *testing.T) {
 	defer cancel()
 	if err := a.Stream(ctx, 2, []Envelope{{Kind: KindSnapshotChunk, Group: 1, Data: big}}); err != context.DeadlineExceeded {
 		t.Fatalf("Stream to an unreachable peer: %v, want the context's deadline", err)
+	}
+}
+
+// TestTCPTransportRedialsAfterInstantBreaks: a peer that accepts the
+// dialer's connections and closes them at once, many times, is dialed
+// again every time: a connection that broke as soon as it was installed
+// once left the dialer waiting for it for good, so the pair never spoke
+// again (a restarted node whose lower-id peer had dialed it while it died).
+func TestTCPTransportRedialsAfterInstantBreaks(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a := listen(t, 1, "127.0.0.1:0", map[uint64]string{2: ln.Addr().String()})
+	a.Start(&collector{})
+	const breaks = 200
+	for i := range breaks {
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				accepted <- c
+			}
+		}()
+		select {
+		case c := <-accepted:
+			c.Close()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no connection from node 1 after %d broken ones", i)
+		}
 	}
 }
