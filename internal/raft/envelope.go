@@ -13,7 +13,8 @@ const (
 	// KindRaft carries a Raft message of one group.
 	KindRaft Kind = iota + 1
 	// KindPing is a node's liveness beacon, one per peer per heartbeat
-	// interval whatever the number of groups (Group is 0).
+	// interval whatever the number of groups (Group is 0); Index is the
+	// incarnation of the sending host (quiesce.go).
 	KindPing
 	// KindQuiesce tells a follower that its leader stopped ticking the
 	// group at Term, so it may stop too (quiesce.go).
@@ -73,7 +74,8 @@ type Envelope struct {
 	// Msg is the Raft message (KindRaft).
 	Msg *pb.Message
 	// Term and Index name the leader's term (KindQuiesce) or the snapshot
-	// (KindSnapshotRequest, KindSnapshotChunk).
+	// (KindSnapshotRequest, KindSnapshotChunk); Index is also a ping's
+	// incarnation.
 	Term, Index uint64
 	// Offset is where a snapshot request or chunk starts.
 	Offset int64

@@ -74,6 +74,7 @@ func appendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		dst = append(dst, b...)
 	case KindPing:
+		dst = binary.AppendUvarint(dst, e.Index)
 	case KindQuiesce:
 		dst = binary.AppendUvarint(dst, e.Term)
 		dst = binary.AppendUvarint(dst, e.Index)
@@ -149,6 +150,7 @@ func decodePayload(b []byte) ([]Envelope, error) {
 			}
 			e.Msg = m
 		case KindPing:
+			e.Index = d.uvarint()
 		case KindQuiesce:
 			e.Term, e.Index = d.uvarint(), d.uvarint()
 		case KindSnapshotRequest, KindSnapshotChunk:

@@ -13,7 +13,7 @@ func sampleEnvelopes() []Envelope {
 	return []Envelope{
 		{Kind: KindRaft, Group: 7, Msg: &pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(2)), From: new(uint64(1)),
 			Term: new(uint64(3)), Entries: []*pb.Entry{{Index: new(uint64(9)), Term: new(uint64(3)), Data: []byte("batch")}}}},
-		{Kind: KindPing},
+		{Kind: KindPing, Index: 1<<63 | 5},
 		{Kind: KindQuiesce, Group: 1 << 40, Term: 5, Index: 99},
 		{Kind: KindSnapshotRequest, Group: 3, Term: 2, Index: 40, Offset: 1234},
 		{Kind: KindSnapshotChunk, Group: 3, Term: 2, Index: 40, Offset: 1234, Data: bytes.Repeat([]byte{7}, 3000)},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,9 @@ var (
 type Host struct {
 	cfg    Config
 	logger *slog.Logger
+	// incarnation tells this run of the host from earlier ones in its
+	// peers' eyes (quiesce.go).
+	incarnation uint64
 
 	mu          sync.Mutex // guards the fields below it, and every Group's quiesced
 	groups      map[uint64]*Group
@@ -150,8 +154,9 @@ type inbound struct {
 
 // peer is the liveness of a node the host shares groups with.
 type peer struct {
-	lastHeard int64 // tick
-	down      bool
+	lastHeard   int64 // tick
+	down        bool
+	incarnation uint64 // what its pings carry; 0 until one arrives
 }
 
 type senderKey struct{ group, to uint64 }
@@ -167,21 +172,22 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Host{
-		cfg:      cfg,
-		logger:   cfg.Logger.With("node", cfg.NodeID),
-		groups:   map[uint64]*Group{},
-		active:   map[uint64]*Group{},
-		dirty:    map[uint64]*Group{},
-		senders:  map[senderKey]bool{},
-		forwards: map[uint64]chan forwardResult{},
-		wake:     make(chan struct{}, 1),
-		peers:    map[uint64]*peer{},
-		outbox:   map[uint64][]Envelope{},
-		writers:  map[uint64]*Group{},
-		ctx:      ctx,
-		cancel:   cancel,
-		syncDone: make(chan *SyncBatch, cfg.SyncRounds),
-		stop:     make(chan struct{}),
+		cfg:         cfg,
+		incarnation: rand.Uint64() | 1, // never 0, which a peer takes for "none seen"
+		logger:      cfg.Logger.With("node", cfg.NodeID),
+		groups:      map[uint64]*Group{},
+		active:      map[uint64]*Group{},
+		dirty:       map[uint64]*Group{},
+		senders:     map[senderKey]bool{},
+		forwards:    map[uint64]chan forwardResult{},
+		wake:        make(chan struct{}, 1),
+		peers:       map[uint64]*peer{},
+		outbox:      map[uint64][]Envelope{},
+		writers:     map[uint64]*Group{},
+		ctx:         ctx,
+		cancel:      cancel,
+		syncDone:    make(chan *SyncBatch, cfg.SyncRounds),
+		stop:        make(chan struct{}),
 	}, nil
 }
 
@@ -400,6 +406,7 @@ func (h *Host) receive(in inbound) {
 		e := &in.envs[i]
 		switch e.Kind {
 		case KindPing:
+			h.pinged(in.from, e.Index)
 			continue
 		case KindForwardReply, KindCallReply:
 			h.forwardAnswered(e)

@@ -29,6 +29,14 @@ import (
 // it led move their election clock on by ElectionTicks-1, so they campaign
 // within one more randomized timeout: a dead leader is replaced about as
 // fast as in an active group.
+//
+// Nor can a quiesced leader notice that a follower restarted: the
+// follower knows only the commit index it saved at its last change of
+// term (the state file keeps the commit as a hint), and waits for a
+// heartbeat that does not come; a learner, which never campaigns, waits
+// for ever. So every host pings under an incarnation drawn at start, and
+// a ping from an incarnation not seen before wakes every group that peer
+// is a member of: the leaders' next heartbeats tell it the commit index.
 
 // quiesceAfter is how many idle ticks in a row a leader waits before it
 // quiesces its group: one tick's heartbeat has then told every follower
@@ -170,7 +178,7 @@ func (h *Host) alive() bool {
 func (h *Host) pingPeers() {
 	h.refreshPeers()
 	for id := range h.peers {
-		h.send(id, Envelope{Kind: KindPing})
+		h.send(id, Envelope{Kind: KindPing, Index: h.incarnation})
 	}
 }
 
@@ -220,6 +228,20 @@ func (h *Host) heard(from uint64) {
 	}
 }
 
+// pinged notes the incarnation a peer pings under, and wakes the groups
+// it is a member of if that incarnation is new: the peer (re)started.
+func (h *Host) pinged(from, incarnation uint64) {
+	p := h.peers[from]
+	if p == nil || p.incarnation == incarnation {
+		return
+	}
+	if p.incarnation != 0 {
+		h.logger.Info("peer restarted; waking its groups", "peer", from)
+	}
+	p.incarnation = incarnation
+	h.wakeGroupsOf(from, false)
+}
+
 // publishSilent publishes the peers taken for down, for PeerUp.
 func (h *Host) publishSilent() {
 	silent := map[uint64]bool{}
@@ -249,20 +271,21 @@ func (h *Host) checkLiveness() {
 		p.down = true
 		h.publishSilent()
 		h.logger.Info("peer silent; waking its groups", "peer", id, "ticks", h.ticks-p.lastHeard)
-		h.peerDown(id)
+		h.wakeGroupsOf(id, true)
 	}
 }
 
-// peerDown wakes every group peer is a member of; the followers it led
-// move their election clock on so that they campaign soon.
-func (h *Host) peerDown(peer uint64) {
+// wakeGroupsOf wakes every group peer is a member of. If the peer is down
+// (leaderDown), the followers it led move their election clock on so
+// that they campaign soon.
+func (h *Host) wakeGroupsOf(peer uint64, leaderDown bool) {
 	h.mu.Lock()
 	groups := slices.SortedFunc(maps.Values(h.groups), func(a, b *Group) int { return cmp.Compare(a.id, b.id) })
 	h.mu.Unlock()
 	for _, g := range groups {
 		g.mu.Lock()
 		if !g.removed && g.failed == nil && slices.Contains(g.members, peer) {
-			if g.status.Leader == peer && g.status.Role == etcdraft.StateFollower {
+			if leaderDown && g.status.Leader == peer && g.status.Role == etcdraft.StateFollower {
 				for range h.cfg.ElectionTicks - 1 {
 					g.rn.Tick()
 				}
