@@ -39,22 +39,12 @@ func (h *Host) Call(ctx context.Context, group, to uint64, data []byte) ([]byte,
 // called answers what node from sent to g, in the background. Caller
 // holds g.mu.
 func (h *Host) called(g *Group, from uint64, e *Envelope) {
-	handler := g.call
-	reply := Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index, Offset: -1}
-	if handler == nil || h.cfg.Transport == nil {
-		reply.Data = []byte("no calls taken for this group")
-		h.send(from, reply)
-		return
-	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		data, err := handler(h.ctx, from, e.Data)
-		if err != nil {
-			reply.Data = []byte(err.Error())
-		} else {
-			reply.Offset, reply.Data = 0, data
+	var handle func(context.Context) (int64, []byte, error)
+	if fn := g.call; fn != nil {
+		handle = func(ctx context.Context) (int64, []byte, error) {
+			data, err := fn(ctx, from, e.Data)
+			return 0, data, err
 		}
-		h.cfg.Transport.Send(from, []Envelope{reply})
-	}()
+	}
+	h.answer(from, Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}, "no calls taken for this group", handle)
 }

@@ -82,22 +82,34 @@ func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []
 // forwarded proposes what node from forwarded to g, in the background,
 // and answers it. Caller holds g.mu.
 func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
-	handler := g.forward
-	reply := Envelope{Kind: KindForwardReply, Group: g.id, Index: e.Index, Offset: -1}
-	if handler == nil || h.cfg.Transport == nil {
-		reply.Data = []byte("no forwarded proposals taken for this group")
+	var handle func(context.Context) (int64, []byte, error)
+	if fn := g.forward; fn != nil {
+		handle = func(ctx context.Context) (int64, []byte, error) {
+			offset, err := fn(ctx, e.Data)
+			return offset, nil, err
+		}
+	}
+	h.answer(from, Envelope{Kind: KindForwardReply, Group: g.id, Index: e.Index}, "no forwarded proposals taken for this group", handle)
+}
+
+// answer runs handle in the background and sends node from its result in
+// reply (a KindForwardReply or KindCallReply naming the request): the
+// offset and data, or Offset -1 and the error's text. Without a handle it
+// answers refusal at once. Caller holds the group's mu.
+func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(context.Context) (int64, []byte, error)) {
+	if handle == nil || h.cfg.Transport == nil {
+		reply.Offset, reply.Data = -1, []byte(refusal)
 		h.send(from, reply)
 		return
 	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		offset, err := handler(h.ctx, e.Data)
+		offset, data, err := handle(h.ctx)
 		if err != nil {
-			reply.Data = []byte(err.Error())
-		} else {
-			reply.Offset = offset
+			offset, data = -1, []byte(err.Error())
 		}
+		reply.Offset, reply.Data = offset, data
 		h.cfg.Transport.Send(from, []Envelope{reply})
 	}()
 }
