@@ -29,17 +29,7 @@ func queueLeader(t *testing.T, ctx context.Context, nodes []*node, down map[int]
 			if down[i] {
 				continue
 			}
-			b, _ := os.ReadFile(nd.logPath)
-			serving, term := false, 0
-			for _, line := range strings.Split(string(b), "\n") {
-				m := servedHere.FindStringSubmatch(line)
-				if m == nil || m[2] != queue {
-					continue
-				}
-				serving = m[1] == "served here"
-				term, _ = strconv.Atoi(m[3])
-			}
-			if serving && term > bestTerm {
+			if serving, term := nd.lastWordOn(queue); serving && term > bestTerm {
 				best, bestTerm = i, term
 			}
 		}
@@ -52,6 +42,21 @@ func queueLeader(t *testing.T, ctx context.Context, nodes []*node, down map[int]
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// lastWordOn is what the node's log last said of queue: whether it serves
+// it, and from which term.
+func (nd *node) lastWordOn(queue string) (serving bool, term int) {
+	b, _ := os.ReadFile(nd.logPath)
+	for _, line := range strings.Split(string(b), "\n") {
+		m := servedHere.FindStringSubmatch(line)
+		if m == nil || m[2] != queue {
+			continue
+		}
+		serving = m[1] == "served here"
+		term, _ = strconv.Atoi(m[3])
+	}
+	return serving, term
 }
 
 // consumption is what a consumer received, by message number.

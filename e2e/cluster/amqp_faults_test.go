@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The AMQP fault tests (issue 14): Jepsen's total-queue test of RabbitMQ
+// quorum queues, against `wharf serve` processes. Three quorum queues,
+// each replicated to every node; on every node a publisher with confirms
+// (round robin over the queues) and a consumer with manual acks (of
+// every queue), each reconnecting elsewhere when its node fails; a
+// nemesis injects one kind of fault -cluster.cycles times, each time
+// waiting for the queues to make progress during the fault and after it.
+// Then publishing stops, the consumers drain the queues, and the checker
+// (amqp_history_fault_test.go) requires lost = unexpected = 0 and
+// reports duplicates. Each test logs one "figures:" line.
+
+// faultQueues is how many quorum queues a test spreads over the nodes.
+const faultQueues = 3
+
+// amqpFaultTest is one AMQP fault test's cluster, queues and history.
+type amqpFaultTest struct {
+	t      *testing.T
+	ctx    context.Context
+	nodes  []*node
+	addrs  []string // AMQP, by node
+	queues []string
+	h      *totalQueue
+}
+
+// startAMQPFaultCluster starts n nodes on loopback, each with an AMQP
+// listener and the test user.
+func startAMQPFaultCluster(t *testing.T, n int) ([]*node, []string) {
+	t.Helper()
+	nodes := prepareCluster(t, n)
+	addrs := make([]string, n)
+	for i, nd := range nodes {
+		addrs[i] = freeAddr(t)
+		nd.extraArgs = append([]string{"--amqp-addr", addrs[i]}, faultUserArgs...)
+	}
+	startAll(nodes)
+	return nodes, addrs
+}
+
+// newAMQPFaultTest declares the quorum queues, each with a member on
+// every node.
+func newAMQPFaultTest(ctx context.Context, t *testing.T, nodes []*node, addrs []string) *amqpFaultTest {
+	t.Helper()
+	ft := &amqpFaultTest{t: t, ctx: ctx, nodes: nodes, addrs: addrs}
+	for i := range faultQueues {
+		ft.queues = append(ft.queues, fmt.Sprintf("jepsen-%d", i))
+	}
+	ft.h = newTotalQueue(ft.queues)
+	args := amqp.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int64(len(nodes))}
+	for {
+		err := ft.declare(args)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			ft.logNodes()
+			t.Fatalf("declaring the queues: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := range ft.queues {
+		t.Logf("node %d leads %s", ft.leader(i).id, ft.queues[i])
+	}
+	return ft
+}
+
+// declare declares the queues on the first node.
+func (ft *amqpFaultTest) declare(args amqp.Table) error {
+	conn, err := dialNode(ft.addrs[0])
+	if err != nil {
+		return err
+	}
+	defer conn.drop()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	for _, q := range ft.queues {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run starts the clients, waits for their first confirms and deliveries,
+// runs cycle -cluster.cycles times, stops the publishers, lets the
+// consumers drain the queues and runs the checker.
+func (ft *amqpFaultTest) run(fault string, cycle func()) {
+	ft.t.Helper()
+	var publishers, consumers []faultClient
+	for i := range ft.nodes {
+		publishers = append(publishers, faultClient{name: fmt.Sprintf("p%d", i+1), addrs: ft.addrs, home: i})
+		consumers = append(consumers, faultClient{name: fmt.Sprintf("c%d", i+1), addrs: ft.addrs, home: i})
+	}
+	pctx, stopPublishers := context.WithCancel(ft.ctx)
+	cctx, stopConsumers := context.WithCancel(ft.ctx)
+	waitConsumers := runClients(cctx, consumers, consumeSession(ft.h, ft.queues))
+	waitPublishers := runClients(pctx, publishers, publishSession(ft.h, ft.queues))
+	ft.t.Cleanup(func() { // also when the test fails half-way; runs before the nodes are killed
+		stopPublishers()
+		stopConsumers()
+		waitPublishers()
+		waitConsumers()
+	})
+	ft.progress(100, "the first confirms and deliveries")
+	for range *faultCycles {
+		cycle()
+	}
+	stopPublishers()
+	waitPublishers()
+	drained := ft.h.waitDrained(ft.ctx)
+	stopConsumers()
+	waitConsumers()
+	v := ft.h.verdict()
+	ft.t.Logf("figures: %s, %d nodes, %d quorum queues, %d cycles: %v", fault, len(ft.nodes), len(ft.queues), *faultCycles, v)
+	if drained != nil {
+		ft.logNodes()
+	}
+	v.check(ft.t)
+}
+
+// progress waits until every queue has n more messages confirmed and n
+// more consumed than now.
+func (ft *amqpFaultTest) progress(n int, what string) {
+	ft.t.Helper()
+	if err := ft.h.waitProgress(ft.ctx, ft.h.mark(), n); err != nil {
+		ft.logNodes()
+		ft.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// leader waits until a node other than those down serves queue i (the
+// nodes' logs say so) and returns it.
+func (ft *amqpFaultTest) leader(i int, down ...*node) *node {
+	ft.t.Helper()
+	skip := map[int]bool{}
+	for _, nd := range down {
+		skip[nd.id-1] = true
+	}
+	return ft.nodes[queueLeader(ft.t, ft.ctx, ft.nodes, skip, ft.queues[i])]
+}
+
+// waitDeposed waits until nd's log says it no longer serves queue i.
+func (ft *amqpFaultTest) waitDeposed(nd *node, i int) {
+	ft.t.Helper()
+	waitFor(ft.t, ft.ctx, fmt.Sprintf("node %d to stop serving %s", nd.id, ft.queues[i]), func() bool {
+		serving, _ := nd.lastWordOn(ft.queues[i])
+		return !serving
+	})
+}
+
+// restart starts nd again and waits until a message published on it to
+// each queue is confirmed: it is a member again, and knows every
+// queue's leader.
+func (ft *amqpFaultTest) restart(nd *node) {
+	ft.t.Helper()
+	nd.start()
+	nd.waitReady()
+	for _, q := range ft.queues {
+		for {
+			err := confirmOne(ft.ctx, ft.h, ft.addrs[nd.id-1], fmt.Sprintf("probe%d", nd.id), q)
+			if err == nil {
+				break
+			}
+			if ft.ctx.Err() != nil {
+				ft.logNodes()
+				ft.t.Fatalf("publishing to %s on node %d after its restart: %v", q, nd.id, err)
+			}
+		}
+	}
+}
+
+// logNodes logs the end of every node's log.
+func (ft *amqpFaultTest) logNodes() {
+	for _, nd := range ft.nodes {
+		ft.t.Logf("node %d's log:\n%s", nd.id, nd.logTail())
+	}
+}
+
+// TestAMQPLeaderKilledFault: the leader of a quorum queue is killed with
+// SIGKILL, the queues go on on the other two, and it is restarted.
+func TestAMQPLeaderKilledFault(t *testing.T) {
+	requireFaultRun(t)
+	ctx := faultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, 3)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run("leader killed", func() {
+		old := ft.leader(0)
+		old.kill()
+		killedAt := time.Now()
+		elected := ft.leader(0, old)
+		t.Logf("node %d (leading %s) killed; node %d leads %v later", old.id, ft.queues[0], elected.id,
+			time.Since(killedAt).Round(time.Millisecond))
+		ft.progress(50, "with the leader killed")
+		ft.restart(old)
+		ft.progress(50, "after the killed leader restarted")
+	})
+}
+
+// TestAMQPFollowerKilledFault: a follower of a quorum queue is killed
+// with SIGKILL and restarted; it catches up.
+func TestAMQPFollowerKilledFault(t *testing.T) {
+	requireFaultRun(t)
+	ctx := faultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, 3)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run("follower killed", func() {
+		leader := ft.leader(0)
+		follower := without(ft.nodes, leader)[0]
+		follower.kill()
+		t.Logf("node %d (a follower of %s, led by node %d) killed", follower.id, ft.queues[0], leader.id)
+		ft.progress(50, "with a follower killed")
+		ft.restart(follower)
+		ft.progress(50, "after the follower restarted")
+	})
+}
+
+// TestAMQPLeaderStoppedFault: the leader of a quorum queue is stopped
+// with SIGSTOP for three election timeouts; the other two elect a new
+// one, and the old one, resumed, stops serving the queue.
+func TestAMQPLeaderStoppedFault(t *testing.T) {
+	requireFaultRun(t)
+	ctx := faultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, 3)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run("leader stopped", func() {
+		old := ft.leader(0)
+		old.signal(syscall.SIGSTOP)
+		stoppedAt := time.Now()
+		elected := ft.leader(0, old)
+		t.Logf("node %d (leading %s) stopped; node %d leads %v later", old.id, ft.queues[0], elected.id,
+			time.Since(stoppedAt).Round(time.Millisecond))
+		ft.progress(50, "while the old leader is stopped")
+		select { // the fault itself: stopped for three election timeouts at least
+		case <-time.After(time.Until(stoppedAt.Add(3 * electionTimeout))):
+		case <-ft.ctx.Done():
+		}
+		old.signal(syscall.SIGCONT)
+		ft.waitDeposed(old, 0)
+		ft.progress(50, "after the old leader resumed")
+	})
+}
+
+// TestAMQPRollingRestartFault: every node in turn is stopped with SIGTERM
+// and started again, the next one once the restarted one confirms a
+// publish to every queue and the queues made progress.
+func TestAMQPRollingRestartFault(t *testing.T) {
+	requireFaultRun(t)
+	ctx := faultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, 3)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run("rolling restart", func() {
+		for _, nd := range ft.nodes {
+			nd.terminate()
+			ft.restart(nd)
+			ft.progress(30, fmt.Sprintf("after node %d restarted", nd.id))
+		}
+	})
+}
