@@ -161,7 +161,7 @@ func publishSession(h *totalQueue, queues []string) func(context.Context, faultC
 // consumer), recording each delivery before it acks it, until the
 // connection fails, the broker cancels a consumer or ctx ends.
 func consumeSession(h *totalQueue, queues []string) func(context.Context, faultClient, *clientConn) {
-	return func(ctx context.Context, _ faultClient, conn *clientConn) {
+	return func(ctx context.Context, c faultClient, conn *clientConn) {
 		ch, err := conn.Channel()
 		if err != nil {
 			return
@@ -186,7 +186,7 @@ func consumeSession(h *totalQueue, queues []string) func(context.Context, faultC
 						if !ok {
 							return
 						}
-						h.deliver(queue, d.Body, d.Redelivered)
+						h.deliver(c.name, queue, d.Body, d.Redelivered, d.Headers["x-delivery-count"])
 						d.Ack(false) // lost with the connection: delivered again, a duplicate
 					case <-ctx.Done():
 						return

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,20 +100,12 @@ func (ft *amqpFaultTest) declare(args amqp.Table) error {
 // consumers drain the queues and runs the checker.
 func (ft *amqpFaultTest) run(fault string, cycle func()) {
 	ft.t.Helper()
-	var publishers, consumers []faultClient
-	for i := range ft.nodes {
-		publishers = append(publishers, faultClient{name: fmt.Sprintf("p%d", i+1), addrs: ft.addrs, home: i})
-		consumers = append(consumers, faultClient{name: fmt.Sprintf("c%d", i+1), addrs: ft.addrs, home: i})
-	}
 	pctx, stopPublishers := context.WithCancel(ft.ctx)
-	cctx, stopConsumers := context.WithCancel(ft.ctx)
-	waitConsumers := runClients(cctx, consumers, consumeSession(ft.h, ft.queues))
-	waitPublishers := runClients(pctx, publishers, publishSession(ft.h, ft.queues))
+	stopConsumers := ft.consume()
+	waitPublishers := runClients(pctx, ft.clients("p"), publishSession(ft.h, ft.queues))
 	ft.t.Cleanup(func() { // also when the test fails half-way; runs before the nodes are killed
 		stopPublishers()
-		stopConsumers()
 		waitPublishers()
-		waitConsumers()
 	})
 	ft.progress(100, "the first confirms and deliveries")
 	for range *faultCycles {
@@ -120,15 +113,60 @@ func (ft *amqpFaultTest) run(fault string, cycle func()) {
 	}
 	stopPublishers()
 	waitPublishers()
-	drained := ft.h.waitDrained(ft.ctx)
-	stopConsumers()
-	waitConsumers()
+	ft.drain(stopConsumers)
 	v := ft.h.verdict()
 	ft.t.Logf("figures: %s, %d nodes, %d quorum queues, %d cycles: %v", fault, len(ft.nodes), len(ft.queues), *faultCycles, v)
-	if drained != nil {
+	v.check(ft.t)
+}
+
+// clients are one client at home on each node, named prefix1, prefix2, ….
+func (ft *amqpFaultTest) clients(prefix string) []faultClient {
+	var cs []faultClient
+	for i := range ft.nodes {
+		cs = append(cs, faultClient{name: fmt.Sprintf("%s%d", prefix, i+1), addrs: ft.addrs, home: i})
+	}
+	return cs
+}
+
+// consume starts a consumer at home on each node; stop stops them and
+// waits for them (also at the test's end).
+func (ft *amqpFaultTest) consume() (stop func()) {
+	ctx, cancel := context.WithCancel(ft.ctx)
+	wait := runClients(ctx, ft.clients("c"), consumeSession(ft.h, ft.queues))
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wait()
+	})
+	ft.t.Cleanup(stop)
+	return stop
+}
+
+// drainWait is how long the consumers that ran through the faults get
+// to consume every confirmed message: longer than a leader keeps a
+// silent node's session (10 s), whose messages it then returns.
+const drainWait = 20 * time.Second
+
+// drain waits until the consumers have consumed every confirmed message.
+// Those they have not after drainWait are stranded: stop stops those
+// consumers (their connections close, which returns what they held) and
+// new ones drain what the queues still have.
+func (ft *amqpFaultTest) drain(stop func()) {
+	ft.t.Helper()
+	ctx, cancel := context.WithTimeout(ft.ctx, drainWait)
+	defer cancel()
+	err := ft.h.waitDrained(ctx)
+	stop()
+	if err == nil {
+		return
+	}
+	ft.h.markStranded()
+	ft.t.Logf("%v after %v with the consumers that ran through the faults; draining with new ones", err, drainWait)
+	stopFresh := ft.consume()
+	defer stopFresh()
+	if err := ft.h.waitDrained(ft.ctx); err != nil {
+		ft.t.Logf("new consumers: %v", err)
 		ft.logNodes()
 	}
-	v.check(ft.t)
 }
 
 // progress waits until every queue has n more messages confirmed and n

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The AMQP fault tests' checker: a total queue, as RabbitMQ's own Jepsen
@@ -36,19 +37,34 @@ type totalQueue struct {
 	changed chan struct{} // closed and replaced on every confirm and first delivery
 	queues  []string
 	sent    map[string]int // per client: numbers below were attempted
+	start   time.Time
 	// per message id
-	confirmed   map[string]bool
-	delivered   map[string]int
-	redelivered map[string]int // deliveries flagged redelivered
+	confirmed map[string]bool
+	delivered map[string][]delivery
 	// per queue, for progress
 	confirmedIn, consumedIn map[string]int
 	deliveries              int
 	unexpected              []string
+	// stranded are the confirmed messages the consumers that ran through
+	// the faults did not get, all along (markStranded).
+	stranded []string
+}
+
+// delivery is one delivery of a message, as a consumer saw it.
+type delivery struct {
+	consumer    string
+	at          time.Duration // since the history began
+	redelivered bool
+	count       any // x-delivery-count
+}
+
+func (d delivery) String() string {
+	return fmt.Sprintf("%s at %v redelivered %v x-delivery-count %v", d.consumer, d.at.Round(time.Millisecond), d.redelivered, d.count)
 }
 
 func newTotalQueue(queues []string) *totalQueue {
-	return &totalQueue{changed: make(chan struct{}), queues: queues, sent: map[string]int{},
-		confirmed: map[string]bool{}, delivered: map[string]int{}, redelivered: map[string]int{},
+	return &totalQueue{changed: make(chan struct{}), queues: queues, sent: map[string]int{}, start: time.Now(),
+		confirmed: map[string]bool{}, delivered: map[string][]delivery{},
 		confirmedIn: map[string]int{}, consumedIn: map[string]int{}}
 }
 
@@ -75,8 +91,8 @@ func (h *totalQueue) confirm(id string) {
 	h.notifyLocked()
 }
 
-// deliver records a delivery of body from queue.
-func (h *totalQueue) deliver(queue string, body []byte, redelivered bool) {
+// deliver records a delivery of body from queue to consumer.
+func (h *totalQueue) deliver(consumer, queue string, body []byte, redelivered bool, count any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := string(body)
@@ -85,11 +101,8 @@ func (h *totalQueue) deliver(queue string, body []byte, redelivered bool) {
 		h.unexpected = append(h.unexpected, fmt.Sprintf("%q from %s", body, queue))
 		return
 	}
-	h.delivered[id]++
-	if redelivered {
-		h.redelivered[id]++
-	}
-	if h.delivered[id] == 1 {
+	h.delivered[id] = append(h.delivered[id], delivery{consumer, time.Since(h.start), redelivered, count})
+	if len(h.delivered[id]) == 1 {
 		h.consumedIn[queue]++
 		h.notifyLocked()
 	}
@@ -163,11 +176,19 @@ func (h *totalQueue) waitDrained(ctx context.Context) error {
 	}
 }
 
+// markStranded notes the confirmed messages not delivered so far as
+// stranded.
+func (h *totalQueue) markStranded() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stranded = h.lostLocked()
+}
+
 // lostLocked are the confirmed messages never delivered, sorted.
 func (h *totalQueue) lostLocked() []string {
 	var lost []string
 	for id := range h.confirmed {
-		if h.delivered[id] == 0 {
+		if len(h.delivered[id]) == 0 {
 			lost = append(lost, id)
 		}
 	}
@@ -178,8 +199,9 @@ func (h *totalQueue) lostLocked() []string {
 // verdict is the checker's account of a run.
 type verdict struct {
 	attempted, confirmed, consumed, deliveries int
-	lost, unexpected                           []string
+	lost, unexpected, stranded                 []string
 	duplicated, unflagged                      int // deliveries past the first; of them not flagged redelivered
+	firstUnflagged                             map[string][]delivery
 	indeterminateConsumed                      int // attempted, not confirmed, delivered
 }
 
@@ -187,15 +209,23 @@ func (h *totalQueue) verdict() verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v := verdict{confirmed: len(h.confirmed), consumed: len(h.delivered), deliveries: h.deliveries,
-		lost: h.lostLocked(), unexpected: slices.Clone(h.unexpected)}
+		lost: h.lostLocked(), unexpected: slices.Clone(h.unexpected), stranded: slices.Clone(h.stranded)}
 	for _, n := range h.sent {
 		v.attempted += n
 	}
-	for id, n := range h.delivered {
-		v.duplicated += n - 1
-		// Of a message's n deliveries, the first is not flagged; every
-		// later one should be.
-		v.unflagged += max(0, n-1-h.redelivered[id])
+	v.firstUnflagged = map[string][]delivery{}
+	for id, ds := range h.delivered {
+		v.duplicated += len(ds) - 1
+		// A message's first delivery is not flagged; every later one
+		// should be.
+		for _, d := range ds[1:] {
+			if !d.redelivered {
+				v.unflagged++
+				if len(v.firstUnflagged) < 5 {
+					v.firstUnflagged[id] = ds
+				}
+			}
+		}
 		if !h.confirmed[id] {
 			v.indeterminateConsumed++
 		}
@@ -205,17 +235,25 @@ func (h *totalQueue) verdict() verdict {
 
 // String is the figures' line.
 func (v verdict) String() string {
-	return fmt.Sprintf("attempted %d, confirmed %d, consumed %d (%d deliveries), lost %d, unexpected %d, "+
+	return fmt.Sprintf("attempted %d, confirmed %d, consumed %d (%d deliveries), lost %d, stranded %d, unexpected %d, "+
 		"duplicated %d (%d not flagged redelivered), unconfirmed but consumed %d",
-		v.attempted, v.confirmed, v.consumed, v.deliveries, len(v.lost), len(v.unexpected),
+		v.attempted, v.confirmed, v.consumed, v.deliveries, len(v.lost), len(v.stranded), len(v.unexpected),
 		v.duplicated, v.unflagged, v.indeterminateConsumed)
 }
 
-// check fails t unless lost = unexpected = 0.
+// check fails t unless lost = unexpected = 0; it logs the deliveries of
+// the first duplicates not flagged redelivered.
 func (v verdict) check(t *testing.T) {
 	t.Helper()
+	for id, ds := range v.firstUnflagged {
+		t.Logf("delivered again, not flagged redelivered: %s: %v", id, ds)
+	}
 	if len(v.lost) > 0 {
 		t.Errorf("lost %d confirmed messages, first %v", len(v.lost), v.lost[:min(10, len(v.lost))])
+	}
+	if len(v.stranded) > 0 {
+		t.Errorf("%d confirmed messages stranded: not delivered to the consumers that ran through the faults "+
+			"within %v of the end, first %v", len(v.stranded), drainWait, v.stranded[:min(10, len(v.stranded))])
 	}
 	if len(v.unexpected) > 0 {
 		t.Errorf("%d unexpected deliveries, first %v", len(v.unexpected), v.unexpected[:min(10, len(v.unexpected))])
