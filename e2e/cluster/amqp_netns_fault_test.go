@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// startAMQPNetCluster starts a node in each namespace of cn, with an
+// AMQP listener on its namespace's address and the test user.
+func startAMQPNetCluster(t *testing.T, cn *clusterNet) ([]*node, []string) {
+	t.Helper()
+	nodes := prepareNetCluster(t, cn)
+	addrs := make([]string, len(nodes))
+	for i, nd := range nodes {
+		addrs[i] = cn.addr(nd.id) + ":5672"
+		nd.extraArgs = append([]string{"--amqp-addr", addrs[i]}, faultUserArgs...)
+	}
+	startAll(nodes)
+	return nodes, addrs
+}
+
 // TestAMQPLeaderIsolatedFault (Linux, root): five nodes, each in its own
 // network namespace (the clients reach all five over the bridge). The
 // leader of a quorum queue and one other node are cut off from the other
@@ -18,13 +32,7 @@ func TestAMQPLeaderIsolatedFault(t *testing.T) {
 	requireFaultRun(t)
 	ctx := faultContext(t)
 	cn := newClusterNet(t, 5)
-	nodes := prepareNetCluster(t, cn)
-	addrs := make([]string, len(nodes))
-	for i, nd := range nodes {
-		addrs[i] = cn.addr(nd.id) + ":5672"
-		nd.extraArgs = append([]string{"--amqp-addr", addrs[i]}, faultUserArgs...)
-	}
-	startAll(nodes)
+	nodes, addrs := startAMQPNetCluster(t, cn)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
 	ft.run("leader isolated with a minority", func() {
 		old := ft.leader(0)
