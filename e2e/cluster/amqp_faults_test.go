@@ -22,6 +22,15 @@ import (
 // (amqp_history_fault_test.go) requires lost = unexpected = 0 and
 // reports duplicates. Each test logs one "figures:" line.
 
+// amqpFaultContext bounds one AMQP fault test, cluster start and drain
+// included, whatever -cluster.cycles says: a cycle takes ten to thirty
+// seconds here, so a few fit.
+func amqpFaultContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // faultQueues is how many quorum queues a test spreads over the nodes.
 const faultQueues = 3
 
@@ -231,7 +240,7 @@ func (ft *amqpFaultTest) logNodes() {
 // SIGKILL, the queues go on on the other two, and it is restarted.
 func TestAMQPLeaderKilledFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	nodes, addrs := startAMQPFaultCluster(t, 3)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
 	ft.run("leader killed", func() {
@@ -251,7 +260,7 @@ func TestAMQPLeaderKilledFault(t *testing.T) {
 // with SIGKILL and restarted; it catches up.
 func TestAMQPFollowerKilledFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	nodes, addrs := startAMQPFaultCluster(t, 3)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
 	ft.run("follower killed", func() {
@@ -270,7 +279,7 @@ func TestAMQPFollowerKilledFault(t *testing.T) {
 // one, and the old one, resumed, stops serving the queue.
 func TestAMQPLeaderStoppedFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	nodes, addrs := startAMQPFaultCluster(t, 3)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
 	ft.run("leader stopped", func() {
@@ -296,7 +305,7 @@ func TestAMQPLeaderStoppedFault(t *testing.T) {
 // publish to every queue and the queues made progress.
 func TestAMQPRollingRestartFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	nodes, addrs := startAMQPFaultCluster(t, 3)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
 	ft.run("rolling restart", func() {
@@ -305,5 +314,32 @@ func TestAMQPRollingRestartFault(t *testing.T) {
 			ft.restart(nd)
 			ft.progress(30, fmt.Sprintf("after node %d restarted", nd.id))
 		}
+	})
+}
+
+// TestAMQPTwoOfFiveKilledFault: five nodes; the leader of a quorum queue
+// and another node are killed with SIGKILL at once. Three of five remain
+// a majority of every queue's group: the queues go on, and both nodes
+// catch up when restarted.
+func TestAMQPTwoOfFiveKilledFault(t *testing.T) {
+	requireFaultRun(t)
+	ctx := amqpFaultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, 5)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run("two of five killed", func() {
+		leader := ft.leader(0)
+		victims := []*node{leader, without(ft.nodes, leader)[0]}
+		for _, nd := range victims {
+			nd.kill()
+		}
+		killedAt := time.Now()
+		elected := ft.leader(0, victims...)
+		t.Logf("nodes %d (leading %s) and %d killed; node %d leads %v later", leader.id, ft.queues[0], victims[1].id,
+			elected.id, time.Since(killedAt).Round(time.Millisecond))
+		ft.progress(50, "with two of five nodes killed")
+		for _, nd := range victims {
+			ft.restart(nd)
+		}
+		ft.progress(50, "after two nodes restarted")
 	})
 }

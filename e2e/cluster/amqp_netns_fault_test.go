@@ -30,7 +30,7 @@ func startAMQPNetCluster(t *testing.T, cn *clusterNet) ([]*node, []string) {
 // serving the queue. Then the partition heals.
 func TestAMQPLeaderIsolatedFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	cn := newClusterNet(t, 5)
 	nodes, addrs := startAMQPNetCluster(t, cn)
 	ft := newAMQPFaultTest(ctx, t, nodes, addrs)

@@ -24,7 +24,7 @@ import (
 // the attempt.
 func TestAMQPDeliveredBeforeFailoverFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	cn := newClusterNet(t, 3)
 	nodes, addrs := startAMQPNetCluster(t, cn)
 	const queue = "handed-out"

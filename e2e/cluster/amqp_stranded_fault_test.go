@@ -18,7 +18,7 @@ import (
 // on the leader without ever reaching it.
 func TestAMQPConsumerCutOffBrieflyFault(t *testing.T) {
 	requireFaultRun(t)
-	ctx := faultContext(t)
+	ctx := amqpFaultContext(t)
 	cn := newClusterNet(t, 3)
 	nodes, addrs := startAMQPNetCluster(t, cn)
 	const queue = "cut-off"
