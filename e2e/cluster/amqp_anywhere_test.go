@@ -23,8 +23,17 @@ var servedHere = regexp.MustCompile(`msg="mq: quorum queue (served here|no longe
 // serve it, the one with the latest term.
 func queueLeader(t *testing.T, ctx context.Context, nodes []*node, down map[int]bool, queue string) int {
 	t.Helper()
+	leader, _ := queueLeaderAbove(t, ctx, nodes, down, queue, -1)
+	return leader
+}
+
+// queueLeaderAbove is queueLeader for a leader of a term above term (a
+// node killed while it led last said it served the queue, in its term),
+// and returns that leader's term too.
+func queueLeaderAbove(t *testing.T, ctx context.Context, nodes []*node, down map[int]bool, queue string, term int) (int, int) {
+	t.Helper()
 	for {
-		best, bestTerm := -1, -1
+		best, bestTerm := -1, term
 		for i, nd := range nodes {
 			if down[i] {
 				continue
@@ -34,11 +43,11 @@ func queueLeader(t *testing.T, ctx context.Context, nodes []*node, down map[int]
 			}
 		}
 		if best >= 0 {
-			return best
+			return best, bestTerm
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no node serves %q", queue)
+			t.Fatalf("no node serves %q from a term above %d", queue, term)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

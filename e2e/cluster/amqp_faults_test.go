@@ -188,15 +188,25 @@ func (ft *amqpFaultTest) progress(n int, what string) {
 	}
 }
 
-// leader waits until a node other than those down serves queue i (the
-// nodes' logs say so) and returns it.
-func (ft *amqpFaultTest) leader(i int, down ...*node) *node {
+// leader waits until a node serves queue i (the nodes' logs say so)
+// and returns it.
+func (ft *amqpFaultTest) leader(i int) *node {
+	ft.t.Helper()
+	return ft.nodes[queueLeader(ft.t, ft.ctx, ft.nodes, nil, ft.queues[i])]
+}
+
+// successor waits until a node other than those down serves queue i
+// from a term above old's (a node killed while it led, then restarted,
+// last said it served the queue) and returns it.
+func (ft *amqpFaultTest) successor(i int, old *node, down ...*node) *node {
 	ft.t.Helper()
 	skip := map[int]bool{}
 	for _, nd := range down {
 		skip[nd.id-1] = true
 	}
-	return ft.nodes[queueLeader(ft.t, ft.ctx, ft.nodes, skip, ft.queues[i])]
+	_, term := old.lastWordOn(ft.queues[i])
+	next, _ := queueLeaderAbove(ft.t, ft.ctx, ft.nodes, skip, ft.queues[i], term)
+	return ft.nodes[next]
 }
 
 // waitDeposed waits until nd's log says it no longer serves queue i.
@@ -247,7 +257,7 @@ func TestAMQPLeaderKilledFault(t *testing.T) {
 		old := ft.leader(0)
 		old.kill()
 		killedAt := time.Now()
-		elected := ft.leader(0, old)
+		elected := ft.successor(0, old, old)
 		t.Logf("node %d (leading %s) killed; node %d leads %v later", old.id, ft.queues[0], elected.id,
 			time.Since(killedAt).Round(time.Millisecond))
 		ft.progress(50, "with the leader killed")
@@ -286,7 +296,7 @@ func TestAMQPLeaderStoppedFault(t *testing.T) {
 		old := ft.leader(0)
 		old.signal(syscall.SIGSTOP)
 		stoppedAt := time.Now()
-		elected := ft.leader(0, old)
+		elected := ft.successor(0, old, old)
 		t.Logf("node %d (leading %s) stopped; node %d leads %v later", old.id, ft.queues[0], elected.id,
 			time.Since(stoppedAt).Round(time.Millisecond))
 		ft.progress(50, "while the old leader is stopped")
@@ -333,7 +343,7 @@ func TestAMQPTwoOfFiveKilledFault(t *testing.T) {
 			nd.kill()
 		}
 		killedAt := time.Now()
-		elected := ft.leader(0, victims...)
+		elected := ft.successor(0, leader, victims...)
 		t.Logf("nodes %d (leading %s) and %d killed; node %d leads %v later", leader.id, ft.queues[0], victims[1].id,
 			elected.id, time.Since(killedAt).Round(time.Millisecond))
 		ft.progress(50, "with two of five nodes killed")

@@ -40,7 +40,7 @@ func TestAMQPLeaderIsolatedFault(t *testing.T) {
 		majority := without(ft.nodes, minority...)
 		cn.cut(minority, majority)
 		cutAt := time.Now()
-		elected := ft.leader(0, minority...)
+		elected := ft.successor(0, old, minority...)
 		t.Logf("nodes %d and %d cut off; node %d leads %s %v after the cut", old.id, minority[1].id, elected.id,
 			ft.queues[0], time.Since(cutAt).Round(time.Millisecond))
 		ft.progress(50, "with the leader cut off")
