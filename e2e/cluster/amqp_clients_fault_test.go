@@ -61,6 +61,21 @@ func dialNode(addr string) (*clientConn, error) {
 // drop closes the connection's socket.
 func (c *clientConn) drop() { c.raw.Close() }
 
+// openChannel connects to the node at addr and opens a channel; the
+// caller drops the connection.
+func openChannel(addr string) (*clientConn, *amqp.Channel, error) {
+	conn, err := dialNode(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.drop()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
 // faultClient is what a publisher and a consumer share: a name, the
 // nodes' AMQP addresses and the index of its home among them.
 type faultClient struct {
@@ -209,15 +224,11 @@ var errNoConfirm = errors.New("not confirmed")
 // confirmOne publishes one message of client name to queue on the node
 // at addr and waits for its confirm.
 func confirmOne(ctx context.Context, h *totalQueue, addr, name, queue string) error {
-	conn, err := dialNode(addr)
+	conn, ch, err := openChannel(addr)
 	if err != nil {
 		return err
 	}
 	defer conn.drop()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if err := ch.Confirm(false); err != nil {
 		return err
 	}

@@ -87,15 +87,11 @@ func newAMQPFaultTest(ctx context.Context, t *testing.T, nodes []*node, addrs []
 
 // declare declares the queues on the first node.
 func (ft *amqpFaultTest) declare(args amqp.Table) error {
-	conn, err := dialNode(ft.addrs[0])
+	conn, ch, err := openChannel(ft.addrs[0])
 	if err != nil {
 		return err
 	}
 	defer conn.drop()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	for _, q := range ft.queues {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
 			return err
@@ -246,34 +242,56 @@ func (ft *amqpFaultTest) logNodes() {
 	}
 }
 
+// runAMQPFault runs an AMQP fault test on n loopback nodes: cycle is one
+// cycle of its fault.
+func runAMQPFault(t *testing.T, n int, fault string, cycle func(*amqpFaultTest)) {
+	t.Helper()
+	requireFaultRun(t)
+	ctx := amqpFaultContext(t)
+	nodes, addrs := startAMQPFaultCluster(t, n)
+	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
+	ft.run(fault, func() { cycle(ft) })
+}
+
+// killLeaderAnd kills the leader of the first queue and others more
+// nodes with SIGKILL at once, waits for the queues to go on without
+// them, and restarts them.
+func (ft *amqpFaultTest) killLeaderAnd(others int) {
+	ft.t.Helper()
+	leader := ft.leader(0)
+	victims := append([]*node{leader}, without(ft.nodes, leader)[:others]...)
+	for _, nd := range victims {
+		nd.kill()
+	}
+	killedAt := time.Now()
+	elected := ft.successor(0, leader, victims...)
+	ft.t.Logf("killed nodes %v (node %d led %s); node %d leads %v later", nodeIDs(victims), leader.id, ft.queues[0],
+		elected.id, time.Since(killedAt).Round(time.Millisecond))
+	ft.progress(50, "with the nodes killed")
+	for _, nd := range victims {
+		ft.restart(nd)
+	}
+	ft.progress(50, "after the killed nodes restarted")
+}
+
 // TestAMQPLeaderKilledFault: the leader of a quorum queue is killed with
 // SIGKILL, the queues go on on the other two, and it is restarted.
 func TestAMQPLeaderKilledFault(t *testing.T) {
-	requireFaultRun(t)
-	ctx := amqpFaultContext(t)
-	nodes, addrs := startAMQPFaultCluster(t, 3)
-	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
-	ft.run("leader killed", func() {
-		old := ft.leader(0)
-		old.kill()
-		killedAt := time.Now()
-		elected := ft.successor(0, old, old)
-		t.Logf("node %d (leading %s) killed; node %d leads %v later", old.id, ft.queues[0], elected.id,
-			time.Since(killedAt).Round(time.Millisecond))
-		ft.progress(50, "with the leader killed")
-		ft.restart(old)
-		ft.progress(50, "after the killed leader restarted")
-	})
+	runAMQPFault(t, 3, "leader killed", func(ft *amqpFaultTest) { ft.killLeaderAnd(0) })
+}
+
+// TestAMQPTwoOfFiveKilledFault: five nodes; the leader of a quorum queue
+// and another node are killed with SIGKILL at once. Three of five remain
+// a majority of every queue's group: the queues go on, and both nodes
+// catch up when restarted.
+func TestAMQPTwoOfFiveKilledFault(t *testing.T) {
+	runAMQPFault(t, 5, "two of five killed", func(ft *amqpFaultTest) { ft.killLeaderAnd(1) })
 }
 
 // TestAMQPFollowerKilledFault: a follower of a quorum queue is killed
 // with SIGKILL and restarted; it catches up.
 func TestAMQPFollowerKilledFault(t *testing.T) {
-	requireFaultRun(t)
-	ctx := amqpFaultContext(t)
-	nodes, addrs := startAMQPFaultCluster(t, 3)
-	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
-	ft.run("follower killed", func() {
+	runAMQPFault(t, 3, "follower killed", func(ft *amqpFaultTest) {
 		leader := ft.leader(0)
 		follower := without(ft.nodes, leader)[0]
 		follower.kill()
@@ -288,11 +306,7 @@ func TestAMQPFollowerKilledFault(t *testing.T) {
 // with SIGSTOP for three election timeouts; the other two elect a new
 // one, and the old one, resumed, stops serving the queue.
 func TestAMQPLeaderStoppedFault(t *testing.T) {
-	requireFaultRun(t)
-	ctx := amqpFaultContext(t)
-	nodes, addrs := startAMQPFaultCluster(t, 3)
-	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
-	ft.run("leader stopped", func() {
+	runAMQPFault(t, 3, "leader stopped", func(ft *amqpFaultTest) {
 		old := ft.leader(0)
 		old.signal(syscall.SIGSTOP)
 		stoppedAt := time.Now()
@@ -314,42 +328,11 @@ func TestAMQPLeaderStoppedFault(t *testing.T) {
 // and started again, the next one once the restarted one confirms a
 // publish to every queue and the queues made progress.
 func TestAMQPRollingRestartFault(t *testing.T) {
-	requireFaultRun(t)
-	ctx := amqpFaultContext(t)
-	nodes, addrs := startAMQPFaultCluster(t, 3)
-	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
-	ft.run("rolling restart", func() {
+	runAMQPFault(t, 3, "rolling restart", func(ft *amqpFaultTest) {
 		for _, nd := range ft.nodes {
 			nd.terminate()
 			ft.restart(nd)
 			ft.progress(30, fmt.Sprintf("after node %d restarted", nd.id))
 		}
-	})
-}
-
-// TestAMQPTwoOfFiveKilledFault: five nodes; the leader of a quorum queue
-// and another node are killed with SIGKILL at once. Three of five remain
-// a majority of every queue's group: the queues go on, and both nodes
-// catch up when restarted.
-func TestAMQPTwoOfFiveKilledFault(t *testing.T) {
-	requireFaultRun(t)
-	ctx := amqpFaultContext(t)
-	nodes, addrs := startAMQPFaultCluster(t, 5)
-	ft := newAMQPFaultTest(ctx, t, nodes, addrs)
-	ft.run("two of five killed", func() {
-		leader := ft.leader(0)
-		victims := []*node{leader, without(ft.nodes, leader)[0]}
-		for _, nd := range victims {
-			nd.kill()
-		}
-		killedAt := time.Now()
-		elected := ft.successor(0, leader, victims...)
-		t.Logf("nodes %d (leading %s) and %d killed; node %d leads %v later", leader.id, ft.queues[0], victims[1].id,
-			elected.id, time.Since(killedAt).Round(time.Millisecond))
-		ft.progress(50, "with two of five nodes killed")
-		for _, nd := range victims {
-			ft.restart(nd)
-		}
-		ft.progress(50, "after two nodes restarted")
 	})
 }

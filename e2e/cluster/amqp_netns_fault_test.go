@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -19,6 +20,21 @@ func startAMQPNetCluster(t *testing.T, cn *clusterNet) ([]*node, []string) {
 	}
 	startAll(nodes)
 	return nodes, addrs
+}
+
+// declareQuorumQueue declares a quorum queue on the first node and
+// returns the node that leads it.
+func declareQuorumQueue(t *testing.T, ctx context.Context, nodes []*node, addrs []string, queue string) *node {
+	t.Helper()
+	conn, ch, err := openChannel(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.drop()
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, quorumArgs); err != nil {
+		t.Fatal(err)
+	}
+	return nodes[queueLeader(t, ctx, nodes, nil, queue)]
 }
 
 // TestAMQPLeaderIsolatedFault (Linux, root): five nodes, each in its own

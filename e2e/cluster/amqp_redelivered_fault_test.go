@@ -28,34 +28,18 @@ func TestAMQPDeliveredBeforeFailoverFault(t *testing.T) {
 	cn := newClusterNet(t, 3)
 	nodes, addrs := startAMQPNetCluster(t, cn)
 	const queue = "handed-out"
-	setup, err := dialNode(addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.drop()
-	ch, err := setup.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, quorumArgs); err != nil {
-		t.Fatal(err)
-	}
-	leader := nodes[queueLeader(t, ctx, nodes, nil, queue)]
+	leader := declareQuorumQueue(t, ctx, nodes, addrs, queue)
 	h := newTotalQueue([]string{queue})
 	for confirmOne(ctx, h, addrs[leader.id-1], "p", queue) != nil {
 		if ctx.Err() != nil {
 			t.Fatal("no confirm")
 		}
 	}
-	getter, err := dialNode(addrs[leader.id-1])
+	getter, gch, err := openChannel(addrs[leader.id-1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer getter.drop()
-	gch, err := getter.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	followers := without(nodes, leader)
 	cn.cut([]*node{leader}, followers)
@@ -77,15 +61,11 @@ func TestAMQPDeliveredBeforeFailoverFault(t *testing.T) {
 // message comes.
 func getAgain(t *testing.T, ctx context.Context, addr, queue string) amqp.Delivery {
 	t.Helper()
-	conn, err := dialNode(addr)
+	conn, ch, err := openChannel(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.drop()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for {
 		d, ok, err := ch.Get(queue, true)
 		if err != nil {

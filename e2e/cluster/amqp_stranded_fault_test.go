@@ -23,29 +23,13 @@ func TestAMQPConsumerCutOffBrieflyFault(t *testing.T) {
 	nodes, addrs := startAMQPNetCluster(t, cn)
 	const queue = "cut-off"
 	h := newTotalQueue([]string{queue})
-	conn, err := dialNode(addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.drop()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, quorumArgs); err != nil {
-		t.Fatal(err)
-	}
-	leader := nodes[queueLeader(t, ctx, nodes, nil, queue)]
+	leader := declareQuorumQueue(t, ctx, nodes, addrs, queue)
 	far := without(nodes, leader)[0]
-	consumer, err := dialNode(addrs[far.id-1])
+	consumer, cch, err := openChannel(addrs[far.id-1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer consumer.drop()
-	cch, err := consumer.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := cch.Qos(10, 0, false); err != nil {
 		t.Fatal(err)
 	}
