@@ -59,10 +59,11 @@ func newClusterNet(t *testing.T, n int) *clusterNet {
 	for i := range n {
 		name := fmt.Sprintf("wharf-%s-%d", suffix, i+1)
 		hostEnd, nsEnd := fmt.Sprintf("wh%s%d", suffix, i+1), fmt.Sprintf("wn%s%d", suffix, i+1)
-		// Deleting the namespace deletes its end of the veth pair, and
-		// with it the host's end.
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
 		cn.run("netns", "add", name)
+		// Deleting either end deletes the pair (and deleting the
+		// namespace its end, once moved there).
+		t.Cleanup(func() { exec.Command("ip", "link", "del", hostEnd).Run() })
 		cn.run("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd)
 		cn.run("link", "set", nsEnd, "netns", name)
 		cn.run("link", "set", hostEnd, "master", bridge, "up")
