@@ -18,9 +18,10 @@ import (
 // every queue), each reconnecting elsewhere when its node fails; a
 // nemesis injects one kind of fault -cluster.cycles times, each time
 // waiting for the queues to make progress during the fault and after it.
-// Then publishing stops, the consumers drain the queues, and the checker
-// (amqp_history_fault_test.go) requires lost = unexpected = 0 and
-// reports duplicates. Each test logs one "figures:" line.
+// Then publishing stops, the consumers drain the queues (drain), and the
+// checker (amqp_history_fault_test.go) requires lost = stranded =
+// unexpected = 0 and reports duplicates. Each test logs one "figures:"
+// line.
 
 // amqpFaultContext bounds one AMQP fault test, cluster start and drain
 // included, whatever -cluster.cycles says: a cycle takes ten to thirty
