@@ -23,35 +23,49 @@ var servedHere = regexp.MustCompile(`msg="mq: quorum queue (served here|no longe
 // serve it, the one with the latest term.
 func queueLeader(t *testing.T, ctx context.Context, nodes []*node, down map[int]bool, queue string) int {
 	t.Helper()
+	leader, _ := queueLeaderAbove(t, ctx, nodes, down, queue, -1)
+	return leader
+}
+
+// queueLeaderAbove is queueLeader for a leader of a term above term (a
+// node killed while it led last said it served the queue, in its term),
+// and returns that leader's term too.
+func queueLeaderAbove(t *testing.T, ctx context.Context, nodes []*node, down map[int]bool, queue string, term int) (int, int) {
+	t.Helper()
 	for {
-		best, bestTerm := -1, -1
+		best, bestTerm := -1, term
 		for i, nd := range nodes {
 			if down[i] {
 				continue
 			}
-			b, _ := os.ReadFile(nd.logPath)
-			serving, term := false, 0
-			for _, line := range strings.Split(string(b), "\n") {
-				m := servedHere.FindStringSubmatch(line)
-				if m == nil || m[2] != queue {
-					continue
-				}
-				serving = m[1] == "served here"
-				term, _ = strconv.Atoi(m[3])
-			}
-			if serving && term > bestTerm {
+			if serving, term := nd.lastWordOn(queue); serving && term > bestTerm {
 				best, bestTerm = i, term
 			}
 		}
 		if best >= 0 {
-			return best
+			return best, bestTerm
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no node serves %q", queue)
+			t.Fatalf("no node serves %q from a term above %d", queue, term)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// lastWordOn is what the node's log last said of queue: whether it serves
+// it, and from which term.
+func (nd *node) lastWordOn(queue string) (serving bool, term int) {
+	b, _ := os.ReadFile(nd.logPath)
+	for _, line := range strings.Split(string(b), "\n") {
+		m := servedHere.FindStringSubmatch(line)
+		if m == nil || m[2] != queue {
+			continue
+		}
+		serving = m[1] == "served here"
+		term, _ = strconv.Atoi(m[3])
+	}
+	return serving, term
 }
 
 // consumption is what a consumer received, by message number.

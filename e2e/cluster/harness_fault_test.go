@@ -264,8 +264,11 @@ func (ft *faultTest) leaderOf(from []*node, p, not int32) *node {
 }
 
 // others are the nodes other than those given.
-func (ft *faultTest) others(not ...*node) []*node {
-	return slices.DeleteFunc(slices.Clone(ft.nodes), func(nd *node) bool { return slices.Contains(not, nd) })
+func (ft *faultTest) others(not ...*node) []*node { return without(ft.nodes, not...) }
+
+// without is nodes less those given.
+func without(nodes []*node, not ...*node) []*node {
+	return slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return slices.Contains(not, nd) })
 }
 
 // partitions asks this node alone (no routing by the client) for the

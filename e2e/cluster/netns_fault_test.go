@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,7 +30,10 @@ type clusterNet struct {
 
 // newClusterNet makes the bridge and n namespaces, removed at the test's
 // end. It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and ip(8): without
-// them the test fails, saying so.
+// them the test fails, saying so. Each removal is registered before the
+// thing is made, so a test that fails half-way through leaves nothing;
+// what a test process that died without its cleanups (a -timeout panic,
+// a SIGKILL) left is removed by the next one (sweepNetLeaks).
 func newClusterNet(t *testing.T, n int) *clusterNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -36,22 +42,28 @@ func newClusterNet(t *testing.T, n int) *clusterNet {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatal("network partitions are made with ip(8) (iproute2), which is missing: install it, or run with -short")
 	}
-	var id [4]byte
+	sweepNetLeaks(t)
+	var id [2]byte
 	rand.Read(id[:])
-	suffix := hex.EncodeToString(id[:])
+	// The names carry this process's id (netOwner), so a sweep can tell
+	// the leaks of a dead test process from another live test's.
+	suffix := fmt.Sprintf("%xx%s", os.Getpid(), hex.EncodeToString(id[:]))
 	// A /24 of its own, so tests running at once on the machine do not
 	// share addresses.
 	cn := &clusterNet{t: t, subnet: fmt.Sprintf("10.%d.%d", 150+int(id[0])%50, id[1])}
 	bridge := "wb" + suffix
-	cn.run("link", "add", bridge, "type", "bridge")
 	t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run() })
+	cn.run("link", "add", bridge, "type", "bridge")
 	cn.run("addr", "add", cn.subnet+".1/24", "dev", bridge)
 	cn.run("link", "set", bridge, "up")
 	for i := range n {
 		name := fmt.Sprintf("wharf-%s-%d", suffix, i+1)
 		hostEnd, nsEnd := fmt.Sprintf("wh%s%d", suffix, i+1), fmt.Sprintf("wn%s%d", suffix, i+1)
-		cn.run("netns", "add", name)
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+		cn.run("netns", "add", name)
+		// Deleting either end deletes the pair (and deleting the
+		// namespace its end, once moved there).
+		t.Cleanup(func() { exec.Command("ip", "link", "del", hostEnd).Run() })
 		cn.run("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd)
 		cn.run("link", "set", nsEnd, "netns", name)
 		cn.run("link", "set", hostEnd, "master", bridge, "up")
@@ -61,6 +73,43 @@ func newClusterNet(t *testing.T, n int) *clusterNet {
 		cn.ns = append(cn.ns, name)
 	}
 	return cn
+}
+
+// netOwner matches the names newClusterNet gives namespaces and bridges,
+// capturing the creating process's id (hex).
+var netOwner = regexp.MustCompile(`^(?:wharf-|wb)([0-9a-f]+)x[0-9a-f]{4}(?:-\d+)?$`)
+
+// sweepNetLeaks removes the namespaces and bridges of test processes that
+// are gone: a process killed before its cleanups ran leaves them behind,
+// and their routes and addresses would linger on the machine. Those of
+// live processes (other tests running now) are left alone.
+func sweepNetLeaks(t *testing.T) {
+	t.Helper()
+	gone := func(name string) bool {
+		m := netOwner.FindStringSubmatch(name)
+		if m == nil {
+			return false
+		}
+		pid, err := strconv.ParseInt(m[1], 16, 32)
+		return err == nil && syscall.Kill(int(pid), 0) == syscall.ESRCH
+	}
+	namespaces, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(namespaces), "\n") {
+		if name, _, _ := strings.Cut(line, " "); gone(name) {
+			t.Logf("removing namespace %s, left by a test process that is gone", name)
+			exec.Command("ip", "netns", "del", name).Run()
+		}
+	}
+	bridges, _ := exec.Command("ip", "-o", "link", "show", "type", "bridge").Output()
+	for _, line := range strings.Split(string(bridges), "\n") {
+		// "7: wb1a2bx3c4d: <BROADCAST,…"
+		if _, rest, ok := strings.Cut(line, ": "); ok {
+			if name, _, _ := strings.Cut(rest, ":"); gone(name) {
+				t.Logf("removing bridge %s, left by a test process that is gone", name)
+				exec.Command("ip", "link", "del", name).Run()
+			}
+		}
+	}
 }
 
 func (cn *clusterNet) run(args ...string) {
@@ -89,9 +138,19 @@ func (cn *clusterNet) routes(op string, a, b []*node) {
 }
 
 // startNetCluster starts one node in each namespace of cn, listening on
-// its namespace's address: the node's binary is a script that enters the
-// namespace and runs wharf there (same process id, so signals reach it).
+// its namespace's address.
 func startNetCluster(t *testing.T, cn *clusterNet) []*node {
+	t.Helper()
+	nodes := prepareNetCluster(t, cn)
+	startAll(nodes)
+	return nodes
+}
+
+// prepareNetCluster is startNetCluster without the start (the caller
+// may give the nodes more flags first): the node's binary is a script
+// that enters the namespace and runs wharf there (same process id, so
+// signals reach it).
+func prepareNetCluster(t *testing.T, cn *clusterNet) []*node {
 	t.Helper()
 	bin := wharfBinary(t)
 	base := t.TempDir()
@@ -110,10 +169,6 @@ func startNetCluster(t *testing.T, cn *clusterNet) []*node {
 	}
 	for _, nd := range nodes {
 		nd.initial = strings.Join(initial, ",")
-		nd.start()
-	}
-	for _, nd := range nodes {
-		nd.waitReady()
 	}
 	return nodes
 }

@@ -78,13 +78,18 @@ type node struct {
 func startCluster(t *testing.T, n int) []*node {
 	t.Helper()
 	nodes := prepareCluster(t, n)
+	startAll(nodes)
+	return nodes
+}
+
+// startAll starts nodes and waits until they serve.
+func startAll(nodes []*node) {
 	for _, nd := range nodes {
 		nd.start()
 	}
 	for _, nd := range nodes {
 		nd.waitReady()
 	}
-	return nodes
 }
 
 // prepareCluster is startCluster without the start: the caller may give
@@ -130,6 +135,7 @@ func (nd *node) start() {
 	cmd.Args = append(cmd.Args, nd.extraArgs...)
 	cmd.Env = withoutWharfEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		nd.t.Fatal(err)
 	}
