@@ -32,6 +32,10 @@ type ClusterConfig struct {
 	// TickInterval is the Raft tick (100 ms); the election timeout is ten
 	// of them.
 	TickInterval time.Duration
+	// ControlledShutdownTimeout bounds how long Close first spends
+	// handing this node's leaderships to other nodes (shutdown.go); 0:
+	// it does not, and the other nodes elect new leaders once it is gone.
+	ControlledShutdownTimeout time.Duration
 }
 
 // metadataGroup is the Raft group of the cluster's metadata log.

@@ -548,7 +548,8 @@ func (n *Node) Err() error {
 	return n.serveErr
 }
 
-// Close shuts the node down. The HTTP management API stops first (it
+// Close shuts the node down. A cluster node first hands its leaderships
+// to other nodes (shutdown.go). The HTTP management API stops first (it
 // finishes requests in flight until ctx expires), then the NATS server,
 // which holds nothing on the cores. Then the AMQP server: it closes its
 // connections (connection.close 320 CONNECTION_FORCED) and returns their
@@ -561,6 +562,9 @@ func (n *Node) Err() error {
 // the first result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
+		// In a cluster, the leaderships go first, while every
+		// listener still serves (shutdown.go).
+		n.handOffLeaderships(ctx)
 		close(n.closing)
 		var errs []error
 		// The management API first: no policy change may reach the
