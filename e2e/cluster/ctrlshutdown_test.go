@@ -21,15 +21,17 @@ import (
 // stop stays under half the election timeout. The stopped node is
 // started again, and the leader then is killed with SIGKILL for
 // comparison: the producer stalls until the others notice and elect.
-// Lost = duplicated = reordered = 0 across both.
+// Lost = duplicated = reordered = 0 across both. The two nodes left then
+// stop one after the other, neither waiting out the hand-over's timeout.
 func TestControlledShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	const electionTimeout = 2 * time.Second
+	const electionTimeout, controlledShutdownTimeout = 2 * time.Second, 10 * time.Second
 	nodes := prepareCluster(t, 3)
 	for _, nd := range nodes {
-		nd.extraArgs = []string{fmt.Sprint("--election-timeout=", electionTimeout)}
+		nd.extraArgs = []string{fmt.Sprint("--election-timeout=", electionTimeout),
+			fmt.Sprint("--controlled-shutdown-timeout=", controlledShutdownTimeout)}
 		nd.start()
 	}
 	for _, nd := range nodes {
@@ -86,6 +88,20 @@ func TestControlledShutdown(t *testing.T) {
 			graceful, abrupt, electionTimeout/2)
 	}
 	checkLog(ctx, t, seeds, topic, book)
+
+	// The two left stop one after the other: the first hands over to
+	// the last, which has no one left to hand to and stops at once.
+	for _, nd := range nodes {
+		if nd != killed {
+			at := time.Now()
+			nd.terminate()
+			took := time.Since(at)
+			t.Logf("node %d stopped %v after SIGTERM", nd.id, took.Round(time.Millisecond))
+			if took > controlledShutdownTimeout/2 {
+				t.Errorf("node %d took %v to stop after SIGTERM", nd.id, took)
+			}
+		}
+	}
 }
 
 // ackClock is a kgo hook keeping when each record was acknowledged.

@@ -1,7 +1,5 @@
 package broker
 
-import "context"
-
 // Controlled shutdown (Kafka's controlled.shutdown.enable; KRaft's
 // InControlledShutdown). A node about to stop hands the leadership of
 // every group it leads to other nodes (internal/node does the handing
@@ -10,30 +8,28 @@ import "context"
 // giving it leaderships back while it hands them away. Started again,
 // the node registers afresh (Register), which clears the mark.
 
-// BeginControlledShutdown marks this node as stopping in the metadata
-// log, and returns once the mark is applied here or ctx ends. A single
-// node, or one not registered yet, has nothing to mark.
-func (b *Broker) BeginControlledShutdown(ctx context.Context) error {
+// BeginControlledShutdown starts marking this node as stopping in the
+// metadata log, in the background: the hand-over does not wait for the
+// mark (without a quorum it never commits; a balancer that hands a
+// leadership back before it applies is simply handed it again), and the
+// write ends when the broker closes. A single node, or one not
+// registered yet, has nothing to mark.
+func (b *Broker) BeginControlledShutdown() {
 	if b.meta.raft == nil {
-		return nil
+		return
 	}
 	b.mu.RLock()
 	info, registered := b.state.brokers[b.cfg.NodeID]
 	b.mu.RUnlock()
 	if !registered {
-		return nil
+		return
 	}
 	info.ShuttingDown = true
-	written := make(chan error, 1)
-	// The write is bounded by the metadata write timeout and ends when
-	// the broker closes; ctx may end first.
-	b.bg.Go(func() { written <- b.meta.write(brokerKey(info.NodeID), info) })
-	select {
-	case err := <-written:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	b.bg.Go(func() {
+		if err := b.meta.write(brokerKey(info.NodeID), info); err != nil {
+			b.logger.Warn("marking this node as shutting down failed", "err", err)
+		}
+	})
 }
 
 // ShuttingDown reports whether node is in a controlled shutdown: it

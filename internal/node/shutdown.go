@@ -16,12 +16,13 @@ import (
 // hand over, or ClusterConfig.ControlledShutdownTimeout passes, serving
 // as before meanwhile: a client is answered NOT_LEADER_OR_FOLLOWER as
 // each leadership leaves, and moves to the new leader at once instead of
-// waiting an election timeout once the node is gone. It first marks
+// waiting an election timeout once the node is gone. It also marks
 // itself as stopping (broker.BeginControlledShutdown), so that no other
-// node's balancer hands it a leadership back. A group with no other
-// voter in contact (one replica, or the others down) stays led here
-// until the node stops, as a Kafka partition whose other replicas are
-// out of sync does.
+// node's balancer hands it a leadership back, and no node stopping too
+// is chosen to take one. A group with no other voter in contact (one
+// replica, or the others down or stopping) stays led here until the
+// node stops, as a Kafka partition whose other replicas are out of sync
+// does; so the last node of a cluster to stop does so at once.
 
 // handOffPoll is how often the hand-over looks at what this node still
 // leads and asks again: Raft abandons a transfer that the chosen voter
@@ -45,9 +46,7 @@ func (n *Node) handOffLeaderships(ctx context.Context) {
 	defer cancel()
 	start := time.Now()
 	b := n.cores.broker
-	if err := b.BeginControlledShutdown(ctx); err != nil {
-		n.logger.Warn("controlled shutdown: marking this node as stopping failed; handing its leaderships over all the same", "err", err)
-	}
+	b.BeginControlledShutdown()
 	host := n.cores.cluster.host
 	ho := &handOff{
 		host:     host,
