@@ -37,7 +37,8 @@
 //     acks=all load: lost = duplicated = reordered = 0.
 //   - TestRemoveNode: `wharf cluster remove-node` refused while an RF4
 //     topic needs the node, then moving every replica off the leader's
-//     node and removing it, under load, losing nothing.
+//     node and removing it, under load, losing nothing; the removed
+//     node's process stops serving by itself and refuses to start again.
 //   - TestReassignedCoordinatorServes: __consumer_offsets partitions moved
 //     to a node that held no replica of them; it coordinates their
 //     groups.

@@ -109,6 +109,12 @@ func (st *metadataState) applyCluster(key string, value []byte) error {
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("metadata record %q: %w", key, err)
 	}
+	if st.nodes[r.NodeID].Removed {
+		// A removed node's process that kept running, or came back
+		// before it saw its removal, registers no more: KRaft fences an
+		// unregistered broker.
+		return nil
+	}
 	st.brokers[r.NodeID] = r
 	return nil
 }
@@ -294,6 +300,8 @@ func (b *Broker) applyRecord(key string, value []byte) error {
 		b.defs.applied(key[len(definitionPrefix):], value)
 	case strings.HasPrefix(key, reassignKeyPrefix):
 		b.reassignmentApplied(value)
+	case strings.HasPrefix(key, nodeKeyPrefix):
+		b.nodeApplied()
 	}
 	return nil
 }

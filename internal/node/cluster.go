@@ -142,6 +142,20 @@ func (c *clusterHost) close() {
 	c.transport.Close()
 }
 
+// stopWhenRemoved fails the node once it applies its own removal from
+// the cluster (wharf cluster remove-node): a removed node serves no
+// more, as KRaft fences an unregistered broker, and Start refuses it
+// afterwards. It returns when the node closes.
+func (n *Node) stopWhenRemoved() {
+	select {
+	case <-n.cores.broker.Removed():
+		err := n.cores.broker.RemovedErr()
+		n.logger.Error("this node was removed from the cluster; it stops serving", "err", err)
+		n.fail(err)
+	case <-n.closing:
+	}
+}
+
 // openClusterCoordinators opens the group and transaction coordinators of
 // a cluster node, which needs the cluster: the first node to open them
 // creates __consumer_offsets through the metadata log, which needs a

@@ -153,7 +153,7 @@ type Node struct {
 	kafkaServer     *kafka.Server
 	groups          *group.Coordinator // in a cluster, set once by openClusterCoordinators
 	txns            *txn.Coordinator
-	coordinating    sync.WaitGroup // openClusterCoordinators
+	coordinating    sync.WaitGroup // openClusterCoordinators, stopWhenRemoved
 	advertisedKafka string
 
 	amqpListener net.Listener // nil when Config.AMQPAddr is empty
@@ -290,6 +290,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	b.Register(kafkaLns[0].spec.AdvertisedHost, kafkaLns[0].spec.AdvertisedPort) // in a cluster only
 	if cfg.Cluster != nil {
 		n.coordinating.Go(n.openClusterCoordinators)
+		n.coordinating.Go(n.stopWhenRemoved)
 	}
 
 	if amqpLn != nil || tlsLns.amqps != nil {
@@ -465,13 +466,19 @@ func (n *Node) serve(name string, run func() error) {
 			err = errors.New(name + " server stopped unexpectedly")
 		}
 		n.logger.Error(name+" server stopped", "err", err)
-		n.errMu.Lock()
-		if n.serveErr == nil {
-			n.serveErr = fmt.Errorf("%s server: %w", name, err)
-		}
-		n.errMu.Unlock()
-		n.markDone()
+		n.fail(fmt.Errorf("%s server: %w", name, err))
 	}()
+}
+
+// fail stops the node's serving for err, which Err reports (the first
+// one, if several come), and Done announces.
+func (n *Node) fail(err error) {
+	n.errMu.Lock()
+	if n.serveErr == nil {
+		n.serveErr = err
+	}
+	n.errMu.Unlock()
+	n.markDone()
 }
 
 // limited applies Config.MaxConnections to one listener, named in the
