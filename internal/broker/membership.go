@@ -281,7 +281,7 @@ func removedError(id int32) error {
 }
 
 // Removed returns a channel closed once this node has applied its own
-// removal from the cluster; Err of a removed node then says so.
+// removal from the cluster; RemovedErr then says so.
 func (b *Broker) Removed() <-chan struct{} { return b.removed }
 
 // RemovedErr is ErrNodeRemoved for this node once it applied its

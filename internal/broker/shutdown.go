@@ -3,10 +3,11 @@ package broker
 // Controlled shutdown (Kafka's controlled.shutdown.enable; KRaft's
 // InControlledShutdown). A node about to stop hands the leadership of
 // every group it leads to other nodes (internal/node does the handing
-// over), and first marks itself as stopping in its broker registration:
-// every node applies the mark, and their balancers and ElectLeaders stop
-// giving it leaderships back while it hands them away. Started again,
-// the node registers afresh (Register), which clears the mark.
+// over), and marks itself as stopping in its broker registration: every
+// node applies the mark, and their balancers and ElectLeaders stop
+// giving it leaderships back while it hands them away, as the hand-over
+// of a node stopping too passes it by. Started again, the node registers
+// afresh (Register), which clears the mark.
 
 // BeginControlledShutdown starts marking this node as stopping in the
 // metadata log, in the background: the hand-over does not wait for the

@@ -543,12 +543,14 @@ func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 // Broker is the node's Kafka core.
 func (n *Node) Broker() *broker.Broker { return n.cores.broker }
 
-// Done is closed when a server (Kafka or AMQP) has stopped on its own
-// (then Err says why), or when Close has stopped them all.
+// Done is closed when a server (Kafka or AMQP) has stopped on its own,
+// or the node was removed from its cluster (then Err says why), or when
+// Close has stopped them all.
 func (n *Node) Done() <-chan struct{} { return n.serveDone }
 
-// Err is the error that stopped a server on its own, or nil while they run
-// and after a stop requested by Close.
+// Err is the error that stopped a server on its own, or the node's
+// removal from its cluster; nil while they run and after a stop
+// requested by Close.
 func (n *Node) Err() error {
 	n.errMu.Lock()
 	defer n.errMu.Unlock()
