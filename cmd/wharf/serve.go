@@ -189,19 +189,28 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 				logger.Info("reloaded the TLS certificate on SIGHUP")
 			}
 		case <-ctx.Done():
-			logger.Info("shutting down", "timeout", shutdownTimeout)
+			logger.Info("shutting down", "timeout", stopTimeout(cfg))
 			serving = false
 		case <-n.Done():
 			serveErr = n.Err() // names the listener that failed, e.g. "amqp server: accept tcp ..."
 			serving = false
 		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), stopTimeout(cfg))
 	defer cancel()
 	if err := n.Close(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return serveErr
+}
+
+// stopTimeout is how long `wharf serve` may take to stop: a cluster
+// node's controlled shutdown, then shutdownTimeout for the rest.
+func stopTimeout(cfg node.Config) time.Duration {
+	if cfg.Cluster == nil {
+		return shutdownTimeout
+	}
+	return cfg.Cluster.ControlledShutdownTimeout + shutdownTimeout
 }
 
 // kafkaLimits checks the Kafka connection limit flags and turns them into

@@ -15,9 +15,10 @@ import (
 // node added to a running one), or none for a single node; and Kafka's
 // replication settings.
 type clusterFlags struct {
-	nodeID              *int
-	addr, initial, join *string
-	electionTimeout     *time.Duration
+	nodeID                    *int
+	addr, initial, join       *string
+	electionTimeout           *time.Duration
+	controlledShutdownTimeout *time.Duration
 
 	minInsync      *int
 	autoRebalance  *bool
@@ -26,7 +27,7 @@ type clusterFlags struct {
 
 // clusterEnv lists the cluster flags settable by environment variable.
 var clusterEnv = []string{"node-id", "cluster-addr", "initial-cluster", "join", "election-timeout",
-	"min-insync-replicas", "auto-leader-rebalance", "leader-imbalance-check-interval"}
+	"controlled-shutdown-timeout", "min-insync-replicas", "auto-leader-rebalance", "leader-imbalance-check-interval"}
 
 // The bounds of --election-timeout: a Raft tick is a tenth of it, and
 // a tick under 10 ms costs a busy node more than it saves.
@@ -35,6 +36,11 @@ const (
 	maxElectionTimeout = time.Minute
 )
 
+// maxControlledShutdownTimeout bounds --controlled-shutdown-timeout: a
+// supervisor waits for a stopping process only so long (systemd's
+// default is 90 s) before it kills it.
+const maxControlledShutdownTimeout = time.Minute
+
 func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 	return clusterFlags{
 		nodeID:  fs.Int("node-id", 0, "this node's id, the broker id Kafka clients see (0: 1; in a cluster, its id in --initial-cluster)"),
@@ -42,6 +48,8 @@ func clusterServeFlags(fs *flag.FlagSet) clusterFlags {
 		initial: fs.String("initial-cluster", "", "every node of the cluster as ID@HOST:PORT,... (their --cluster-addr), this one included"),
 		electionTimeout: fs.Duration("election-timeout", time.Second,
 			"how long a follower hears nothing from its leader before it stands for election (a leader's heartbeats and the Raft tick are a tenth of it)"),
+		controlledShutdownTimeout: fs.Duration("controlled-shutdown-timeout", 10*time.Second,
+			"on SIGINT or SIGTERM, how long a cluster node first spends handing the leadership of its partitions, metadata and quorum queues to other nodes, so that clients move without waiting for an election (controlled.shutdown.enable); 0: stop at once"),
 		join: fs.String("join", "", "the --cluster-addr HOST:PORT of any node of a running cluster, for a new node (with an empty --data-dir) to join it under --node-id"),
 
 		minInsync: fs.Int("min-insync-replicas", 0,
@@ -74,6 +82,9 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	if timeout < minElectionTimeout || timeout > maxElectionTimeout {
 		return usagef("--election-timeout must be between %v and %v, got %v", minElectionTimeout, maxElectionTimeout, timeout)
 	}
+	if handOff := *f.controlledShutdownTimeout; handOff < 0 || handOff > maxControlledShutdownTimeout {
+		return usagef("--controlled-shutdown-timeout must be between 0 and %v, got %v", maxControlledShutdownTimeout, handOff)
+	}
 	// The election timeout is ten ticks (node.ClusterConfig).
 	tick := timeout / 10
 	switch {
@@ -82,7 +93,8 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	case *f.join != "" && (*f.addr == "" || *f.nodeID == 0):
 		return usagef("--join needs --node-id and --cluster-addr")
 	case *f.join != "":
-		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join, TickInterval: tick}
+		cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Join: *f.join, TickInterval: tick,
+			ControlledShutdownTimeout: *f.controlledShutdownTimeout}
 		return nil
 	case *f.addr == "" || *f.initial == "" || *f.nodeID == 0:
 		return usagef("--node-id, --cluster-addr and --initial-cluster go together")
@@ -94,7 +106,8 @@ func (f clusterFlags) apply(cfg *node.Config) error {
 	if _, ok := nodes[int32(*f.nodeID)]; !ok {
 		return usagef("--initial-cluster %q does not name --node-id %d", *f.initial, *f.nodeID)
 	}
-	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes, TickInterval: tick}
+	cfg.Cluster = &node.ClusterConfig{Addr: *f.addr, Nodes: nodes, TickInterval: tick,
+		ControlledShutdownTimeout: *f.controlledShutdownTimeout}
 	return nil
 }
 

@@ -48,3 +48,25 @@ func TestElectionTimeoutFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestControlledShutdownTimeoutFlag(t *testing.T) {
+	node1 := []string{"--node-id", "1", "--cluster-addr", "127.0.0.1:19301", "--initial-cluster", "1@127.0.0.1:19301,2@127.0.0.1:19302,3@127.0.0.1:19303"}
+	cc, err := clusterConfigFrom(t, node1...)
+	if err != nil || cc.ControlledShutdownTimeout != 10*time.Second {
+		t.Errorf("default: %+v, %v; want a controlled shutdown of at most 10s", cc, err)
+	}
+	cc, err = clusterConfigFrom(t, append(node1, "--controlled-shutdown-timeout", "0")...)
+	if err != nil || cc.ControlledShutdownTimeout != 0 {
+		t.Errorf("--controlled-shutdown-timeout 0: %+v, %v; want none", cc, err)
+	}
+	t.Setenv("WHARF_CONTROLLED_SHUTDOWN_TIMEOUT", "3s")
+	cc, err = clusterConfigFrom(t, node1...)
+	if err != nil || cc.ControlledShutdownTimeout != 3*time.Second {
+		t.Errorf("WHARF_CONTROLLED_SHUTDOWN_TIMEOUT=3s: %+v, %v; want 3s", cc, err)
+	}
+	for _, bad := range []string{"-1s", "2m"} {
+		if _, err := clusterConfigFrom(t, append(node1, "--controlled-shutdown-timeout", bad)...); err == nil {
+			t.Errorf("--controlled-shutdown-timeout %s accepted", bad)
+		}
+	}
+}

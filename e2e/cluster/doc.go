@@ -37,7 +37,8 @@
 //     acks=all load: lost = duplicated = reordered = 0.
 //   - TestRemoveNode: `wharf cluster remove-node` refused while an RF4
 //     topic needs the node, then moving every replica off the leader's
-//     node and removing it, under load, losing nothing.
+//     node and removing it, under load, losing nothing; the removed
+//     node's process stops serving by itself and refuses to start again.
 //   - TestReassignedCoordinatorServes: __consumer_offsets partitions moved
 //     to a node that held no replica of them; it coordinates their
 //     groups.
@@ -62,6 +63,15 @@
 //   - TestAMQPDeliveryLimitAnywhere: a delivery-limit + dead-letter retry
 //     ladder consumed on a node that does not lead counts the return of
 //     a kill -9 of the leader as an attempt.
+//   - TestControlledShutdown: SIGTERM of an RF3 partition's leader under
+//     an idempotent acks=all producer: the node hands its leaderships
+//     over before it exits, and the producer stalls less than half the
+//     election timeout (2 s here), where a SIGKILL of the leader, in
+//     the same test, stalls it until the others elect; lost =
+//     duplicated = reordered = 0.
+//   - TestFetchWakesOnCommit: a franz-go consumer waiting in Fetch
+//     (MaxWait 5 s) on an RF3 partition's leader gets an acks=all record
+//     as soon as it is committed, with nothing produced after it.
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -237,7 +237,9 @@ func waitGone(ctx context.Context, t *testing.T, path string) {
 // the producer's partition (the internal topics' too), then removes it:
 // the other nodes list three brokers, no partition names it, the
 // producer loses nothing, and the metadata group no longer counts it
-// (two of the three others keep a quorum).
+// (two of the three others keep a quorum). The removed node's process
+// stops serving by itself once it applies its removal, and refuses to
+// start again; it is never listed again.
 func TestRemoveNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
@@ -300,13 +302,37 @@ func TestRemoveNode(t *testing.T) {
 	load.stop()
 	checkLog(ctx, t, seedsOf(rest), topic, book)
 
+	// The removed node stops serving by itself, and refuses to start
+	// again: it never registers again.
+	awaitRemovedExit(ctx, t, removed)
+	removed.start()
+	awaitRemovedExit(ctx, t, removed)
+	waitBrokers(ctx, t, rest[0], 3)
+
 	// The metadata group has three voters left: with the removed node
 	// and one more down it still has a quorum (two of four would not).
-	removed.kill()
 	rest[0].kill()
 	if resp, err := newAdmin(t, seedsOf(rest[1:])).CreateTopic(ctx, 1, 2, nil, "after-removal"); err != nil || resp.Err != nil {
 		t.Errorf("creating a topic with the removed node and node %d down: %v %v", rest[0].id, err, resp.Err)
 	}
+}
+
+// awaitRemovedExit waits for the process of nd, removed from the
+// cluster, to exit saying why.
+func awaitRemovedExit(ctx context.Context, t *testing.T, nd *node) {
+	t.Helper()
+	select {
+	case <-nd.exited:
+	case <-ctx.Done():
+		t.Fatalf("node %d, removed from the cluster, is still running:\n%s", nd.id, nd.logTail())
+	}
+	tail := nd.logTail()
+	i := strings.LastIndex(tail, "was removed (wharf cluster remove-node)")
+	if i < 0 {
+		t.Fatalf("node %d, removed from the cluster, exited without saying so:\n%s", nd.id, tail)
+	}
+	start := strings.LastIndex(tail[:i], "\n") + 1
+	t.Logf("node %d exited: %s", nd.id, strings.SplitN(tail[start:], "\n", 2)[0])
 }
 
 // TestReassignedCoordinatorServes: the __consumer_offsets partitions

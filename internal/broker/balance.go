@@ -23,7 +23,8 @@ import (
 // leaderImbalanceRatio. The move is Raft's leadership transfer: the
 // leader brings the preferred replica up to date, then lets it campaign
 // at once; nothing acknowledged is at risk, and the preferred replica must
-// be in sync (in contact) for it to be tried.
+// be in sync (in contact), and not shutting down (shutdown.go), for it to
+// be tried.
 
 // Errors of a preferred leader election.
 var (
@@ -56,8 +57,9 @@ func (p *Partition) PreferredLeader() int32 {
 // replica and waits until that replica leads, or fails with
 // ErrRequestTimedOut once ctx ends. It fails with ErrElectionNotNeeded if
 // the preferred replica leads already, ErrPreferredLeaderNotAvailable if
-// it is not in sync or the partition has no leader to hand over from, and
-// ErrEligibleLeadersNotAvailable if the partition is offline here.
+// it is not in sync or shutting down, or the partition has no leader to
+// hand over from, and ErrEligibleLeadersNotAvailable if the partition is
+// offline here.
 func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 	if err := p.Offline(); err != nil {
 		return fmt.Errorf("%w: %s-%d is offline: %v", ErrEligibleLeadersNotAvailable, p.topic.name, p.index, err)
@@ -71,6 +73,8 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 		return fmt.Errorf("%w: %s-%d has no leader yet to hand over from", ErrPreferredLeaderNotAvailable, p.topic.name, p.index)
 	case !slices.Contains(isr, preferred):
 		return fmt.Errorf("%w: preferred replica %d of %s-%d is not in sync", ErrPreferredLeaderNotAvailable, preferred, p.topic.name, p.index)
+	case p.broker.ShuttingDown(preferred):
+		return fmt.Errorf("%w: preferred replica %d of %s-%d is shutting down", ErrPreferredLeaderNotAvailable, preferred, p.topic.name, p.index)
 	}
 	retry := time.NewTicker(transferRetry)
 	defer retry.Stop()
@@ -151,7 +155,7 @@ func (b *Broker) balanceLeaders() {
 				continue
 			}
 			s.ledElsewhere++
-			if leader == self && p.raft != nil && slices.Contains(isr, preferred) {
+			if leader == self && p.raft != nil && slices.Contains(isr, preferred) && !b.ShuttingDown(preferred) {
 				mine = append(mine, p)
 			}
 		}

@@ -71,6 +71,11 @@ type Broker struct {
 	leadersMu      sync.Mutex
 	leadersChanged chan struct{}
 
+	// removed is closed when this node applies its own removal from
+	// the cluster (membership.go).
+	removed     chan struct{}
+	removedOnce sync.Once
+
 	markerHook atomic.Pointer[TxnMarkerHook] // OnTxnMarker
 
 	// flusher fsyncs the partitions' logs in the background, every
@@ -97,6 +102,11 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster != nil {
+		if err := refuseRemoved(cfg.DataDir, cfg.NodeID); err != nil {
+			return nil, err
+		}
+	}
 	meta, err := openMetadataLog(cfg.DataDir, cfg.Cluster, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -115,6 +125,7 @@ func Open(cfg Config) (*Broker, error) {
 
 		leadersWake:    make(chan struct{}, 1),
 		leadersChanged: make(chan struct{}),
+		removed:        make(chan struct{}),
 
 		openSlots: make(chan struct{}, partitionOpeners),
 		flusher:   replica.StartFlusher(cfg.FlushInterval),
@@ -146,6 +157,9 @@ func (b *Broker) load() error {
 	b.clusterID = st.clusterID
 	b.nextProducerID, b.producerIDBlockEnd = st.producerIDBlockEnd, st.producerIDBlockEnd
 	if b.cfg.Cluster != nil {
+		if st.nodes[b.cfg.NodeID].Removed {
+			return removedError(b.cfg.NodeID)
+		}
 		b.state, b.appliedEnd = st, st.end
 		if b.clusterID == "" {
 			b.clusterID = clusterIDOf(slices.Sorted(slices.Values(b.cfg.Cluster.Nodes)))

@@ -70,11 +70,13 @@ type ClusterConfig struct {
 }
 
 // BrokerInfo is a broker as it registered: its id and the address its
-// Kafka clients reach it at.
+// Kafka clients reach it at, and whether it is in a controlled shutdown
+// (shutdown.go).
 type BrokerInfo struct {
-	NodeID int32  `json:"node_id"`
-	Host   string `json:"host"`
-	Port   int32  `json:"port"`
+	NodeID       int32  `json:"node_id"`
+	Host         string `json:"host"`
+	Port         int32  `json:"port"`
+	ShuttingDown bool   `json:"shutting_down,omitempty"`
 }
 
 // Metadata records only a cluster writes.
@@ -106,6 +108,12 @@ func (st *metadataState) applyCluster(key string, value []byte) error {
 	var r BrokerInfo
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("metadata record %q: %w", key, err)
+	}
+	if st.nodes[r.NodeID].Removed {
+		// A removed node's process that kept running, or came back
+		// before it saw its removal, registers no more: KRaft fences an
+		// unregistered broker.
+		return nil
 	}
 	st.brokers[r.NodeID] = r
 	return nil
@@ -175,7 +183,7 @@ func (b *Broker) Register(host string, port int32) {
 	info := BrokerInfo{NodeID: b.cfg.NodeID, Host: host, Port: port}
 	b.bg.Go(func() {
 		for {
-			err := b.meta.write(brokerKeyPrefix+strconv.Itoa(int(info.NodeID)), info)
+			err := b.meta.write(brokerKey(info.NodeID), info)
 			if err == nil {
 				b.logger.Info("broker registered", "node", info.NodeID, "host", host, "port", port)
 				return
@@ -189,6 +197,9 @@ func (b *Broker) Register(host string, port int32) {
 		}
 	})
 }
+
+// brokerKey is the metadata key of node's registration.
+func brokerKey(node int32) string { return brokerKeyPrefix + strconv.Itoa(int(node)) }
 
 // propose writes batch to the metadata group from this node and waits
 // until this node has applied it.
@@ -289,6 +300,8 @@ func (b *Broker) applyRecord(key string, value []byte) error {
 		b.defs.applied(key[len(definitionPrefix):], value)
 	case strings.HasPrefix(key, reassignKeyPrefix):
 		b.reassignmentApplied(value)
+	case strings.HasPrefix(key, nodeKeyPrefix):
+		b.nodeApplied()
 	}
 	return nil
 }

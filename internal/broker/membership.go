@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -267,6 +269,82 @@ func (b *Broker) logStep(err error, msg string, args ...any) {
 		return
 	}
 	b.logger.Debug(msg, args...)
+}
+
+// ErrNodeRemoved is this node's own removal from the cluster: it serves
+// no more, and refuses to start again.
+var ErrNodeRemoved = errors.New("node removed from the cluster")
+
+func removedError(id int32) error {
+	return fmt.Errorf("%w: node %d was removed (wharf cluster remove-node) and serves no more; "+
+		"to bring this machine back, start it with an empty --data-dir and --join, under a new --node-id", ErrNodeRemoved, id)
+}
+
+// Removed returns a channel closed once this node has applied its own
+// removal from the cluster; RemovedErr then says so.
+func (b *Broker) Removed() <-chan struct{} { return b.removed }
+
+// RemovedErr is ErrNodeRemoved for this node once it applied its
+// removal, nil before.
+func (b *Broker) RemovedErr() error {
+	select {
+	case <-b.removed:
+		return removedError(b.cfg.NodeID)
+	default:
+		return nil
+	}
+}
+
+// removedMarker is the file in the data directory that says this node
+// was removed. A restarted node finds it at once, where its replica of
+// the metadata log may not show the removal: Raft keeps the commit index
+// it applied the removal at in memory, and the removed node gets no more
+// of the group.
+const removedMarker = "removed-from-cluster"
+
+// nodeApplied hears that a node record was applied: this node's own
+// removal is written down (removedMarker) and closes Removed.
+func (b *Broker) nodeApplied() {
+	b.mu.RLock()
+	removed := b.state.nodes[b.cfg.NodeID].Removed
+	b.mu.RUnlock()
+	if !removed {
+		return
+	}
+	b.removedOnce.Do(func() {
+		if err := writeRemovedMarker(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+			b.logger.Error("recording this node's removal in its data directory failed", "err", err)
+		}
+		close(b.removed)
+	})
+}
+
+// writeRemovedMarker writes removedMarker and fsyncs it, not its
+// directory: should a power cut lose the file, the removal may still show
+// in the metadata log, which Open checks too.
+func writeRemovedMarker(dataDir string, id int32) error {
+	path := filepath.Join(dataDir, removedMarker)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, removedError(id))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// refuseRemoved fails with removedError if dataDir holds a node removed
+// from its cluster.
+func refuseRemoved(dataDir string, id int32) error {
+	if _, err := os.Stat(filepath.Join(dataDir, removedMarker)); err == nil {
+		return removedError(id)
+	}
+	return nil
 }
 
 // ErrNodeHoldsReplicas refuses to remove a node that is still a replica

@@ -33,6 +33,10 @@ type Partition struct {
 
 	waitMu  sync.Mutex
 	waiters map[chan<- struct{}]struct{}
+	// stopWatch ends the goroutine that waits for the replica's next
+	// change on the waiters' behalf (a cluster's partition); nil while
+	// none runs.
+	stopWatch chan struct{}
 
 	produceMu        sync.Mutex      // orders idempotent appends with their producer checks
 	producers        *producerStates // guarded by produceMu
@@ -169,7 +173,9 @@ func (p *Partition) Append(records []byte, acks int16) (Produced, error) {
 	if err != nil {
 		return Produced{}, err
 	}
-	p.wakeWaiters()
+	if p.raft == nil {
+		p.wakeWaiters() // readable now; a replicated append once committed (Notify)
+	}
 	p.traffic.in.Add(int64(len(records)))
 	out := Produced{BaseOffset: res.BaseOffset, LogAppendTime: -1, p: p, ack: res.Ack}
 	if cfg.logAppendTime() {
@@ -406,8 +412,12 @@ func (p *Partition) DeleteBefore(offset int64) (lowWatermark int64, err error) {
 	return log.DeleteBefore(offset)
 }
 
-// Notify registers a one-shot wake-up: after the next append to the
-// partition, ch gets a non-blocking send. Fetch long polls use it.
+// Notify registers a one-shot wake-up: ch gets a non-blocking send once
+// there may be more to read. Fetch long polls use it. On a single node
+// that is the next append. A replicated partition's records are
+// readable only once committed, so there it is the next move of the
+// replica's high watermark, or of its leadership (a fetch waiting on a
+// node that stops leading is answered NOT_LEADER_OR_FOLLOWER at once).
 func (p *Partition) Notify(ch chan<- struct{}) {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
@@ -415,6 +425,12 @@ func (p *Partition) Notify(ch chan<- struct{}) {
 		p.waiters = make(map[chan<- struct{}]struct{})
 	}
 	p.waiters[ch] = struct{}{}
+	if p.raft != nil && p.stopWatch == nil {
+		// The channel is taken now, before the caller reads: a change
+		// between its read and its wait closes it.
+		p.stopWatch = make(chan struct{})
+		go p.watchReplica(p.raft.Changed(), p.stopWatch)
+	}
 }
 
 // Unnotify removes a wake-up registered with Notify that has not fired.
@@ -422,6 +438,29 @@ func (p *Partition) Unnotify(ch chan<- struct{}) {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
 	delete(p.waiters, ch)
+	if len(p.waiters) == 0 {
+		p.endWatchLocked()
+	}
+}
+
+// watchReplica wakes the waiters at the replica's next change, then
+// ends; it ends sooner once no one waits (stop) or the broker stops.
+func (p *Partition) watchReplica(changed <-chan struct{}, stop <-chan struct{}) {
+	select {
+	case <-changed:
+		p.wakeWaiters()
+	case <-stop:
+	case <-p.broker.stop:
+	}
+}
+
+// endWatchLocked ends the goroutine watching the replica for the
+// waiters, if one runs. Caller holds waitMu.
+func (p *Partition) endWatchLocked() {
+	if p.stopWatch != nil {
+		close(p.stopWatch)
+		p.stopWatch = nil
+	}
 }
 
 func (p *Partition) wakeWaiters() {
@@ -434,4 +473,5 @@ func (p *Partition) wakeWaiters() {
 		}
 	}
 	clear(p.waiters)
+	p.endWatchLocked()
 }

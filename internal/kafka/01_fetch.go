@@ -12,8 +12,9 @@ import (
 //
 // Long poll: unless MinBytes <= 0 or MaxWait <= 0, a fetch with less than
 // MinBytes of records and no partition error registers a wake-up on every
-// partition (Partition.Notify) and waits for an append, the MaxWait timer or
-// server shutdown, then reads again.
+// partition (Partition.Notify) and waits for more to read (an append; in a
+// cluster a move of the high watermark or of the leadership), the MaxWait
+// timer or server shutdown, then reads again.
 //
 // Sizes (KIP-74): partitions are read in order; each gets at most
 // PartitionMaxBytes and what is left of MaxBytes, except that the first

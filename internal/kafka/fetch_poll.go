@@ -13,7 +13,7 @@ import (
 
 // The reading half of Fetch: resolving the partitions of a fetch against
 // the broker, reading them under the KIP-74 size rules, and the long poll
-// that waits for appends.
+// that waits for more to read.
 
 // fetchTarget is a scope partition resolved against the broker.
 type fetchTarget struct {
@@ -94,7 +94,7 @@ func releaseReads(reads []partitionRead) {
 	}
 }
 
-// pollFetch reads the targets, waiting for appends until MinBytes are
+// pollFetch reads the targets, waiting for more until MinBytes are
 // available, MaxWait passes, a partition fails or the server shuts down.
 func (s *Server) pollFetch(r *request, req *kmsg.FetchRequest, targets []fetchTarget) []partitionRead {
 	deadline := r.received.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -105,8 +105,8 @@ func (s *Server) pollFetch(r *request, req *kmsg.FetchRequest, targets []fetchTa
 	for {
 		wait := req.MinBytes > 0 && time.Now().Before(deadline) && !s.shuttingDown()
 		if wait {
-			// Register before reading, so an append between the read
-			// and the wait is not missed.
+			// Register before reading, so an append (or a commit)
+			// between the read and the wait is not missed.
 			if wake == nil {
 				wake = make(chan struct{}, 1)
 			}

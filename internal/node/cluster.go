@@ -32,6 +32,10 @@ type ClusterConfig struct {
 	// TickInterval is the Raft tick (100 ms); the election timeout is ten
 	// of them.
 	TickInterval time.Duration
+	// ControlledShutdownTimeout bounds how long Close first spends
+	// handing this node's leaderships to other nodes (shutdown.go); 0:
+	// it does not, and the other nodes elect new leaders once it is gone.
+	ControlledShutdownTimeout time.Duration
 }
 
 // metadataGroup is the Raft group of the cluster's metadata log.
@@ -136,6 +140,20 @@ func (c *clusterHost) close() {
 	}
 	c.host.Close()
 	c.transport.Close()
+}
+
+// stopWhenRemoved fails the node once it applies its own removal from
+// the cluster (wharf cluster remove-node): a removed node serves no
+// more, as KRaft fences an unregistered broker, and Start refuses it
+// afterwards. It returns when the node closes.
+func (n *Node) stopWhenRemoved() {
+	select {
+	case <-n.cores.broker.Removed():
+		err := n.cores.broker.RemovedErr()
+		n.logger.Error("this node was removed from the cluster; it stops serving", "err", err)
+		n.fail(err)
+	case <-n.closing:
+	}
 }
 
 // openClusterCoordinators opens the group and transaction coordinators of

@@ -153,7 +153,7 @@ type Node struct {
 	kafkaServer     *kafka.Server
 	groups          *group.Coordinator // in a cluster, set once by openClusterCoordinators
 	txns            *txn.Coordinator
-	coordinating    sync.WaitGroup // openClusterCoordinators
+	coordinating    sync.WaitGroup // openClusterCoordinators, stopWhenRemoved
 	advertisedKafka string
 
 	amqpListener net.Listener // nil when Config.AMQPAddr is empty
@@ -290,6 +290,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	b.Register(kafkaLns[0].spec.AdvertisedHost, kafkaLns[0].spec.AdvertisedPort) // in a cluster only
 	if cfg.Cluster != nil {
 		n.coordinating.Go(n.openClusterCoordinators)
+		n.coordinating.Go(n.stopWhenRemoved)
 	}
 
 	if amqpLn != nil || tlsLns.amqps != nil {
@@ -465,13 +466,19 @@ func (n *Node) serve(name string, run func() error) {
 			err = errors.New(name + " server stopped unexpectedly")
 		}
 		n.logger.Error(name+" server stopped", "err", err)
-		n.errMu.Lock()
-		if n.serveErr == nil {
-			n.serveErr = fmt.Errorf("%s server: %w", name, err)
-		}
-		n.errMu.Unlock()
-		n.markDone()
+		n.fail(fmt.Errorf("%s server: %w", name, err))
 	}()
+}
+
+// fail stops the node's serving for err, which Err reports (the first
+// one, if several come), and Done announces.
+func (n *Node) fail(err error) {
+	n.errMu.Lock()
+	if n.serveErr == nil {
+		n.serveErr = err
+	}
+	n.errMu.Unlock()
+	n.markDone()
 }
 
 // limited applies Config.MaxConnections to one listener, named in the
@@ -536,19 +543,22 @@ func (n *Node) AdvertisedKafkaAddr() string { return n.advertisedKafka }
 // Broker is the node's Kafka core.
 func (n *Node) Broker() *broker.Broker { return n.cores.broker }
 
-// Done is closed when a server (Kafka or AMQP) has stopped on its own
-// (then Err says why), or when Close has stopped them all.
+// Done is closed when a server (Kafka or AMQP) has stopped on its own,
+// or the node was removed from its cluster (then Err says why), or when
+// Close has stopped them all.
 func (n *Node) Done() <-chan struct{} { return n.serveDone }
 
-// Err is the error that stopped a server on its own, or nil while they run
-// and after a stop requested by Close.
+// Err is the error that stopped a server on its own, or the node's
+// removal from its cluster; nil while they run and after a stop
+// requested by Close.
 func (n *Node) Err() error {
 	n.errMu.Lock()
 	defer n.errMu.Unlock()
 	return n.serveErr
 }
 
-// Close shuts the node down. The HTTP management API stops first (it
+// Close shuts the node down. A cluster node first hands its leaderships
+// to other nodes (shutdown.go). The HTTP management API stops first (it
 // finishes requests in flight until ctx expires), then the NATS server,
 // which holds nothing on the cores. Then the AMQP server: it closes its
 // connections (connection.close 320 CONNECTION_FORCED) and returns their
@@ -561,6 +571,9 @@ func (n *Node) Err() error {
 // the first result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
+		// In a cluster, the leaderships go first, while every
+		// listener still serves (shutdown.go).
+		n.handOffLeaderships(ctx)
 		close(n.closing)
 		var errs []error
 		// The management API first: no policy change may reach the

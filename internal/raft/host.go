@@ -399,6 +399,17 @@ func (h *Host) group(id uint64) *Group {
 	return h.groups[id]
 }
 
+// Groups lists the groups the host runs, in id order.
+func (h *Host) Groups() []*Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	gs := make([]*Group, 0, len(h.groups))
+	for _, id := range slices.Sorted(maps.Keys(h.groups)) {
+		gs = append(gs, h.groups[id])
+	}
+	return gs
+}
+
 // receive steps one inbound batch.
 func (h *Host) receive(in inbound) {
 	h.heard(in.from)
