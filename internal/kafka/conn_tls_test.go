@@ -85,8 +85,8 @@ func TestFetchOverTLSStreamsRecordData(t *testing.T) {
 // record, nor one per three. (tlsconf's tests show its reads taking
 // several records at once.) One write per record cost a fetch over SSL
 // about 3.5 times the broker's CPU per MB of one over PLAINTEXT; one per
-// three records (64 KiB) cost the broker and the consumer together about
-// a seventh more CPU per MB than one per fifteen (256 KiB).
+// three records (64 KiB) cost the broker and the consumer together 10 to
+// 15 % more CPU per MB than one per fifteen (256 KiB).
 func TestTLSFetchWritesRecordsInLargeSocketWrites(t *testing.T) {
 	ts := startServer(t)
 	ln, socketIO := tlstest.Listen(t)
