@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,8 +33,9 @@ import (
 // this copies no bytes proportional to the data.
 //
 // On a TLS connection the same plan streams the file ranges through the
-// encryption 32 KiB at a time (pread, encrypt, write): sendfile cannot
-// carry TLS, but the response is never held whole in memory.
+// encryption sealPiece bytes at a time (pread into a pooled buffer,
+// encrypt, write; see sealedWriter): sendfile cannot carry TLS, but the
+// response is never held whole in memory.
 //
 // The copy path (Slice.Bytes, a pread, into the kmsg-encoded response) is
 // used when the connection is neither TCP nor TLS, when zero copy is off,
@@ -210,7 +213,7 @@ func (p splicePlan) write(nc net.Conn, buf []byte, fd *fetchData, flexible bool)
 		if _, err := nc.Write(head); err != nil {
 			return err
 		}
-		n, err := part.slice.WriteTo(nc)
+		n, err := part.slice.WriteTo(recordDataWriter(nc))
 		if err != nil {
 			return err
 		}
@@ -221,4 +224,49 @@ func (p splicePlan) write(nc net.Conn, buf []byte, fd *fetchData, flexible bool)
 	}
 	_, err := nc.Write(buf[prev:])
 	return err
+}
+
+// recordDataWriter is what a fetch response's record data is written to:
+// the TCP connection itself (sendfile), or a sealedWriter over TLS.
+func recordDataWriter(nc net.Conn) io.Writer {
+	if tc, ok := nc.(*tls.Conn); ok {
+		return sealedWriter{tc}
+	}
+	return nc
+}
+
+// sealPiece is how much record data is read from the files, and handed to
+// crypto/tls, at a time: as much as the Socket under the connection writes
+// at once (tlsconf's batchSize), so that a response's 1 MiB of a partition
+// takes four preads and four encrypting writes rather than thirty-two of
+// io.Copy's 32 KiB, which io.Copy would also allocate afresh per file
+// range.
+const sealPiece = 256 << 10
+
+var sealBufs = sync.Pool{New: func() any { b := make([]byte, sealPiece); return &b }}
+
+// sealedWriter is a TLS connection that record data is copied into from
+// the files (io.Copy calls its ReadFrom with a file range's reader).
+type sealedWriter struct{ *tls.Conn }
+
+// ReadFrom writes what r holds, read in pieces of sealPiece.
+func (w sealedWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := sealBufs.Get().(*[]byte)
+	defer sealBufs.Put(buf)
+	var written int64
+	for {
+		n, err := io.ReadFull(r, *buf)
+		if n > 0 {
+			if _, werr := w.Write((*buf)[:n]); werr != nil {
+				return written, werr
+			}
+			written += int64(n)
+		}
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return written, nil // r ended; the caller checks the length
+		case err != nil:
+			return written, err
+		}
+	}
 }

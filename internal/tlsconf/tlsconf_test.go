@@ -18,7 +18,7 @@ import (
 
 // writeCert writes a self-signed certificate for 127.0.0.1 named cn, and
 // its key, into dir; it returns the certificate for clients to trust.
-func writeCert(t *testing.T, dir, cn string) *x509.Certificate {
+func writeCert(t testing.TB, dir, cn string) *x509.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -73,15 +73,21 @@ func Listen(t testing.TB) (net.Listener, *SocketIO) {
 // Written is the bytes written in all, and those written by writes of
 // more than one TLS record (MaxRecord).
 func (s *SocketIO) Written() (total, inMultiRecordWrites int) {
+	return s.WrittenInWritesOver(MaxRecord)
+}
+
+// WrittenInWritesOver is the bytes written in all, and those written by
+// writes of more than size bytes.
+func (s *SocketIO) WrittenInWritesOver(size int) (total, inLarger int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.writes {
 		total += n
-		if n > MaxRecord {
-			inMultiRecordWrites += n
+		if n > size {
+			inLarger += n
 		}
 	}
-	return total, inMultiRecordWrites
+	return total, inLarger
 }
 
 type recordingListener struct {
