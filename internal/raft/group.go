@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -56,8 +57,10 @@ func (g *Group) Status() Status {
 // Propose appends entries to the group's log as its leader in term: they
 // are in the leader's Raft log, in order after everything proposed
 // before, when it returns nil. ErrNotLeader unless this node leads term
-// and is ready (Status.Leading); etcd raft's ErrProposalDropped when the
-// leader refuses them (too much uncommitted, or a leadership transfer).
+// and is ready (Status.Leading), or while it hands its leadership over
+// (Raft drops proposals then, and the caller should look for the next
+// leader); etcd raft's ErrProposalDropped when it refuses them for
+// another reason (too much uncommitted).
 func (g *Group) Propose(term uint64, ents []*pb.Entry) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -68,6 +71,9 @@ func (g *Group) Propose(term uint64, ents []*pb.Entry) error {
 		return ErrNotLeader
 	}
 	err := g.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: &g.h.cfg.NodeID, Entries: ents})
+	if errors.Is(err, etcdraft.ErrProposalDropped) && g.rn.BasicStatus().LeadTransferee != 0 {
+		return ErrNotLeader
+	}
 	if err != nil {
 		return err
 	}
