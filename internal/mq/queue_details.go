@@ -30,6 +30,9 @@ type QueueDetail struct {
 	// none): RabbitMQ's "members" and "leader".
 	Members []int32
 	Leader  int32
+	// Target is the members a grow or shrink in progress moves to (nil
+	// if none is).
+	Target []int32
 }
 
 // typeName is the x-queue-type name.
@@ -76,8 +79,8 @@ func (q *queue) detail() QueueDetail {
 	if q.crashed.Load() {
 		d.State = "crashed"
 	}
-	if q.members != nil {
-		d.Members, d.Leader = slices.Clone(q.members), q.leader()
+	if ms := q.membership.Load(); ms != nil {
+		d.Members, d.Target, d.Leader = slices.Clone(ms.Members), slices.Clone(ms.Target), q.leader()
 	}
 	q.mu.Lock()
 	d.MessagesReady, d.MessagesUnacknowledged, d.Consumers = q.ready.Len(), len(q.unacked), len(q.consumers)

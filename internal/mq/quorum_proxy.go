@@ -100,7 +100,7 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 			hint = 0
 		}
 		rq.setLeader(0)
-		if hint == 0 && attempt%len(rq.q.members) == 0 {
+		if hint == 0 && attempt%len(rq.q.members()) == 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(callRetry):
@@ -118,7 +118,7 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	if hint > 0 {
 		return hint
 	}
-	if q := rq.q; q.quorum != nil { // a member follows the group
+	if q := rq.q; q.quorum.Load() != nil { // a member follows the group
 		switch home := q.home.Load(); {
 		case home == 0:
 			return q.r.nodeID()
@@ -131,7 +131,7 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	if rq.leader > 0 {
 		return rq.leader
 	}
-	members := rq.q.members
+	members := rq.q.members()
 	up := rq.q.r.cfg.Cluster.PeerUp
 	for range members {
 		node := members[rq.rotation%len(members)]
@@ -176,8 +176,8 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if node == q.r.nodeID() && q.quorum != nil {
-		return q.quorum.serve(actx, req), nil
+	if m := q.quorum.Load(); node == q.r.nodeID() && m != nil {
+		return m.serve(actx, req), nil
 	}
 	go rq.abandonWhenGone(actx, cancel, node)
 	out, err := q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
@@ -213,7 +213,7 @@ func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.Cance
 			cancel()
 			return
 		}
-		if home := q.home.Load(); q.quorum != nil && home != node && home != quorumLeaderUnknown {
+		if home := q.home.Load(); q.quorum.Load() != nil && home != node && home != quorumLeaderUnknown {
 			cancel()
 			return
 		}

@@ -22,7 +22,7 @@ func quorumRoles(t *testing.T, envs []*env, name string, size int64) (leader, me
 	for i, e := range envs {
 		switch {
 		case i == leader:
-		case e.queueNamed(name).quorum != nil:
+		case e.queueNamed(name).quorum.Load() != nil:
 			member = i
 		default:
 			outsider = i
