@@ -61,6 +61,21 @@ func (q *queue) members() []int32 {
 // nodes: RabbitMQ's name@host form.
 func NodeName(id int32) string { return fmt.Sprintf("wharf@%d", id) }
 
+// NodeID is this node's id in a cluster, 0 on a single node.
+func (r *Registry) NodeID() int32 { return r.nodeID() }
+
+// peerUp reports whether this node is in contact with node (itself
+// included).
+func (r *Registry) peerUp(node int32) bool {
+	up := r.cfg.Cluster.PeerUp
+	return node == r.nodeID() || up == nil || up(node)
+}
+
+// inContact is those of nodes this node is in contact with.
+func (r *Registry) inContact(nodes []int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(nodes), func(n int32) bool { return !r.peerUp(n) })
+}
+
 // quorumMembers places a new quorum queue's replicas on the cluster's
 // current nodes, its leader on the least loaded.
 func (r *Registry) quorumMembers(args amqpwire.Table) []int32 {
@@ -349,9 +364,8 @@ func (m *quorumReplica) stepMembership() {
 // caughtUp is one of ids, not self, within memberLag of the leader and
 // in contact; 0 if none.
 func (m *quorumReplica) caughtUp(ids []uint64, caughtUp func(id, lag uint64) bool, self uint64) uint64 {
-	up := m.q.r.cfg.Cluster.PeerUp
 	for _, id := range ids {
-		if id != self && caughtUp(id, memberLag) && (up == nil || up(int32(id))) {
+		if id != self && caughtUp(id, memberLag) && m.q.r.peerUp(int32(id)) {
 			return id
 		}
 	}
