@@ -17,8 +17,9 @@ import (
 // addAPIFlags adds the management API's flags to a cluster command.
 func addAPIFlags(fs *flag.FlagSet) func() *mgmtClient {
 	server := fs.String("http-server", "localhost"+defaultHTTPAddr, "management API address, host:port or a URL (for quorum queues)")
-	user := fs.String("user", "guest", "management API user name")
-	password := fs.String("password", "guest", "management API password")
+	// --user and --password are the Kafka listener's SASL login here.
+	user := fs.String("http-user", "guest", "management API user name")
+	password := fs.String("http-password", "guest", "management API password")
 	return func() *mgmtClient { return newMgmtClient(*server, *user, *password) }
 }
 
@@ -62,11 +63,19 @@ func printQuorumQueues(ctx context.Context, api *mgmtClient, out io.Writer) erro
 
 // shrinkOff removes node's replicas from every quorum queue and waits
 // for it. A management API that does not answer is noted and skipped:
-// the node may have no quorum queues to leave.
+// the node may have no quorum queues to leave. A queue whose only member
+// the node is stops the removal: its messages would go with the node.
 func shrinkOff(ctx context.Context, api *mgmtClient, node int32, out io.Writer) error {
-	err := changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, out)
-	if noAPIAnswer(err) {
+	refused, err := changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, out)
+	switch {
+	case noAPIAnswer(err):
 		_, err = fmt.Fprintf(out, "Quorum queues not shrunk (pass --http-server if node %d holds replicas): %v\n", node, err)
+		return err
+	case err != nil:
+		return err
+	case len(refused) > 0:
+		return fmt.Errorf("node %d is the only member of quorum queues %s: grow them onto another node (wharf queues grow) or delete them first",
+			node, strings.Join(refused, ", "))
 	}
-	return err
+	return nil
 }

@@ -37,7 +37,8 @@ func defineQueuesGrow(fs *flag.FlagSet) func(context.Context, *mgmtClient, []str
 			return err
 		}
 		body := map[string]any{"strategy": strategy, "vhost_pattern": *vhosts, "queue_pattern": *queues}
-		return changeQuorumMembers(ctx, api, http.MethodPost, node, "grow", body, std.out)
+		_, err = changeQuorumMembers(ctx, api, http.MethodPost, node, "grow", body, std.out)
+		return err
 	}
 }
 
@@ -50,7 +51,8 @@ func defineQueuesShrink(fs *flag.FlagSet) func(context.Context, *mgmtClient, []s
 		if err != nil {
 			return err
 		}
-		return changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, std.out)
+		_, err = changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, std.out)
+		return err
 	}
 }
 
@@ -84,40 +86,38 @@ type quorumQueueMembers struct {
 
 // changeQuorumMembers asks the API to grow or shrink (action) the quorum
 // queues onto or off node, prints the changes, and waits until they are
-// done.
-func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, node int32, action string, body any, out io.Writer) error {
+// done. It returns the queues that refused theirs (as rabbitmq-queues,
+// it lists them and does not fail for them).
+func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, node int32, action string, body any, out io.Writer) (refused []string, err error) {
 	var changes []membershipChange
 	path := apiPath("queues", "quorum", "replicas", "on", strconv.Itoa(int(node)), action)
 	if err := api.do(ctx, method, path, body, &changes); err != nil {
-		return fmt.Errorf("queues %s: %w", action, err)
+		return nil, fmt.Errorf("queues %s: %w", action, err)
 	}
 	t := newTable(out, "VHOST", "QUEUE", "MEMBERS", "NEW MEMBERS", "ERROR")
-	var pending, failed []membershipChange
+	var pending []membershipChange
 	for _, c := range changes {
 		reason := ""
 		if c.Error != nil {
 			reason = *c.Error
-			failed = append(failed, c)
+			refused = append(refused, fmt.Sprintf("%q in vhost %q", c.Name, c.VHost))
 		} else {
 			pending = append(pending, c)
 		}
 		t.row(c.VHost, c.Name, strings.Join(c.Members, ","), strings.Join(c.Target, ","), reason)
 	}
 	if len(changes) == 0 {
-		fmt.Fprintf(out, "No quorum queue to %s\n", action)
-		return nil
+		_, err := fmt.Fprintf(out, "No quorum queue to %s\n", action)
+		return nil, err
 	}
 	if err := t.flush(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := awaitQuorumMembers(ctx, api, pending); err != nil {
-		return fmt.Errorf("queues %s: %w", action, err)
+		return nil, fmt.Errorf("queues %s: %w", action, err)
 	}
-	fmt.Fprintf(out, "%d queues changed, %d refused\n", len(pending), len(failed))
-	if len(failed) > 0 {
-		return fmt.Errorf("queues %s: %d queues refused the change", action, len(failed))
-	}
-	return nil
+	_, err = fmt.Fprintf(out, "%d queues changed, %d refused\n", len(pending), len(refused))
+	return refused, err
 }
 
 // membershipPoll is how often a waiting command reads the queues.

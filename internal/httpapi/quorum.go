@@ -36,8 +36,8 @@ func (s *Server) nodeNames(ids []int32) []string {
 }
 
 // putQuorumMembers adds a quorum queue's leader, members and online
-// members to its JSON, as RabbitMQ shows them ("leader" null while no
-// leader is known here).
+// members to its JSON, as RabbitMQ shows them; its "node" is the
+// leader's ("leader" and "node" null while no leader is known here).
 func (s *Server) putQuorumMembers(obj map[string]any, q mq.QueueDetail) {
 	if q.Members == nil {
 		return
@@ -46,7 +46,8 @@ func (s *Server) putQuorumMembers(obj map[string]any, q mq.QueueDetail) {
 	if q.Leader > 0 {
 		leader = s.nodeName(q.Leader)
 	}
-	obj["leader"], obj["members"], obj["online"] = leader, s.nodeNames(q.Members), s.nodeNames(q.Online)
+	obj["leader"], obj["node"] = leader, leader
+	obj["members"], obj["online"] = s.nodeNames(q.Members), s.nodeNames(q.Online)
 }
 
 // growBody is the body of the grow endpoint, as RabbitMQ's.

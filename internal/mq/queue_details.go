@@ -89,7 +89,7 @@ func (q *queue) detail() QueueDetail {
 		d.Node = home
 	}
 	if ms := q.membership.Load(); ms != nil {
-		d.Members, d.Target, d.Leader = slices.Clone(ms.Members), slices.Clone(ms.Target), q.leader()
+		d.Members, d.Target, d.Leader = slices.Clone(ms.Members), slices.Clone(ms.Target), q.shownLeader(ms)
 		d.Online, d.Node = q.r.inContact(ms.Members), d.Leader
 	}
 	q.mu.Lock()

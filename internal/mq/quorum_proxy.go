@@ -8,6 +8,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -41,6 +42,8 @@ type remoteQueue struct {
 	forward  *remoteForward
 	sessions map[*proxySession]bool
 	closed   bool
+	// probing: a call to find the leader is in flight (probeLeader).
+	probing atomic.Bool
 }
 
 // remoteTag is what one of this node's tags stands for: a message held by
