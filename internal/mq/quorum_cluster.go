@@ -3,7 +3,6 @@ package mq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"math"
 	"path/filepath"
@@ -120,7 +119,7 @@ func errQuorumElsewhere(q *queue) *Error {
 	res := resource("queue", q.name, q.vh.name)
 	if leader := q.home.Load(); leader > 0 {
 		return amqpwire.Errorf(amqpwire.CodeNotFound,
-			"%s is a quorum queue led by node 'wharf@%d': do this on that node", res, leader)
+			"%s is a quorum queue led by node '%s': do this on that node", res, NodeName(leader))
 	}
 	return amqpwire.Errorf(amqpwire.CodeNotFound,
 		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, memberNames(q))
@@ -131,7 +130,7 @@ func memberNames(q *queue) string {
 	members := q.members()
 	nodes := make([]string, len(members))
 	for i, m := range members {
-		nodes[i] = fmt.Sprintf("'wharf@%d'", m)
+		nodes[i] = "'" + NodeName(m) + "'"
 	}
 	return strings.Join(nodes, ", ")
 }
