@@ -34,14 +34,30 @@ import (
 // are the target, the leader records it as the queue's members; a node
 // no longer named closes and deletes its replica. At every step a
 // majority of the voters holds every committed command, so nothing
-// confirmed is lost. A joined node gets no replicas by itself, as in
-// RabbitMQ: the operator grows the queues onto it.
+// confirmed is lost. A new change replaces one in progress (current),
+// so a grow onto a node that never catches up can be shrunk away again;
+// should the leader record the old target just as a new one is written,
+// the new one is lost (the members recorded are still the group's
+// voters) and the operator runs it again. A joined node gets no replicas
+// by itself, as in RabbitMQ: the operator grows the queues onto it.
 
 // quorumMembership is a quorum queue's members as recorded, and the
 // target of the change in progress (nil if none).
 type quorumMembership struct {
 	Members []int32
 	Target  []int32
+}
+
+// current is the members the queue has or is moving to: a new change
+// starts from there, and replaces the one in progress (the leader drives
+// the group to the latest target, whatever it reached of the last one;
+// so a grow onto a node that never catches up can be undone by a
+// shrink).
+func (ms *quorumMembership) current() []int32 {
+	if ms.Target != nil {
+		return ms.Target
+	}
+	return ms.Members
 }
 
 // holds reports whether node holds, or is to hold, a replica.
@@ -182,9 +198,6 @@ type MembershipChange struct {
 var (
 	ErrNotClustered = errors.New("quorum queue membership changes need a cluster")
 	ErrUnknownNode  = errors.New("not a node of the cluster")
-	// errChangeInProgress: a queue whose last change has not completed
-	// takes no other.
-	errChangeInProgress = errors.New("a membership change of this queue is in progress")
 	errLastMember       = errors.New("the node is the queue's only member")
 )
 
@@ -254,7 +267,7 @@ func (r *Registry) changeMembership(targetOf func(v *VHost, q *queue, members []
 		slices.SortFunc(qs, func(a, b *queue) int { return compareStrings(a.name, b.name) })
 		for _, q := range qs {
 			ms := q.membership.Load()
-			target, err := targetOf(v, q, ms.Members)
+			target, err := targetOf(v, q, ms.current())
 			if target == nil && err == nil {
 				continue
 			}
@@ -273,11 +286,8 @@ func (r *Registry) changeMembership(targetOf func(v *VHost, q *queue, members []
 func (r *Registry) recordTarget(v *VHost, q *queue, target []int32) error {
 	key := queueKey(v.name, q.name)
 	rec, ok := r.liveQueueRecord(key, q.id)
-	switch {
-	case !ok:
+	if !ok {
 		return errors.New("the queue's record is gone")
-	case rec.Target != nil:
-		return errChangeInProgress
 	}
 	rec.Target = target
 	return r.defs.Put(key, mustJSON(rec))

@@ -130,3 +130,47 @@ func TestQuorumShrinkKeepsOneMember(t *testing.T) {
 		t.Fatal("grew onto node 9, which is not in the cluster")
 	}
 }
+
+// TestQuorumGrowOntoUnreachableUndone: a grow onto a node cut off from
+// the others never completes (its replica cannot catch up); a shrink of
+// that node replaces the change, and the queue is back on its members.
+func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 4, net)
+	l, _, n := quorumRoles(t, envs, "q", 3)
+	for _, body := range bodies("m", 100) { // more entries than a learner may lag and count as caught up
+		waitDurable(t, envs[l].publish(persistent("", "q", body)))
+	}
+	d, _ := envs[l].v.QueueDetail("q")
+	members := slices.Sorted(slices.Values(d.Members))
+	for i := range envs {
+		if i != n {
+			net.Cut(uint64(i+1), uint64(n+1), true)
+			net.Cut(uint64(n+1), uint64(i+1), true)
+		}
+	}
+	if changes, err := envs[l].r.GrowQuorumQueues(int32(n+1), QuorumSelection{}); err != nil || len(changes) != 1 || changes[0].Err != nil {
+		t.Fatalf("grow: %+v, %v", changes, err)
+	}
+	eventually(t, "the grow recorded", func() bool {
+		d, _ := envs[l].v.QueueDetail("q")
+		return d.Target != nil
+	})
+	changes, err := envs[l].r.ShrinkQuorumQueues(int32(n + 1))
+	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Equal(slices.Sorted(slices.Values(changes[0].Target)), members) {
+		t.Fatalf("shrink during the grow: %+v, %v", changes, err)
+	}
+	eventually(t, "the queue back on its members everywhere", func() bool {
+		for _, e := range envs {
+			d, err := e.v.QueueDetail("q")
+			if err != nil || d.Target != nil || !slices.Equal(slices.Sorted(slices.Values(d.Members)), members) {
+				return false
+			}
+		}
+		return envs[n].queueNamed("q").quorum.Load() == nil
+	})
+	others := slices.Delete(slices.Clone(envs), n, n+1)
+	if got := others[servingNode(t, others, "q")].drain("q"); len(got) != 100 {
+		t.Fatalf("the queue holds %d messages after the undone grow, want 100", len(got))
+	}
+}
