@@ -72,9 +72,7 @@ func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 // openQuorumReplica opens this node's replica of q's group and follows
 // it. A node the record's members do not name yet joins the group: its
 // replica starts empty and learns the group's members and log from the
-// leader. The node placed to lead (the first member) stands for
-// election at once, so that leaders spread as placed (with Raft's
-// pre-vote it takes nothing from a leader the others follow).
+// leader.
 func (v *VHost) openQuorumReplica(q *queue, qr queueRecord) {
 	self := v.r.nodeID()
 	members := qr.Members
@@ -97,9 +95,6 @@ func (v *VHost) openQuorumReplica(q *queue, qr queueRecord) {
 	m := v.r.startQuorumReplica(q, s, log)
 	log.SetForwardHandler(m.takeForwarded) // a raw forwarded proposal would bypass the queue's offsets
 	log.SetCallHandler(m.answer)
-	if !joining && members[0] == self {
-		log.Group().Campaign() // an error only means an election runs its usual course
-	}
 }
 
 // quorumLogConfig is the settings of quorum queues' logs: segments of the
@@ -235,12 +230,11 @@ func (m *quorumReplica) run() {
 			m.truncateSettled()
 			truncated = time.Now()
 		}
-		if m.serving != 0 || leader > 0 {
+		if (m.serving != 0 || leader > 0) && !m.preferredPending(m.q.membership.Load()) {
 			m.placedOnce.Do(func() { close(m.placed) })
 		}
 		var nextStep <-chan time.Time
-		if m.serving != 0 && m.q.membership.Load().Target != nil {
-			m.stepMembership()
+		if m.serving != 0 && m.stepMembership() {
 			nextStep = time.After(membershipRetry)
 		}
 		select {

@@ -19,8 +19,11 @@ import (
 // (default min(3, nodes)) among the cluster's current nodes (joined ones
 // included, removed ones not), its first member, the node placed to lead,
 // being the one that leads the fewest quorum queues, the others those that
-// hold the fewest replicas. The first member stands for election when it
-// opens its replica (openQuorumReplica), so leaders spread as placed.
+// hold the fewest replicas. Whichever member the first election makes
+// leader hands its leadership to the first member while the queue's log
+// is still empty (handToPreferred), and a declare returns once that is
+// done (awaitPlaced), so leaders spread as placed; later elections put
+// them where they fall, as RabbitMQ's do.
 //
 // Grow and shrink (rabbitmq-queues grow/shrink): a change is a target
 // membership written into the queue's record (queueRecord.Target); every
@@ -198,7 +201,7 @@ type MembershipChange struct {
 var (
 	ErrNotClustered = errors.New("quorum queue membership changes need a cluster")
 	ErrUnknownNode  = errors.New("not a node of the cluster")
-	errLastMember       = errors.New("the node is the queue's only member")
+	errLastMember   = errors.New("the node is the queue's only member")
 )
 
 // QuorumSelection picks the quorum queues a grow applies to: those of
@@ -353,13 +356,50 @@ const membershipRetry = 250 * time.Millisecond
 // count as caught up: under load a replica is never exactly level.
 const memberLag = 64
 
-// stepMembership takes the next step of the queue's group towards its
-// target, on the leader (run's goroutine): a learner added, promoted, a
-// member removed (or leadership handed on first), or the target
-// recorded as the members. Each step is proposed again until the
-// group's configuration shows it.
-func (m *quorumReplica) stepMembership() {
-	target := m.q.membership.Load().Target
+// stepMembership, on the leader (run's goroutine), takes the next step
+// of a new queue's leadership towards its first member, or of its group
+// towards the target of a change in progress. It reports whether a step
+// remains (run tries again after membershipRetry).
+func (m *quorumReplica) stepMembership() bool {
+	ms := m.q.membership.Load()
+	switch {
+	case ms.Target != nil:
+		m.stepTowards(ms.Target)
+		return true
+	case m.preferredPending(ms):
+		m.handToPreferred(ms)
+		return true
+	}
+	return false
+}
+
+// preferredPending reports whether the queue is new (nothing logged yet)
+// and its first member, in contact, is not the one leading it: a declare
+// waits for that too (run's placed).
+func (m *quorumReplica) preferredPending(ms *quorumMembership) bool {
+	if len(ms.Members) == 0 || m.store.HighWatermark() > 0 {
+		return false
+	}
+	leader, _, _ := m.store.Leadership()
+	preferred := ms.Members[0]
+	return int32(leader) != preferred && m.q.r.peerUp(preferred)
+}
+
+// handToPreferred hands the leadership of a new queue to its first
+// member once that one is caught up (run's goroutine, on the leader).
+func (m *quorumReplica) handToPreferred(ms *quorumMembership) {
+	gm := m.group.Membership()
+	preferred := uint64(ms.Members[0])
+	if m.caughtUp([]uint64{preferred}, gm.CaughtUp, uint64(m.q.r.nodeID())) != 0 && slices.Contains(gm.Voters, preferred) {
+		m.group.TransferLeadership(preferred)
+	}
+}
+
+// stepTowards takes the next step of the queue's group towards target: a
+// learner added, promoted, a member removed (or leadership handed on
+// first), or the target recorded as the members. Each step is proposed
+// again until the group's configuration shows it.
+func (m *quorumReplica) stepTowards(target []int32) {
 	gm := m.group.Membership()
 	self := uint64(m.q.r.nodeID())
 	current := slices.Concat(gm.Voters, gm.Learners)

@@ -37,11 +37,11 @@ func TestQuorumLeadersSpread(t *testing.T) {
 			Args: amqpwire.Table{"x-queue-type": "quorum"}}, false); err != nil {
 			t.Fatal(err)
 		}
-		servingNode(t, envs, name) // placed before the next is
+		placedLeader(t, envs, name) // placed before the next is
 	}
 	led := make([]int, len(envs))
 	for i := range queues {
-		led[servingNode(t, envs, fmt.Sprintf("q%d", i))]++
+		led[placedLeader(t, envs, fmt.Sprintf("q%d", i))]++
 	}
 	if !slices.Equal(led, []int{2, 2, 2}) {
 		t.Fatalf("queues led per node: %v, want 2 each", led)
