@@ -163,6 +163,37 @@ func (q *queue) leader() int32 {
 	return 0
 }
 
+// shownLeader is the leader of q (a quorum queue of the cluster) for what
+// this node shows of it, 0 if unknown. A node that holds no replica
+// learns the leader only from its calls; if it knows none, or one that
+// is no longer a member or in contact, it asks in the background, and
+// shows the answer from then on.
+func (q *queue) shownLeader(ms *quorumMembership) int32 {
+	leader := q.leader()
+	if leader > 0 && slices.Contains(ms.Members, leader) && q.r.peerUp(leader) {
+		return leader
+	}
+	if q.remote != nil && q.quorum.Load() == nil {
+		q.remote.probeLeader()
+	}
+	return 0
+}
+
+// probeLeader finds the queue's leader with a call that does nothing
+// there (once at a time; it ends with the queue here, or the registry).
+func (rq *remoteQueue) probeLeader() {
+	if !rq.probing.CompareAndSwap(false, true) {
+		return
+	}
+	rq.setLeader(0) // so that the call tries the members
+	go func() {
+		defer rq.probing.Store(false)
+		ctx, cancel := context.WithTimeout(rq.ctx, callAttempt)
+		defer cancel()
+		rq.call(ctx, &remoteRequest{Op: opLeader, Queue: rq.q.id}) // a failure leaves the leader unknown
+	}()
+}
+
 func (rq *remoteQueue) setLeader(node int32) {
 	rq.mu.Lock()
 	rq.leader = node
