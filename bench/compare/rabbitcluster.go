@@ -11,23 +11,25 @@ import (
 )
 
 // rabbitCluster is clusterNodes RabbitMQ nodes on this machine joined into
-// one cluster: distinct node names (rabbit1@localhost, ...), AMQP and
-// distribution ports, one Erlang cookie and one epmd, no plugins.
+// one cluster: distinct node names (rabbit1@localhost, ...), AMQP,
+// distribution and management API ports, one Erlang cookie and one epmd;
+// the management plugin is the only one (the section reads quorum
+// queues' leaders from its /api/queues, as it does Wharf's).
 type rabbitCluster struct {
 	s     *suite
 	nodes []*rabbitServer
 }
 
 // rabbitClusterNodes describes the nodes of a cluster under dir: ports[0]
-// is the epmd port they share, then an AMQP and a distribution port per
-// node.
+// is the epmd port they share, then an AMQP, a distribution and a
+// management port per node.
 func rabbitClusterNodes(dir string, ports []int) []rabbitNode {
 	home := filepath.Join(dir, "home")
 	var nodes []rabbitNode
-	for i := 0; 1+2*i+1 < len(ports); i++ {
+	for i := 0; 1+3*i+2 < len(ports); i++ {
 		name := fmt.Sprintf("rabbit%d", i+1)
 		nodes = append(nodes, rabbitNode{name: name + "@localhost", dir: filepath.Join(dir, name), home: home,
-			amqpPort: ports[1+2*i], distPort: ports[2+2*i], epmdPort: ports[0]})
+			amqpPort: ports[1+3*i], distPort: ports[2+3*i], mgmtPort: ports[3+3*i], epmdPort: ports[0]})
 	}
 	return nodes
 }
@@ -37,7 +39,7 @@ func rabbitClusterNodes(dir string, ports []int) []rabbitNode {
 // and checks that the first reports them all running. On failure every
 // node started is stopped.
 func (s *suite) startRabbitCluster(ctx context.Context, dir string) (*rabbitCluster, error) {
-	ports, err := freePorts(1 + 2*clusterNodes)
+	ports, err := freePorts(1 + 3*clusterNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -108,41 +110,6 @@ func runningNodes(statusJSON string) ([]string, error) {
 	}
 	slices.Sort(status.Running)
 	return status.Running, nil
-}
-
-// quorumQueue is a quorum queue as `rabbitmqctl list_queues name leader
-// members` reports it.
-type quorumQueue struct {
-	Name    string   `json:"name"`
-	Leader  string   `json:"leader"`
-	Members []string `json:"members"`
-}
-
-// quorumQueueInfo asks the first node for queue's leader and members.
-func (c *rabbitCluster) quorumQueueInfo(ctx context.Context, queue string) (quorumQueue, error) {
-	out, err := c.nodes[0].ctl(ctx, "list_queues", "name", "leader", "members", "--formatter", "json")
-	if err != nil {
-		return quorumQueue{}, fmt.Errorf("rabbitmqctl list_queues: %v: %s", err, strings.TrimSpace(out))
-	}
-	return findQueue(out, queue)
-}
-
-// findQueue picks queue out of list_queues' JSON output.
-func findQueue(listJSON, queue string) (quorumQueue, error) {
-	i := strings.Index(listJSON, "[")
-	if i < 0 {
-		return quorumQueue{}, fmt.Errorf("no JSON in %q", listJSON)
-	}
-	var queues []quorumQueue
-	if err := json.Unmarshal([]byte(listJSON[i:]), &queues); err != nil {
-		return quorumQueue{}, err
-	}
-	for _, q := range queues {
-		if q.Name == queue {
-			return q, nil
-		}
-	}
-	return quorumQueue{}, fmt.Errorf("queue %s not listed", queue)
 }
 
 // stop stops the nodes, last first (the first one's cleanup stops epmd).

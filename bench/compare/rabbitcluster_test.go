@@ -8,9 +8,9 @@ import (
 )
 
 func TestRabbitClusterNodesShareCookieAndEpmdOnly(t *testing.T) {
-	nodes := rabbitClusterNodes("/w/rc", []int{4369, 5001, 6001, 5002, 6002, 5003, 6003})
+	nodes := rabbitClusterNodes("/w/rc", []int{4369, 5001, 6001, 7001, 5002, 6002, 7002, 5003, 6003, 7003})
 	if len(nodes) != 3 {
-		t.Fatalf("%d nodes from 7 ports, want 3", len(nodes))
+		t.Fatalf("%d nodes from 10 ports, want 3", len(nodes))
 	}
 	seen := map[string]bool{}
 	for i, n := range nodes {
@@ -24,14 +24,19 @@ func TestRabbitClusterNodesShareCookieAndEpmdOnly(t *testing.T) {
 				t.Errorf("node %d env lacks %q: %v", i+1, want, env)
 			}
 		}
-		for _, own := range []string{n.name, n.dir, n.pidFile(), "amqp" + strconv.Itoa(n.amqpPort), "dist" + strconv.Itoa(n.distPort)} {
+		for _, own := range []string{n.name, n.dir, n.pidFile(), "amqp" + strconv.Itoa(n.amqpPort), "dist" + strconv.Itoa(n.distPort),
+			"mgmt" + strconv.Itoa(n.mgmtPort)} {
 			if seen[own] {
 				t.Errorf("node %d shares %q with another node", i+1, own)
 			}
 			seen[own] = true
 		}
-		if conf := n.conf(); !strings.Contains(conf, "listeners.tcp.1 = 127.0.0.1:"+strconv.Itoa(n.amqpPort)+"\n") {
-			t.Errorf("node %d conf does not listen on its AMQP port:\n%s", i+1, conf)
+		if conf := n.conf(); !strings.Contains(conf, "listeners.tcp.1 = 127.0.0.1:"+strconv.Itoa(n.amqpPort)+"\n") ||
+			!strings.Contains(conf, "management.tcp.port = "+strconv.Itoa(n.mgmtPort)+"\n") {
+			t.Errorf("node %d conf does not listen on its AMQP and management ports:\n%s", i+1, conf)
+		}
+		if n.plugins() != "[rabbitmq_management].\n" {
+			t.Errorf("node %d enables %q, want the management plugin only", i+1, n.plugins())
 		}
 	}
 }
@@ -51,22 +56,9 @@ func TestRunningNodesReadsClusterStatusJSON(t *testing.T) {
 func TestQuorumClusterWorkloadNamesIssue14Setup(t *testing.T) {
 	label := quorumClusterWorkload(quorumClusterFlow, "Wharf vs RabbitMQ, 3 nodes each")
 	for _, want := range []string{"quorum queue of 3 members", "1 KiB persistent", "≤256 unconfirmed", "prefetch 256",
-		"publisher and consumer on one node (RabbitMQ: the leader's; Wharf: see the notes)", "Wharf vs RabbitMQ, 3 nodes each"} {
+		"publisher and consumer on the queue's leader's node", "Wharf vs RabbitMQ, 3 nodes each"} {
 		if !strings.Contains(label, want) {
 			t.Errorf("label lacks %q: %s", want, label)
 		}
-	}
-}
-
-func TestFindQueueReadsLeaderAndMembers(t *testing.T) {
-	out := "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\n" +
-		`[{"name":"other","leader":"rabbit2@localhost","members":["rabbit2@localhost"]},` +
-		`{"name":"bench-1","leader":"rabbit1@localhost","members":["rabbit1@localhost","rabbit2@localhost","rabbit3@localhost"]}]`
-	q, err := findQueue(out, "bench-1")
-	if err != nil || q.Leader != "rabbit1@localhost" || len(q.Members) != 3 {
-		t.Fatalf("findQueue = %+v, %v", q, err)
-	}
-	if _, err := findQueue(out, "missing"); err == nil {
-		t.Fatal("no error for a queue not listed")
 	}
 }

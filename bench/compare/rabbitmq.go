@@ -29,6 +29,7 @@ const (
 type rabbitServer struct {
 	*child
 	amqpAddr string
+	httpAddr string // the management API's, "" without it
 	nodeName string
 	env      []string
 	pidFile  string
@@ -49,12 +50,26 @@ type rabbitNode struct {
 	name                         string // Erlang node name, e.g. bench@localhost
 	dir, home                    string
 	amqpPort, distPort, epmdPort int
+	mgmtPort                     int // the management plugin's HTTP port; 0: no plugins
 }
 
 // conf is the node's rabbitmq.conf: AMQP on loopback, logs to file at
 // warning level, everything else RabbitMQ's default.
 func (n rabbitNode) conf() string {
-	return fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nlog.console = false\nlog.file.level = warning\n", n.amqpPort)
+	conf := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nlog.console = false\nlog.file.level = warning\n", n.amqpPort)
+	if n.mgmtPort > 0 {
+		conf += fmt.Sprintf("management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = %d\n", n.mgmtPort)
+	}
+	return conf
+}
+
+// plugins is the node's enabled_plugins file: the management plugin if
+// it has a port, else none.
+func (n rabbitNode) plugins() string {
+	if n.mgmtPort > 0 {
+		return "[rabbitmq_management].\n"
+	}
+	return "[].\n"
 }
 
 // env is the environment RabbitMQ's scripts (server and rabbitmqctl) read
@@ -136,11 +151,14 @@ func (s *suite) startRabbitNode(ctx context.Context, n rabbitNode, cleanup func(
 	if err := os.WriteFile(filepath.Join(n.dir, "rabbitmq.conf"), []byte(n.conf()), 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte(n.plugins()), 0o644); err != nil {
 		return nil, err
 	}
 	r := &rabbitServer{amqpAddr: loopback(n.amqpPort), nodeName: n.name, pidFile: n.pidFile(),
 		env: append(os.Environ(), n.env()...)}
+	if n.mgmtPort > 0 {
+		r.httpAddr = loopback(n.mgmtPort)
+	}
 	cmd := exec.Command(rabbitServerScript)
 	cmd.Dir = n.dir
 	cmd.Env = r.env

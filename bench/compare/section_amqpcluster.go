@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // The AMQP cluster section (issue 14): a quorum queue of three members on
 // three `wharf serve` processes beside a 3-node RabbitMQ cluster's quorum
 // queue, and beside the suite's single Wharf process, in the same run.
-// Publisher and consumer are both on the node leading the queue. Opt-in:
-// -only amqpcluster.
+// Publisher and consumer are both on the node leading the queue, as the
+// management API's /api/queues/{vhost}/{name} names it ("leader"), on
+// Wharf and on RabbitMQ alike. Opt-in: -only amqpcluster.
 
 // quorumClusterFlow is issue 14's workload: 1 KiB persistent messages
 // published with confirms (at most confirmWindow unconfirmed) to a quorum
@@ -30,7 +32,7 @@ const quorumClusterTarget = 2
 // what flows, where the clients are, and against what.
 func quorumClusterWorkload(f amqpFlow, versus string) string {
 	return fmt.Sprintf("AMQP cluster: quorum queue of %d members, %s persistent, confirms (≤%d unconfirmed), manual acks, prefetch %d; "+
-		"publisher and consumer on one node (RabbitMQ: the leader's; Wharf: see the notes); %s",
+		"publisher and consumer on the queue's leader's node; %s",
 		f.quorumMembers, sizeName(f.bodySize), confirmWindow, f.prefetchCount(), versus)
 }
 
@@ -41,14 +43,15 @@ func (s *suite) amqpClusterSection(ctx context.Context) error {
 		return fmt.Errorf("start a %d-node cluster: %w", clusterNodes, err)
 	}
 	defer c.stop()
-	var urls []string
+	urls := map[string]string{} // by node name, as the API names nodes
 	for _, nd := range c.nodes {
-		urls = append(urls, "amqp://guest:guest@"+nd.amqpAddr+"/")
+		urls[fmt.Sprintf("wharf@%d", nd.id)] = "amqp://guest:guest@" + nd.amqpAddr + "/"
 	}
 	flow := quorumClusterFlow
+	first := c.nodes[0]
 	wharf3 := contender{name: fmt.Sprintf("Wharf, %d processes", clusterNodes), run: func(ctx context.Context) (figures, error) {
-		return s.runAMQPFlowServedBy(ctx, urls[0], flow, func(queue string) (string, error) {
-			return quorumLeaderURL(ctx, urls, queue)
+		return s.runAMQPFlowServedBy(ctx, urls["wharf@1"], flow, func(queue string) (string, error) {
+			return s.leaderURL(ctx, first.httpAddr, queue, flow.quorumMembers, urls)
 		})
 	}}
 
@@ -65,22 +68,18 @@ func (s *suite) amqpClusterSection(ctx context.Context) error {
 		},
 		wharf: wharf3,
 		skip:  skip,
-		notes: quorumClusterNotes(fmt.Sprintf("peer: RabbitMQ's leader is node 1, where the queue was declared (client-local placement), with %d members: both checked each run", flow.quorumMembers)),
+		notes: quorumClusterNotes("peer: RabbitMQ declares the queue on node 1 and places its leader there (client-local)"),
 	}
 	if rabbit != nil {
 		defer rabbit.stop()
+		rabbitURLs := map[string]string{}
+		for _, r := range rabbit.nodes {
+			rabbitURLs[r.nodeName] = r.amqpURL()
+		}
 		first := rabbit.nodes[0]
 		vsRabbit.peer = &contender{name: fmt.Sprintf("RabbitMQ, %d-node cluster", clusterNodes), run: func(ctx context.Context) (figures, error) {
 			return s.runAMQPFlowServedBy(ctx, first.amqpURL(), flow, func(queue string) (string, error) {
-				q, err := rabbit.quorumQueueInfo(ctx, queue)
-				if err != nil {
-					return "", err
-				}
-				if q.Leader != first.nodeName || len(q.Members) != flow.quorumMembers {
-					return "", fmt.Errorf("queue %s is led by %s with members %v, not by %s (where it was declared) with %d",
-						queue, q.Leader, q.Members, first.nodeName, flow.quorumMembers)
-				}
-				return first.amqpURL(), nil
+				return s.leaderURL(ctx, first.httpAddr, queue, flow.quorumMembers, rabbitURLs)
 			})
 		}}
 	}
@@ -107,7 +106,7 @@ func quorumClusterNotes(peer string) func(metric, figures, figures) string {
 	return func(m metric, w, p figures) string {
 		switch m.key {
 		case "rate":
-			return joinNotes(fmt.Sprintf("Wharf's clients are on the first of its %d nodes whose basic.get on the queue succeeds: since any node serves a quorum queue, not necessarily the leader's (a follow-up: find the leader)", clusterNodes),
+			return joinNotes("clients on the node /api/queues/%2F/{queue} names as the leader, on both (Wharf places the leader on its least-loaded node)",
 				peer, "both clusters run through the whole section, on one machine")
 		case "p99":
 			return fmt.Sprintf("backlog at window end: %s (Wharf), %s (peer) msgs",
@@ -117,40 +116,56 @@ func quorumClusterNotes(peer string) func(metric, figures, figures) string {
 	}
 }
 
-// quorumLeaderURL waits (up to a minute) until one of urls serves
-// basic.get on queue, and returns it. Written when only the node leading a
-// quorum queue served it; now every node does (through the leader), so
-// the node it returns need not lead the queue.
-func quorumLeaderURL(ctx context.Context, urls []string, queue string) (string, error) {
+// apiQueue is what a management API (Wharf's or RabbitMQ's) shows of a
+// quorum queue's membership.
+type apiQueue struct {
+	Leader  *string  `json:"leader"`
+	Members []string `json:"members"`
+}
+
+// leaderURL waits (up to a minute) until the management API at httpAddr
+// shows queue, in vhost "/", with a leader and members members, and
+// returns the AMQP URL of the leader's node (urls, by node name); the
+// clients connect there.
+func (s *suite) leaderURL(ctx context.Context, httpAddr, queue string, members int, urls map[string]string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	var last apiQueue
 	var lastErr error
 	for {
-		for _, url := range urls {
-			if lastErr = servesGet(url, queue); lastErr == nil {
-				return url, nil
+		last, lastErr = getAPIQueue(ctx, httpAddr, queue)
+		if lastErr == nil && last.Leader != nil && len(last.Members) == members {
+			url, ok := urls[*last.Leader]
+			if !ok {
+				return "", fmt.Errorf("queue %s is led by %s, not a node of this cluster", queue, *last.Leader)
 			}
+			s.logf("   %s led by %s, members %v: clients connect to it", queue, *last.Leader, last.Members)
+			return url, nil
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
-			return "", fmt.Errorf("no node serves %s (last: %v): %w", queue, lastErr, err)
+			return "", fmt.Errorf("the API at %s never showed %s with a leader and %d members (last: %+v, %v): %w",
+				httpAddr, queue, members, last, lastErr, err)
 		}
 	}
 }
 
-// servesGet reports (nil) whether the broker at url answers basic.get on
-// queue, which is empty.
-func servesGet(url, queue string) error {
-	conn, err := amqp.Dial(url)
+// getAPIQueue reads /api/queues/%2F/{queue} at httpAddr as guest.
+func getAPIQueue(ctx context.Context, httpAddr, queue string) (apiQueue, error) {
+	var q apiQueue
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/api/queues/%2F/"+url.PathEscape(queue), nil)
 	if err != nil {
-		return err
+		return q, err
 	}
-	defer conn.Close()
-	ch, err := conn.Channel()
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return q, err
 	}
-	_, _, err = ch.Get(queue, false)
-	return err
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return q, fmt.Errorf("GET /api/queues/%%2F/%s: %s", queue, resp.Status)
+	}
+	return q, json.NewDecoder(resp.Body).Decode(&q)
 }
 
 // rabbitClusterPeer starts a RabbitMQ cluster, or says why there is none.

@@ -108,6 +108,7 @@ type clusterNode struct {
 	id        int32
 	kafkaAddr string
 	amqpAddr  string // "": AMQP off
+	httpAddr  string // the management API's, "" (off) unless AMQP is on
 	args      []string
 	logPath   string
 }
@@ -117,7 +118,7 @@ func (s *suite) startWharfCluster(ctx context.Context, name string) (*wharfClust
 }
 
 // startWharfClusterWith starts the cluster's nodes, each also serving
-// AMQP on a port of its own when withAMQP is set.
+// AMQP and the management API on ports of its own when withAMQP is set.
 func (s *suite) startWharfClusterWith(ctx context.Context, name string, withAMQP bool) (*wharfCluster, error) {
 	c := &wharfCluster{s: s}
 	base := filepath.Join(s.work, s.uniqueName(name))
@@ -137,10 +138,14 @@ func (s *suite) startWharfClusterWith(ctx context.Context, name string, withAMQP
 			if err != nil {
 				return nil, err
 			}
-			nd.amqpAddr = loopback(aport)
+			hport, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			nd.amqpAddr, nd.httpAddr = loopback(aport), loopback(hport)
 		}
 		nd.args = []string{"serve", "--data-dir", filepath.Join(base, fmt.Sprint("node", i+1)), "--kafka-addr", nd.kafkaAddr,
-			"--amqp-addr", nd.amqpAddr, "--http-addr", "", "--nats-addr", "", "--log-level", "warn",
+			"--amqp-addr", nd.amqpAddr, "--http-addr", nd.httpAddr, "--nats-addr", "", "--log-level", "warn",
 			"--node-id", fmt.Sprint(i + 1), "--cluster-addr", loopback(cport),
 			"--election-timeout", clusterElectionTimeout.String()}
 		initial = append(initial, fmt.Sprintf("%d@%s", i+1, loopback(cport)))

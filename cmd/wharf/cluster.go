@@ -19,8 +19,10 @@ import (
 // `wharf cluster status`: the nodes, which one is the controller, and
 // every partition's leader, replicas and in-sync replicas, from the
 // Kafka API's Metadata (any node answers for the whole cluster), and the
-// reassignments in progress. `wharf cluster remove-node N`: every
-// replica on node N moves to another node, then N leaves the cluster.
+// reassignments in progress, then each quorum queue's leader and members
+// (cluster_queues.go). `wharf cluster remove-node N`: N's quorum queue
+// replicas are shrunk away, every partition replica on node N moves to
+// another node, then N leaves the cluster.
 
 // removeNodeTimeout bounds `wharf cluster remove-node`, which waits for
 // the partitions to move.
@@ -28,16 +30,18 @@ const removeNodeTimeout = 10 * time.Minute
 
 func runCluster(ctx context.Context, args []string, std stdio) error {
 	cmds := []subcommandHelp{
-		{"status", "show the nodes, the controller, each partition's leader and in-sync replicas, and the reassignments in progress"},
-		{"remove-node", "move every replica off a node, then remove it from the cluster"},
+		{"status", "show the nodes, the controller, each partition's leader and in-sync replicas, the reassignments in progress, and each quorum queue's leader and members"},
+		{"remove-node", "move every replica (partitions and quorum queues) off a node, then remove it from the cluster"},
 	}
 	i, err := selectSubcommand("cluster", cmds, args, std)
 	if i < 0 {
 		return err
 	}
+	var api func() *mgmtClient
+	defineAPI := func(fs *flag.FlagSet) { api = addAPIFlags(fs) }
 	if cmds[i].name == "remove-node" {
 		return runKafkaSubcommand(ctx, "cluster", "remove-node", "NODE-ID [flags]", cmds[i].summary, args[1:], std,
-			func(*flag.FlagSet) {},
+			defineAPI,
 			func(env kafkaEnv, positional []string) error {
 				if err := expectArgs(positional, 1, "node id"); err != nil {
 					return err
@@ -52,11 +56,14 @@ func runCluster(ctx context.Context, args []string, std stdio) error {
 				// Moving the replicas takes longer than one admin request.
 				ctx, cancel := context.WithTimeout(ctx, removeNodeTimeout)
 				defer cancel()
+				if err := shrinkOff(ctx, api(), int32(id), env.out); err != nil {
+					return fmt.Errorf("remove-node: %w", err)
+				}
 				return removeNode(ctx, env, int32(id))
 			})
 	}
 	return runKafkaSubcommand(ctx, "cluster", "status", "[flags]", cmds[0].summary, args[1:], std,
-		func(*flag.FlagSet) {},
+		defineAPI,
 		func(env kafkaEnv, positional []string) error {
 			if err := expectArgs(positional, 0, ""); err != nil {
 				return err
@@ -76,7 +83,7 @@ func runCluster(ctx context.Context, args []string, std stdio) error {
 				return fmt.Errorf("cluster status: reassignments: %w", err)
 			}
 			printReassignments(env.out, moving)
-			return nil
+			return printQuorumQueues(env.ctx, api(), env.out)
 		})
 }
 

@@ -72,6 +72,13 @@
 //   - TestFetchWakesOnCommit: a franz-go consumer waiting in Fetch
 //     (MaxWait 5 s) on an RF3 partition's leader gets an acks=all record
 //     as soon as it is committed, with nothing produced after it.
+//   - TestQuorumQueueMembership: three processes and a fourth joined with
+//     --join; quorum queues declared after the join are placed on it,
+//     leaders on the least-loaded nodes; `wharf queues grow 4`, `wharf
+//     queues shrink` of the queue's leader and `wharf cluster
+//     remove-node 4` (which shrinks the queue off node 4 first) between
+//     publishes with confirms: /api/queues on every node shows the
+//     leader, members and online members at each step, lost = 0.
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

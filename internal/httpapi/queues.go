@@ -19,10 +19,11 @@ func (s *Server) queueJSON(vhost string, q mq.QueueStats) map[string]any {
 	}
 	obj := map[string]any{
 		"name": q.Name, "vhost": vhost, "durable": q.Durable, "auto_delete": q.AutoDelete, "exclusive": q.Exclusive,
-		"type": q.Type, "arguments": jsonTable(q.Args), "state": q.State, "node": s.cfg.NodeName,
+		"type": q.Type, "arguments": jsonTable(q.Args), "state": q.State, "node": s.nodeName(q.Node),
 		"consumers": q.Consumers, "policy": policy, "operator_policy": nil, "effective_policy_definition": def,
 		"exclusive_consumer_tag": nil, "message_stats": statsObject(q.MessageStats),
 	}
+	s.putQuorumMembers(obj, q.QueueDetail)
 	putStats(obj, q.Depth)
 	return obj
 }

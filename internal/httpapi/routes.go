@@ -54,6 +54,8 @@ func (s *Server) routes() {
 	s.route("POST", "queues/{vhost}/{name}/get", vhostUser, s.getMessages)
 	s.route("GET", "queues/{vhost}/{name}/bindings", vhostUser, s.listQueueBindings)
 	s.route("POST", "queues/{vhost}/{name}/replay-dead-letters", vhostUser, s.replayDeadLetters) // Wharf's own
+	s.route("POST", "queues/quorum/replicas/on/{node}/grow", admin, s.growQuorumQueues)
+	s.route("DELETE", "queues/quorum/replicas/on/{node}/shrink", admin, s.shrinkQuorumQueues)
 
 	s.route("GET", "exchanges", anyManager, s.listExchanges)
 	s.route("GET", "exchanges/{vhost}", vhostUser, s.listExchanges)

@@ -64,7 +64,8 @@ type Config struct {
 	ClusterName string
 	// NodeName is the node's name in every object that names one.
 	// Default "wharf@" and the machine's host name, like RabbitMQ's
-	// "rabbit@host".
+	// "rabbit@host"; in a cluster "wharf@" and the node id, as every
+	// node names the others (mq.NodeName).
 	NodeName string
 	// Version is the product version reported by /api/overview.
 	// Default: this build's (internal/version).
@@ -127,6 +128,9 @@ func New(reg *mq.Registry, cfg Config) *Server {
 	}
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = "wharf"
+	}
+	if cfg.NodeName == "" && reg.NodeID() > 0 {
+		cfg.NodeName = mq.NodeName(reg.NodeID()) // as queues name their cluster nodes
 	}
 	if cfg.NodeName == "" {
 		host, _ := os.Hostname()

@@ -57,9 +57,10 @@ type ClusterConfig struct {
 	// Barrier returns once this node applied every definition committed
 	// anywhere before the call.
 	Barrier func() error
-	// Nodes are the ids of every node of the cluster, this one included:
-	// quorum queues' members are placed on them.
-	Nodes []int32
+	// Nodes returns the ids of the cluster's current nodes, this one
+	// included (joined ones too, removed ones not), sorted: new quorum
+	// queues' members are placed on them.
+	Nodes func() []int32
 	// OpenQuorumLog opens this node's replica of a quorum queue's Raft
 	// group in dir, whose members are members, with the log settings cfg
 	// (quorum_cluster.go).
@@ -388,6 +389,10 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 	var cleanup deletions
 	err := func() error {
 		q := v.queues[name]
+		if q != nil && live && q.id == rec.ID && rec.Members != nil {
+			v.followMembership(q, rec) // a quorum queue's members may have changed
+			return nil
+		}
 		if q != nil && (!q.def.Durable || (live && q.id == rec.ID)) {
 			return nil // up to date (or this node's transient queue of that name)
 		}
@@ -496,7 +501,7 @@ func errHomeNodeDown(q *queue) *Error {
 
 // errElsewhere is the answer for a queue served on another node.
 func (q *queue) errElsewhere() *Error {
-	if q.members != nil {
+	if q.membership.Load() != nil {
 		return errQuorumElsewhere(q)
 	}
 	return errHomeNodeDown(q)

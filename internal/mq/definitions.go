@@ -66,6 +66,9 @@ type queueRecord struct {
 	// cluster (quorum_cluster.go).
 	Members []int32 `json:"members,omitempty"`
 	Group   uint64  `json:"group,omitempty"`
+	// Target is the members a grow or shrink in progress moves the
+	// group to (quorum_members.go); nil when none is.
+	Target []int32 `json:"target,omitempty"`
 	// Stream is a stream queue's topic (no storage directory then).
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`

@@ -22,7 +22,8 @@
 // the replicated metadata log and every node follows it as it commits;
 // durable queues live on the node that declared them (cluster.go), and
 // quorum queues are replicated by a Raft group each and served on its
-// leader (quorum_cluster.go, internal/quorumstore), which every other
+// leader (quorum_cluster.go, internal/quorumstore; placement, grow and
+// shrink in quorum_members.go), which every other
 // node reaches through calls: their clients publish, consume and get
 // there as on the leader (quorum_calls.go, quorum_proxy.go,
 // quorum_session.go). They are stored as JSON text, so names (and

@@ -63,10 +63,12 @@ type queue struct {
 	// node. A quorum queue's is its leader, quorumLeaderUnknown if none
 	// is known, and changes as leadership moves (quorum_cluster.go).
 	home atomic.Int32
-	// members are a quorum queue's nodes in a cluster (nil otherwise);
-	// quorum follows its group on a member node (nil elsewhere).
-	members []int32
-	quorum  *quorumReplica
+	// membership is a quorum queue's nodes in a cluster (nil
+	// otherwise), replaced as grow and shrink change them
+	// (quorum_members.go); quorum follows its group on a member node
+	// (nil elsewhere).
+	membership atomic.Pointer[quorumMembership]
+	quorum     atomic.Pointer[quorumReplica]
 	// remote reaches a quorum queue of the cluster on its leader while
 	// it is served elsewhere (quorum_proxy.go); nil for other queues.
 	remote *remoteQueue
@@ -207,7 +209,7 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 			e.offset, err = q.store.AppendLocked(batch)
 		}
 		switch {
-		case err != nil && q.quorum != nil:
+		case err != nil && q.quorum.Load() != nil:
 			return refused, nil, q.ready.Len(), nil // its term of service failed (it stops serving here): a nack
 		case err != nil:
 			return notTaken, nil, 0, err

@@ -30,6 +30,14 @@ type QueueDetail struct {
 	// none): RabbitMQ's "members" and "leader".
 	Members []int32
 	Leader  int32
+	// Target is the members a grow or shrink in progress moves to (nil
+	// if none is), and Online the members this node is in contact with
+	// (RabbitMQ's "online").
+	Target, Online []int32
+	// Node is the cluster node the queue is served on: a classic queue's
+	// home, a quorum queue's leader (0 on a single node, or for a quorum
+	// queue whose leader this node does not know).
+	Node int32
 }
 
 // typeName is the x-queue-type name.
@@ -76,8 +84,13 @@ func (q *queue) detail() QueueDetail {
 	if q.crashed.Load() {
 		d.State = "crashed"
 	}
-	if q.members != nil {
-		d.Members, d.Leader = slices.Clone(q.members), q.leader()
+	d.Node = q.r.nodeID()
+	if home := q.home.Load(); home > 0 {
+		d.Node = home
+	}
+	if ms := q.membership.Load(); ms != nil {
+		d.Members, d.Target, d.Leader = slices.Clone(ms.Members), slices.Clone(ms.Target), q.shownLeader(ms)
+		d.Online, d.Node = q.r.inContact(ms.Members), d.Leader
 	}
 	q.mu.Lock()
 	d.MessagesReady, d.MessagesUnacknowledged, d.Consumers = q.ready.Len(), len(q.unacked), len(q.consumers)

@@ -42,6 +42,7 @@ const (
 	opSettle  remoteOp = "settle"  // settle, take Limit
 	opGet     remoteOp = "get"     // basic.get, held by Session unless NoAck
 	opEnd     remoteOp = "end"     // end Session: what it holds goes back to the queue
+	opLeader  remoteOp = "leader"  // nothing: whoever answers serves the queue (quorum_members.go)
 )
 
 // remoteRequest is one call's request.
@@ -127,6 +128,8 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		return &remoteReply{NotServed: true, Leader: max(leader, 0)}
 	}
 	switch req.Op {
+	case opLeader:
+		return &remoteReply{}
 	case opPublish:
 		if _, err := m.takeForwarded(ctx, req.Batches); err != nil {
 			return &remoteReply{Error: err.Error()}

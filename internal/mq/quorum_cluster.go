@@ -2,9 +2,7 @@ package mq
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"math"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
+	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -51,54 +50,51 @@ func quorumGroup(id string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-// quorumMembers places a new quorum queue's replicas as partitions'
-// are: size consecutive nodes in id order (default min(3, nodes)) from a
-// random one, so that queues, and the leaders their groups elect, spread
-// over the nodes.
-func (r *Registry) quorumMembers(args amqpwire.Table) []int32 {
-	nodes := slices.Sorted(slices.Values(r.cfg.Cluster.Nodes))
-	size := min(3, len(nodes))
-	if n, ok := argInt(args["x-quorum-initial-group-size"]); ok && n > 0 {
-		size = min(int(n), len(nodes))
-	}
-	var b [1]byte
-	rand.Read(b[:])
-	members := make([]int32, size)
-	for i := range members {
-		members[i] = nodes[(int(b[0])+i)%len(nodes)]
-	}
-	return members
-}
-
 // quorumQueue builds a quorum queue of the cluster from its record: on a
-// member node with its replica opened and followed (the queue serves
-// once this replica leads), elsewhere a placeholder. It reports whether
-// this node holds a replica.
+// member node (or one a membership change adds) with its replica opened
+// and followed (the queue serves once this replica leads), elsewhere a
+// placeholder. It reports whether this node holds a replica.
 func (v *VHost) quorumQueue(def QueueDef, qr queueRecord) (*queue, bool) {
 	q := v.newQueue(def, qr.ID)
-	q.members = qr.Members
+	q.membership.Store(&quorumMembership{Members: qr.Members, Target: qr.Target})
 	q.deleted = true // until this replica leads
 	q.home.Store(quorumLeaderUnknown)
 	if v.r.cfg.Cluster.Call != nil {
 		q.remote = v.r.newRemoteQueue(q)
 	}
-	if !slices.Contains(qr.Members, v.r.nodeID()) {
+	if !q.membership.Load().holds(v.r.nodeID()) {
 		return q, false
 	}
+	v.openQuorumReplica(q, qr)
+	return q, true
+}
+
+// openQuorumReplica opens this node's replica of q's group and follows
+// it. A node the record's members do not name yet joins the group: its
+// replica starts empty and learns the group's members and log from the
+// leader.
+func (v *VHost) openQuorumReplica(q *queue, qr queueRecord) {
+	self := v.r.nodeID()
+	members := qr.Members
+	joining := !slices.Contains(members, self)
+	if joining {
+		members = nil
+	}
 	dir := filepath.Join(v.r.cfg.DataDir, queuesDirName, qr.ID)
-	log, err := v.r.cfg.Cluster.OpenQuorumLog(dir, qr.Group, qr.Members, v.r.quorumLogConfig())
+	log, err := v.r.cfg.Cluster.OpenQuorumLog(dir, qr.Group, members, v.r.quorumLogConfig())
 	if err != nil {
 		q.crashed.Store(true)
 		v.r.logger.Error("mq: quorum queue out of service: its replica cannot be opened; other queues are not affected",
 			"queue", q.name, "vhost", v.name, "dir", dir, "err", err)
-		return q, true
+		return
 	}
 	s := quorumstore.Open(log, v.r.logger.With("queue", q.name, "vhost", v.name))
+	q.mu.Lock()
 	q.store = s
-	m := v.r.startQuorumReplica(q, s)
+	q.mu.Unlock()
+	m := v.r.startQuorumReplica(q, s, log)
 	log.SetForwardHandler(m.takeForwarded) // a raw forwarded proposal would bypass the queue's offsets
 	log.SetCallHandler(m.answer)
-	return q, true
 }
 
 // quorumLogConfig is the settings of quorum queues' logs: segments of the
@@ -118,7 +114,7 @@ func errQuorumElsewhere(q *queue) *Error {
 	res := resource("queue", q.name, q.vh.name)
 	if leader := q.home.Load(); leader > 0 {
 		return amqpwire.Errorf(amqpwire.CodeNotFound,
-			"%s is a quorum queue led by node 'wharf@%d': do this on that node", res, leader)
+			"%s is a quorum queue led by node '%s': do this on that node", res, NodeName(leader))
 	}
 	return amqpwire.Errorf(amqpwire.CodeNotFound,
 		"%s is a quorum queue on nodes %s and has no leader this node knows of", res, memberNames(q))
@@ -126,9 +122,10 @@ func errQuorumElsewhere(q *queue) *Error {
 
 // memberNames lists a quorum queue's nodes for an error text.
 func memberNames(q *queue) string {
-	nodes := make([]string, len(q.members))
-	for i, m := range q.members {
-		nodes[i] = fmt.Sprintf("'wharf@%d'", m)
+	members := q.members()
+	nodes := make([]string, len(members))
+	for i, m := range members {
+		nodes[i] = "'" + NodeName(m) + "'"
 	}
 	return strings.Join(nodes, ", ")
 }
@@ -139,6 +136,10 @@ func memberNames(q *queue) string {
 type quorumReplica struct {
 	q     *queue
 	store *quorumstore.Store
+	group *raft.Group
+	// retarget wakes run when the queue's membership changed (one
+	// token).
+	retarget chan struct{}
 	// serving is the term the queue is served in here, 0 if it is not
 	// (run's goroutine only).
 	serving uint64
@@ -153,9 +154,10 @@ type quorumReplica struct {
 }
 
 // startQuorumReplica starts following q's group.
-func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store) *quorumReplica {
-	m := &quorumReplica{q: q, store: s, placed: make(chan struct{}), done: make(chan struct{})}
-	q.quorum = m
+func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store, log *replica.RaftLog) *quorumReplica {
+	m := &quorumReplica{q: q, store: s, group: log.Group(), retarget: make(chan struct{}, 1),
+		placed: make(chan struct{}), done: make(chan struct{})}
+	q.quorum.Store(m)
 	r.quorumMu.Lock()
 	r.quorumReplicas[m] = struct{}{}
 	r.quorumMu.Unlock()
@@ -228,14 +230,20 @@ func (m *quorumReplica) run() {
 			m.truncateSettled()
 			truncated = time.Now()
 		}
-		if m.serving != 0 || leader > 0 {
+		if (m.serving != 0 || leader > 0) && !m.preferredPending(m.q.membership.Load()) {
 			m.placedOnce.Do(func() { close(m.placed) })
+		}
+		var nextStep <-chan time.Time
+		if m.serving != 0 && m.stepMembership() {
+			nextStep = time.After(membershipRetry)
 		}
 		select {
 		case <-m.store.Done():
 			return
 		case <-changed:
 		case <-tick.C:
+		case <-m.retarget:
+		case <-nextStep:
 		case <-failed:
 			m.stepDown(quorumLeaderUnknown)
 			select {
@@ -274,8 +282,8 @@ func (m *quorumReplica) takeOver(ctx context.Context, term uint64) error {
 // waits for: the store, or a quorum queue's service of the term it is
 // served in (quorumstore.Store.TargetLocked). Caller holds q.mu.
 func (q *queue) confirmTargetLocked() replica.Target {
-	if q.quorum != nil {
-		return q.quorum.store.TargetLocked()
+	if m := q.quorum.Load(); m != nil {
+		return m.store.TargetLocked()
 	}
 	return q.store
 }
@@ -284,7 +292,8 @@ func (q *queue) confirmTargetLocked() replica.Target {
 // the cluster whose enqueue is not committed yet: it is not handed out
 // before (a new leader might not have it). Caller holds q.mu.
 func (q *queue) uncommittedLocked(e *entry) bool {
-	return q.quorum != nil && e.offset >= q.quorum.store.HighWatermark()
+	m := q.quorum.Load()
+	return m != nil && e.offset >= m.store.HighWatermark()
 }
 
 // dispatchCommitted offers the messages committed since the last call.
@@ -350,12 +359,13 @@ func (m *quorumReplica) stepDown(leader int32) {
 // where the queue is served (bounded: a declare does not wait for a
 // quorum that is not there).
 func (q *queue) awaitPlaced() {
-	if q.quorum == nil {
+	m := q.quorum.Load()
+	if m == nil {
 		return
 	}
 	select {
-	case <-q.quorum.placed:
-	case <-q.quorum.done:
+	case <-m.placed:
+	case <-m.done:
 	case <-time.After(placementWait):
 	}
 }

@@ -37,7 +37,7 @@ func newQuorumEnvs(t *testing.T, nodes int, net *raft.MemNetwork) []*env {
 		t.Cleanup(h.Close) // after the registry's close (cleanups run last first)
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
-		cc.Nodes = ids
+		cc.Nodes = func() []int32 { return ids }
 		cc.OpenQuorumLog = func(dir string, group uint64, members []int32, lc replica.Config) (*replica.RaftLog, error) {
 			voters := make([]uint64, len(members))
 			for j, m := range members {
@@ -112,7 +112,7 @@ func TestQuorumQueueInCluster(t *testing.T) {
 		leader.v.Ack("q", d.Tag)
 	}
 	for i, e := range envs {
-		s := e.queueNamed("q").quorum.store
+		s := e.queueNamed("q").quorum.Load().store
 		eventually(t, fmt.Sprintf("node %d's log cut", i+1), func() bool { return s.LogStart() > 0 })
 	}
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -41,6 +42,8 @@ type remoteQueue struct {
 	forward  *remoteForward
 	sessions map[*proxySession]bool
 	closed   bool
+	// probing: a call to find the leader is in flight (probeLeader).
+	probing atomic.Bool
 }
 
 // remoteTag is what one of this node's tags stands for: a message held by
@@ -100,7 +103,7 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 			hint = 0
 		}
 		rq.setLeader(0)
-		if hint == 0 && attempt%len(rq.q.members) == 0 {
+		if hint == 0 && attempt%len(rq.q.members()) == 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(callRetry):
@@ -118,7 +121,7 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	if hint > 0 {
 		return hint
 	}
-	if q := rq.q; q.quorum != nil { // a member follows the group
+	if q := rq.q; q.quorum.Load() != nil { // a member follows the group
 		switch home := q.home.Load(); {
 		case home == 0:
 			return q.r.nodeID()
@@ -131,7 +134,7 @@ func (rq *remoteQueue) target(hint int32) int32 {
 	if rq.leader > 0 {
 		return rq.leader
 	}
-	members := rq.q.members
+	members := rq.q.members()
 	up := rq.q.r.cfg.Cluster.PeerUp
 	for range members {
 		node := members[rq.rotation%len(members)]
@@ -160,6 +163,37 @@ func (q *queue) leader() int32 {
 	return 0
 }
 
+// shownLeader is the leader of q (a quorum queue of the cluster) for what
+// this node shows of it, 0 if unknown. A node that holds no replica
+// learns the leader only from its calls; if it knows none, or one that
+// is no longer a member or in contact, it asks in the background, and
+// shows the answer from then on.
+func (q *queue) shownLeader(ms *quorumMembership) int32 {
+	leader := q.leader()
+	if leader > 0 && slices.Contains(ms.Members, leader) && q.r.peerUp(leader) {
+		return leader
+	}
+	if q.remote != nil && q.quorum.Load() == nil {
+		q.remote.probeLeader()
+	}
+	return 0
+}
+
+// probeLeader finds the queue's leader with a call that does nothing
+// there (once at a time; it ends with the queue here, or the registry).
+func (rq *remoteQueue) probeLeader() {
+	if !rq.probing.CompareAndSwap(false, true) {
+		return
+	}
+	rq.setLeader(0) // so that the call tries the members
+	go func() {
+		defer rq.probing.Store(false)
+		ctx, cancel := context.WithTimeout(rq.ctx, callAttempt)
+		defer cancel()
+		rq.call(ctx, &remoteRequest{Op: opLeader, Queue: rq.q.id}) // a failure leaves the leader unknown
+	}()
+}
+
 func (rq *remoteQueue) setLeader(node int32) {
 	rq.mu.Lock()
 	rq.leader = node
@@ -176,8 +210,8 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if node == q.r.nodeID() && q.quorum != nil {
-		return q.quorum.serve(actx, req), nil
+	if m := q.quorum.Load(); node == q.r.nodeID() && m != nil {
+		return m.serve(actx, req), nil
 	}
 	go rq.abandonWhenGone(actx, cancel, node)
 	out, err := q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
@@ -213,7 +247,7 @@ func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.Cance
 			cancel()
 			return
 		}
-		if home := q.home.Load(); q.quorum != nil && home != node && home != quorumLeaderUnknown {
+		if home := q.home.Load(); q.quorum.Load() != nil && home != node && home != quorumLeaderUnknown {
 			cancel()
 			return
 		}

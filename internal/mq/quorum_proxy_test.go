@@ -9,6 +9,20 @@ import (
 	"github.com/wharf-mq/wharf/internal/raft"
 )
 
+// placedLeader waits until the node placed to lead the quorum queue name
+// (its first member: the first leader hands it the leadership while the
+// queue is empty) serves it, and returns its index.
+func placedLeader(t *testing.T, envs []*env, name string) int {
+	t.Helper()
+	var at int
+	eventually(t, name+" served by its first member", func() bool {
+		at = servingNode(t, envs, name)
+		d, err := envs[at].v.QueueDetail(name)
+		return err == nil && len(d.Members) > 0 && d.Members[0] == int32(at+1)
+	})
+	return at
+}
+
 // quorumRoles declares a quorum queue of size members on three nodes and
 // returns the indexes of its leader, of another member (-1 if none) and
 // of a node that holds no replica (-1 if none).
@@ -18,11 +32,11 @@ func quorumRoles(t *testing.T, envs []*env, name string, size int64) (leader, me
 		"x-queue-type": "quorum", "x-quorum-initial-group-size": size}}, false); err != nil {
 		t.Fatal(err)
 	}
-	leader, member, outsider = servingNode(t, envs, name), -1, -1
+	leader, member, outsider = placedLeader(t, envs, name), -1, -1
 	for i, e := range envs {
 		switch {
 		case i == leader:
-		case e.queueNamed(name).quorum != nil:
+		case e.queueNamed(name).quorum.Load() != nil:
 			member = i
 		default:
 			outsider = i

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/mq"
@@ -14,10 +16,14 @@ import (
 // Raft host as partitions are (bc), and reach the replicas of other
 // nodes through the host's calls (consumers and publishers of quorum
 // queues led elsewhere); nil on a single node.
-func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfig, ch *clusterHost) *mq.ClusterConfig {
+func mqCluster(cfg Config, b *broker.Broker, bc *broker.ClusterConfig, ch *clusterHost) *mq.ClusterConfig {
 	if cfg.Cluster == nil {
 		return nil
 	}
+	defs := b.Definitions()
+	// New quorum queues are placed on the cluster's nodes as they are
+	// now: joined ones too, removed ones not.
+	nodes := func() []int32 { return slices.Sorted(maps.Keys(b.ClusterNodes())) }
 	// A quorum queue's replica is opened as a partition's; the queue
 	// follows its leadership through the log itself (quorumstore), so it
 	// needs no state-change callback.
@@ -26,7 +32,7 @@ func mqCluster(cfg Config, defs *broker.DefinitionStore, bc *broker.ClusterConfi
 	}
 	watch := func(fn func(key string)) { defs.Watch(mqDefinitions, fn) }
 	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, Barrier: defs.Barrier,
-		Nodes: bc.Nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
+		Nodes: nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
 		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
 			return ch.host.Call(ctx, group, uint64(node), data)
 		}}

@@ -86,7 +86,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		DataDir:     cfg.DataDir,
 		Definitions: b.Definitions(),
 		Streams:     streambridge.NewTopics(b),
-		Cluster:     mqCluster(cfg, b.Definitions(), brokerCluster, cluster),
+		Cluster:     mqCluster(cfg, b, brokerCluster, cluster),
 		// Queue logs are scrubbed as partitions are, on the same schedule.
 		ScrubInterval:       cfg.ScrubInterval,
 		ScrubBytesPerSecond: cfg.ScrubBytesPerSecond,

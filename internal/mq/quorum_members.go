@@ -1,0 +1,324 @@
+package mq
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Quorum queue membership in a cluster (issue 14), as RabbitMQ 4 has it.
+//
+// Grow and shrink (rabbitmq-queues grow/shrink): a change is a target
+// membership written into the queue's record (queueRecord.Target); every
+// node applies it, and a node the target names that holds no replica
+// opens an empty one, which joins the group. The queue's leader drives
+// its group towards the target one member at a time, as partition
+// reassignments are driven (internal/broker/reassign.go): a new member
+// joins as a learner and is promoted once caught up; only then does a
+// member outside the target go, the leader first handing its leadership
+// to another caught-up member if it is the one to go. When the voters
+// are the target, the leader records it as the queue's members; a node
+// no longer named closes and deletes its replica. At every step a
+// majority of the voters holds every committed command, so nothing
+// confirmed is lost. A new change replaces one in progress (current),
+// so a grow onto a node that never catches up can be shrunk away again;
+// should the leader record the old target just as a new one is written,
+// the new one is lost (the members recorded are still the group's
+// voters) and the operator runs it again. A joined node gets no replicas
+// by itself, as in RabbitMQ: the operator grows the queues onto it.
+
+// quorumMembership is a quorum queue's members as recorded, and the
+// target of the change in progress (nil if none).
+type quorumMembership struct {
+	Members []int32
+	Target  []int32
+}
+
+// current is the members the queue has or is moving to: a new change
+// starts from there, and replaces the one in progress (the leader drives
+// the group to the latest target, whatever it reached of the last one;
+// so a grow onto a node that never catches up can be undone by a
+// shrink).
+func (ms *quorumMembership) current() []int32 {
+	if ms.Target != nil {
+		return ms.Target
+	}
+	return ms.Members
+}
+
+// holds reports whether node holds, or is to hold, a replica.
+func (ms *quorumMembership) holds(node int32) bool {
+	return slices.Contains(ms.Members, node) || slices.Contains(ms.Target, node)
+}
+
+// members are q's recorded members (nil for a queue that is not a
+// quorum queue of a cluster).
+func (q *queue) members() []int32 {
+	if ms := q.membership.Load(); ms != nil {
+		return ms.Members
+	}
+	return nil
+}
+
+// MembershipChange is what GrowQuorumQueues or ShrinkQuorumQueues asked
+// of one quorum queue: its members becoming Target, or why not (Err).
+type MembershipChange struct {
+	VHost, Queue    string
+	Members, Target []int32
+	Err             error
+}
+
+// Errors of membership changes.
+var (
+	ErrNotClustered = errors.New("quorum queue membership changes need a cluster")
+	ErrUnknownNode  = errors.New("not a node of the cluster")
+	errLastMember   = errors.New("the node is the queue's only member")
+)
+
+// QuorumSelection picks the quorum queues a grow applies to: those of
+// vhosts and names matching (nil: all); EvenOnly, RabbitMQ's "even"
+// strategy, keeps only queues with an even number of members.
+type QuorumSelection struct {
+	VHosts, Queues *regexp.Regexp
+	EvenOnly       bool
+}
+
+// GrowQuorumQueues adds node as a member of the selected quorum queues
+// that lack it (rabbitmq-queues grow). It returns once the changes are
+// recorded; each queue's leader carries its change out.
+func (r *Registry) GrowQuorumQueues(node int32, sel QuorumSelection) ([]MembershipChange, error) {
+	if r.cfg.Cluster == nil {
+		return nil, ErrNotClustered
+	}
+	if !slices.Contains(r.cfg.Cluster.Nodes(), node) {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, NodeName(node))
+	}
+	return r.changeMembership(func(v *VHost, q *queue, members []int32) ([]int32, error) {
+		switch {
+		case slices.Contains(members, node):
+			return nil, nil
+		case sel.VHosts != nil && !sel.VHosts.MatchString(v.name), sel.Queues != nil && !sel.Queues.MatchString(q.name):
+			return nil, nil
+		case sel.EvenOnly && len(members)%2 != 0:
+			return nil, nil
+		}
+		return append(slices.Clone(members), node), nil
+	}), nil
+}
+
+// ShrinkQuorumQueues removes node's replica from every quorum queue that
+// has one, never below one member (rabbitmq-queues shrink); a queue it
+// leads hands its leadership on first.
+func (r *Registry) ShrinkQuorumQueues(node int32) ([]MembershipChange, error) {
+	if r.cfg.Cluster == nil {
+		return nil, ErrNotClustered
+	}
+	return r.changeMembership(func(_ *VHost, _ *queue, members []int32) ([]int32, error) {
+		switch {
+		case !slices.Contains(members, node):
+			return nil, nil
+		case len(members) == 1:
+			return nil, errLastMember
+		}
+		return slices.DeleteFunc(slices.Clone(members), func(n int32) bool { return n == node }), nil
+	}), nil
+}
+
+// changeMembership records, for every quorum queue, the target that
+// targetOf gives it (nil: no change).
+func (r *Registry) changeMembership(targetOf func(v *VHost, q *queue, members []int32) ([]int32, error)) []MembershipChange {
+	var out []MembershipChange
+	for _, v := range r.vhostList() {
+		v.defMu.Lock()
+		v.mu.RLock()
+		qs := make([]*queue, 0, len(v.queues))
+		for _, q := range v.queues {
+			if q.membership.Load() != nil {
+				qs = append(qs, q)
+			}
+		}
+		v.mu.RUnlock()
+		slices.SortFunc(qs, func(a, b *queue) int { return compareStrings(a.name, b.name) })
+		for _, q := range qs {
+			ms := q.membership.Load()
+			target, err := targetOf(v, q, ms.current())
+			if target == nil && err == nil {
+				continue
+			}
+			c := MembershipChange{VHost: v.name, Queue: q.name, Members: ms.Members, Target: target, Err: err}
+			if err == nil {
+				c.Err = r.recordTarget(v, q, target)
+			}
+			out = append(out, c)
+		}
+		v.defMu.Unlock()
+	}
+	return out
+}
+
+// recordTarget writes target into q's record. Caller holds v.defMu.
+func (r *Registry) recordTarget(v *VHost, q *queue, target []int32) error {
+	key := queueKey(v.name, q.name)
+	rec, ok := r.liveQueueRecord(key, q.id)
+	if !ok {
+		return errors.New("the queue's record is gone")
+	}
+	rec.Target = target
+	return r.defs.Put(key, mustJSON(rec))
+}
+
+// liveQueueRecord is the stored record under key, if it is still queue
+// id's.
+func (r *Registry) liveQueueRecord(key, id string) (queueRecord, bool) {
+	var rec queueRecord
+	value, live := r.cfg.Cluster.Get(key)
+	if !live || json.Unmarshal(value, &rec) != nil || rec.ID != id {
+		return queueRecord{}, false
+	}
+	return rec, true
+}
+
+// followMembership brings q, a quorum queue already here, in line with
+// its record's membership: a replica opened here if this node is to hold
+// one, closed and deleted if it no longer is, and the replica told if it
+// drives the change. Caller holds v.defMu.
+func (v *VHost) followMembership(q *queue, rec queueRecord) {
+	ms := &quorumMembership{Members: rec.Members, Target: rec.Target}
+	q.membership.Store(ms)
+	self := v.r.nodeID()
+	m := q.quorum.Load()
+	switch {
+	case m == nil && ms.holds(self) && !q.crashed.Load():
+		v.openQuorumReplica(q, rec)
+	case m != nil && !ms.holds(self):
+		v.dropQuorumReplica(q, m)
+	case m != nil:
+		m.wake()
+	}
+}
+
+// dropQuorumReplica closes and deletes this node's replica of q, no
+// longer a member: q stays, a placeholder that reaches the leader.
+func (v *VHost) dropQuorumReplica(q *queue, m *quorumReplica) {
+	if err := m.store.Delete(); err != nil {
+		v.r.logger.Warn("mq: deleting a quorum queue's replica failed", "queue", q.name, "vhost", v.name, "err", err)
+	}
+	<-m.done
+	q.quorum.Store(nil)
+	q.mu.Lock()
+	q.store = nil
+	q.mu.Unlock()
+	v.r.logger.Info("mq: quorum queue replica removed from this node", "queue", q.name, "vhost", v.name)
+}
+
+// wake tells run the membership changed.
+func (m *quorumReplica) wake() {
+	select {
+	case m.retarget <- struct{}{}:
+	default:
+	}
+}
+
+// membershipRetry is how often the leader retries a membership step
+// (a learner catching up, a change Raft dropped).
+const membershipRetry = 250 * time.Millisecond
+
+// memberLag is how many entries behind the leader a member may be and
+// count as caught up: under load a replica is never exactly level.
+const memberLag = 64
+
+// stepMembership, on the leader (run's goroutine), takes the next step
+// of a new queue's leadership towards its first member, or of its group
+// towards the target of a change in progress. It reports whether a step
+// remains (run tries again after membershipRetry).
+func (m *quorumReplica) stepMembership() bool {
+	ms := m.q.membership.Load()
+	switch {
+	case ms.Target != nil:
+		m.stepTowards(ms.Target)
+		return true
+	case m.preferredPending(ms):
+		m.handToPreferred(ms)
+		return true
+	}
+	return false
+}
+
+// stepTowards takes the next step of the queue's group towards target: a
+// learner added, promoted, a member removed (or leadership handed on
+// first), or the target recorded as the members. Each step is proposed
+// again until the group's configuration shows it.
+func (m *quorumReplica) stepTowards(target []int32) {
+	gm := m.group.Membership()
+	self := uint64(m.q.r.nodeID())
+	current := slices.Concat(gm.Voters, gm.Learners)
+	var err error
+	defer func() {
+		if err != nil {
+			m.q.r.logger.Debug("mq: a quorum queue membership step failed; trying again", "queue", m.q.name, "err", err)
+		}
+	}()
+	for _, id := range target {
+		if !slices.Contains(current, uint64(id)) {
+			err = m.group.AddLearner(uint64(id))
+			return
+		}
+	}
+	for _, id := range gm.Learners {
+		if !slices.Contains(target, int32(id)) {
+			err = m.group.RemoveMember(id)
+			return
+		}
+	}
+	if len(gm.Learners) > 0 {
+		if id := m.caughtUp(gm.Learners, gm.CaughtUp, self); id != 0 {
+			err = m.group.Promote(id)
+		}
+		return // every new member votes before any old one goes
+	}
+	for _, id := range gm.Voters {
+		switch {
+		case slices.Contains(target, int32(id)):
+			continue
+		case id == self:
+			if to := m.caughtUp(gm.Voters, gm.CaughtUp, self); to != 0 && slices.Contains(target, int32(to)) {
+				m.group.TransferLeadership(to)
+			}
+		default:
+			err = m.group.RemoveMember(id)
+		}
+		return
+	}
+	m.completeMembership(target)
+}
+
+// caughtUp is one of ids, not self, within memberLag of the leader and
+// in contact; 0 if none.
+func (m *quorumReplica) caughtUp(ids []uint64, caughtUp func(id, lag uint64) bool, self uint64) uint64 {
+	for _, id := range ids {
+		if id != self && caughtUp(id, memberLag) && m.q.r.peerUp(int32(id)) {
+			return id
+		}
+	}
+	return 0
+}
+
+// completeMembership records target as the queue's members, once the
+// group's voters are target.
+func (m *quorumReplica) completeMembership(target []int32) {
+	q := m.q
+	key := queueKey(q.vh.name, q.name)
+	rec, ok := q.r.liveQueueRecord(key, q.id)
+	if !ok || !slices.Equal(rec.Target, target) {
+		return // deleted, or recorded already
+	}
+	rec.Members, rec.Target = target, nil
+	if err := q.r.defs.Put(key, mustJSON(rec)); err != nil {
+		q.r.logger.Warn("mq: recording a quorum queue's new members failed; retrying", "queue", q.name, "err", err)
+		return
+	}
+	q.r.logger.Info("mq: quorum queue membership changed", "queue", q.name, "vhost", q.vh.name, "members", target)
+}

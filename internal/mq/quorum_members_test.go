@@ -1,0 +1,176 @@
+package mq
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/raft"
+)
+
+// TestPlaceQuorum: the leader goes to the node leading the fewest
+// queues, the other members to the nodes holding the fewest replicas.
+func TestPlaceQuorum(t *testing.T) {
+	nodes := []int32{1, 2, 3, 4}
+	leads := map[int32]int{1: 2, 3: 1, 4: 1}
+	holds := map[int32]int{1: 3, 2: 3, 3: 1, 4: 2}
+	for range 20 { // ties are broken at random: none here
+		if got := placeQuorum(nodes, 3, leads, holds); !slices.Equal(got, []int32{2, 3, 4}) {
+			t.Fatalf("placed on %v, want [2 3 4]", got)
+		}
+	}
+	if got := placeQuorum(nodes, 1, leads, holds); !slices.Equal(got, []int32{2}) {
+		t.Fatalf("one member: %v, want [2]", got)
+	}
+}
+
+// TestQuorumLeadersSpread: quorum queues declared on one node of three
+// are led evenly by the three.
+func TestQuorumLeadersSpread(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	const queues = 6
+	for i := range queues {
+		name := fmt.Sprintf("q%d", i)
+		if _, err := envs[0].v.DeclareQueue(QueueDef{Name: name, Durable: true,
+			Args: amqpwire.Table{"x-queue-type": "quorum"}}, false); err != nil {
+			t.Fatal(err)
+		}
+		placedLeader(t, envs, name) // placed before the next is
+	}
+	led := make([]int, len(envs))
+	for i := range queues {
+		led[placedLeader(t, envs, fmt.Sprintf("q%d", i))]++
+	}
+	if !slices.Equal(led, []int{2, 2, 2}) {
+		t.Fatalf("queues led per node: %v, want 2 each", led)
+	}
+}
+
+// TestQuorumGrowShrink: a quorum queue of three nodes of four grows onto
+// the fourth, whose new replica receives the log, then shrinks off its
+// leader, which hands its leadership on first and deletes its replica;
+// every confirmed message is still there, and every node shows the
+// members at each step.
+func TestQuorumGrowShrink(t *testing.T) {
+	envs := newQuorumEnvs(t, 4, raft.NewMemNetwork())
+	l, _, n := quorumRoles(t, envs, "q", 3)
+	want := bodies("m", 20)
+	for _, body := range want {
+		waitDurable(t, envs[l].publish(persistent("", "q", body)))
+	}
+	membersEverywhere := func(what string, want []int32) {
+		t.Helper()
+		eventually(t, what, func() bool {
+			for _, e := range envs {
+				d, err := e.v.QueueDetail("q")
+				if err != nil || d.Target != nil || !slices.Equal(slices.Sorted(slices.Values(d.Members)), want) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	newcomer := int32(n + 1)
+	changes, err := envs[n].r.GrowQuorumQueues(newcomer, QuorumSelection{})
+	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Contains(changes[0].Target, newcomer) {
+		t.Fatalf("grow: %+v, %v", changes, err)
+	}
+	membersEverywhere("the queue grown onto every node", []int32{1, 2, 3, 4})
+	joined := envs[n].queueNamed("q").quorum.Load()
+	if joined == nil {
+		t.Fatal("the grown node holds no replica")
+	}
+	eventually(t, "the new replica caught up", func() bool {
+		return joined.store.HighWatermark() == envs[l].queueNamed("q").quorum.Load().store.HighWatermark()
+	})
+	if changes, _ := envs[0].r.GrowQuorumQueues(newcomer, QuorumSelection{}); len(changes) != 0 {
+		t.Fatalf("growing again changed %+v", changes)
+	}
+
+	gone := int32(l + 1)
+	dir := envs[l].queueNamed("q").store.Dir()
+	changes, err = envs[n].r.ShrinkQuorumQueues(gone)
+	if err != nil || len(changes) != 1 || changes[0].Err != nil || slices.Contains(changes[0].Target, gone) {
+		t.Fatalf("shrink: %+v, %v", changes, err)
+	}
+	var rest []int32
+	for i := range envs {
+		if i != l {
+			rest = append(rest, int32(i+1))
+		}
+	}
+	membersEverywhere("the queue shrunk off its leader", rest)
+	eventually(t, "the old leader's replica deleted", func() bool {
+		_, err := os.Stat(dir)
+		return envs[l].queueNamed("q").quorum.Load() == nil && os.IsNotExist(err)
+	})
+	others := slices.Delete(slices.Clone(envs), l, l+1)
+	got := others[servingNode(t, others, "q")].drain("q")
+	if !slices.Equal(got, want) {
+		t.Fatalf("after grow and shrink the queue holds %q, want %q", got, want)
+	}
+}
+
+// TestQuorumShrinkKeepsOneMember: shrink never takes a queue's last
+// member; a node that is not the cluster's cannot be grown onto.
+func TestQuorumShrinkKeepsOneMember(t *testing.T) {
+	envs := newQuorumEnvs(t, 2, raft.NewMemNetwork())
+	l, _, _ := quorumRoles(t, envs, "q", 1)
+	changes, err := envs[0].r.ShrinkQuorumQueues(int32(l + 1))
+	if err != nil || len(changes) != 1 || changes[0].Err == nil {
+		t.Fatalf("shrinking the only member: %+v, %v; want the queue's error", changes, err)
+	}
+	if d, _ := envs[0].v.QueueDetail("q"); d.Target != nil || len(d.Members) != 1 {
+		t.Fatalf("members %v, target %v after a refused shrink", d.Members, d.Target)
+	}
+	if _, err := envs[0].r.GrowQuorumQueues(9, QuorumSelection{}); err == nil {
+		t.Fatal("grew onto node 9, which is not in the cluster")
+	}
+}
+
+// TestQuorumGrowOntoUnreachableUndone: a grow onto a node cut off from
+// the others never completes (its replica cannot catch up); a shrink of
+// that node replaces the change, and the queue is back on its members.
+func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 4, net)
+	l, _, n := quorumRoles(t, envs, "q", 3)
+	for _, body := range bodies("m", 100) { // more entries than a learner may lag and count as caught up
+		waitDurable(t, envs[l].publish(persistent("", "q", body)))
+	}
+	d, _ := envs[l].v.QueueDetail("q")
+	members := slices.Sorted(slices.Values(d.Members))
+	for i := range envs {
+		if i != n {
+			net.Cut(uint64(i+1), uint64(n+1), true)
+			net.Cut(uint64(n+1), uint64(i+1), true)
+		}
+	}
+	if changes, err := envs[l].r.GrowQuorumQueues(int32(n+1), QuorumSelection{}); err != nil || len(changes) != 1 || changes[0].Err != nil {
+		t.Fatalf("grow: %+v, %v", changes, err)
+	}
+	eventually(t, "the grow recorded", func() bool {
+		d, _ := envs[l].v.QueueDetail("q")
+		return d.Target != nil
+	})
+	changes, err := envs[l].r.ShrinkQuorumQueues(int32(n + 1))
+	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Equal(slices.Sorted(slices.Values(changes[0].Target)), members) {
+		t.Fatalf("shrink during the grow: %+v, %v", changes, err)
+	}
+	eventually(t, "the queue back on its members everywhere", func() bool {
+		for _, e := range envs {
+			d, err := e.v.QueueDetail("q")
+			if err != nil || d.Target != nil || !slices.Equal(slices.Sorted(slices.Values(d.Members)), members) {
+				return false
+			}
+		}
+		return envs[n].queueNamed("q").quorum.Load() == nil
+	})
+	others := slices.Delete(slices.Clone(envs), n, n+1)
+	if got := others[servingNode(t, others, "q")].drain("q"); len(got) != 100 {
+		t.Fatalf("the queue holds %d messages after the undone grow, want 100", len(got))
+	}
+}
