@@ -109,9 +109,11 @@ var (
 type Host struct {
 	cfg    Config
 	logger *slog.Logger
-	// incarnation tells this run of the host from earlier ones in its
-	// peers' eyes (quiesce.go).
-	incarnation uint64
+	// incarnation tells this run of the host, and the replicas it has
+	// reopened so far, from earlier ones in its peers' eyes: drawn at
+	// start, moved on by AddGroup for a replica with a Raft state
+	// (quiesce.go). Odd, so never 0.
+	incarnation atomic.Uint64
 
 	mu          sync.Mutex // guards the fields below it, and every Group's quiesced
 	groups      map[uint64]*Group
@@ -171,24 +173,25 @@ func NewHost(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("raft: election timeout of %d ticks is not above the heartbeat interval of %d", cfg.ElectionTicks, cfg.HeartbeatTicks)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Host{
-		cfg:         cfg,
-		incarnation: rand.Uint64() | 1, // never 0, which a peer takes for "none seen"
-		logger:      cfg.Logger.With("node", cfg.NodeID),
-		groups:      map[uint64]*Group{},
-		active:      map[uint64]*Group{},
-		dirty:       map[uint64]*Group{},
-		senders:     map[senderKey]bool{},
-		forwards:    map[uint64]chan forwardResult{},
-		wake:        make(chan struct{}, 1),
-		peers:       map[uint64]*peer{},
-		outbox:      map[uint64][]Envelope{},
-		writers:     map[uint64]*Group{},
-		ctx:         ctx,
-		cancel:      cancel,
-		syncDone:    make(chan *SyncBatch, cfg.SyncRounds),
-		stop:        make(chan struct{}),
-	}, nil
+	h := &Host{
+		cfg:      cfg,
+		logger:   cfg.Logger.With("node", cfg.NodeID),
+		groups:   map[uint64]*Group{},
+		active:   map[uint64]*Group{},
+		dirty:    map[uint64]*Group{},
+		senders:  map[senderKey]bool{},
+		forwards: map[uint64]chan forwardResult{},
+		wake:     make(chan struct{}, 1),
+		peers:    map[uint64]*peer{},
+		outbox:   map[uint64][]Envelope{},
+		writers:  map[uint64]*Group{},
+		ctx:      ctx,
+		cancel:   cancel,
+		syncDone: make(chan *SyncBatch, cfg.SyncRounds),
+		stop:     make(chan struct{}),
+	}
+	h.incarnation.Store(rand.Uint64() | 1) // never 0, which a peer takes for "none seen"
+	return h, nil
 }
 
 // NodeID is the node the host runs for.
@@ -311,6 +314,11 @@ func (h *Host) AddGroup(id uint64, rep Replica) (*Group, error) {
 	h.active[id] = g
 	h.dirty[id] = g
 	h.peersStale = true
+	if hs.GetTerm() > 0 {
+		// A replica reopened, here after a restart, maybe long after the
+		// first ping: its leader may have quiesced since (quiesce.go).
+		h.incarnation.Add(2)
+	}
 	h.signal()
 	return g, nil
 }

@@ -37,6 +37,11 @@ import (
 // for ever. So every host pings under an incarnation drawn at start, and
 // a ping from an incarnation not seen before wakes every group that peer
 // is a member of: the leaders' next heartbeats tell it the commit index.
+// A restarted node reopens its replicas one after another (a cluster
+// node its partitions only once it has replayed the metadata group), and
+// pings from its first: a leader woken then heartbeats a replica not open
+// yet and quiesces again. So reopening a replica that has a Raft state
+// moves the incarnation on too, and its next ping wakes the groups again.
 
 // quiesceAfter is how many idle ticks in a row a leader waits before it
 // quiesces its group: one tick's heartbeat has then told every follower
@@ -178,7 +183,7 @@ func (h *Host) alive() bool {
 func (h *Host) pingPeers() {
 	h.refreshPeers()
 	for id := range h.peers {
-		h.send(id, Envelope{Kind: KindPing, Index: h.incarnation})
+		h.send(id, Envelope{Kind: KindPing, Index: h.incarnation.Load()})
 	}
 }
 
@@ -229,14 +234,15 @@ func (h *Host) heard(from uint64) {
 }
 
 // pinged notes the incarnation a peer pings under, and wakes the groups
-// it is a member of if that incarnation is new: the peer (re)started.
+// it is a member of if that incarnation is new: the peer (re)started, or
+// reopened replicas.
 func (h *Host) pinged(from, incarnation uint64) {
 	p := h.peers[from]
 	if p == nil || p.incarnation == incarnation {
 		return
 	}
 	if p.incarnation != 0 {
-		h.logger.Info("peer restarted; waking its groups", "peer", from)
+		h.logger.Info("peer restarted or reopened replicas; waking its groups", "peer", from)
 	}
 	p.incarnation = incarnation
 	h.wakeGroupsOf(from, false)

@@ -26,8 +26,11 @@ import (
 // A connection opens with the dialer's hello: helloMagic, then its node
 // id as a uvarint.
 
-// helloMagic starts every connection: "wharf raft, version 1".
-var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 1}
+// helloMagic starts every connection: "wharf raft", then the version of
+// the frames that follow. Version 2: a ping carries its host's
+// incarnation (quiesce.go). A peer of another version is refused at the
+// hello, with a message that says so, rather than misreading its frames.
+var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 2}
 
 // TCPConfig configures a TCP transport.
 type TCPConfig struct {
@@ -369,8 +372,11 @@ func readHello(c net.Conn, r *bufio.Reader) (uint64, error) {
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return 0, err
 	}
-	if magic != helloMagic {
+	switch {
+	case [5]byte(magic[:5]) != [5]byte(helloMagic[:5]):
 		return 0, errors.New("not a raft peer")
+	case magic != helloMagic:
+		return 0, fmt.Errorf("a raft peer of wire version %d, where this node speaks version %d: every node of a cluster must run the same release", magic[5], helloMagic[5])
 	}
 	return binary.ReadUvarint(r)
 }

@@ -1,9 +1,12 @@
 package raft
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,5 +137,38 @@ func TestTCPTransportRedialsAfterInstantBreaks(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no connection from node 1 after %d broken ones", i)
 		}
+	}
+}
+
+// TestHelloRefusesAnotherWireVersion: a peer whose frames are of another
+// version (version 1 knew pings without an incarnation) is refused at the
+// hello, saying why, rather than taken in and its frames misread.
+func TestHelloRefusesAnotherWireVersion(t *testing.T) {
+	for _, tc := range []struct {
+		hello   []byte
+		refusal string
+	}{
+		{[]byte{'W', 'R', 'A', 'F', 'T', 1, 7}, "wire version 1"},
+		{[]byte{'H', 'T', 'T', 'P', '/', '1', 7}, "not a raft peer"},
+	} {
+		server, client := net.Pipe()
+		go func() {
+			client.Write(tc.hello)
+			client.Close()
+		}()
+		id, err := readHello(server, bufio.NewReader(server))
+		server.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("hello %q: got node %d, err %v; want an error saying %q", tc.hello, id, err, tc.refusal)
+		}
+	}
+	server, client := net.Pipe()
+	defer server.Close()
+	go func() {
+		client.Write(binary.AppendUvarint(helloMagic[:], 7))
+		client.Close()
+	}()
+	if id, err := readHello(server, bufio.NewReader(server)); id != 7 || err != nil {
+		t.Fatalf("this version's hello: got node %d, err %v", id, err)
 	}
 }

@@ -1,0 +1,186 @@
+package raft_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/record"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+// TestGroupOpenedLateOnARestartedNodeCatchesUp: a restarted node opens
+// its groups one after another (a cluster node opens the metadata group,
+// replays it, then opens its partitions), and its host pings its peers
+// as soon as it hosts the first. A quiesced leader of a group the node
+// has not opened yet is woken by that first ping, heartbeats into the
+// void and quiesces again; the replica opened afterwards must still
+// learn the commit index within a few ticks, not only once it campaigns
+// (an election timeout for a voter, never for a learner).
+func TestGroupOpenedLateOnARestartedNodeCatchesUp(t *testing.T) {
+	c := newMemCluster(t, 3)
+	const meta, part = 1, 2
+	c.open(c.ids, meta, part)
+	lead := c.waitLeader(t, part, 200)
+	for i := range 20 {
+		batch := record.NewBatch(int64(i), []record.Record{{Value: fmt.Appendf(nil, "r%d", i)}})
+		if _, err := c.nodes[lead].logs[part].Append(batch, replica.AppendOptions{AckCommitted: true}); err != nil {
+			t.Fatal(err)
+		}
+		c.step()
+	}
+	leaderLog := c.nodes[lead].logs[part]
+	c.waitFor(t, "the partition group quiesced with every record committed", 200, func() bool {
+		return leaderLog.Group().Quiesced() && leaderLog.HighWatermark() == 20
+	})
+	follower := c.ids[0]
+	if follower == lead {
+		follower = c.ids[1]
+	}
+	c.stop(follower)
+	c.start(follower)
+	c.open([]uint64{follower}, meta)
+	// Long enough for the first ping, the leader's wake-up and its
+	// quiescing again, well short of an election timeout.
+	c.ticks(4)
+	c.waitFor(t, "the partition group quiesced again on its leader", 40, leaderLog.Group().Quiesced)
+	c.open([]uint64{follower}, part)
+	late := c.nodes[follower].logs[part]
+	if hw := late.HighWatermark(); hw == 20 {
+		t.Fatalf("the restarted follower knows the commit index already (high watermark %d): the test shows nothing", hw)
+	}
+	// Under an election timeout (ten ticks), after which the follower
+	// would have campaigned and woken the group anyway.
+	c.waitFor(t, "the partition replica opened late to learn the commit index", 5*stepsPerTick, func() bool {
+		return late.HighWatermark() == 20
+	})
+}
+
+// memCluster is hosts on a MemNetwork, driven step by step: a step
+// processes every host and ends its sync rounds at once; every
+// stepsPerTick steps every host ticks.
+type memCluster struct {
+	t     *testing.T
+	net   *raft.MemNetwork
+	ids   []uint64
+	nodes map[uint64]*memNode
+	steps int
+}
+
+type memNode struct {
+	dir  string
+	host *raft.Host
+	logs map[uint64]*replica.RaftLog
+}
+
+const stepsPerTick = 4
+
+func newMemCluster(t *testing.T, n int) *memCluster {
+	c := &memCluster{t: t, net: raft.NewMemNetwork(), nodes: map[uint64]*memNode{}}
+	base := t.TempDir()
+	for id := uint64(1); id <= uint64(n); id++ {
+		c.ids = append(c.ids, id)
+		c.nodes[id] = &memNode{dir: filepath.Join(base, fmt.Sprint(id))}
+		c.start(id)
+	}
+	t.Cleanup(func() {
+		for _, id := range c.ids {
+			if c.nodes[id].host != nil {
+				c.stop(id)
+			}
+		}
+	})
+	return c
+}
+
+func (c *memCluster) start(id uint64) {
+	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: c.net.Transport(id), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd := c.nodes[id]
+	nd.host, nd.logs = h, map[uint64]*replica.RaftLog{}
+	c.net.Register(id, h)
+}
+
+// open opens groups on nodes, every node of the cluster a voter.
+func (c *memCluster) open(nodes []uint64, groups ...uint64) {
+	for _, id := range nodes {
+		nd := c.nodes[id]
+		for _, g := range groups {
+			l, err := replica.OpenRaft(filepath.Join(nd.dir, fmt.Sprint(g)), replica.DefaultConfig(), replica.RaftOptions{
+				Host: nd.host, Group: g, Members: c.ids, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				c.t.Fatalf("node %d group %d: %v", id, g, err)
+			}
+			nd.logs[g] = l
+		}
+	}
+}
+
+// stop closes a node's replicas and host; its files stay.
+func (c *memCluster) stop(id uint64) {
+	nd := c.nodes[id]
+	c.net.Unregister(id)
+	for _, l := range nd.logs {
+		l.Close()
+	}
+	nd.host.Close()
+	nd.host, nd.logs = nil, nil
+}
+
+func (c *memCluster) step() {
+	c.steps++
+	for _, id := range c.ids {
+		if h := c.nodes[id].host; h != nil {
+			if b := h.Process(); b != nil {
+				b.Run(1)
+				h.Synced(b)
+			}
+		}
+	}
+	if c.steps%stepsPerTick == 0 {
+		for _, id := range c.ids {
+			if h := c.nodes[id].host; h != nil {
+				h.Tick()
+			}
+		}
+	}
+}
+
+func (c *memCluster) ticks(n int) {
+	for range n * stepsPerTick {
+		c.step()
+	}
+}
+
+func (c *memCluster) waitFor(t *testing.T, what string, steps int, cond func() bool) {
+	t.Helper()
+	for range steps {
+		if cond() {
+			return
+		}
+		c.step()
+	}
+	if !cond() {
+		t.Fatalf("after %d steps, still waiting for %s", steps, what)
+	}
+}
+
+func (c *memCluster) waitLeader(t *testing.T, g uint64, steps int) uint64 {
+	t.Helper()
+	var lead uint64
+	c.waitFor(t, fmt.Sprintf("a leader of group %d", g), steps, func() bool {
+		for _, id := range c.ids {
+			if l := c.nodes[id].logs[g]; l != nil && l.Group().Status().Leading() {
+				lead = id
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
