@@ -73,8 +73,9 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 		return fmt.Errorf("%w: %s-%d has no leader yet to hand over from", ErrPreferredLeaderNotAvailable, p.topic.name, p.index)
 	case !slices.Contains(isr, preferred):
 		return fmt.Errorf("%w: preferred replica %d of %s-%d is not in sync", ErrPreferredLeaderNotAvailable, preferred, p.topic.name, p.index)
-	case p.broker.ShuttingDown(preferred):
-		return fmt.Errorf("%w: preferred replica %d of %s-%d is shutting down", ErrPreferredLeaderNotAvailable, preferred, p.topic.name, p.index)
+	}
+	if err := p.preferredStopping(preferred); err != nil {
+		return err
 	}
 	retry := time.NewTicker(transferRetry)
 	defer retry.Stop()
@@ -90,7 +91,21 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 		if leader, _, _ = p.Leadership(self); leader == preferred {
 			return nil
 		}
+		// It may have begun a controlled shutdown meanwhile: asking again
+		// would fight its hand-over until the timeout.
+		if err := p.preferredStopping(preferred); err != nil {
+			return err
+		}
 	}
+}
+
+// preferredStopping refuses an election of a preferred replica that is
+// in a controlled shutdown.
+func (p *Partition) preferredStopping(preferred int32) error {
+	if !p.broker.ShuttingDown(preferred) {
+		return nil
+	}
+	return fmt.Errorf("%w: preferred replica %d of %s-%d is shutting down", ErrPreferredLeaderNotAvailable, preferred, p.topic.name, p.index)
 }
 
 // transferLeadership asks the partition's leader to hand its leadership
