@@ -81,9 +81,6 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 			switch {
 			case errors.Is(err, replica.ErrClosed):
 				// The topic was deleted meanwhile.
-			case errors.Is(err, replica.ErrCompactionUnsupported):
-				// A Raft log (a cluster's): not compacted yet; its
-				// retention still applies.
 			case err != nil:
 				errs = append(errs, fmt.Errorf("compact %s-%d: %w", t.name, p.index, err))
 			case st.Cleaned:
