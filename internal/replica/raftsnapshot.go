@@ -28,6 +28,13 @@ import (
 //     records were deleted by retention meanwhile), or below its own,
 //     asks from the leader's start and will empty its log.
 //
+// Below the anchor the leader's log may be compacted (RaftLog.Compact):
+// batches thinned, split or gone, so offsets missing between them. A
+// chunk therefore covers the offsets from where it says it starts, not
+// from its first batch, and an empty chunk says that no batch is left
+// below the snapshot's end; the follower writes an empty batch over each
+// gap, so that its own log stays contiguous (its later passes drop them).
+//
 // The batches are staged in a separate log (stagingDir) until the last
 // one is there. Then the offer goes to Raft, which hands the snapshot back
 // to install: the install is recorded in the state file (fsynced), the
