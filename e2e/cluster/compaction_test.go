@@ -36,18 +36,8 @@ func TestCompactedTopicCluster(t *testing.T) {
 
 	const topic, keys = "compacted", 20
 	admin := newAdmin(t, seeds)
-	configs := map[string]*string{"cleanup.policy": new("compact"), "segment.bytes": new("16384"),
-		"min.cleanable.dirty.ratio": new("0.01")}
-	for {
-		resp, err := admin.CreateTopic(ctx, 1, 3, configs, topic)
-		if err == nil && resp.Err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	createTopicWith(ctx, t, admin, topic, map[string]*string{"cleanup.policy": new("compact"),
+		"segment.bytes": new("16384"), "min.cleanable.dirty.ratio": new("0.01")})
 	waitLeader(ctx, t, admin, topic, -1)
 	preferred := preferredReplica(ctx, t, admin, topic)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
