@@ -42,6 +42,12 @@
 //   - TestReassignedCoordinatorServes: __consumer_offsets partitions moved
 //     to a node that held no replica of them; it coordinates their
 //     groups.
+//   - TestCompactedTopicCluster: an RF3 compacted topic, many updates per
+//     key with acks=all, its preferred replica killed -9 while the leader
+//     compacts; restarted, it catches up from the compacted log, is made
+//     leader with ElectLeaders, and a consumer from offset 0 through it
+//     sees the latest value of every key (the partition's bytes before
+//     and after compaction are logged).
 //   - TestAMQPQuorumQueueFailover: amqp091-go against a quorum queue
 //     whose leader is killed with SIGKILL mid-stream (issue 14): lost = 0,
 //     held deliveries redelivered with x-delivery-count.

@@ -9,10 +9,13 @@ import (
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
-// The log cleaner: compaction of topics whose cleanup.policy has "compact".
-// The work itself is replica.Log.Compact; this is only the loop that runs
-// it over every such partition, one at a time, as Kafka's cleaner thread
-// does (log.cleaner.threads=1).
+// The log cleaner: compaction of topics whose cleanup.policy has "compact",
+// the internal __consumer_offsets and __transaction_state among them. The
+// work itself is replica.Log.Compact; this is only the loop that runs it
+// over every such partition this node holds a replica of, one at a time,
+// as Kafka's cleaner thread does (log.cleaner.threads=1). In a cluster
+// every replica compacts its own log, leader or follower, as in Kafka
+// (replica.RaftLog.Compact says what of it a pass may touch).
 
 // logCleanerBackoff is log.cleaner.backoff.ms: the pause between two rounds
 // of the cleaner over every compacted partition. A round finds most
@@ -81,9 +84,6 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 			switch {
 			case errors.Is(err, replica.ErrClosed):
 				// The topic was deleted meanwhile.
-			case errors.Is(err, replica.ErrCompactionUnsupported):
-				// A Raft log (a cluster's): not compacted yet; its
-				// retention still applies.
 			case err != nil:
 				errs = append(errs, fmt.Errorf("compact %s-%d: %w", t.name, p.index, err))
 			case st.Cleaned:

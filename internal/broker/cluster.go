@@ -39,7 +39,6 @@ import (
 // (ElectLeaders) and by each node's balancer (balance.go). Nodes join and
 // leave, and partitions move between them, through the metadata log and
 // Raft membership changes (membership.go, reassign.go).
-// Not yet in a cluster: compaction of a replicated log.
 
 // ClusterConfig makes the broker one node of a cluster.
 type ClusterConfig struct {

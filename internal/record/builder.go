@@ -94,6 +94,19 @@ func NewBatch(baseTimestamp int64, recs []Record) []byte {
 	return b.buf
 }
 
+// EmptyBatch is a batch with no records covering the offsets [first,
+// last] (at most MaxInt32 apart), with no timestamp (-1): what a log holds
+// where compaction left no record in a range whose offsets must still be
+// accounted for. Kafka's cleaner leaves such batches too; consumers move
+// past their last offset.
+func EmptyBatch(first, last int64) []byte {
+	b := NewBatch(-1, nil)
+	SetBaseOffset(b, first)
+	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(last-first))
+	binary.BigEndian.PutUint32(b[offCRC:], checksum(b, len(b)))
+	return b
+}
+
 // appendRecord encodes r with the given offset delta in the record format
 // recordReader describes.
 func appendRecord(dst []byte, r Record, offsetDelta int32) []byte {

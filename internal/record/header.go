@@ -24,6 +24,7 @@ const (
 	offMagic                = 16
 	offCRC                  = 17
 	offAttributes           = 21 // also where the CRC-covered region starts
+	offLastOffsetDelta      = 23
 	offMaxTimestamp         = 35
 	supportedMagic          = 2
 	compressionMask         = 0x07

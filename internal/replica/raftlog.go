@@ -38,6 +38,8 @@ type RaftLog struct {
 	proposeMu sync.Mutex
 	leaderEnd atomic.Pointer[termOffset]
 
+	compacted atomic.Bool // the config asks for compaction (cleanup.policy=compact)
+
 	status  atomic.Pointer[raft.Status]
 	ledTerm atomic.Uint64 // the last term this node led and took proposals in
 	notify  func(raft.Status)
@@ -92,9 +94,6 @@ var (
 	// its log is not yet committed (followers slow or away) or leadership
 	// is moving. The writer may retry.
 	ErrAppendRefused = errors.New("replica: the leader refused the append")
-	// ErrCompactionUnsupported: a compacted topic on a Raft log (not yet:
-	// a compacted log's gaps cannot be shipped as a snapshot).
-	ErrCompactionUnsupported = errors.New("replica: compaction of a Raft log is not supported yet")
 )
 
 // NotLeaderError is ErrNotLeader naming the leader this replica knows of
@@ -141,6 +140,7 @@ func OpenRaft(dir string, cfg Config, opt RaftOptions) (*RaftLog, error) {
 	}
 	l := &RaftLog{dir: dir, host: opt.Host, fsync: opt.Fsync, logger: opt.Logger.With("group", opt.Group), changed: make(chan struct{}), notify: opt.StateChanged}
 	l.status.Store(&raft.Status{ID: opt.Group})
+	l.compacted.Store(cfg.Compact)
 	l.rep = &raftReplica{local: local, state: state, logger: l.logger, window: uint64(opt.Window), events: l}
 	if err := l.start(st, opt); err != nil {
 		l.rep.close()
@@ -465,9 +465,37 @@ func (l *RaftLog) ApplyRetention(now time.Time) (int, error) {
 	return l.rep.local.log.ApplyRetentionBelow(now, from)
 }
 
-// Compact refuses to compact: see ErrCompactionUnsupported.
-func (l *RaftLog) Compact(context.Context, time.Time) (CompactStats, error) {
-	return CompactStats{}, ErrCompactionUnsupported
+// Compact runs one compaction pass over this replica's log, as Kafka
+// compacts every replica by itself. The invariant that keeps Raft correct:
+//
+//	compaction rewrites only closed segments wholly below the anchor's
+//	offset, the anchor being durable in the state file first.
+//
+// Below the anchor Raft reads no entry (Entries and Term end there) and
+// recovery walks none (raftrecover.go starts at the durable anchor), so
+// batches there may be thinned, split or dropped; a follower that needs
+// entries below the anchor gets a snapshot, which ships the batches as
+// they lie now, gaps and all (raftsnapshot.go). The anchor is at most the
+// last entry applied, so only committed records are compacted, never
+// any above the high watermark, and none a new leader could cut.
+//
+// The anchor otherwise moves only as entries are applied (a window
+// behind), which would leave an idle log's last entries uncompactable for
+// ever: so the pass first moves it up to the active segment, which no
+// pass compacts anyway, giving up the index of the closed segments'
+// entries. A follower lagging into them catches up from a snapshot.
+func (l *RaftLog) Compact(ctx context.Context, now time.Time) (CompactStats, error) {
+	if !l.compacted.Load() {
+		return CompactStats{}, nil // the index stays: no pass would use the room
+	}
+	if _, err := l.rep.releaseBelow(l.rep.local.log.ActiveBase()); err != nil {
+		return CompactStats{}, err
+	}
+	limit := l.rep.retainedFrom()
+	if err := l.rep.Sync(); err != nil { // the anchor durable before anything below it changes
+		return CompactStats{}, err
+	}
+	return l.rep.local.log.CompactBelow(ctx, now, limit)
 }
 
 // Scrub verifies this replica's log.
@@ -479,7 +507,10 @@ func (l *RaftLog) Scrub(ctx context.Context, opt ScrubOptions) (ScrubStats, erro
 func (l *RaftLog) Corruption() error { return l.rep.local.Corruption() }
 
 // SetConfig replaces the log's settings.
-func (l *RaftLog) SetConfig(cfg Config) { l.rep.local.SetConfig(cfg) }
+func (l *RaftLog) SetConfig(cfg Config) {
+	l.compacted.Store(cfg.Compact)
+	l.rep.local.SetConfig(cfg)
+}
 
 // Dir is the log's directory (the segmented log is in its logDir).
 func (l *RaftLog) Dir() string { return l.dir }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/record"
@@ -47,6 +49,13 @@ import (
 //     leader never shows one below what a leader of an earlier term
 //     showed.
 //
+// One group (compactedGroup) is a compacted topic: its records have keys,
+// and now and then a replica compacts its log, during the faults. There
+// an acknowledged record may be gone, but only for a later committed
+// record of its key; every replica holds the same latest record of every
+// key; and none holds a record of an append whose commit failed because
+// its leader cut it (ErrTruncated), which was never committed.
+//
 // The fault schedule and the workload come from the seed; etcd raft draws
 // its randomized election timeouts from crypto/rand, which no test can
 // seed, so a seed replays the same faults but not always the same run.
@@ -57,12 +66,14 @@ var (
 	simSeeds    = flag.Int("raft.seeds", 120, "seeds of the Raft simulation (TestRaftSimulation)")
 	simSeed     = flag.Uint64("raft.seed", 0, "run only this seed of the Raft simulation")
 	simTicks    = flag.Int("raft.ticks", 120, "ticks of faults and load per seed of the Raft simulation")
-	simNoFaults = flag.String("raft.no", "", "debugging: faults to leave out of the Raft simulation (net,partition,crash,disk,delete)")
+	simNoFaults = flag.String("raft.no", "", "debugging: faults to leave out of the Raft simulation (net,partition,crash,disk,delete,compact)")
 )
 
 const (
-	stepsPerTick = 4
-	simGroups    = 3
+	stepsPerTick   = 4
+	simGroups      = 3
+	compactedGroup = 3 // keyed records, compacted now and then
+	simKeys        = 6 // the keys of compactedGroup's records
 )
 
 func TestRaftSimulation(t *testing.T) {
@@ -99,7 +110,7 @@ func TestRaftSimulation(t *testing.T) {
 		// The faults must have happened, or the checks checked little.
 		for name, n := range map[string]int64{"acknowledged appends": totals.acked, "crashes with a torn tail": totals.tornCrashes,
 			"snapshots installed": totals.snapshots, "divergent suffixes cut": totals.cuts, "leader changes": totals.elections,
-			"appends that failed when leadership moved": totals.failed} {
+			"appends that failed when leadership moved": totals.failed, "compaction passes that removed records": totals.compactions} {
 			if n == 0 {
 				t.Errorf("no %s in %d seeds", name, len(seeds))
 			}
@@ -144,8 +155,10 @@ func idOf(path string, fi os.FileInfo) fileID {
 func installSimHooks(t *testing.T) *simHooks {
 	h := &simHooks{durable: map[fileID]int64{}}
 	t.Cleanup(seglog.SetSyncHook(func(f seglog.SyncedFile) {
-		if strings.HasSuffix(f.Path, ".log") {
-			h.note(idOf(f.Path, f.Stat), f.Stat.Size())
+		// A compacted segment is fsynced under a temporary name, then
+		// renamed to its segment's (its inode goes with it).
+		if path, ok := strings.CutSuffix(f.Path, ".cleaned"); ok || strings.HasSuffix(f.Path, ".log") {
+			h.note(idOf(path, f.Stat), f.Stat.Size())
 		}
 	}))
 	t.Cleanup(replica.SetStateSyncHook(func(path string, size int64) {
@@ -233,14 +246,16 @@ type simWrite struct {
 	id          int
 	group, node uint64
 	base, last  int64
+	keys        [][]byte // compactedGroup's only
 	values      [][]byte
 	commit      replica.Commit
 	acked       bool
+	truncated   bool // its commit failed with ErrTruncated: never committed
 	done        bool
 }
 
 type simStats struct {
-	acked, failed, pending, tornCrashes, crashes, partitions, elections, snapshots, cuts, deletes int64
+	acked, failed, pending, tornCrashes, crashes, partitions, elections, snapshots, cuts, deletes, compactions int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -254,12 +269,13 @@ func (a *simStats) add(b simStats) {
 	a.snapshots += b.snapshots
 	a.cuts += b.cuts
 	a.deletes += b.deletes
+	a.compactions += b.compactions
 }
 
 func (a simStats) String() string {
 	return fmt.Sprintf("%d appends acknowledged, %d failed, %d undecided; %d crashes (%d with torn tails), %d partitions, "+
-		"%d leader changes, %d snapshots installed, %d divergent suffixes cut, %d DeleteBefore; lost 0",
-		a.acked, a.failed, a.pending, a.crashes, a.tornCrashes, a.partitions, a.elections, a.snapshots, a.cuts, a.deletes)
+		"%d leader changes, %d snapshots installed, %d divergent suffixes cut, %d DeleteBefore, %d compaction passes; lost 0",
+		a.acked, a.failed, a.pending, a.crashes, a.tornCrashes, a.partitions, a.elections, a.snapshots, a.cuts, a.deletes, a.compactions)
 }
 
 // logCounter counts the replicas' log lines that mark the rare paths, and
@@ -338,10 +354,14 @@ func (s *sim) start(n *simNode) {
 	}
 	n.host, n.down, n.pending = h, false, nil
 	n.logs = map[uint64]*replica.RaftLog{}
-	cfg := replica.DefaultConfig()
-	cfg.SegmentBytes = 2048
 	logger := slog.New(s.logCount)
 	for g := uint64(1); g <= simGroups; g++ {
+		cfg := replica.DefaultConfig()
+		cfg.SegmentBytes = 2048
+		if g == compactedGroup {
+			cfg.Compact, cfg.Delete, cfg.MinCleanableDirtyRatio = true, false, 0
+			cfg.SegmentBytes = 512 // closed segments above the anchor too
+		}
 		l, err := replica.OpenRaft(filepath.Join(n.dir, fmt.Sprint(g)), cfg, replica.RaftOptions{
 			Host: h, Group: g, Members: s.members(), Window: 8, Logger: logger})
 		if err != nil {
@@ -436,8 +456,8 @@ func (s *sim) endRounds(n *simNode) {
 // faults injects this step's faults.
 func (s *sim) faults() {
 	r := s.rng.Float64()
-	for i, f := range []string{"partition", "partition", "crash", "disk", "delete"} {
-		if strings.Contains(*simNoFaults, f) && r >= []float64{0, 0.004, 0.010, 0.013, 0.016}[i] && r < []float64{0.004, 0.010, 0.013, 0.016, 0.018}[i] {
+	for i, f := range []string{"partition", "partition", "crash", "disk", "delete", "compact"} {
+		if strings.Contains(*simNoFaults, f) && r >= []float64{0, 0.004, 0.010, 0.013, 0.016, 0.018}[i] && r < []float64{0.004, 0.010, 0.013, 0.016, 0.018, 0.030}[i] {
 			r = 1
 		}
 	}
@@ -453,6 +473,8 @@ func (s *sim) faults() {
 		n.slowDisk = []int64{0, 0, 2, 8}[s.rng.IntN(4)]
 	case r < 0.018:
 		s.deleteSome()
+	case r < 0.030:
+		s.compactSome()
 	}
 	for _, n := range s.nodes {
 		if n.down && s.step >= n.upAt && s.upCount() < len(s.nodes) {
@@ -570,12 +592,27 @@ func (s *sim) deleteSome() {
 	if n.down {
 		return
 	}
-	l := n.logs[uint64(1+s.rng.IntN(simGroups))]
+	l := n.logs[uint64(1+s.rng.IntN(simGroups-1))] // not compactedGroup, whose checks need every key's latest record
 	if hw := l.HighWatermark(); hw > l.StartOffset() {
 		if _, err := l.DeleteBefore(l.StartOffset() + s.rng.Int64N(hw-l.StartOffset()+1)); err != nil {
 			s.t.Fatalf("seed %d: DeleteBefore: %v", s.seed, err)
 		}
 		s.stats.deletes++
+	}
+}
+
+// compactSome has a replica of compactedGroup run a compaction pass.
+func (s *sim) compactSome() {
+	n := s.nodes[s.rng.IntN(len(s.nodes))]
+	if n.down {
+		return
+	}
+	st, err := n.logs[compactedGroup].Compact(context.Background(), time.UnixMilli(s.step))
+	if err != nil {
+		s.t.Fatalf("seed %d step %d: node %d compacts: %v", s.seed, s.step, n.id, err)
+	}
+	if st.RecordsRemoved > 0 {
+		s.stats.compactions++
 	}
 }
 
@@ -601,6 +638,10 @@ func (s *sim) clientWrites() {
 		for i := range recs {
 			v := fmt.Appendf(nil, "g%d-w%d-%d", g, w.id, i)
 			recs[i] = record.Record{Value: v}
+			if g == compactedGroup {
+				recs[i].Key = fmt.Appendf(nil, "k%d", s.rng.IntN(simKeys))
+				w.keys = append(w.keys, recs[i].Key)
+			}
 			w.values = append(w.values, v)
 		}
 		a, err := n.logs[g].Append(record.NewBatch(int64(s.step), recs), replica.AppendOptions{AckCommitted: true})
@@ -660,7 +701,7 @@ func (s *sim) observe() {
 			s.stats.acked++
 		case errors.Is(err, context.Canceled):
 		case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrTruncated), errors.Is(err, replica.ErrClosed):
-			w.done = true
+			w.done, w.truncated = true, errors.Is(err, replica.ErrTruncated)
 			s.stats.failed++
 		default:
 			s.t.Fatalf("seed %d: commit of write %d: %v", s.seed, w.id, err)
@@ -737,8 +778,8 @@ func (s *sim) settled() bool {
 
 // simRecord is one committed record as a replica holds it.
 type simRecord struct {
-	value []byte
-	epoch int32
+	key, value []byte
+	epoch      int32
 }
 
 // check compares every replica with the acknowledged appends and with
@@ -766,6 +807,12 @@ func (s *sim) check() {
 				if prev, ok := seen[string(r.value)]; ok && prev != off {
 					s.t.Fatalf("seed %d: group %d holds %q at %d and at %d", s.seed, g, r.value, prev, off)
 				}
+				if w.truncated {
+					s.t.Fatalf("seed %d: node %d group %d holds %q at %d, which its leader cut (never committed)", s.seed, id, g, r.value, off)
+				}
+				if g == compactedGroup && !bytes.Equal(w.keys[off-w.base], r.key) {
+					s.t.Fatalf("seed %d: node %d group %d holds %q at %d under key %q, appended under %q", s.seed, id, g, r.value, off, r.key, w.keys[off-w.base])
+				}
 				seen[string(r.value)] = off
 			}
 		}
@@ -780,6 +827,19 @@ func (s *sim) check() {
 				}
 			}
 		}
+		// Every replica holds the same latest record of every key, so
+		// compaction removed only records a later one of their key
+		// superseded.
+		latest := map[uint64]map[string]int64{}
+		for id, recs := range logs {
+			latest[id] = latestByKey(recs)
+		}
+		for id := range logs {
+			if g == compactedGroup && !maps.Equal(latest[id], latest[s.nodes[0].id]) {
+				s.t.Fatalf("seed %d: group %d: node %d holds the latest records of the keys at %v, node %d at %v",
+					s.seed, g, id, latest[id], s.nodes[0].id, latest[s.nodes[0].id])
+			}
+		}
 		// Nothing acknowledged is lost.
 		for _, w := range s.writes {
 			if w.group != g || !w.acked {
@@ -792,6 +852,9 @@ func (s *sim) check() {
 					if off < l.StartOffset() {
 						continue // deleted by the test's DeleteBefore
 					}
+					if g == compactedGroup && latest[n.id][string(w.keys[i])] > off {
+						continue // superseded: compaction may have removed it
+					}
 					if r, ok := logs[n.id][off]; !ok || !bytes.Equal(r.value, v) {
 						s.t.Fatalf("seed %d: acknowledged %q at group %d offset %d is missing on node %d (it holds %q)",
 							s.seed, v, g, off, n.id, r.value)
@@ -800,6 +863,17 @@ func (s *sim) check() {
 			}
 		}
 	}
+}
+
+// latestByKey is, for every key of recs, the offset of its latest record.
+func latestByKey(recs map[int64]simRecord) map[string]int64 {
+	out := map[string]int64{}
+	for off, r := range recs {
+		if r.key != nil {
+			out[string(r.key)] = max(out[string(r.key)], off)
+		}
+	}
+	return out
 }
 
 // committed reads a replica's committed records.
@@ -826,7 +900,7 @@ func (s *sim) committed(l *replica.RaftLog) map[int64]simRecord {
 			}
 			for i, r := range recs {
 				if off := h.BaseOffset + int64(i); off >= l.StartOffset() {
-					out[off] = simRecord{value: slices.Clone(r.Value), epoch: h.PartitionLeaderEpoch}
+					out[off] = simRecord{key: slices.Clone(r.Key), value: slices.Clone(r.Value), epoch: h.PartitionLeaderEpoch}
 				}
 			}
 			next = h.LastOffset() + 1

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -26,6 +27,13 @@ import (
 //   - one whose high watermark lies below the leader's log start (its
 //     records were deleted by retention meanwhile), or below its own,
 //     asks from the leader's start and will empty its log.
+//
+// Below the anchor the leader's log may be compacted (RaftLog.Compact):
+// batches thinned, split or gone, so offsets missing between them. A
+// chunk therefore covers the offsets from where it says it starts, not
+// from its first batch, and an empty chunk says that no batch is left
+// below the snapshot's end; the follower writes an empty batch over each
+// gap, so that its own log stays contiguous (its later passes drop them).
 //
 // The batches are staged in a separate log (stagingDir) until the last
 // one is there. Then the offer goes to Raft, which hands the snapshot back
@@ -150,37 +158,96 @@ func (r *raftReplica) dropStage() error {
 
 // StageSnapshot stages a chunk of the snapshot being staged; a chunk of
 // another snapshot, or one that does not start where the stage ends, is
-// ignored (the next request asks again).
+// ignored (the next request asks again). A chunk covers the offsets from
+// where it starts to the end of its last batch, or with no batches, to
+// the snapshot's end: the leader's log may have gaps there, where its
+// compaction removed records (see SnapshotData).
 func (r *raftReplica) StageSnapshot(index, term uint64, offset int64, data []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stage
-	if st == nil || st.index != index || st.term != term || st.installing != nil || len(data) == 0 {
+	if st == nil || st.index != index || st.term != term || st.installing != nil || offset != st.next || st.complete() {
 		return nil
 	}
-	h, err := record.ParseHeader(data)
-	if err != nil {
-		return err
-	}
-	if st.reset && st.from < 0 {
-		// The first batch holds the leader's log start, maybe not at its base.
-		if h.BaseOffset > st.next || h.LastOffset() < st.next {
-			return nil
+	if st.from < 0 {
+		// A reset's first chunk: the staged log starts where the leader's
+		// does, inside the first batch or in a gap before it.
+		from := offset
+		if len(data) > 0 {
+			h, err := record.ParseHeader(data)
+			if err != nil {
+				return err
+			}
+			from = min(from, h.BaseOffset)
 		}
-		if err := st.log.log.ResetTo(h.BaseOffset); err != nil {
+		if err := st.log.log.ResetTo(from); err != nil {
 			return err
 		}
-		st.from, st.next = h.BaseOffset, h.BaseOffset
+		st.from, st.next = from, from
 	}
-	if offset != h.BaseOffset || h.BaseOffset != st.next {
-		return nil
-	}
-	end, err := appendByEpoch(st.log, data, st.marker.end)
+	end, err := stageBatches(st.log, data, st.marker.end, int32(st.term))
 	if err != nil {
 		return err
 	}
 	st.next = end
 	return nil
+}
+
+// stageBatches appends a chunk of a leader's snapshot data to the staged
+// log l at the batches' offsets and returns the offset after them. Where
+// the leader's compacted log has a gap (before a batch, or up to limit
+// when the chunk has none) it writes an empty batch covering it, so that
+// the staged log, and the log it is installed into, stay contiguous, as
+// seglog requires of a log it appends to. The empty batch takes the epoch
+// of the batch after it, or at the end the snapshot's term (lastTerm): an
+// epoch no batch before it can exceed, in the staged log or in the log it
+// continues.
+func stageBatches(l *Local, batches []byte, limit int64, lastTerm int32) (int64, error) {
+	if len(batches) == 0 {
+		return fillGap(l, limit, lastTerm)
+	}
+	for len(batches) > 0 {
+		run, next := 0, l.EndOffset() // batches[:run] continue the log from next
+		for run < len(batches) {
+			h, err := record.ParseHeader(batches[run:])
+			if err != nil {
+				return l.EndOffset(), err
+			}
+			if h.BaseOffset != next {
+				break
+			}
+			run += h.Size()
+			next = h.LastOffset() + 1
+		}
+		if run > 0 {
+			if _, err := appendByEpoch(l, batches[:run], limit); err != nil {
+				return l.EndOffset(), err
+			}
+			batches = batches[run:]
+			continue
+		}
+		h, _ := record.ParseHeader(batches) // parsed above
+		if h.BaseOffset < next || h.LastOffset() >= limit {
+			return next, fmt.Errorf("replica: snapshot batch [%d, %d] does not continue the staged log at %d below %d",
+				h.BaseOffset, h.LastOffset(), next, limit)
+		}
+		if _, err := fillGap(l, h.BaseOffset, h.PartitionLeaderEpoch); err != nil {
+			return l.EndOffset(), err
+		}
+	}
+	return l.EndOffset(), nil
+}
+
+// fillGap writes empty batches of epoch covering the offsets from l's
+// end to end, and returns end.
+func fillGap(l *Local, end int64, epoch int32) (int64, error) {
+	for from := l.EndOffset(); from < end; from = l.EndOffset() {
+		last := min(end-1, from+math.MaxInt32)
+		if _, err := l.AppendAt(record.EmptyBatch(from, last), epoch); err != nil {
+			return from, err
+		}
+	}
+	return end, nil
 }
 
 // appendByEpoch appends batches (as a leader's log holds them, each
@@ -255,7 +322,10 @@ func (r *raftReplica) completeInstall(in *installing) error {
 		return err
 	}
 	for off := in.from; off < in.end; {
-		b, err := readRange(staged, off, in.end, 8<<20)
+		b, err := readBelow(staged, off, in.end, 8<<20)
+		if err == nil && len(b) == 0 {
+			err = fmt.Errorf("replica: the staged snapshot has no batch at offset %d below %d", off, in.end)
+		}
 		if err != nil {
 			return err
 		}
@@ -282,19 +352,15 @@ func (r *raftReplica) completeInstall(in *installing) error {
 	return err
 }
 
-// readRange reads whole batches from offset, about maxBytes of them, all
-// below limit.
-func readRange(l *Local, offset, limit, maxBytes int64) ([]byte, error) {
+// readBelow reads whole batches from offset, about maxBytes of them, all
+// below limit; none if there are none (a compacted log's gap).
+func readBelow(l *Local, offset, limit, maxBytes int64) ([]byte, error) {
 	sl, err := l.ReadBelow(offset, maxBytes, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer sl.Release()
-	b, err := sl.Bytes()
-	if err == nil && len(b) == 0 {
-		err = fmt.Errorf("replica: no batch at offset %d below %d", offset, limit)
-	}
-	return b, err
+	return sl.Bytes()
 }
 
 // errSnapshotGone: a follower asked for a snapshot this replica no longer
@@ -320,15 +386,22 @@ func (r *raftReplica) SnapshotData(index, term uint64, offset int64, send func(i
 		return errSnapshotGone
 	}
 	for offset < end {
-		b, err := readRange(r.local, offset, end, snapshotChunkBytes)
+		b, err := readBelow(r.local, offset, end, snapshotChunkBytes)
 		if err != nil {
 			return err
 		}
-		first, next, err := batchesSpan(b)
+		if len(b) == 0 {
+			// Compaction left no batch in [offset, end): the empty chunk
+			// says so, and the follower fills the gap.
+			return send(offset, nil)
+		}
+		next, err := batchesEnd(b)
 		if err != nil {
 			return err
 		}
-		if err := send(first, b); err != nil {
+		// The chunk covers from offset, not from its first batch: the
+		// offsets between were compacted away.
+		if err := send(offset, b); err != nil {
 			return err
 		}
 		offset = next
@@ -339,19 +412,16 @@ func (r *raftReplica) SnapshotData(index, term uint64, offset int64, send func(i
 // snapshotChunkBytes is about how many bytes of records a chunk carries.
 const snapshotChunkBytes = 1 << 20
 
-// batchesSpan is the base offset of the first of the batches in b and the
-// offset after the last.
-func batchesSpan(b []byte) (first, end int64, err error) {
-	for i := 0; len(b) > 0; i++ {
+// batchesEnd is the offset after the last of the batches in b.
+func batchesEnd(b []byte) (int64, error) {
+	var end int64
+	for len(b) > 0 {
 		h, err := record.ParseHeader(b)
 		if err != nil {
-			return 0, 0, err
-		}
-		if i == 0 {
-			first = h.BaseOffset
+			return 0, err
 		}
 		end = h.LastOffset() + 1
 		b = b[h.Size():]
 	}
-	return first, end, nil
+	return end, nil
 }

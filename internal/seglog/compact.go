@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -83,9 +84,17 @@ func (l *Log) Compact(now time.Time) (CompactStats, error) {
 // stay (they are correct), and the checkpoint is not advanced, so the next
 // pass covers the same dirty range again. Passes are serialized.
 func (l *Log) CompactContext(ctx context.Context, now time.Time) (CompactStats, error) {
+	return l.CompactBelow(ctx, now, math.MaxInt64)
+}
+
+// CompactBelow is CompactContext that rewrites no segment holding offsets
+// at or past limit: a replicated log compacts only what its replication
+// no longer reads back entry by entry (see replica.RaftLog.Compact), as
+// ApplyRetentionBelow deletes only below such a limit.
+func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (CompactStats, error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
-	p, err := l.planClean(now)
+	p, err := l.planClean(now, limit)
 	if err != nil || p == nil {
 		return CompactStats{}, err
 	}
@@ -168,9 +177,10 @@ type cleanPlan struct {
 	dirtyBytes int64
 }
 
-// planClean takes references on the compactable segments. It returns nil
-// (and no error) for a log whose policy lacks "compact". Caller holds cleanMu.
-func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
+// planClean takes references on the compactable segments, none holding
+// offsets at or past limit. It returns nil (and no error) for a log whose
+// policy lacks "compact". Caller holds cleanMu.
+func (l *Log) planClean(now time.Time, limit int64) (*cleanPlan, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -184,8 +194,8 @@ func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
 	lagHorizon := now.UnixMilli() - l.cfg.MinCompactionLagMs
 	for i, s := range closed {
 		maxTs := s.largestTimestamp()
-		if l.cfg.MinCompactionLagMs > 0 && maxTs > lagHorizon {
-			break // this segment and everything after it are too young
+		if l.cfg.MinCompactionLagMs > 0 && maxTs > lagHorizon || s.next > limit {
+			break // this segment and everything after it are too young, or past the limit
 		}
 		v, err := s.viewLocked()
 		if err != nil {

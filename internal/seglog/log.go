@@ -113,6 +113,15 @@ func (l *Log) EndOffset() int64 {
 	return l.end
 }
 
+// ActiveBase returns the base offset of the active segment: the offsets
+// below it lie in closed segments, the only ones compaction and retention
+// touch.
+func (l *Log) ActiveBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.activeLocked().base
+}
+
 // Size returns the number of bytes in all segments.
 func (l *Log) Size() int64 {
 	l.mu.RLock()
