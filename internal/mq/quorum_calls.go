@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
 // Calls to a quorum queue's leader (issue 14). A node that does not serve
@@ -49,9 +50,12 @@ type remoteRequest struct {
 	Op remoteOp `json:"op"`
 	// Queue is the queue's id: a call for a queue deleted and declared
 	// again is not answered by the new one.
-	Queue   string      `json:"queue"`
-	Batches []byte      `json:"batches,omitempty"`
-	Session uint64      `json:"session,omitempty"`
+	Queue   string `json:"queue"`
+	Batches []byte `json:"batches,omitempty"`
+	Session uint64 `json:"session,omitempty"`
+	// Pull numbers a session's pulls from 1: a pull repeated because its
+	// answer was lost gets that answer again (servedSession.pull).
+	Pull    uint64      `json:"pull,omitempty"`
 	Create  bool        `json:"create,omitempty"` // start Session if the leader has no such one
 	Limit   int         `json:"limit,omitempty"`
 	NoAck   bool        `json:"no_ack,omitempty"`
@@ -140,7 +144,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		return &remoteReply{}
 	case opGet:
 		if req.NoAck {
-			return getReply(q, true)
+			return getReply(q, m.store, true)
 		}
 	}
 	s, reply := m.session(req)
@@ -156,7 +160,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		}
 		return reply
 	case opPull:
-		return s.pull(ctx)
+		return s.pull(ctx, req.Pull)
 	}
 	return &remoteReply{}
 }
@@ -170,7 +174,7 @@ func (m *quorumReplica) session(req *remoteRequest) (*servedSession, *remoteRepl
 	if !req.Create {
 		return nil, &remoteReply{Gone: true}
 	}
-	s := &servedSession{id: req.Session, q: m.q, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
+	s := &servedSession{id: req.Session, q: m.q, store: m.store, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
 	if req.Spec != nil {
 		s.noAck = req.Spec.NoAck
 		sub, err := m.q.subscribe(ConsumeSpec{Tag: req.Spec.Tag, Exclusive: req.Spec.Exclusive, NoAck: req.Spec.NoAck,
@@ -281,6 +285,7 @@ func (ss *sessions) takeAll() []*servedSession {
 type servedSession struct {
 	id     uint64
 	q      *queue
+	store  *quorumstore.Store
 	sub    *Subscription // nil for basic.get only
 	noAck  bool          // its consumer's deliveries are settled when handed over
 	expiry *time.Timer
@@ -293,6 +298,12 @@ type servedSession struct {
 	held     map[QueueTag]bool // taken and not settled
 	ended    bool
 	wake     chan struct{} // one token: something was buffered, or the session ended
+
+	// pullMu serializes pulls; lastPull is the number of the last one
+	// answered and lastAnswer its answer, sent again if it is repeated.
+	pullMu     sync.Mutex
+	lastPull   uint64
+	lastAnswer *remoteReply
 }
 
 // countLocked is what the session holds against its limit: the
@@ -375,9 +386,30 @@ func (s *servedSession) settle(req *remoteRequest) {
 // exceed it.
 const callBytes = 4 << 20
 
-// pull answers with what the session buffered (up to callBytes), waiting
-// up to pullWait for a first delivery.
-func (s *servedSession) pull(ctx context.Context) *remoteReply {
+// pull answers pull number n of the calling node. Pulls are idempotent:
+// the calling node repeats a pull whose answer it did not get, and the
+// repeat gets the same answer, so deliveries handed out in a lost answer
+// still reach the client instead of sitting counted against its prefetch
+// (with the session kept alive by the repeats). An older pull arriving
+// late gets nothing.
+func (s *servedSession) pull(ctx context.Context, n uint64) *remoteReply {
+	s.pullMu.Lock()
+	defer s.pullMu.Unlock()
+	switch {
+	case n == s.lastPull && s.lastAnswer != nil:
+		return s.lastAnswer
+	case n < s.lastPull:
+		return &remoteReply{}
+	}
+	reply := s.take(ctx)
+	s.lastPull, s.lastAnswer = n, reply
+	return reply
+}
+
+// take answers with what the session buffered (up to callBytes) once
+// its deliver commands are committed, waiting up to pullWait for a first
+// delivery.
+func (s *servedSession) take(ctx context.Context) *remoteReply {
 	timer := time.NewTimer(pullWait)
 	defer timer.Stop()
 	for {
@@ -395,6 +427,13 @@ func (s *servedSession) pull(ctx context.Context) *remoteReply {
 		if ended {
 			return &remoteReply{Gone: true}
 		}
+		if len(ds) > 0 && !s.committed(ds) {
+			select { // they wait in buffered for the next pull
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			return &remoteReply{TimedOut: timedOut, Timeout: timeout}
+		}
 		if len(ds) > 0 || timedOut != 0 {
 			r := deliveriesReply(ds)
 			r.TimedOut, r.Timeout = timedOut, timeout
@@ -410,10 +449,29 @@ func (s *servedSession) pull(ctx context.Context) *remoteReply {
 	}
 }
 
+// committed waits until the deliver commands of ds, just taken from
+// buffered, are committed. If they are not, ds go back to the front of
+// buffered (the queue is losing its quorum here: it stops serving, or
+// the next pull tries again) and it reports false.
+func (s *servedSession) committed(ds []*Delivery) bool {
+	err := s.q.handedOut(s.store)
+	if err == nil {
+		return true
+	}
+	s.mu.Lock()
+	if !s.ended {
+		s.buffered = append(ds, s.buffered...)
+	}
+	s.mu.Unlock()
+	s.q.r.logger.Warn("mq: deliveries of a quorum queue wait: their deliver commands are not committed",
+		"queue", s.q.name, "vhost", s.q.vh.name, "err", err)
+	return false
+}
+
 // get is basic.get for the calling node, the message held by the
 // session.
 func (s *servedSession) get() *remoteReply {
-	reply := getReply(s.q, false)
+	reply := getReply(s.q, s.store, false)
 	if len(reply.Deliveries) > 0 {
 		s.mu.Lock()
 		s.held[reply.Deliveries[0].Tag] = true
@@ -422,8 +480,10 @@ func (s *servedSession) get() *remoteReply {
 	return reply
 }
 
-// getReply is basic.get on the leader for another node.
-func getReply(q *queue, noAck bool) *remoteReply {
+// getReply is basic.get on the leader for another node, answered once
+// the message's deliver command is committed. If it is not, the message
+// goes back to the queue (it was not handed out), and the get fails.
+func getReply(q *queue, store *quorumstore.Store, noAck bool) *remoteReply {
 	d, ok, err := q.get(noAck)
 	switch {
 	case err != nil:
@@ -431,9 +491,25 @@ func getReply(q *queue, noAck bool) *remoteReply {
 	case !ok:
 		return &remoteReply{}
 	}
+	if err := q.handedOut(store); err != nil {
+		if !noAck {
+			q.vh.Requeue(q.name, d.Tag)
+		}
+		return errorReply(errInternal("commit a delivery of a quorum queue", err))
+	}
 	r := deliveriesReply([]*Delivery{d})
 	r.Count = d.MessageCount
 	return r
+}
+
+// handedOut waits until every command q handed to its store so far is
+// committed: the deliveries made so far may leave the node
+// (quorumstore.Store.HandoutLocked).
+func (q *queue) handedOut(store *quorumstore.Store) error {
+	q.mu.Lock()
+	t := store.HandoutLocked()
+	q.mu.Unlock()
+	return t.Sync()
 }
 
 // end ends the session: its consumer is cancelled, and with requeue what

@@ -57,10 +57,13 @@ func (r *Registry) newRemoteQueue(q *queue) *remoteQueue {
 		sessions: make(map[*proxySession]bool)}
 }
 
-// reachable reports whether q is a quorum queue this node does not serve
-// that it reaches through its leader.
+// reachable reports whether q is a quorum queue of the cluster, which
+// this node's clients consume and get from through sessions on its
+// leader, even when that is this node (the call is then answered here):
+// a session hands a message out only once its deliver command is
+// committed (servedSession.take).
 func (q *queue) reachable() bool {
-	return q.remote != nil && q.elsewhere() && !q.crashed.Load()
+	return q.remote != nil && !q.crashed.Load()
 }
 
 // forwards reports whether a message published to q here goes to its
