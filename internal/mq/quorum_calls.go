@@ -52,6 +52,9 @@ type remoteRequest struct {
 	// again is not answered by the new one.
 	Queue   string `json:"queue"`
 	Batches []byte `json:"batches,omitempty"`
+	// Forward identifies a publish's Batches: a repeat is not enqueued
+	// again (quorum_forwards.go).
+	Forward uint64 `json:"forward,omitempty"`
 	Session uint64 `json:"session,omitempty"`
 	// Pull numbers a session's pulls from 1: a pull repeated because its
 	// answer was lost gets that answer again (servedSession.pull).
@@ -132,7 +135,11 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 	}
 	switch req.Op {
 	case opPublish:
-		if _, err := m.takeForwarded(ctx, req.Batches); err != nil {
+		err := m.forwards.once(ctx, req.Forward, func() error {
+			_, err := m.takeForwarded(ctx, req.Batches)
+			return err
+		})
+		if err != nil {
 			return &remoteReply{Error: err.Error()}
 		}
 		return &remoteReply{}

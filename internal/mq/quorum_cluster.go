@@ -150,6 +150,9 @@ type quorumReplica struct {
 	// sessions are other nodes' consumers of the queue while it is served
 	// here (quorum_calls.go).
 	sessions sessions
+	// forwards are the forwarded publishes taken lately
+	// (quorum_forwards.go).
+	forwards forwards
 }
 
 // startQuorumReplica starts following q's group.

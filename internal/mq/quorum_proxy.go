@@ -278,8 +278,8 @@ func (rq *remoteQueue) settle(tags []QueueTag, kind settleKind) []QueueTag {
 	return local
 }
 
-// newSessionID is a session's id: random, so that the leader never
-// confuses two nodes' sessions nor two of one node's.
+// newSessionID is a session's id (or a forward's): random, so that the
+// leader never confuses two nodes' sessions nor two of one node's.
 func newSessionID() uint64 {
 	var b [8]byte
 	rand.Read(b[:])
@@ -382,6 +382,7 @@ const syncWaitRemote = 10 * time.Second
 // answer (once they are committed); every Sync returns that answer.
 type remoteForward struct {
 	rq      *remoteQueue
+	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
 	once    sync.Once
 	err     error
@@ -393,7 +394,7 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID()}
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -410,7 +411,7 @@ func (f *remoteForward) Sync() error {
 		rq.mu.Unlock()
 		ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
 		defer cancel()
-		reply, err := rq.call(ctx, &remoteRequest{Op: opPublish, Queue: rq.q.id, Batches: batches})
+		reply, err := rq.call(ctx, &remoteRequest{Op: opPublish, Queue: rq.q.id, Batches: batches, Forward: f.id})
 		if err == nil {
 			err = replyError(reply)
 		}
