@@ -32,7 +32,11 @@ import (
 // incremented), or when the leader stops serving the queue (the new
 // leader returns what it held, the same way). A call naming a session the
 // leader does not have is answered Gone: the caller starts a new one,
-// and forgets the tags of the old.
+// and forgets the tags of the old. Pulls are numbered, so that one
+// repeated after its answer was lost gets the same answer; a session
+// answers a pull with deliveries only once their deliver commands are
+// committed. A forwarded publish carries an id the leader takes it once
+// by (quorum_forwards.go).
 
 // remoteOp is what a call asks of the leader.
 type remoteOp string
@@ -135,10 +139,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 	}
 	switch req.Op {
 	case opPublish:
-		err := m.forwards.once(ctx, req.Forward, func() error {
-			_, err := m.takeForwarded(ctx, req.Batches)
-			return err
-		})
+		err := m.forwards.once(ctx, req.Forward, func() error { return m.takeForward(req.Batches, req.Forward) })
 		if err != nil {
 			return &remoteReply{Error: err.Error()}
 		}

@@ -93,3 +93,31 @@ func TestQuorumRepeatedForwardTakenOnce(t *testing.T) {
 		t.Fatalf("the queue holds %q, want one %q", got, "once")
 	}
 }
+
+// TestQuorumForwardRecalledByNewLeader: a forwarded publish taken by a
+// leader that is then cut off (its answer lost with it) and repeated to
+// the new leader is not enqueued twice: the forward is in the log.
+func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
+		Batches: encodeStored(persistent("", "q", "once"), nil, 1), Forward: 42}
+	if r := envs[l].queueNamed("q").quorum.serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	for i := range envs {
+		if i != l {
+			net.Cut(uint64(l+1), uint64(i+1), true)
+			net.Cut(uint64(i+1), uint64(l+1), true)
+		}
+	}
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "q")]
+	if r := n.queueNamed("q").quorum.serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := n.drain("q"); len(got) != 1 || got[0] != "once" {
+		t.Fatalf("the new leader's queue holds %q, want one %q", got, "once")
+	}
+}

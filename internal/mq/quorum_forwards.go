@@ -2,16 +2,74 @@ package mq
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
+	"github.com/wharf-mq/wharf/internal/replica"
 )
+
+// errForwardRefused answers a forward the leader did not take: the queue
+// is no longer (or not yet) served there, or it is full
+// (x-overflow reject-publish). The forwarding node nacks.
+var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
+
+// takeForwarded publishes into the queue, on its leader, the messages
+// another node forwarded as a raw proposal (replica's forward handler).
+func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
+	return 0, m.takeForward(batches, 0)
+}
+
+// takeForward publishes into the queue, on its leader, the messages
+// another node forwarded (its clients' publishes, see forwards), and
+// returns once they are committed: the forwarding node then confirms
+// them. With an id (the forwarding node's for this forward) it logs the
+// forward after its messages, so that a new leader knows it was taken
+// (forwards.recall).
+func (m *quorumReplica) takeForward(batches []byte, id uint64) error {
+	q := m.q
+	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
+	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
+		msg, err := decodeStored(sm)
+		if err != nil {
+			return err
+		}
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true)
+		switch {
+		case err != nil:
+			return err
+		case out != taken || logged == nil:
+			return errForwardRefused
+		}
+		if !slices.Contains(targets, logged) {
+			targets = append(targets, logged)
+		}
+		return nil
+	})
+	if err == nil && id != 0 && len(targets) == 1 {
+		q.mu.Lock()
+		m.store.NoteForwardLocked(targets[0], id)
+		q.mu.Unlock()
+	}
+	for _, t := range targets {
+		if err != nil {
+			break
+		}
+		err = t.Sync() // proposes them together and waits for the commit
+	}
+	return err
+}
 
 // forwards are, on a quorum queue's leader, the forwarded publishes
 // (opPublish) it took lately, by id. A forwarding node repeats a call
 // whose answer it did not get (every callAttempt, to each node it tries),
 // and during a partition the repeats may all arrive once it heals: as
 // RabbitMQ drops a channel's repeated publishes, the leader takes each
-// forward once and answers a repeat with the first one's outcome.
+// forward once and answers a repeat with the first one's outcome. A new
+// leader recalls the forwards its predecessors logged.
 type forwards struct {
 	mu     sync.Mutex
 	byID   map[uint64]*forwardCall
@@ -50,6 +108,20 @@ func (f *forwards) once(ctx context.Context, id uint64, take func() error) error
 		return c.err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// recall remembers, as taken, the forwards the queue's log holds (a
+// new leader's, from Replay), those younger than forwardMemory.
+func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
+	for _, l := range logged {
+		at := time.UnixMilli(l.At)
+		if now.Sub(at) > forwardMemory {
+			continue
+		}
+		if c, first := f.begin(l.ID, at); first {
+			close(c.done)
+		}
 	}
 }
 

@@ -37,14 +37,22 @@ type Store struct {
 	// truncatedAt is the offset of the last truncate proposed here
 	// (truncate.go).
 	truncatedAt int64
-	// unsettled is what the last Replay found.
+	// unsettled and forwards are what the last Replay found.
 	unsettled []unsettledMessage
+	forwards  []Forward
 
 	wake          chan struct{} // one token: something is pending
 	stop          chan struct{} // closed by Close
 	closeOnce     sync.Once
 	done          chan struct{} // the flusher ended
 	truncatorDone chan struct{}
+}
+
+// Forward is a forwarded publish the log took (NoteForwardLocked): the
+// forwarding node's id for it, and when it was logged (ms).
+type Forward struct {
+	ID uint64
+	At int64
 }
 
 // unsettledMessage is a message of the queue as Replay rebuilt it.
@@ -315,6 +323,18 @@ func (h *handout) Sync() error {
 	return commit.Wait(ctx)
 }
 
+// NoteForwardLocked logs that the messages of forwarded publish id were
+// handed to the store in service t (TargetLocked), unless the queue
+// stopped being served in t since: once it is committed, so are they.
+func (s *Store) NoteForwardLocked(t replica.Target, id uint64) {
+	s.mu.Lock()
+	if t == replica.Target(s.term) && s.term.failure == nil {
+		s.commands = append(s.commands, forwardCommand(id))
+		s.end++
+	}
+	s.mu.Unlock()
+}
+
 // syncWait bounds how long a confirm waits for its commit: a group
 // without a quorum must not hold up the confirms of every other queue
 // (they share the syncer's rounds); the confirm is then a nack.
@@ -470,8 +490,9 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	live := make(map[int64]*state)
 	var order []int64
+	var forwards []Forward
 	var bad error
-	err := s.walk(s.log.StartOffset(), func(off, _ int64, r record.Record) bool {
+	err := s.walk(s.log.StartOffset(), func(off, ts int64, r record.Record) bool {
 		if isMessage(r) {
 			live[off] = &state{}
 			order = append(order, off)
@@ -481,6 +502,10 @@ func (s *Store) Replay(ctx context.Context) error {
 		if err != nil {
 			bad = fmt.Errorf("record at offset %d: %w", off, err)
 			return false
+		}
+		if string(r.Key) == string(forwardKey) {
+			forwards = append(forwards, Forward{ID: uint64(target), At: ts})
+			return true
 		}
 		m := live[target]
 		switch {
@@ -510,6 +535,7 @@ func (s *Store) Replay(ctx context.Context) error {
 	s.term = &service{s: s, proposed: s.end}
 	s.failed = make(chan struct{})
 	s.unsettled = s.unsettled[:0]
+	s.forwards = forwards
 	for _, off := range order {
 		m := live[off]
 		if m == nil {
@@ -536,6 +562,16 @@ func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) 
 	for _, m := range ms {
 		fn(m.off, m.redelivered, m.returns)
 	}
+}
+
+// Forwards returns the forwarded publishes the last Replay found in the
+// log (what truncation left of them), oldest first.
+func (s *Store) Forwards() []Forward {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.forwards
+	s.forwards = nil
+	return fs
 }
 
 // Close stops the flusher and closes this replica (the group goes on on
