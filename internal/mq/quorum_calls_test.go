@@ -19,12 +19,7 @@ func TestQuorumHandsOutOnlyCommittedDeliveries(t *testing.T) {
 	leader := envs[l]
 	waitDurable(t, leader.publish(persistent("", "q", "m")))
 
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), true)
-			net.Cut(uint64(i+1), uint64(l+1), true)
-		}
-	}
+	isolate(net, len(envs), l, true)
 	c := newConsumer(-1)
 	leader.consume("q", c, false)
 	q := leader.queueNamed("q")
@@ -36,12 +31,7 @@ func TestQuorumHandsOutOnlyCommittedDeliveries(t *testing.T) {
 	if got := c.bodies(); len(got) != 0 {
 		t.Fatalf("handed over while its delivery cannot commit: %q", got)
 	}
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), false)
-			net.Cut(uint64(i+1), uint64(l+1), false)
-		}
-	}
+	isolate(net, len(envs), l, false)
 	eventually(t, "the message handed over once the followers are back", func() bool { return len(c.bodies()) == 1 })
 }
 
@@ -106,12 +96,7 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	if r := envs[l].queueNamed("q").quorum.serve(context.Background(), req); r.Error != "" {
 		t.Fatal(r.Error)
 	}
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), true)
-			net.Cut(uint64(i+1), uint64(l+1), true)
-		}
-	}
+	isolate(net, len(envs), l, true)
 	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
 	n := others[servingNode(t, others, "q")]
 	if r := n.queueNamed("q").quorum.serve(context.Background(), req); r.Error != "" {
@@ -119,5 +104,15 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	}
 	if got := n.drain("q"); len(got) != 1 || got[0] != "once" {
 		t.Fatalf("the new leader's queue holds %q, want one %q", got, "once")
+	}
+}
+
+// isolate cuts node index l off from the other nodes, or heals the cut.
+func isolate(net *raft.MemNetwork, nodes, l int, cut bool) {
+	for i := range nodes {
+		if i != l {
+			net.Cut(uint64(l+1), uint64(i+1), cut)
+			net.Cut(uint64(i+1), uint64(l+1), cut)
+		}
 	}
 }

@@ -156,12 +156,7 @@ func TestQuorumDeliveryLimitAcrossFailover(t *testing.T) {
 	eventually(t, "the message delivered", func() bool { return len(c.bodies()) == 1 })
 	waitDurable(t, envs[l].publish(persistent("", "work", "after"))) // commits the delivery before it
 
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), true)
-			net.Cut(uint64(i+1), uint64(l+1), true)
-		}
-	}
+	isolate(net, len(envs), l, true)
 	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
 	n := others[servingNode(t, others, "work")]
 	if got := n.drain("work"); len(got) != 1 || got[0] != "after" {

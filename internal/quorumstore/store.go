@@ -106,9 +106,14 @@ func (sv *service) Sync() error {
 	if err != nil {
 		return err
 	}
+	return waitCommit(commit)
+}
+
+// waitCommit waits for c, up to syncWait.
+func waitCommit(c replica.Commit) error {
 	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
 	defer cancel()
-	return commit.Wait(ctx)
+	return c.Wait(ctx)
 }
 
 // Open makes a store of the log (this node's replica of the queue's
@@ -317,10 +322,7 @@ func (h *handout) Sync() error {
 	if err != nil {
 		return err
 	}
-	// No proposal left covering upTo: the last append found it committed.
-	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
-	defer cancel()
-	return commit.Wait(ctx)
+	return waitCommit(commit) // none left covering upTo: the last append found it committed
 }
 
 // NoteForwardLocked logs that the messages of forwarded publish id were
