@@ -488,9 +488,11 @@ func (s *servedSession) get() *remoteReply {
 	return reply
 }
 
-// getReply is basic.get on the leader for another node, answered once
-// the message's deliver command is committed. If it is not, the message
-// goes back to the queue (it was not handed out), and the get fails.
+// getReply is basic.get on the leader for a client of any node, answered
+// once the message's deliver command is committed. If it is not, the
+// message goes back to the queue (it was not handed out; one got without
+// ack is settled already, and is lost if that settle commits later), and
+// the get fails.
 func getReply(q *queue, store *quorumstore.Store, noAck bool) *remoteReply {
 	d, ok, err := q.get(noAck)
 	switch {

@@ -20,7 +20,9 @@ import (
 // consumers are sessions there, whose deliveries it pulls and hands to
 // its clients under tags of its own, and whose settlements it sends
 // back; publishes are forwarded the same way (remoteForward), from
-// members and other nodes alike.
+// members and other nodes alike. The leader's own clients consume and
+// get through sessions too, answered in-process, so that no message
+// leaves any node before its deliver command is committed.
 // When the leader moves, a call fails or names a session the new leader
 // does not have: the session starts again there, transparently to the
 // client, whose tags of the old session are forgotten (settling them
