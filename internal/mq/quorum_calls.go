@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
 // Calls to a quorum queue's leader (issue 14). A node that does not serve
@@ -31,7 +32,11 @@ import (
 // incremented), or when the leader stops serving the queue (the new
 // leader returns what it held, the same way). A call naming a session the
 // leader does not have is answered Gone: the caller starts a new one,
-// and forgets the tags of the old.
+// and forgets the tags of the old. Pulls are numbered, so that one
+// repeated after its answer was lost gets the same answer; a session
+// answers a pull with deliveries only once their deliver commands are
+// committed. A forwarded publish carries an id the leader takes it once
+// by (quorum_forwards.go).
 
 // remoteOp is what a call asks of the leader.
 type remoteOp string
@@ -50,9 +55,15 @@ type remoteRequest struct {
 	Op remoteOp `json:"op"`
 	// Queue is the queue's id: a call for a queue deleted and declared
 	// again is not answered by the new one.
-	Queue   string      `json:"queue"`
-	Batches []byte      `json:"batches,omitempty"`
-	Session uint64      `json:"session,omitempty"`
+	Queue   string `json:"queue"`
+	Batches []byte `json:"batches,omitempty"`
+	// Forward identifies a publish's Batches: a repeat is not enqueued
+	// again (quorum_forwards.go).
+	Forward uint64 `json:"forward,omitempty"`
+	Session uint64 `json:"session,omitempty"`
+	// Pull numbers a session's pulls from 1: a pull repeated because its
+	// answer was lost gets that answer again (servedSession.pull).
+	Pull    uint64      `json:"pull,omitempty"`
 	Create  bool        `json:"create,omitempty"` // start Session if the leader has no such one
 	Limit   int         `json:"limit,omitempty"`
 	NoAck   bool        `json:"no_ack,omitempty"`
@@ -131,7 +142,8 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 	case opLeader:
 		return &remoteReply{}
 	case opPublish:
-		if _, err := m.takeForwarded(ctx, req.Batches); err != nil {
+		err := m.forwards.once(ctx, req.Forward, func() error { return m.takeForward(req.Batches, req.Forward) })
+		if err != nil {
 			return &remoteReply{Error: err.Error()}
 		}
 		return &remoteReply{}
@@ -143,7 +155,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		return &remoteReply{}
 	case opGet:
 		if req.NoAck {
-			return getReply(q, true)
+			return getReply(q, m.store, true)
 		}
 	}
 	s, reply := m.session(req)
@@ -159,7 +171,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		}
 		return reply
 	case opPull:
-		return s.pull(ctx)
+		return s.pull(ctx, req.Pull)
 	}
 	return &remoteReply{}
 }
@@ -173,7 +185,7 @@ func (m *quorumReplica) session(req *remoteRequest) (*servedSession, *remoteRepl
 	if !req.Create {
 		return nil, &remoteReply{Gone: true}
 	}
-	s := &servedSession{id: req.Session, q: m.q, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
+	s := &servedSession{id: req.Session, q: m.q, store: m.store, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
 	if req.Spec != nil {
 		s.noAck = req.Spec.NoAck
 		sub, err := m.q.subscribe(ConsumeSpec{Tag: req.Spec.Tag, Exclusive: req.Spec.Exclusive, NoAck: req.Spec.NoAck,
@@ -284,6 +296,7 @@ func (ss *sessions) takeAll() []*servedSession {
 type servedSession struct {
 	id     uint64
 	q      *queue
+	store  *quorumstore.Store
 	sub    *Subscription // nil for basic.get only
 	noAck  bool          // its consumer's deliveries are settled when handed over
 	expiry *time.Timer
@@ -296,6 +309,12 @@ type servedSession struct {
 	held     map[QueueTag]bool // taken and not settled
 	ended    bool
 	wake     chan struct{} // one token: something was buffered, or the session ended
+
+	// pullMu serializes pulls; lastPull is the number of the last one
+	// answered and lastAnswer its answer, sent again if it is repeated.
+	pullMu     sync.Mutex
+	lastPull   uint64
+	lastAnswer *remoteReply
 }
 
 // countLocked is what the session holds against its limit: the
@@ -378,9 +397,30 @@ func (s *servedSession) settle(req *remoteRequest) {
 // exceed it.
 const callBytes = 4 << 20
 
-// pull answers with what the session buffered (up to callBytes), waiting
-// up to pullWait for a first delivery.
-func (s *servedSession) pull(ctx context.Context) *remoteReply {
+// pull answers pull number n of the calling node. Pulls are idempotent:
+// the calling node repeats a pull whose answer it did not get, and the
+// repeat gets the same answer, so deliveries handed out in a lost answer
+// still reach the client instead of sitting counted against its prefetch
+// (with the session kept alive by the repeats). An older pull arriving
+// late gets nothing.
+func (s *servedSession) pull(ctx context.Context, n uint64) *remoteReply {
+	s.pullMu.Lock()
+	defer s.pullMu.Unlock()
+	switch {
+	case n == s.lastPull && s.lastAnswer != nil:
+		return s.lastAnswer
+	case n < s.lastPull:
+		return &remoteReply{}
+	}
+	reply := s.take(ctx)
+	s.lastPull, s.lastAnswer = n, reply
+	return reply
+}
+
+// take answers with what the session buffered (up to callBytes) once
+// its deliver commands are committed, waiting up to pullWait for a first
+// delivery.
+func (s *servedSession) take(ctx context.Context) *remoteReply {
 	timer := time.NewTimer(pullWait)
 	defer timer.Stop()
 	for {
@@ -398,6 +438,13 @@ func (s *servedSession) pull(ctx context.Context) *remoteReply {
 		if ended {
 			return &remoteReply{Gone: true}
 		}
+		if len(ds) > 0 && !s.committed(ds) {
+			select { // they wait in buffered for the next pull
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			return &remoteReply{TimedOut: timedOut, Timeout: timeout}
+		}
 		if len(ds) > 0 || timedOut != 0 {
 			r := deliveriesReply(ds)
 			r.TimedOut, r.Timeout = timedOut, timeout
@@ -413,10 +460,29 @@ func (s *servedSession) pull(ctx context.Context) *remoteReply {
 	}
 }
 
+// committed waits until the deliver commands of ds, just taken from
+// buffered, are committed. If they are not, ds go back to the front of
+// buffered (the queue is losing its quorum here: it stops serving, or
+// the next pull tries again) and it reports false.
+func (s *servedSession) committed(ds []*Delivery) bool {
+	err := s.q.handedOut(s.store)
+	if err == nil {
+		return true
+	}
+	s.mu.Lock()
+	if !s.ended {
+		s.buffered = append(ds, s.buffered...)
+	}
+	s.mu.Unlock()
+	s.q.r.logger.Warn("mq: deliveries of a quorum queue wait: their deliver commands are not committed",
+		"queue", s.q.name, "vhost", s.q.vh.name, "err", err)
+	return false
+}
+
 // get is basic.get for the calling node, the message held by the
 // session.
 func (s *servedSession) get() *remoteReply {
-	reply := getReply(s.q, false)
+	reply := getReply(s.q, s.store, false)
 	if len(reply.Deliveries) > 0 {
 		s.mu.Lock()
 		s.held[reply.Deliveries[0].Tag] = true
@@ -425,8 +491,12 @@ func (s *servedSession) get() *remoteReply {
 	return reply
 }
 
-// getReply is basic.get on the leader for another node.
-func getReply(q *queue, noAck bool) *remoteReply {
+// getReply is basic.get on the leader for a client of any node, answered
+// once the message's deliver command is committed. If it is not, the
+// message goes back to the queue (it was not handed out; one got without
+// ack is settled already, and is lost if that settle commits later), and
+// the get fails.
+func getReply(q *queue, store *quorumstore.Store, noAck bool) *remoteReply {
 	d, ok, err := q.get(noAck)
 	switch {
 	case err != nil:
@@ -434,9 +504,25 @@ func getReply(q *queue, noAck bool) *remoteReply {
 	case !ok:
 		return &remoteReply{}
 	}
+	if err := q.handedOut(store); err != nil {
+		if !noAck {
+			q.vh.Requeue(q.name, d.Tag)
+		}
+		return errorReply(errInternal("commit a delivery of a quorum queue", err))
+	}
 	r := deliveriesReply([]*Delivery{d})
 	r.Count = d.MessageCount
 	return r
+}
+
+// handedOut waits until every command q handed to its store so far is
+// committed: the deliveries made so far may leave the node
+// (quorumstore.Store.HandoutLocked).
+func (q *queue) handedOut(store *quorumstore.Store) error {
+	q.mu.Lock()
+	t := store.HandoutLocked()
+	q.mu.Unlock()
+	return t.Sync()
 }
 
 // end ends the session: its consumer is cancelled, and with requeue what

@@ -2,7 +2,6 @@ package mq
 
 import (
 	"context"
-	"errors"
 	"hash/fnv"
 	"math"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/replica"
@@ -151,6 +149,9 @@ type quorumReplica struct {
 	// sessions are other nodes' consumers of the queue while it is served
 	// here (quorum_calls.go).
 	sessions sessions
+	// forwards are the forwarded publishes taken lately
+	// (quorum_forwards.go).
+	forwards forwards
 }
 
 // startQuorumReplica starts following q's group.
@@ -261,6 +262,7 @@ func (m *quorumReplica) takeOver(ctx context.Context, term uint64) error {
 	if err := m.store.Replay(ctx); err != nil {
 		return err
 	}
+	m.forwards.recall(m.store.Forwards(), time.Now()) // before it answers a repeat of one
 	q := m.q
 	q.mu.Lock()
 	err := q.loadUnsettled()
@@ -373,44 +375,3 @@ func (q *queue) awaitPlaced() {
 // placementWait bounds how long a declare waits for a new quorum
 // queue's group to elect a leader.
 const placementWait = 10 * time.Second
-
-// errForwardRefused answers a forward the leader did not take: the queue
-// is no longer (or not yet) served there, or it is full
-// (x-overflow reject-publish). The forwarding node nacks.
-var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
-
-// takeForwarded publishes into the queue, on its leader, the messages
-// another node forwarded (its clients' publishes, see forwards), and
-// returns once they are committed: the forwarding node then confirms
-// them.
-func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
-	q := m.q
-	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
-	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
-		msg, err := decodeStored(sm)
-		if err != nil {
-			return err
-		}
-		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true)
-		switch {
-		case err != nil:
-			return err
-		case out != taken || logged == nil:
-			return errForwardRefused
-		}
-		if !slices.Contains(targets, logged) {
-			targets = append(targets, logged)
-		}
-		return nil
-	})
-	for _, t := range targets {
-		if err != nil {
-			break
-		}
-		err = t.Sync() // proposes them together and waits for the commit
-	}
-	if err != nil {
-		return -1, err
-	}
-	return 0, nil
-}

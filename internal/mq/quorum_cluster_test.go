@@ -144,18 +144,19 @@ func TestQuorumDeliveryLimitAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := servingNode(t, envs, "work")
-	c := newConsumer(1) // holds "once"; "after" stays ready
-	envs[l].consume("work", c, false)
+	// The consumer holds "once"; "after" stays ready: its prefetch is
+	// what its session on the leader may hold.
+	c := newConsumer(1)
+	sub, err := envs[l].v.Consume("work", ConsumeSpec{Tag: "c", Prefetch: 1, Conn: 1, Consumer: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Resume()
 	waitDurable(t, envs[l].publish(persistent("", "work", "once")))
 	eventually(t, "the message delivered", func() bool { return len(c.bodies()) == 1 })
 	waitDurable(t, envs[l].publish(persistent("", "work", "after"))) // commits the delivery before it
 
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), true)
-			net.Cut(uint64(i+1), uint64(l+1), true)
-		}
-	}
+	isolate(net, len(envs), l, true)
 	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
 	n := others[servingNode(t, others, "work")]
 	if got := n.drain("work"); len(got) != 1 || got[0] != "after" {

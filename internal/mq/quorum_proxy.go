@@ -21,7 +21,9 @@ import (
 // consumers are sessions there, whose deliveries it pulls and hands to
 // its clients under tags of its own, and whose settlements it sends
 // back; publishes are forwarded the same way (remoteForward), from
-// members and other nodes alike.
+// members and other nodes alike. The leader's own clients consume and
+// get through sessions too, answered in-process, so that no message
+// leaves any node before its deliver command is committed.
 // When the leader moves, a call fails or names a session the new leader
 // does not have: the session starts again there, transparently to the
 // client, whose tags of the old session are forgotten (settling them
@@ -60,10 +62,13 @@ func (r *Registry) newRemoteQueue(q *queue) *remoteQueue {
 		sessions: make(map[*proxySession]bool)}
 }
 
-// reachable reports whether q is a quorum queue this node does not serve
-// that it reaches through its leader.
+// reachable reports whether q is a quorum queue of the cluster, which
+// this node's clients consume and get from through sessions on its
+// leader, even when that is this node (the call is then answered here):
+// a session hands a message out only once its deliver command is
+// committed (servedSession.take).
 func (q *queue) reachable() bool {
-	return q.remote != nil && q.elsewhere() && !q.crashed.Load()
+	return q.remote != nil && !q.crashed.Load()
 }
 
 // forwards reports whether a message published to q here goes to its
@@ -309,8 +314,8 @@ func (rq *remoteQueue) settle(tags []QueueTag, kind settleKind) []QueueTag {
 	return local
 }
 
-// newSessionID is a session's id: random, so that the leader never
-// confuses two nodes' sessions nor two of one node's.
+// newSessionID is a session's id (or a forward's): random, so that the
+// leader never confuses two nodes' sessions nor two of one node's.
 func newSessionID() uint64 {
 	var b [8]byte
 	rand.Read(b[:])
@@ -413,6 +418,7 @@ const syncWaitRemote = 10 * time.Second
 // answer (once they are committed); every Sync returns that answer.
 type remoteForward struct {
 	rq      *remoteQueue
+	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
 	once    sync.Once
 	err     error
@@ -424,7 +430,7 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID()}
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -441,7 +447,7 @@ func (f *remoteForward) Sync() error {
 		rq.mu.Unlock()
 		ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
 		defer cancel()
-		reply, err := rq.call(ctx, &remoteRequest{Op: opPublish, Queue: rq.q.id, Batches: batches})
+		reply, err := rq.call(ctx, &remoteRequest{Op: opPublish, Queue: rq.q.id, Batches: batches, Forward: f.id})
 		if err == nil {
 			err = replyError(reply)
 		}

@@ -135,12 +135,7 @@ func TestQuorumConsumerFollowsLeader(t *testing.T) {
 	waitDurable(t, member.publish(persistent("", "q", "commits the delivery")))
 	eventually(t, "second delivery", func() bool { return len(c.bodies()) == 2 })
 
-	for i := range envs {
-		if i != l {
-			net.Cut(uint64(l+1), uint64(i+1), true)
-			net.Cut(uint64(i+1), uint64(l+1), true)
-		}
-	}
+	isolate(net, len(envs), l, true)
 	waitDurable(t, member.publish(persistent("", "q", "after")))
 	// "held" was delivered in a commit (the second message's enqueue
 	// covers it); the second message's delivery may not have been.

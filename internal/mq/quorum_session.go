@@ -27,6 +27,7 @@ type proxySession struct {
 	mu      sync.Mutex
 	id      uint64 // the session on the leader; a new one after each restart
 	created bool   // the leader has started id
+	pulls   uint64 // the pulls of session id answered
 	// buffered are deliveries pulled and not handed to the consumer yet
 	// (it had no credit).
 	buffered            []*pendingDelivery
@@ -133,7 +134,7 @@ func (s *proxySession) pullLoop() {
 			return
 		}
 		id := s.id
-		req := &remoteRequest{Op: opPull, Queue: rq.q.id, Session: id, Limit: s.limitLocked()}
+		req := &remoteRequest{Op: opPull, Queue: rq.q.id, Session: id, Pull: s.pulls + 1, Limit: s.limitLocked()}
 		if !s.created {
 			req.Create, req.Spec = true, s.rspec
 		}
@@ -154,7 +155,7 @@ func (s *proxySession) pullLoop() {
 			if err != nil || reply.Gone {
 				s.restartLocked()
 			} else {
-				s.created = true
+				s.created, s.pulls = true, req.Pull
 				s.takeLocked(reply.Deliveries)
 			}
 		}
@@ -195,7 +196,7 @@ func (s *proxySession) refused(err error) {
 // restartLocked starts the session again (on the leader there is now,
 // at the next pull): what the old one held is the leader's to return.
 func (s *proxySession) restartLocked() {
-	s.id, s.created = newSessionID(), false
+	s.id, s.created, s.pulls = newSessionID(), false, 0
 	s.outstanding, s.buffered = 0, nil
 	s.ack, s.discard, s.queue = nil, nil, nil
 	if s.rspec == nil { // a get's session: its message is returned

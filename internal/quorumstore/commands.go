@@ -17,6 +17,10 @@ var (
 	// and so is every command naming one; each replica deletes its log
 	// below it once the command is committed (truncate.go).
 	truncateKey = []byte("t")
+	// forwardKey names a forwarded publish (by the forwarding node's id
+	// for it) whose messages the records before it in its term enqueued:
+	// a new leader takes a repeat of it for done (Store.Forwards).
+	forwardKey = []byte("f")
 )
 
 func deliverCommand(off int64) record.Record {
@@ -29,6 +33,10 @@ func settleCommand(off int64) record.Record {
 
 func truncateCommand(below int64) record.Record {
 	return record.Record{Key: truncateKey, Value: binary.AppendUvarint(nil, uint64(below))}
+}
+
+func forwardCommand(id uint64) record.Record {
+	return record.Record{Key: forwardKey, Value: binary.AppendUvarint(nil, id)}
 }
 
 func returnCommand(off int64, n uint32) record.Record {

@@ -37,14 +37,22 @@ type Store struct {
 	// truncatedAt is the offset of the last truncate proposed here
 	// (truncate.go).
 	truncatedAt int64
-	// unsettled is what the last Replay found.
+	// unsettled and forwards are what the last Replay found.
 	unsettled []unsettledMessage
+	forwards  []Forward
 
 	wake          chan struct{} // one token: something is pending
 	stop          chan struct{} // closed by Close
 	closeOnce     sync.Once
 	done          chan struct{} // the flusher ended
 	truncatorDone chan struct{}
+}
+
+// Forward is a forwarded publish the log took (NoteForwardLocked): the
+// forwarding node's id for it, and when it was logged (ms).
+type Forward struct {
+	ID uint64
+	At int64
 }
 
 // unsettledMessage is a message of the queue as Replay rebuilt it.
@@ -66,6 +74,18 @@ type service struct {
 	// records were dropped unproposed (for good).
 	lastCommit replica.Commit
 	failure    error
+	// proposed is the offset after the last record proposed, and
+	// proposals the commits of the proposals not yet known committed, in
+	// order (a handout waits on the one covering it).
+	proposed  int64
+	proposals []proposal
+}
+
+// proposal is one append of a term: the offset after its last record,
+// and its commit.
+type proposal struct {
+	end    int64
+	commit replica.Commit
 }
 
 // errSuperseded fails a service whose last records were never proposed:
@@ -86,9 +106,14 @@ func (sv *service) Sync() error {
 	if err != nil {
 		return err
 	}
+	return waitCommit(commit)
+}
+
+// waitCommit waits for c, up to syncWait.
+func waitCommit(c replica.Commit) error {
 	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
 	defer cancel()
-	return commit.Wait(ctx)
+	return c.Wait(ctx)
 }
 
 // Open makes a store of the log (this node's replica of the queue's
@@ -185,7 +210,14 @@ func (s *Store) flushLocked() error {
 		s.logger.Warn("quorumstore: a proposal of the queue's commands was refused; the queue stops serving here", "err", err)
 		return err
 	}
-	s.term.lastCommit = a.Commit
+	sv := s.term
+	sv.lastCommit = a.Commit
+	hw := s.log.HighWatermark() // this replica leads the term: what is below is its own, committed
+	for len(sv.proposals) > 0 && sv.proposals[0].end <= hw {
+		sv.proposals = sv.proposals[1:]
+	}
+	sv.proposed = s.end
+	sv.proposals = append(sv.proposals, proposal{end: s.end, commit: a.Commit})
 	return nil
 }
 
@@ -247,6 +279,63 @@ func (s *Store) SettleLocked(off int64) { s.addCommand(settleCommand(off)) }
 // NoteReturnLocked logs a return command: the message at off was
 // returned n times in all.
 func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnCommand(off, n)) }
+
+// HandoutLocked is what a message handed out just now (DeliveredLocked,
+// and SettleLocked for one without acks) waits on before it leaves the
+// node: the commit of every command handed to the store so far. A
+// message is never in a client's hands before its deliver command is
+// committed, so a new leader always knows it was delivered (RabbitMQ's
+// quorum queue commits a checkout before it sends the message). Waiting
+// proposes what is pending at once, so many handouts share one append.
+func (s *Store) HandoutLocked() replica.Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &handout{sv: s.term, upTo: s.end}
+}
+
+// handout is the commit of a service's records below upTo.
+type handout struct {
+	sv   *service
+	upTo int64
+}
+
+// Sync waits until the records below h.upTo are committed, or fails if
+// they will not be (the term's proposal was refused, the queue stopped
+// being served here, or no quorum answered in syncWait).
+func (h *handout) Sync() error {
+	sv, st := h.sv, h.sv.s
+	st.mu.Lock()
+	if sv == st.term && sv.proposed < h.upTo {
+		st.flushLocked()
+	}
+	commit, err := replica.Commit{}, sv.failure
+	if err == nil && sv.proposed < h.upTo {
+		err = errSuperseded // dropped unproposed by a Replay
+	}
+	for _, p := range sv.proposals {
+		if p.end >= h.upTo {
+			commit = p.commit
+			break
+		}
+	}
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return waitCommit(commit) // none left covering upTo: the last append found it committed
+}
+
+// NoteForwardLocked logs that the messages of forwarded publish id were
+// handed to the store in service t (TargetLocked), unless the queue
+// stopped being served in t since: once it is committed, so are they.
+func (s *Store) NoteForwardLocked(t replica.Target, id uint64) {
+	s.mu.Lock()
+	if t == replica.Target(s.term) && s.term.failure == nil {
+		s.commands = append(s.commands, forwardCommand(id))
+		s.end++
+	}
+	s.mu.Unlock()
+}
 
 // syncWait bounds how long a confirm waits for its commit: a group
 // without a quorum must not hold up the confirms of every other queue
@@ -403,8 +492,9 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	live := make(map[int64]*state)
 	var order []int64
+	var forwards []Forward
 	var bad error
-	err := s.walk(s.log.StartOffset(), func(off, _ int64, r record.Record) bool {
+	err := s.walk(s.log.StartOffset(), func(off, ts int64, r record.Record) bool {
 		if isMessage(r) {
 			live[off] = &state{}
 			order = append(order, off)
@@ -414,6 +504,10 @@ func (s *Store) Replay(ctx context.Context) error {
 		if err != nil {
 			bad = fmt.Errorf("record at offset %d: %w", off, err)
 			return false
+		}
+		if string(r.Key) == string(forwardKey) {
+			forwards = append(forwards, Forward{ID: uint64(target), At: ts})
+			return true
 		}
 		m := live[target]
 		switch {
@@ -439,10 +533,11 @@ func (s *Store) Replay(ctx context.Context) error {
 		s.term.failure = errSuperseded
 	}
 	s.pending, s.commands = nil, nil
-	s.term = &service{s: s}
-	s.failed = make(chan struct{})
 	s.end = s.log.EndOffset()
+	s.term = &service{s: s, proposed: s.end}
+	s.failed = make(chan struct{})
 	s.unsettled = s.unsettled[:0]
+	s.forwards = forwards
 	for _, off := range order {
 		m := live[off]
 		if m == nil {
@@ -469,6 +564,16 @@ func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) 
 	for _, m := range ms {
 		fn(m.off, m.redelivered, m.returns)
 	}
+}
+
+// Forwards returns the forwarded publishes the last Replay found in the
+// log (what truncation left of them), oldest first.
+func (s *Store) Forwards() []Forward {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.forwards
+	s.forwards = nil
+	return fs
 }
 
 // Close stops the flusher and closes this replica (the group goes on on

@@ -173,3 +173,37 @@ func TestTruncateCutsSettledLog(t *testing.T) {
 		t.Fatalf("after the cut: %+v, want only c", got)
 	}
 }
+
+// TestHandoutAndForwardsAcrossReplay: a handout waits until the deliver
+// command before it is committed (proposing it if the flusher has not),
+// a handout of a term a Replay ended fails rather than wait on commands
+// dropped unproposed, and a forward noted with its messages is found by
+// the next Replay.
+func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
+	h, dir := startHost(t), t.TempDir()
+	s := openLeading(t, h, dir)
+	off := enqueue(t, s, "a")
+	s.NoteForwardLocked(s.TargetLocked(), 42)
+	s.DeliveredLocked(off["a"])
+	if err := s.HandoutLocked().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if hw := s.HighWatermark(); hw < off["a"]+3 {
+		t.Fatalf("high watermark %d after the handout's wait; the deliver command is at %d", hw, off["a"]+2)
+	}
+
+	s.mu.Lock()
+	stale := &handout{sv: s.term, upTo: s.end + 1} // a command the Replay below drops unproposed
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Replay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.Sync(); err == nil {
+		t.Fatal("a handout of commands a Replay dropped unproposed succeeded")
+	}
+	if fs := s.Forwards(); len(fs) != 1 || fs[0].ID != 42 {
+		t.Fatalf("forwards found by Replay: %+v, want id 42", fs)
+	}
+}

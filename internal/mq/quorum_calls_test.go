@@ -1,0 +1,118 @@
+package mq
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/raft"
+)
+
+// TestQuorumHandsOutOnlyCommittedDeliveries: a leader cut off from its
+// followers assigns a message to its own client's consumer (and logs the
+// delivery) but does not hand it over until that delivery is committed,
+// which needs the followers: a new leader would otherwise deliver it
+// again as never delivered (redelivered false, no x-delivery-count).
+func TestQuorumHandsOutOnlyCommittedDeliveries(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	leader := envs[l]
+	waitDurable(t, leader.publish(persistent("", "q", "m")))
+
+	isolate(net, len(envs), l, true)
+	c := newConsumer(-1)
+	leader.consume("q", c, false)
+	q := leader.queueNamed("q")
+	eventually(t, "the message assigned to the consumer", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.unacked) == 1
+	})
+	if got := c.bodies(); len(got) != 0 {
+		t.Fatalf("handed over while its delivery cannot commit: %q", got)
+	}
+	isolate(net, len(envs), l, false)
+	eventually(t, "the message handed over once the followers are back", func() bool { return len(c.bodies()) == 1 })
+}
+
+// TestQuorumRepeatedPullAnsweredAgain: a pull repeated (its answer was
+// lost on the way) gets the same deliveries again, rather than nothing
+// while they stay counted against the session's limit; an older pull
+// arriving late gets nothing.
+func TestQuorumRepeatedPullAnsweredAgain(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	m := envs[l].queueNamed("q").quorum.Load()
+	waitDurable(t, envs[l].publish(persistent("", "q", "m")))
+	ctx := context.Background()
+	start := &remoteRequest{Op: opSettle, Queue: m.q.id, Session: 7, Create: true, Limit: 1, Spec: &remoteSpec{Tag: "c"}}
+	if r := m.serve(ctx, start); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	pull := func(n uint64) *remoteReply {
+		return m.serve(ctx, &remoteRequest{Op: opPull, Queue: m.q.id, Session: 7, Pull: n, Limit: 1})
+	}
+	first := pull(1)
+	if len(first.Deliveries) != 1 {
+		t.Fatalf("first pull: %+v", first)
+	}
+	again := pull(1)
+	if len(again.Deliveries) != 1 || again.Deliveries[0].Tag != first.Deliveries[0].Tag {
+		t.Fatalf("the repeated pull got %+v, want the first one's delivery again", again)
+	}
+	if late := pull(0); len(late.Deliveries) != 0 {
+		t.Fatalf("an older pull got %+v", late)
+	}
+}
+
+// TestQuorumRepeatedForwardTakenOnce: a forwarded publish repeated with
+// the same id (its answer was lost, or held up in a partition) is
+// enqueued once.
+func TestQuorumRepeatedForwardTakenOnce(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	m := envs[l].queueNamed("q").quorum.Load()
+	batch := encodeStored(persistent("", "q", "once"), nil, 1)
+	req := &remoteRequest{Op: opPublish, Queue: m.q.id, Batches: batch, Forward: 42}
+	for range 3 {
+		if r := m.serve(context.Background(), req); r.Error != "" {
+			t.Fatal(r.Error)
+		}
+	}
+	if got := envs[l].drain("q"); len(got) != 1 || got[0] != "once" {
+		t.Fatalf("the queue holds %q, want one %q", got, "once")
+	}
+}
+
+// TestQuorumForwardRecalledByNewLeader: a forwarded publish taken by a
+// leader that is then cut off (its answer lost with it) and repeated to
+// the new leader is not enqueued twice: the forward is in the log.
+func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
+		Batches: encodeStored(persistent("", "q", "once"), nil, 1), Forward: 42}
+	if r := envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	isolate(net, len(envs), l, true)
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "q")]
+	if r := n.queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := n.drain("q"); len(got) != 1 || got[0] != "once" {
+		t.Fatalf("the new leader's queue holds %q, want one %q", got, "once")
+	}
+}
+
+// isolate cuts node index l off from the other nodes, or heals the cut.
+func isolate(net *raft.MemNetwork, nodes, l int, cut bool) {
+	for i := range nodes {
+		if i != l {
+			net.Cut(uint64(l+1), uint64(i+1), cut)
+			net.Cut(uint64(i+1), uint64(l+1), cut)
+		}
+	}
+}

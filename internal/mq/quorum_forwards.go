@@ -1,0 +1,148 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
+	"github.com/wharf-mq/wharf/internal/replica"
+)
+
+// errForwardRefused answers a forward the leader did not take: the queue
+// is no longer (or not yet) served there, or it is full
+// (x-overflow reject-publish). The forwarding node nacks.
+var errForwardRefused = errors.New("mq: the quorum queue's leader did not take the forwarded message (not served there, or full)")
+
+// takeForwarded publishes into the queue, on its leader, the messages
+// another node forwarded as a raw proposal (replica's forward handler).
+func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
+	return 0, m.takeForward(batches, 0)
+}
+
+// takeForward publishes into the queue, on its leader, the messages
+// another node forwarded (its clients' publishes, see forwards), and
+// returns once they are committed: the forwarding node then confirms
+// them. With an id (the forwarding node's for this forward) it logs the
+// forward after its messages, so that a new leader knows it was taken
+// (forwards.recall).
+func (m *quorumReplica) takeForward(batches []byte, id uint64) error {
+	q := m.q
+	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
+	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
+		msg, err := decodeStored(sm)
+		if err != nil {
+			return err
+		}
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true)
+		switch {
+		case err != nil:
+			return err
+		case out != taken || logged == nil:
+			return errForwardRefused
+		}
+		if !slices.Contains(targets, logged) {
+			targets = append(targets, logged)
+		}
+		return nil
+	})
+	if err == nil && id != 0 && len(targets) == 1 {
+		q.mu.Lock()
+		m.store.NoteForwardLocked(targets[0], id)
+		q.mu.Unlock()
+	}
+	for _, t := range targets {
+		if err != nil {
+			break
+		}
+		err = t.Sync() // proposes them together and waits for the commit
+	}
+	return err
+}
+
+// forwards are, on a quorum queue's leader, the forwarded publishes
+// (opPublish) it took lately, by id. A forwarding node repeats a call
+// whose answer it did not get (every callAttempt, to each node it tries),
+// and during a partition the repeats may all arrive once it heals: as
+// RabbitMQ drops a channel's repeated publishes, the leader takes each
+// forward once and answers a repeat with the first one's outcome. A new
+// leader recalls the forwards its predecessors logged.
+type forwards struct {
+	mu     sync.Mutex
+	byID   map[uint64]*forwardCall
+	recent []*forwardCall // in the order they came, for forgetting
+}
+
+// forwardCall is one forwarded publish: done is closed once err is its
+// outcome.
+type forwardCall struct {
+	id   uint64
+	at   time.Time
+	done chan struct{}
+	err  error
+}
+
+// forwardMemory is how long a forward is remembered: longer than its
+// forwarding node keeps repeating it (syncWaitRemote), with a margin for
+// repeats held up in a partition.
+const forwardMemory = 3 * syncWaitRemote
+
+// once runs take for forward id unless it ran (or runs) already, and
+// returns its outcome; a repeat waits for the first one's, or until ctx
+// ends. Id 0 (no id) always runs.
+func (f *forwards) once(ctx context.Context, id uint64, take func() error) error {
+	if id == 0 {
+		return take()
+	}
+	c, first := f.begin(id, time.Now())
+	if first {
+		c.err = take()
+		close(c.done)
+		return c.err
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// recall remembers, as taken, the forwards the queue's log holds (a
+// new leader's, from Replay), those younger than forwardMemory.
+func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
+	for _, l := range logged {
+		at := time.UnixMilli(l.At)
+		if now.Sub(at) > forwardMemory {
+			continue
+		}
+		if c, first := f.begin(l.ID, at); first {
+			close(c.done)
+		}
+	}
+}
+
+// begin returns forward id's call, and whether it is new (the caller
+// runs it). It forgets the calls older than forwardMemory.
+func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.recent) > 0 && now.Sub(f.recent[0].at) > forwardMemory {
+		delete(f.byID, f.recent[0].id)
+		f.recent[0] = nil
+		f.recent = f.recent[1:]
+	}
+	if c := f.byID[id]; c != nil {
+		return c, false
+	}
+	if f.byID == nil {
+		f.byID = make(map[uint64]*forwardCall)
+	}
+	c := &forwardCall{id: id, at: now, done: make(chan struct{})}
+	f.byID[id] = c
+	f.recent = append(f.recent, c)
+	return c, true
+}
