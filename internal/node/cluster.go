@@ -49,8 +49,9 @@ type clusterHost struct {
 }
 
 // startCluster binds the cluster address and starts the Raft host, and
-// returns it with the broker's view of the cluster.
-func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.ClusterConfig, error) {
+// returns it with the broker's view of the cluster. Opening the metadata
+// log waits for a quorum of its voters (catchUpMetadata) until ctx ends.
+func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*clusterHost, *broker.ClusterConfig, error) {
 	cc := cfg.Cluster
 	self := cfg.NodeID
 	if self <= 0 {
@@ -99,8 +100,12 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 		OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
 			l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
 				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
-			if err == nil && cc.Join != "" {
+			switch {
+			case err != nil:
+			case cc.Join != "":
 				err = awaitMetadata(l, joined.MetadataEnd)
+			default:
+				err = catchUpMetadata(ctx, l, voters, h.PeerUp, logger)
 			}
 			return l, err
 		},
