@@ -60,6 +60,28 @@ func TestLongOutageFault(t *testing.T) {
 	runColdStart(t, coldStart{order: []int{0, 1, 2}, alone: 70 * time.Second})
 }
 
+// TestFreshClusterSlowStartFault, behind -cluster.faults: a new cluster
+// whose first node runs alone for 40 s before the second starts. The
+// first stays up, its ports closed, and the cluster serves once two are
+// up. On 2026-12-02's main the first node exited after 30 s, failing to
+// write its default vhost without a quorum ("mq: store vhost: storage
+// error").
+func TestFreshClusterSlowStartFault(t *testing.T) {
+	requireFaultRun(t)
+	nodes, amqpAddrs := prepareAMQPCluster(t, 3)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nodes[0].start()
+	answersAlone(t, nodes[0], amqpAddrs[0], 40*time.Second)
+	nodes[1].start()
+	createTopicN(ctx, t, newAdmin(t, seedsOf(nodes)), coldTopic, coldPartitions)
+	produceNumbered(ctx, t, seedsOf(nodes), coldTopic, 0, coldRecords)
+	publishColdQueue(ctx, t, amqpAddrs[0])
+	nodes[2].start()
+	nodes[2].waitReady()
+}
+
 // coldStart is one whole-cluster restart: the order the nodes come back
 // in (indexes), how long the first runs alone, and whether the first is
 // tried first with another cluster's --initial-cluster.
@@ -280,4 +302,17 @@ func consumeColdQueue(ctx context.Context, t *testing.T, addr string) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// prepareAMQPCluster is startAMQPCluster without the start: n nodes with
+// AMQP listeners (amqpAddrs[i] is node i+1's), not running yet.
+func prepareAMQPCluster(t *testing.T, n int) (nodes []*node, amqpAddrs []string) {
+	t.Helper()
+	nodes = prepareCluster(t, n)
+	for _, nd := range nodes {
+		addr := freeAddr(t)
+		nd.extraArgs = []string{"--amqp-addr", addr}
+		amqpAddrs = append(amqpAddrs, addr)
+	}
+	return nodes, amqpAddrs
 }

@@ -105,7 +105,7 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 			case cc.Join != "":
 				err = awaitMetadata(l, joined.MetadataEnd)
 			default:
-				err = catchUpMetadata(ctx, l, voters, h.PeerUp, logger)
+				err = catchUpMetadata(ctx, l, uint64(self), voters, h.PeerUp, logger)
 			}
 			return l, err
 		},

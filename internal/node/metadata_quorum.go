@@ -15,25 +15,27 @@ import (
 // says so in its log.
 const quorumWaitReport = 10 * time.Second
 
-// catchUpMetadata waits until this node's replica of the metadata log is
-// committed to its end: Raft keeps no commit index on disk, so after a
-// restart only the group's leader, elected by a majority of voters, can
-// tell it which of its records the cluster holds. Until then the node
-// knows neither its topics nor its vhosts, and must not serve (nor write
-// the definitions it would believe missing). After a whole-cluster stop
-// the first node back waits for a second: as a KRaft broker waits for its
+// catchUpMetadata waits until the metadata group has a leader and this
+// node's replica of the metadata log is committed to its end: Raft keeps
+// no commit index on disk, so after a restart only the group's leader,
+// elected by a majority of voters, can tell it which of its records the
+// cluster holds. Until then the node knows neither its topics nor its
+// vhosts, and must not serve (nor write the definitions it would believe
+// missing, which needs a quorum anyway, as a new cluster's first writes
+// do). After a whole-cluster stop, or at a new cluster's first start, the
+// first node up waits for a second: as a KRaft broker waits for its
 // controller quorum (server.max.startup.time.ms, unlimited by default),
 // it keeps waiting, however long, saying every quorumWaitReport which
 // voters it reaches, until a quorum forms or ctx ends (SIGTERM).
-func catchUpMetadata(ctx context.Context, l *replica.RaftLog, voters []uint64, peerUp func(uint64) bool, logger *slog.Logger) error {
-	if err := checkInitialCluster(voters, l.Replicas()); err != nil {
+func catchUpMetadata(ctx context.Context, l *replica.RaftLog, self uint64, voters []uint64, peerUp func(uint64) bool, logger *slog.Logger) error {
+	if err := checkInitialCluster(self, voters, l.Replicas()); err != nil {
 		l.Close()
 		return err
 	}
 	started := time.Now()
 	for {
 		attempt, cancel := context.WithTimeout(ctx, quorumWaitReport)
-		err := l.Commit(l.EndOffset()).Wait(attempt)
+		err := caughtUp(attempt, l)
 		cancel()
 		switch {
 		case err == nil:
@@ -58,22 +60,34 @@ func catchUpMetadata(ctx context.Context, l *replica.RaftLog, voters []uint64, p
 	}
 }
 
-// checkInitialCluster refuses an --initial-cluster (initial) that names
-// no majority of the voters this node's metadata replica already has
-// (members): its data directory belongs to another cluster than the one
-// it was told of. It could never reach a quorum of its own voters, and
-// the nodes it was told of are not its group's members, so it would wait
-// for good; it stops at once, saying why. A list that names a majority
-// passes, whatever else it names: the voters in the log rule, as nodes
-// joined (--join) or removed since the cluster was made change them.
-func checkInitialCluster(initial, members []uint64) error {
-	named := 0
-	for _, m := range members {
-		if slices.Contains(initial, m) {
-			named++
+// caughtUp waits until l's group has a leader and l is committed to its
+// end.
+func caughtUp(ctx context.Context, l *replica.RaftLog) error {
+	for {
+		changed := l.Changed()
+		if leader, _, _ := l.Leadership(); leader != 0 {
+			return l.Commit(l.EndOffset()).Wait(ctx)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	if named > len(members)/2 {
+}
+
+// checkInitialCluster refuses an --initial-cluster (initial) that names
+// none of the other voters this node's metadata replica already has
+// (members): its data directory belongs to another cluster than the one
+// it was told of, whose nodes are not its group's members; it would wait
+// for good for a quorum of voters it cannot even address. It stops at
+// once, saying why. A list naming some of them passes, whatever else it
+// names: the voters in the log rule, as nodes joined (--join) or removed
+// since the cluster was made change them, and a node still short of a
+// quorum says so while it waits (catchUpMetadata).
+func checkInitialCluster(self uint64, initial, members []uint64) error {
+	others := slices.DeleteFunc(slices.Clone(members), func(m uint64) bool { return m == self })
+	if len(others) == 0 || slices.ContainsFunc(others, func(m uint64) bool { return slices.Contains(initial, m) }) {
 		return nil
 	}
 	return fmt.Errorf("node: --initial-cluster names the nodes %v, but the cluster this data directory belongs to has the voters %v; "+
