@@ -82,6 +82,41 @@ func TestFreshClusterSlowStartFault(t *testing.T) {
 	nodes[2].waitReady()
 }
 
+// TestAloneNodeStopsOnSIGTERM: a node waiting for its metadata quorum
+// stops at a SIGTERM, saying so, rather than waiting on. On 2026-12-02's
+// main the signal only cancelled a context nothing watched yet: the node
+// went on for 30 s more.
+func TestAloneNodeStopsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker process")
+	}
+	nodes := prepareCluster(t, 3)
+	nd := nodes[0]
+	nd.start()
+	// The cluster address is bound after the signal handler is set.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor(t, ctx, "the cluster address", func() bool {
+		c, err := net.DialTimeout("tcp", nd.clusterAddr, 250*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if err := nd.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-nd.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node still running 10 s after SIGTERM:\n%s", nd.logTail())
+	}
+	const want = "stopped while waiting for a quorum of the metadata group"
+	if !strings.Contains(nd.logTail(), want) {
+		t.Fatalf("node stopped without saying %q:\n%s", want, nd.logTail())
+	}
+}
+
 // coldStart is one whole-cluster restart: the order the nodes come back
 // in (indexes), how long the first runs alone, and whether the first is
 // tried first with another cluster's --initial-cluster.
