@@ -82,6 +82,47 @@ func TestFreshClusterSlowStartFault(t *testing.T) {
 	nodes[2].waitReady()
 }
 
+// TestJoinedNodeBackBeforeQuorum: a cluster of three and a fourth node
+// that joined (--join through node 1) is stopped whole; node 1 comes back,
+// then node 4 while node 1 still waits for its quorum, then node 2. Node
+// 4 keeps asking node 1 until node 1 serves, then serves too: an RF3
+// topic made after it joined, and an acks=all produce through it alone.
+// On 2026-12-02's main node 4 exited at once: node 1, not serving yet,
+// answered its join request with a refusal ("this node takes no join
+// requests yet"), and a node whose member could not be reached for 60 s
+// exited too.
+func TestJoinedNodeBackBeforeQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 3)
+	fourth := joiningNode(t, nodes[0], 4)
+	fourth.start()
+	fourth.waitReady()
+	nodes = append(nodes, fourth)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	seeds := seedsOf(nodes)
+	createTopicN(ctx, t, newAdmin(t, seeds), coldTopic, coldPartitions)
+	acked := produceNumbered(ctx, t, seeds, coldTopic, 0, coldRecords)
+
+	for _, nd := range nodes {
+		nd.kill()
+	}
+	nodes[0].start()
+	fourth.start()
+	select { // three election timeouts with node 1 waiting for its quorum
+	case <-fourth.exited:
+		t.Fatalf("node 4 exited while node 1 waited for its quorum:\n%s", fourth.logTail())
+	case <-time.After(3 * time.Second):
+	}
+	nodes[1].start()
+	fourth.waitReady()
+	produceOneAcksAll(ctx, t, []string{fourth.kafkaAddr})
+	requireRecords(ctx, t, []string{fourth.kafkaAddr}, acked)
+}
+
 // TestAloneNodeStopsOnSIGTERM: a node waiting for its metadata quorum
 // stops at a SIGTERM, saying so, rather than waiting on. On 2026-12-02's
 // main the signal only cancelled a context nothing watched yet: the node
@@ -272,9 +313,9 @@ func produceOneAcksAll(ctx context.Context, t *testing.T, seeds []string) {
 	}
 }
 
-// verifyColdData requires every acknowledged record of coldTopic and the
-// committed group offsets to be there.
-func verifyColdData(ctx context.Context, t *testing.T, seeds []string, acked map[int64]bool) {
+// requireRecords requires every acknowledged record of coldTopic to be
+// there, and logs how many.
+func requireRecords(ctx context.Context, t *testing.T, seeds []string, acked map[int64]bool) {
 	t.Helper()
 	found := map[int64]bool{}
 	for p, end := range endOffsets(ctx, t, seeds, coldTopic, coldPartitions) {
@@ -293,7 +334,14 @@ func verifyColdData(ctx context.Context, t *testing.T, seeds []string, acked map
 	if lost > 0 {
 		t.Errorf("lost %d of %d acknowledged records", lost, len(acked))
 	}
+	t.Logf("after the outage: %d acknowledged records, lost %d", len(acked), lost)
+}
 
+// verifyColdData requires every acknowledged record of coldTopic and the
+// committed group offsets to be there.
+func verifyColdData(ctx context.Context, t *testing.T, seeds []string, acked map[int64]bool) {
+	t.Helper()
+	requireRecords(ctx, t, seeds, acked)
 	admin := newAdmin(t, seeds)
 	var fetched kadm.OffsetResponses
 	waitFor(t, ctx, "fetch the group's offsets", func() bool {
@@ -307,7 +355,7 @@ func verifyColdData(ctx context.Context, t *testing.T, seeds []string, acked map
 			t.Errorf("%s-%d: committed offset %v (found %v), want %d", coldTopic, p, o.At, ok, coldCommitted(p))
 		}
 	}
-	t.Logf("after the outage: %d acknowledged records, lost %d; %d committed offsets intact", len(acked), lost, coldPartitions)
+	t.Logf("after the outage: %d committed offsets intact", coldPartitions)
 }
 
 // consumeColdQueue requires every confirmed message of coldQueue to be

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -46,6 +47,8 @@ const metadataGroup = 1
 type clusterHost struct {
 	transport *raft.TCPTransport
 	host      *raft.Host
+	// broker answers join requests once it is open (acceptJoins).
+	broker atomic.Pointer[broker.Broker]
 }
 
 // startCluster binds the cluster address and starts the Raft host, and
@@ -67,7 +70,7 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 	}
 	nodes, joined := cc.Nodes, joinReply{}
 	if cc.Join != "" {
-		if joined, err = join(cc.Join, self, tr.Addr(), logger); err != nil {
+		if joined, err = join(ctx, cc.Join, self, tr.Addr(), logger); err != nil {
 			tr.Close()
 			return nil, nil, err
 		}
@@ -83,9 +86,10 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 		tr.Close()
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	ch := &clusterHost{transport: tr, host: h}
+	tr.SetJoinHandler(ch.answerJoin)
 	tr.Start(h)
 	h.Start()
-	ch := &clusterHost{transport: tr, host: h}
 	ids := slices.Sorted(maps.Keys(nodes))
 	var voters []uint64 // none for a joining node: the controller's snapshot brings them
 	if cc.Join == "" {
@@ -134,8 +138,19 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 // its broker is open.
 func (c *clusterHost) acceptJoins(b *broker.Broker) {
 	if c != nil {
-		c.transport.SetJoinHandler(func(_ context.Context, request []byte) ([]byte, error) { return answerJoin(b, request) })
+		c.broker.Store(b)
 	}
+}
+
+// answerJoin answers a join request through the broker, or, before it is
+// open (this node waits for its metadata quorum), errNotServingYet, which
+// the joining node asks again after (join).
+func (c *clusterHost) answerJoin(_ context.Context, request []byte) ([]byte, error) {
+	b := c.broker.Load()
+	if b == nil {
+		return nil, errNotServingYet
+	}
+	return answerJoin(b, request)
 }
 
 // close stops the host and the transport, once every replica is closed.
