@@ -150,7 +150,7 @@ func runServe(ctx context.Context, args []string, std stdio) error {
 	if err := clusterFlags.apply(&cfg); err != nil {
 		return err
 	}
-	n, err := node.Start(cfg)
+	n, err := node.StartContext(ctx, cfg)
 	if err != nil {
 		return err
 	}

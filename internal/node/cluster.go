@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -46,11 +47,14 @@ const metadataGroup = 1
 type clusterHost struct {
 	transport *raft.TCPTransport
 	host      *raft.Host
+	// broker answers join requests once it is open (acceptJoins).
+	broker atomic.Pointer[broker.Broker]
 }
 
 // startCluster binds the cluster address and starts the Raft host, and
-// returns it with the broker's view of the cluster.
-func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.ClusterConfig, error) {
+// returns it with the broker's view of the cluster. Opening the metadata
+// log waits for a quorum of its voters (catchUpMetadata) until ctx ends.
+func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*clusterHost, *broker.ClusterConfig, error) {
 	cc := cfg.Cluster
 	self := cfg.NodeID
 	if self <= 0 {
@@ -66,7 +70,7 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 	}
 	nodes, joined := cc.Nodes, joinReply{}
 	if cc.Join != "" {
-		if joined, err = join(cc.Join, self, tr.Addr(), logger); err != nil {
+		if joined, err = join(ctx, cc.Join, self, tr.Addr(), logger); err != nil {
 			tr.Close()
 			return nil, nil, err
 		}
@@ -82,9 +86,10 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 		tr.Close()
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	ch := &clusterHost{transport: tr, host: h}
+	tr.SetJoinHandler(ch.answerJoin)
 	tr.Start(h)
 	h.Start()
-	ch := &clusterHost{transport: tr, host: h}
 	ids := slices.Sorted(maps.Keys(nodes))
 	var voters []uint64 // none for a joining node: the controller's snapshot brings them
 	if cc.Join == "" {
@@ -99,8 +104,12 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 		OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
 			l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
 				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
-			if err == nil && cc.Join != "" {
+			switch {
+			case err != nil:
+			case cc.Join != "":
 				err = awaitMetadata(l, joined.MetadataEnd)
+			default:
+				err = catchUpMetadata(ctx, l, uint64(self), voters, h.PeerUp, logger)
 			}
 			return l, err
 		},
@@ -129,8 +138,19 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 // its broker is open.
 func (c *clusterHost) acceptJoins(b *broker.Broker) {
 	if c != nil {
-		c.transport.SetJoinHandler(func(_ context.Context, request []byte) ([]byte, error) { return answerJoin(b, request) })
+		c.broker.Store(b)
 	}
+}
+
+// answerJoin answers a join request through the broker, or, before it is
+// open (this node waits for its metadata quorum), errNotServingYet, which
+// the joining node asks again after (join).
+func (c *clusterHost) answerJoin(_ context.Context, request []byte) ([]byte, error) {
+	b := c.broker.Load()
+	if b == nil {
+		return nil, errNotServingYet
+	}
+	return answerJoin(b, request)
 }
 
 // close stops the host and the transport, once every replica is closed.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,8 +33,9 @@ type cores struct {
 
 // openCores takes the data directory's lock (one process per directory),
 // then opens the Kafka core and the queueing core on it. On error nothing
-// is left open.
-func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
+// is left open. ctx bounds only a cluster node's wait for its metadata
+// quorum.
+func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -46,7 +48,7 @@ func openCores(cfg Config, logger *slog.Logger) (*cores, error) {
 		brokerCluster *broker.ClusterConfig
 	)
 	if cfg.Cluster != nil {
-		if cluster, brokerCluster, err = startCluster(cfg, logger); err != nil {
+		if cluster, brokerCluster, err = startCluster(ctx, cfg, logger); err != nil {
 			lock.release()
 			return nil, err
 		}

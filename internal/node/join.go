@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -40,14 +41,24 @@ type joinReply struct {
 	MetadataEnd int64            `json:"metadata_end"`
 }
 
-// joinPatience bounds how long a joining node tries to reach the member
-// it was given, and then waits for its metadata replica to catch up.
+// errNotServingYet is a member's answer to a join request before its
+// broker is open: after a whole-cluster stop a member waits for its
+// metadata quorum, which may need the joining node's peers. The joining
+// node asks again; the transport carries it as a refusal, so join tells
+// it from one by its text.
+var errNotServingYet = errors.New("this node does not serve yet (it waits for its metadata quorum); ask again")
+
+// joinPatience bounds how long a joining node, answered, waits for its
+// metadata replica to catch up.
 const joinPatience = 60 * time.Second
 
 // join asks the member at member to take node self, listening at addr,
-// in. It retries while the member cannot be reached (it may be starting
-// too), not once it refused.
-func join(member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
+// in. It retries while the member cannot be reached or does not serve yet
+// (it may be starting too, or waiting for its metadata quorum after a
+// whole-cluster stop: catchUpMetadata), for as long as that takes, as a
+// KRaft broker keeps trying its controllers, until ctx ends; not once it
+// refused. It says so every quorumWaitReport.
+func join(ctx context.Context, member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		return joinReply{}, fmt.Errorf("node: --cluster-addr %s names no host the other nodes can reach; a joining node must give one", addr)
 	}
@@ -55,8 +66,7 @@ func join(member string, self int32, addr net.Addr, logger *slog.Logger) (joinRe
 	if err != nil {
 		return joinReply{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), joinPatience)
-	defer cancel()
+	var warned time.Time
 	for {
 		answer, err := raft.RequestJoin(ctx, member, req)
 		if err == nil {
@@ -67,10 +77,13 @@ func join(member string, self int32, addr net.Addr, logger *slog.Logger) (joinRe
 			logger.Info("joined the cluster", "via", member, "nodes", reply.Nodes)
 			return reply, nil
 		}
-		if errors.Is(err, raft.ErrJoinRefused) {
+		if errors.Is(err, raft.ErrJoinRefused) && !strings.Contains(err.Error(), errNotServingYet.Error()) {
 			return joinReply{}, fmt.Errorf("node: %s refused to let node %d join: %w", member, self, err)
 		}
-		logger.Warn("cannot reach the cluster to join yet; retrying", "member", member, "err", err)
+		if time.Since(warned) >= quorumWaitReport {
+			logger.Warn("cannot reach the cluster to join yet; retrying", "member", member, "err", err)
+			warned = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return joinReply{}, fmt.Errorf("node: joining the cluster through %s: %w", member, err)

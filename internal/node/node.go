@@ -183,7 +183,13 @@ type Node struct {
 // AMQP, HTTP and NATS ones where their addresses are set) and serves each
 // in a goroutine the Node owns. On error nothing is left running and the
 // data directory is closed cleanly.
-func Start(cfg Config) (_ *Node, err error) {
+func Start(cfg Config) (*Node, error) { return StartContext(context.Background(), cfg) }
+
+// StartContext is Start, given up when ctx ends: a cluster node waits,
+// without a limit, for a quorum of its metadata group before it serves
+// (cluster.go, catchUpMetadata), and ctx is how its operator stops it
+// meanwhile.
+func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -192,7 +198,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, errors.New("node: empty data directory")
 	}
 
-	c, err := openCores(cfg, logger)
+	c, err := openCores(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
