@@ -109,8 +109,12 @@ func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (Com
 		return stats, l.cleanError(err)
 	}
 	cleanEnd := p.firstDirty + dirtyCount
+	producers, err := lastProducerBatches(ctx, p.srcs, now, p.cfg.ProducerIDExpirationMs)
+	if err != nil {
+		return stats, l.cleanError(err)
+	}
 	for i, group := range groupSources(p.srcs[:cleanEnd], p.cfg.SegmentBytes) {
-		res, gs, err := l.cleanGroup(ctx, group, i == 0, keys, now, p.cfg)
+		res, gs, err := l.cleanGroup(ctx, group, i == 0, keys, producers, now, p.cfg)
 		stats.add(gs)
 		if err != nil {
 			return stats, l.cleanError(err)
