@@ -42,9 +42,11 @@ type cleanResult struct {
 // base of every segment it replaces (which is how Open completes an
 // interrupted swap, see swap.go) without an empty batch to mark the end:
 // several clients mishandle empty batches (segmentio/kafka-go panics on two
-// in a row). Only the log's first segment (logStart) is never deleted, so
-// that compaction cannot move the log start offset: if nothing of it is
-// left, an empty batch covering its last offset stays.
+// in a row, as it does with Kafka's), so the only ones written are those
+// keeping producers' last sequences (compact_producers.go) and this one:
+// the log's first segment (logStart) is never deleted, so that compaction
+// cannot move the log start offset: if nothing of it is left, an empty
+// batch covering its last offset stays.
 func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool, latest map[string]int64, producers producerLastBatches, now time.Time, cfg Config) (cleanResult, groupStats, error) {
 	gs := groupStats{segments: len(group)}
 	out, err := createCleaned(l.dir, group[0].view.seg.base)

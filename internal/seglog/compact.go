@@ -37,7 +37,8 @@ import (
 // which keeps an empty batch so that the log start offset stays where it
 // is). So a compacted log has gaps between batches and between segments;
 // Read skips them. Control batches (transaction markers) are kept as they
-// are.
+// are. What an idempotent producer's last batch loses at its end leaves an
+// empty batch carrying the producer's last sequence (compact_producers.go).
 
 // cleanerOffsetFile holds the cleaner checkpoint: the offset below which
 // every segment has been compacted at least once.
