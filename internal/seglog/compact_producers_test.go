@@ -42,16 +42,7 @@ func writeProducerHistory(m *keyedLog) producerHistory {
 // how many of its batches l holds.
 func lastBatchOf(t *testing.T, l *Log, id int64) (last record.Header, batches int) {
 	t.Helper()
-	s, err := l.Read(l.StartOffset(), everything)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Release()
-	b, err := s.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for len(b) > 0 {
+	for b := wholeLog(t, l); len(b) > 0; {
 		h, err := record.Verify(b)
 		if err != nil {
 			t.Fatal(err)
