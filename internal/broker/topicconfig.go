@@ -209,6 +209,9 @@ func (c topicConfig) logConfig() replica.Config {
 		MinCleanableDirtyRatio: c.float("min.cleanable.dirty.ratio"),
 		MinCompactionLagMs:     c.int("min.compaction.lag.ms"),
 		MaxCompactionLagMs:     c.int("max.compaction.lag.ms"),
+		// Compaction keeps a producer's last sequence as long as the
+		// partition's producer table remembers the producer.
+		ProducerIDExpirationMs: defaultProducerIDExpirationMs,
 	}
 }
 

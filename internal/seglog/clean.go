@@ -42,10 +42,12 @@ type cleanResult struct {
 // base of every segment it replaces (which is how Open completes an
 // interrupted swap, see swap.go) without an empty batch to mark the end:
 // several clients mishandle empty batches (segmentio/kafka-go panics on two
-// in a row). Only the log's first segment (logStart) is never deleted, so
-// that compaction cannot move the log start offset: if nothing of it is
-// left, an empty batch covering its last offset stays.
-func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool, latest map[string]int64, now time.Time, cfg Config) (cleanResult, groupStats, error) {
+// in a row, as it does with Kafka's), so the only ones written are those
+// keeping producers' last sequences (compact_producers.go) and this one:
+// the log's first segment (logStart) is never deleted, so that compaction
+// cannot move the log start offset: if nothing of it is left, an empty
+// batch covering its last offset stays.
+func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool, latest map[string]int64, producers producerLastBatches, now time.Time, cfg Config) (cleanResult, groupStats, error) {
 	gs := groupStats{segments: len(group)}
 	out, err := createCleaned(l.dir, group[0].view.seg.base)
 	if err != nil {
@@ -55,7 +57,7 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 	replaced := 0               // sources up to the last one that kept something
 	var firstLast record.Header // the last batch of group[0]
 	for k, src := range group {
-		f := recordFilter{latest: latest, keepTombstones: now.UnixMilli()-src.maxTs <= cfg.DeleteRetentionMs, stats: &gs}
+		f := recordFilter{latest: latest, producers: producers, keepTombstones: now.UnixMilli()-src.maxTs <= cfg.DeleteRetentionMs, stats: &gs}
 		err = src.view.forEachBatch(ctx, func(batch []byte, h record.Header) error {
 			if k == 0 {
 				firstLast = h
@@ -79,7 +81,7 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 		}
 	}
 	if replaced == 0 && logStart {
-		err = w.write(emptyBatchAtEnd(firstLast))
+		err = w.write(emptyTail(firstLast, firstLast.LastOffsetDelta))
 		replaced = 1
 	}
 	if err == nil {
@@ -107,7 +109,8 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 // recordFilter decides which records of a batch compaction keeps.
 type recordFilter struct {
 	latest         map[string]int64 // key -> offset of its latest record in the dirty range
-	keepTombstones bool             // the batch's segment is within delete.retention.ms
+	producers      producerLastBatches
+	keepTombstones bool // the batch's segment is within delete.retention.ms
 	stats          *groupStats
 }
 
@@ -115,7 +118,9 @@ type recordFilter struct {
 // when every record stays, nothing when none does, else one re-encoded
 // batch per run of consecutive kept offsets. Control batches and
 // transactional batches (whose outcome the log does not know) are kept
-// whole; empty batches (an earlier pass's placeholder) are dropped.
+// whole; empty batches (an earlier pass's placeholder) are dropped. An
+// idempotent producer's last batch that loses its last record also gets an
+// empty batch for the removed tail, and keeps it (compact_producers.go).
 func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
 	if h.Control() || h.Transactional() && h.RecordCount > 0 {
 		f.stats.records += int64(h.RecordCount)
@@ -126,7 +131,11 @@ func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
 		return nil, err
 	}
 	f.stats.records += int64(len(recs))
+	producersLast := f.producers.isLast(h)
 	if len(recs) == 0 {
+		if producersLast {
+			return [][]byte{batch}, nil
+		}
 		return nil, nil
 	}
 	keep := make([]bool, len(recs))
@@ -137,11 +146,8 @@ func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
 		}
 	}
 	f.stats.removed += int64(len(recs) - kept)
-	switch kept {
-	case len(recs):
+	if kept == len(recs) {
 		return [][]byte{batch}, nil
-	case 0:
-		return nil, nil
 	}
 	var out [][]byte
 	for i := 0; i < len(recs); {
@@ -158,7 +164,20 @@ func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
 		out = append(out, rebuildRun(h, int32(i), recs[i:j]))
 		i = j
 	}
+	if tail := removedTail(keep); producersLast && tail < len(recs) {
+		out = append(out, emptyTail(h, int32(tail)))
+	}
 	return out, nil
+}
+
+// removedTail is the index of the first of the records at the end of a
+// batch that are all removed (len(keep) if the last one is kept).
+func removedTail(keep []bool) int {
+	i := len(keep)
+	for i > 0 && !keep[i-1] {
+		i--
+	}
+	return i
 }
 
 // keep is the compaction rule for one record at offset off.

@@ -37,7 +37,8 @@ import (
 // which keeps an empty batch so that the log start offset stays where it
 // is). So a compacted log has gaps between batches and between segments;
 // Read skips them. Control batches (transaction markers) are kept as they
-// are.
+// are. What an idempotent producer's last batch loses at its end leaves an
+// empty batch carrying the producer's last sequence (compact_producers.go).
 
 // cleanerOffsetFile holds the cleaner checkpoint: the offset below which
 // every segment has been compacted at least once.
@@ -109,8 +110,12 @@ func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (Com
 		return stats, l.cleanError(err)
 	}
 	cleanEnd := p.firstDirty + dirtyCount
+	producers, err := lastProducerBatches(ctx, p.srcs, now, p.cfg.ProducerIDExpirationMs)
+	if err != nil {
+		return stats, l.cleanError(err)
+	}
 	for i, group := range groupSources(p.srcs[:cleanEnd], p.cfg.SegmentBytes) {
-		res, gs, err := l.cleanGroup(ctx, group, i == 0, keys, now, p.cfg)
+		res, gs, err := l.cleanGroup(ctx, group, i == 0, keys, producers, now, p.cfg)
 		stats.add(gs)
 		if err != nil {
 			return stats, l.cleanError(err)

@@ -2,7 +2,9 @@ package seglog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,11 +38,13 @@ func newKeyedLog(t testing.TB, l *Log) *keyedLog {
 // append writes one batch of kvs with timestamp ts for all of them.
 func (m *keyedLog) append(ts int64, kvs ...kv) {
 	m.t.Helper()
-	recs := make([]record.Record, len(kvs))
-	for i, r := range kvs {
-		recs[i] = record.Record{Key: r.key, Value: r.value}
-	}
-	res, err := m.l.Append(record.NewBatch(ts, recs), AppendOptions{})
+	m.appendBatch(keyedBatch(ts, kvs), kvs)
+}
+
+// appendBatch writes batch, which holds kvs, and returns its base offset.
+func (m *keyedLog) appendBatch(batch []byte, kvs []kv) int64 {
+	m.t.Helper()
+	res, err := m.l.Append(batch, AppendOptions{})
 	if err != nil {
 		m.t.Fatalf("Append: %v", err)
 	}
@@ -51,6 +55,32 @@ func (m *keyedLog) append(ts int64, kvs ...kv) {
 			m.latest[string(r.key)] = off
 		}
 	}
+	return res.BaseOffset
+}
+
+// keyedBatch is a batch of kvs with timestamp ts for all of them.
+func keyedBatch(ts int64, kvs []kv) []byte {
+	recs := make([]record.Record, len(kvs))
+	for i, r := range kvs {
+		recs[i] = record.Record{Key: r.key, Value: r.value}
+	}
+	return record.NewBatch(ts, recs)
+}
+
+// producerBatch is keyedBatch as producer id of an idempotent producer
+// (epoch 0) writes it from sequence seq, inside a transaction if
+// transactional.
+func producerBatch(ts, id int64, seq int32, transactional bool, kvs ...kv) []byte {
+	b := keyedBatch(ts, kvs)
+	be := binary.BigEndian
+	if transactional {
+		be.PutUint16(b[batchOffAttributes:], be.Uint16(b[batchOffAttributes:])|attrTransactional)
+	}
+	be.PutUint64(b[batchOffProducerID:], uint64(id))
+	be.PutUint16(b[batchOffProducerEpoch:], 0)
+	be.PutUint32(b[batchOffBaseSequence:], uint32(seq))
+	be.PutUint32(b[batchOffCRC:], crc32.Checksum(b[batchOffAttributes:], crc32c))
+	return b
 }
 
 // live is the key/value state the appended records describe.

@@ -1,28 +1,13 @@
 package seglog
 
 import (
-	"encoding/binary"
-	"hash/crc32"
 	"testing"
-
-	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // transactionalBatch is a batch of a transactional producer, as a client
 // inside a transaction writes it.
 func transactionalBatch(ts int64, kvs ...kv) []byte {
-	recs := make([]record.Record, len(kvs))
-	for i, r := range kvs {
-		recs[i] = record.Record{Key: r.key, Value: r.value}
-	}
-	b := record.NewBatch(ts, recs)
-	attrs := binary.BigEndian.Uint16(b[21:])
-	binary.BigEndian.PutUint16(b[21:], attrs|1<<4)
-	binary.BigEndian.PutUint64(b[43:], 99) // producer id
-	binary.BigEndian.PutUint16(b[51:], 0)  // epoch
-	binary.BigEndian.PutUint32(b[53:], 0)  // base sequence
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	return producerBatch(ts, 99, 0, true, kvs...)
 }
 
 // The log does not know whether a transaction committed or aborted, so a

@@ -50,6 +50,11 @@ type Config struct {
 	// ratio, and the active segment of a compacted log is rolled once it is
 	// this old. 0 (or negative) means no limit, Kafka's default.
 	MaxCompactionLagMs int64
+	// ProducerIDExpirationMs is the broker's producer.id.expiration.ms:
+	// compaction keeps what the log needs of each idempotent producer's
+	// last batch (compact_producers.go) until the batch's largest timestamp
+	// is this old. 0 means Kafka's default, 86400000.
+	ProducerIDExpirationMs int64
 }
 
 const (
@@ -60,6 +65,7 @@ const (
 
 	defaultDeleteRetentionMs      = 24 * 60 * 60 * 1000
 	defaultMinCleanableDirtyRatio = 0.5
+	defaultProducerIDExpirationMs = 24 * 60 * 60 * 1000
 )
 
 // DefaultConfig returns Kafka's defaults.
@@ -74,6 +80,7 @@ func DefaultConfig() Config {
 		Delete:                 true,
 		DeleteRetentionMs:      defaultDeleteRetentionMs,
 		MinCleanableDirtyRatio: defaultMinCleanableDirtyRatio,
+		ProducerIDExpirationMs: defaultProducerIDExpirationMs,
 	}
 }
 
@@ -94,6 +101,9 @@ func (c Config) normalized() Config {
 	}
 	if !c.Compact && !c.Delete {
 		c.Delete = true
+	}
+	if c.ProducerIDExpirationMs <= 0 {
+		c.ProducerIDExpirationMs = defaultProducerIDExpirationMs
 	}
 	return c
 }

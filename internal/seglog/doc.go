@@ -106,11 +106,14 @@
 //
 // With cleanup.policy "compact" (Config.Compact), Compact keeps only the
 // latest record of each key in the closed segments, removes tombstones
-// after delete.retention.ms, and never changes an offset; compact.go
-// describes a pass and swap.go how a rewritten segment replaces the old ones
-// so that a crash at any point leaves either. A compacted closed segment
-// skips the removed offsets, so offsets in a closed segment need only
-// increase (recovery allows that; the active segment must stay contiguous),
-// and Read at a removed offset starts at the next batch. Retention applies
-// only when the policy has "delete" (Config.Delete).
+// after delete.retention.ms, keeps the header of each idempotent producer's
+// last batch (emptied if need be) until producer.id.expiration.ms, so that
+// producer state can be rebuilt from the log (compact_producers.go), and
+// never changes an offset; compact.go describes a pass and swap.go how a
+// rewritten segment replaces the old ones so that a crash at any point
+// leaves either. A compacted closed segment skips the removed offsets, so
+// offsets in a closed segment need only increase (recovery allows that;
+// the active segment must stay contiguous), and Read at a removed offset
+// starts at the next batch. Retention applies only when the policy has
+// "delete" (Config.Delete).
 package seglog

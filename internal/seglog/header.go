@@ -33,12 +33,21 @@ func headOf(h record.Header) batchHead {
 // decoded header with ErrShort in exactly that case; any other error means
 // the header itself is bad. No CRC check (that is record.Verify's job).
 func peekHead(b []byte) (batchHead, error) {
+	h, err := peekHeader(b)
+	if err != nil {
+		return batchHead{}, err
+	}
+	return headOf(h), nil
+}
+
+// peekHeader is peekHead returning the whole decoded header.
+func peekHeader(b []byte) (record.Header, error) {
 	if len(b) > record.HeaderSize {
 		b = b[:record.HeaderSize]
 	}
 	h, err := record.ParseHeader(b)
 	if err != nil && (len(b) < record.HeaderSize || !errors.Is(err, record.ErrShort)) {
-		return batchHead{}, err
+		return record.Header{}, err
 	}
-	return headOf(h), nil
+	return h, nil
 }

@@ -14,12 +14,13 @@ import (
 // then copied from the source batch and the CRC recomputed. The byte
 // positions are those of the v2 batch header (see package record's doc).
 const (
-	batchOffCRC           = 17
-	batchOffAttributes    = 21
-	batchOffMaxTimestamp  = 35
-	batchOffProducerID    = 43
-	batchOffProducerEpoch = 51
-	batchOffBaseSequence  = 53
+	batchOffCRC             = 17
+	batchOffAttributes      = 21
+	batchOffLastOffsetDelta = 23
+	batchOffMaxTimestamp    = 35
+	batchOffProducerID      = 43
+	batchOffProducerEpoch   = 51
+	batchOffBaseSequence    = 53
 
 	attrLogAppendTime = 0x08
 	attrTransactional = 0x10
@@ -37,12 +38,15 @@ func rebuildRun(src record.Header, firstDelta int32, recs []record.Record) []byt
 	return b
 }
 
-// emptyBatchAtEnd is a batch with no records covering only src's last
-// offset, with src's timestamps: what stays of src when compaction removes
-// its last record but the offset after it must remain known.
-func emptyBatchAtEnd(src record.Header) []byte {
+// emptyTail is a batch with no records covering src's offsets from
+// firstDelta to its last, with src's largest timestamp and producer fields
+// (the base sequence that of offset firstDelta): what stays of the end of
+// src when compaction removes it but the offset after it, or the producer's
+// last sequence, must remain known.
+func emptyTail(src record.Header, firstDelta int32) []byte {
 	b := record.NewBatch(src.MaxTimestamp, nil)
-	copySourceFields(b, src, src.LastOffsetDelta)
+	binary.BigEndian.PutUint32(b[batchOffLastOffsetDelta:], uint32(src.LastOffsetDelta-firstDelta))
+	copySourceFields(b, src, firstDelta)
 	return b
 }
 

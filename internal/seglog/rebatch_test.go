@@ -73,21 +73,26 @@ func TestRebuildRunKeepsHeaderFields(t *testing.T) {
 	}
 }
 
-func TestEmptyBatchAtEndCoversLastOffset(t *testing.T) {
+func TestEmptyTailCoversTheBatchEnd(t *testing.T) {
 	src, _ := sourceBatch(t)
-	b := emptyBatchAtEnd(src)
-	h, err := record.Verify(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.BaseOffset != 104 || h.LastOffset() != 104 || h.RecordCount != 0 || h.MaxTimestamp != src.MaxTimestamp {
-		t.Fatalf("empty batch header %+v", h)
-	}
-	if h.BaseSequence != addSequence(src.BaseSequence, 4) {
-		t.Fatalf("base sequence %d", h.BaseSequence)
-	}
-	if recs, err := record.Records(b); err != nil || len(recs) != 0 {
-		t.Fatalf("Records: %d, %v", len(recs), err)
+	for _, tc := range []struct {
+		firstDelta int32
+		base       int64
+	}{{4, 104}, {1, 101}, {0, 100}} {
+		b := emptyTail(src, tc.firstDelta)
+		h, err := record.Verify(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.BaseOffset != tc.base || h.LastOffset() != 104 || h.RecordCount != 0 || h.MaxTimestamp != src.MaxTimestamp {
+			t.Fatalf("empty tail from delta %d: header %+v", tc.firstDelta, h)
+		}
+		if h.ProducerID != src.ProducerID || h.ProducerEpoch != src.ProducerEpoch || h.BaseSequence != addSequence(src.BaseSequence, tc.firstDelta) {
+			t.Fatalf("empty tail from delta %d: producer %d epoch %d base sequence %d", tc.firstDelta, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
+		if recs, err := record.Records(b); err != nil || len(recs) != 0 {
+			t.Fatalf("Records: %d, %v", len(recs), err)
+		}
 	}
 }
 

@@ -530,6 +530,12 @@ func checkGarbageTail(t *testing.T, dir string, garbage []byte, cut int) {
 
 // readAllLoose reads the whole log and checks only that it decodes.
 func readAllLoose(t *testing.T, l *Log) {
+	decodeAll(t, wholeLog(t, l))
+}
+
+// wholeLog is the bytes of every batch of l from its start offset.
+func wholeLog(t *testing.T, l *Log) []byte {
+	t.Helper()
 	s, err := l.Read(l.StartOffset(), 1<<30)
 	if err != nil {
 		t.Fatal(err)
@@ -539,7 +545,7 @@ func readAllLoose(t *testing.T, l *Log) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decodeAll(t, b)
+	return b
 }
 
 func TestUncleanOpenTrustsSegmentsBelowRecoveryPoint(t *testing.T) {

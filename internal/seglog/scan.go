@@ -30,20 +30,29 @@ func newHeadReader(f *os.File, limit int64) *headReader {
 // at returns the header of the batch starting at pos. The whole batch must
 // lie below limit.
 func (r *headReader) at(pos int64) (batchHead, error) {
-	if pos+record.HeaderSize > r.limit {
-		return batchHead{}, fmt.Errorf("%w: %d bytes left at position %d", record.ErrShort, r.limit-pos, pos)
-	}
-	if r.bufPos < 0 || pos < r.bufPos || pos+record.HeaderSize > r.bufPos+int64(len(r.buf)) {
-		if err := r.fill(pos); err != nil {
-			return batchHead{}, err
-		}
-	}
-	h, err := peekHead(r.buf[pos-r.bufPos:])
+	h, err := r.header(pos)
 	if err != nil {
 		return batchHead{}, err
 	}
-	if pos+h.size > r.limit {
-		return batchHead{}, fmt.Errorf("%w: batch of %d bytes at position %d runs past %d", record.ErrShort, h.size, pos, r.limit)
+	return headOf(h), nil
+}
+
+// header is at returning the whole decoded header (no CRC check).
+func (r *headReader) header(pos int64) (record.Header, error) {
+	if pos+record.HeaderSize > r.limit {
+		return record.Header{}, fmt.Errorf("%w: %d bytes left at position %d", record.ErrShort, r.limit-pos, pos)
+	}
+	if r.bufPos < 0 || pos < r.bufPos || pos+record.HeaderSize > r.bufPos+int64(len(r.buf)) {
+		if err := r.fill(pos); err != nil {
+			return record.Header{}, err
+		}
+	}
+	h, err := peekHeader(r.buf[pos-r.bufPos:])
+	if err != nil {
+		return record.Header{}, err
+	}
+	if pos+int64(h.Size()) > r.limit {
+		return record.Header{}, fmt.Errorf("%w: batch of %d bytes at position %d runs past %d", record.ErrShort, h.Size(), pos, r.limit)
 	}
 	return h, nil
 }
