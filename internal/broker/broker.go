@@ -76,6 +76,14 @@ type Broker struct {
 	removed     chan struct{}
 	removedOnce sync.Once
 
+	// registration is what Register records (nil before it is
+	// called), and shutdownBegun is set by BeginControlledShutdown;
+	// regMu orders the registration's write and the shutdown's mark
+	// (shutdown.go).
+	regMu         sync.Mutex
+	registration  *BrokerInfo // guarded by regMu
+	shutdownBegun atomic.Bool
+
 	markerHook atomic.Pointer[TxnMarkerHook] // OnTxnMarker
 
 	// flusher fsyncs the partitions' logs in the background, every
@@ -107,7 +115,14 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.Cluster, cfg.Logger)
+	meta, err := openMetadataLog(cfg.DataDir, cfg.NodeID, cfg.Cluster, cfg.Logger)
+	if errors.Is(err, ErrNodeRemoved) {
+		// The other nodes say so: written down, as an applied removal
+		// is, so that the node refuses at once from now on.
+		if werr := writeRemovedMarker(cfg.DataDir, cfg.NodeID); werr != nil {
+			cfg.Logger.Error("recording this node's removal in its data directory failed", "err", werr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,10 @@ type ClusterConfig struct {
 	// Forward sends data to node, the leader of group, which hands it to
 	// the group's forward handler, and returns its answer.
 	Forward func(ctx context.Context, group uint64, node int32, data []byte) (int64, error)
+	// Call sends data to the owner of node's replica of group and
+	// returns its answer: a node asks the others whether it was removed
+	// (fencing.go).
+	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
 	WriteTimeout time.Duration
@@ -174,17 +178,29 @@ func (b *Broker) NodeCount() int { return len(b.nodeIDs()) }
 
 // Register records this broker's Kafka address in the metadata log, in
 // the background until it is applied (a cluster has no quorum until
-// enough nodes are up). A single node has nothing to register.
+// enough nodes are up), the controlled shutdown begins (shutdown.go), or
+// the metadata leader refuses it because this node was removed (which
+// fences it, fencing.go). A single node has nothing to register.
 func (b *Broker) Register(host string, port int32) {
 	if b.meta.raft == nil {
 		return
 	}
 	info := BrokerInfo{NodeID: b.cfg.NodeID, Host: host, Port: port}
+	b.regMu.Lock()
+	b.registration = &info
+	b.regMu.Unlock()
 	b.bg.Go(func() {
 		for {
-			err := b.meta.write(brokerKey(info.NodeID), info)
-			if err == nil {
-				b.logger.Info("broker registered", "node", info.NodeID, "host", host, "port", port)
+			err := b.writeRegistration(info)
+			switch {
+			case err == nil:
+				b.registrationApplied(info)
+				return
+			case errors.Is(err, errShutdownBegun):
+				return
+			case refusedAsRemoved(err):
+				b.logger.Error("the metadata leader refused this node's registration", "err", err)
+				b.fenceRemoved()
 				return
 			}
 			select {
@@ -195,6 +211,33 @@ func (b *Broker) Register(host string, port int32) {
 			}
 		}
 	})
+}
+
+// writeRegistration writes info unless the controlled shutdown has
+// begun. It holds regMu throughout, so that the shutdown's mark, written
+// under regMu too, comes after any registration, never before one that
+// would clear it.
+func (b *Broker) writeRegistration(info BrokerInfo) error {
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
+	if b.shutdownBegun.Load() {
+		return errShutdownBegun
+	}
+	return b.meta.write(brokerKey(info.NodeID), info)
+}
+
+// registrationApplied logs what applying this node's registration did:
+// nothing, if the metadata records the node as removed (applyCluster),
+// whose removal applied before it has fenced the node.
+func (b *Broker) registrationApplied(info BrokerInfo) {
+	b.mu.RLock()
+	_, listed := b.state.brokers[info.NodeID]
+	b.mu.RUnlock()
+	if !listed {
+		b.logger.Error("broker registration ignored: the cluster records this node as removed", "node", info.NodeID)
+		return
+	}
+	b.logger.Info("broker registered", "node", info.NodeID, "host", info.Host, "port", info.Port)
 }
 
 // brokerKey is the metadata key of node's registration.
@@ -221,7 +264,10 @@ func (b *Broker) startApplying() {
 	b.meta.applied = b.waitApplied
 	b.meta.ctx, b.stopCluster = context.WithCancel(context.Background())
 	b.applyChanged = make(chan struct{})
+	b.meta.raft.SetCallHandler(b.answerRemovalCall)
+	b.meta.raft.SetForwardHandler(b.metadataForwarded)
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
+	b.bg.Go(func() { b.removalWatch(b.meta.ctx) })
 	b.bg.Go(func() { b.leadershipLoop(b.meta.ctx) })
 	if *b.cfg.AutoLeaderRebalance {
 		b.bg.Go(func() { b.balanceLoop(b.meta.ctx) })

@@ -308,15 +308,9 @@ func (b *Broker) nodeApplied() {
 	b.mu.RLock()
 	removed := b.state.nodes[b.cfg.NodeID].Removed
 	b.mu.RUnlock()
-	if !removed {
-		return
+	if removed {
+		b.fenceRemoved()
 	}
-	b.removedOnce.Do(func() {
-		if err := writeRemovedMarker(b.cfg.DataDir, b.cfg.NodeID); err != nil {
-			b.logger.Error("recording this node's removal in its data directory failed", "err", err)
-		}
-		close(b.removed)
-	})
 }
 
 // writeRemovedMarker writes removedMarker and fsyncs it, not its
