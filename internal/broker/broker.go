@@ -63,7 +63,10 @@ type Broker struct {
 	state        metadataState
 	appliedEnd   int64
 	applyChanged chan struct{}
-	stopCluster  context.CancelFunc // ends metadata writes and the apply loop
+	// stopCluster ends metadata writes and the apply loop; its cause is
+	// what writes fail with from then on (ErrClosed, or this node's
+	// removal: fenceRemoved).
+	stopCluster context.CancelCauseFunc
 
 	// leadersWake wakes the leadership loop; leadersChanged is closed and
 	// replaced by it at every change (leadership.go).
@@ -222,7 +225,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	if b.stopCluster != nil {
-		b.stopCluster()
+		b.stopCluster(ErrClosed)
 	}
 	b.bg.Wait()
 	b.flusher.Stop()

@@ -179,8 +179,8 @@ func (b *Broker) NodeCount() int { return len(b.nodeIDs()) }
 // Register records this broker's Kafka address in the metadata log, in
 // the background until it is applied (a cluster has no quorum until
 // enough nodes are up), the controlled shutdown begins (shutdown.go), or
-// the metadata leader refuses it because this node was removed (which
-// fences it, fencing.go). A single node has nothing to register.
+// the other nodes say this node was removed, which fences it
+// (fencing.go). A single node has nothing to register.
 func (b *Broker) Register(host string, port int32) {
 	if b.meta.raft == nil {
 		return
@@ -198,8 +198,8 @@ func (b *Broker) Register(host string, port int32) {
 				return
 			case errors.Is(err, errShutdownBegun):
 				return
-			case refusedAsRemoved(err):
-				b.logger.Error("the metadata leader refused this node's registration", "err", err)
+			case b.othersSayRemoved(b.meta.ctx):
+				b.logger.Error("this node's registration failed: the other nodes say it was removed from the cluster", "err", err)
 				b.fenceRemoved()
 				return
 			}
@@ -252,6 +252,9 @@ func (m *metadataLog) propose(batch []byte) error {
 	if err == nil {
 		err = m.applied(ctx, offset)
 	}
+	if cause := context.Cause(m.ctx); err != nil && errors.Is(cause, ErrNodeRemoved) {
+		return cause // a removed node writes no more
+	}
 	if err != nil {
 		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
 	}
@@ -262,7 +265,7 @@ func (m *metadataLog) propose(batch []byte) error {
 // loop that applies what is committed from then on.
 func (b *Broker) startApplying() {
 	b.meta.applied = b.waitApplied
-	b.meta.ctx, b.stopCluster = context.WithCancel(context.Background())
+	b.meta.ctx, b.stopCluster = context.WithCancelCause(context.Background())
 	b.applyChanged = make(chan struct{})
 	b.meta.raft.SetCallHandler(b.answerRemovalCall)
 	b.meta.raft.SetForwardHandler(b.metadataForwarded)

@@ -27,11 +27,12 @@ import (
 // asks the other nodes whether it was removed (a call on the metadata
 // group, which names the caller; every node answers from the metadata it
 // applied, and a removal, once applied anywhere, is committed and for
-// good); at start it asks while its replica catches up. Told so, it
-// fences itself as an applied removal does. The leader also refuses a
-// forwarded write that only a removed node makes (its registration, a
-// block of producer ids for it), naming the removal, which the node
-// fences itself on too.
+// good); at start it asks while its replica catches up, and Register
+// asks whenever a registration fails. Told so, it fences itself as an
+// applied removal does. The leader also refuses a forwarded write that
+// only a removed node makes (its registration, a block of producer ids
+// for it), naming the removal, rather than commit a record every node
+// ignores.
 
 // removalCheckInterval is how often a node that knows no leader of the
 // metadata group asks the others whether it was removed, and how long it
@@ -125,14 +126,16 @@ func (b *Broker) removalWatch(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		if !b.outOfMetadataGroup() {
-			continue
-		}
-		if askRemoved(ctx, b.cfg.Cluster, b.meta.raft.Group().ID(), b.cfg.NodeID, b.nodeIDs()) {
+		if b.outOfMetadataGroup() && b.othersSayRemoved(ctx) {
 			b.logger.Error("the other nodes say this node was removed from the cluster")
 			b.fenceRemoved()
 		}
 	}
+}
+
+// othersSayRemoved asks the other nodes whether this one was removed.
+func (b *Broker) othersSayRemoved(ctx context.Context) bool {
+	return askRemoved(ctx, b.cfg.Cluster, b.meta.raft.Group().ID(), b.cfg.NodeID, b.nodeIDs())
 }
 
 // outOfMetadataGroup reports whether this node knows no leader of the
@@ -146,22 +149,18 @@ func (b *Broker) outOfMetadataGroup() bool {
 }
 
 // fenceRemoved makes this node's removal final here: written down
-// (removedMarker), so that it refuses to start again, and Removed
-// closed, so that it stops serving.
+// (removedMarker), so that it refuses to start again; its metadata
+// writes, those waiting included, failed with the removal, so that
+// nothing waits on a cluster that no longer answers this node; and
+// Removed closed, so that it stops serving.
 func (b *Broker) fenceRemoved() {
 	b.removedOnce.Do(func() {
 		if err := writeRemovedMarker(b.cfg.DataDir, b.cfg.NodeID); err != nil {
 			b.logger.Error("recording this node's removal in its data directory failed", "err", err)
 		}
+		b.stopCluster(removedError(b.cfg.NodeID))
 		close(b.removed)
 	})
-}
-
-// refusedAsRemoved reports whether err is the metadata leader's refusal
-// of this node's write because it was removed: it crossed the wire as
-// text (raft.ErrForwarded), so the text is what tells.
-func refusedAsRemoved(err error) bool {
-	return err != nil && strings.Contains(err.Error(), ErrNodeRemoved.Error())
 }
 
 // metadataForwarded is the metadata group's forward handler, on its

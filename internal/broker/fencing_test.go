@@ -1,12 +1,18 @@
 package broker
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // registerAll registers every running node and waits until each lists
@@ -92,39 +98,34 @@ func TestNodeRemovedWhileCutOffFencesItself(t *testing.T) {
 }
 
 // TestLeaderRefusesRemovedNodesWrites: the metadata leader refuses a
-// forwarded registration of a removed node, naming the removal, which
-// the node that forwarded it recognises; a live node's is taken.
+// registration of a removed node forwarded to it, saying why, rather
+// than commit a record every node ignores; a live node's is taken.
 func TestLeaderRefusesRemovedNodesWrites(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.registerAll()
-	leader := c.leader()
-	var follower *Broker
-	for id, nd := range c.nodes {
-		if id != leader {
-			follower = nd.b
+	c.stop(3)
+	leader := c.removeWhileAway(3).cfg.NodeID
+	follower := c.broker(1)
+	if leader == 1 {
+		follower = c.broker(2)
+	}
+	forward := func(info BrokerInfo) error {
+		v, err := json.Marshal(info)
+		if err != nil {
+			t.Fatal(err)
 		}
+		batch := record.NewBatch(time.Now().UnixMilli(), []record.Record{{Key: []byte(brokerKey(info.NodeID)), Value: v}})
+		ctx, cancel := context.WithTimeout(context.Background(), clusterWriteTimeout)
+		defer cancel()
+		_, err = follower.cfg.Cluster.Forward(ctx, follower.meta.raft.Group().ID(), leader, batch)
+		return err
 	}
-	gone := int32(3)
-	if follower.cfg.NodeID == gone || leader == gone {
-		// Remove a node that is neither: the refusal must cross the wire.
-		for _, id := range c.ids {
-			if id != leader && id != follower.cfg.NodeID {
-				gone = id
-			}
-		}
-	}
-	c.stop(gone)
-	c.removeWhileAway(gone)
-	err := follower.meta.write(brokerKey(gone), BrokerInfo{NodeID: gone, Host: "stale", Port: 9092})
-	if !refusedAsRemoved(err) {
-		t.Fatalf("node %d's registration forwarded by node %d after its removal: %v, want a refusal naming the removal",
-			gone, follower.cfg.NodeID, err)
-	}
-	if !strings.Contains(err.Error(), "was removed (wharf cluster remove-node)") {
-		t.Fatalf("the refusal does not say why: %v", err)
+	err := forward(BrokerInfo{NodeID: 3, Host: "stale", Port: 9092})
+	if !errors.Is(err, raft.ErrForwarded) || !strings.Contains(err.Error(), "node 3 was removed (wharf cluster remove-node)") {
+		t.Fatalf("node 3's registration forwarded after its removal: %v, want the leader's refusal naming the removal", err)
 	}
 	self := follower.cfg.NodeID
-	if err := follower.meta.write(brokerKey(self), BrokerInfo{NodeID: self, Host: "again", Port: 9092}); err != nil {
-		t.Fatalf("a live node's registration: %v", err)
+	if err := forward(BrokerInfo{NodeID: self, Host: "again", Port: 9092}); err != nil {
+		t.Fatalf("node %d's registration forwarded: %v", self, err)
 	}
 }
