@@ -196,7 +196,7 @@ func (b *Broker) Register(host string, port int32) {
 			case err == nil:
 				b.registrationApplied(info)
 				return
-			case errors.Is(err, errShutdownBegun):
+			case errors.Is(err, errShutdownBegun), errors.Is(err, ErrNodeRemoved):
 				return
 			case b.othersSayRemoved(b.meta.ctx):
 				b.logger.Error("this node's registration failed: the other nodes say it was removed from the cluster", "err", err)

@@ -24,9 +24,10 @@ var errShutdownBegun = errors.New("the controlled shutdown has begun")
 // written after any registration still being written (regMu), and with
 // the address Register was given even if that registration never
 // committed, so that a node stopped before it registered is marked too.
-// A single node, or one never asked to register, has nothing to mark.
+// A single node, one never asked to register, or one removed from the
+// cluster has nothing to mark.
 func (b *Broker) BeginControlledShutdown() {
-	if b.meta.raft == nil {
+	if b.meta.raft == nil || b.RemovedErr() != nil {
 		return
 	}
 	b.shutdownBegun.Store(true)
