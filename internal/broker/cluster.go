@@ -200,7 +200,7 @@ func (b *Broker) Register(host string, port int32) {
 				return
 			case b.othersSayRemoved(b.meta.ctx):
 				b.logger.Error("this node's registration failed: the other nodes say it was removed from the cluster", "err", err)
-				b.fenceRemoved()
+				b.fenceOnOthersWord()
 				return
 			}
 			select {

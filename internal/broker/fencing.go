@@ -128,7 +128,7 @@ func (b *Broker) removalWatch(ctx context.Context) {
 		}
 		if b.outOfMetadataGroup() && b.othersSayRemoved(ctx) {
 			b.logger.Error("the other nodes say this node was removed from the cluster")
-			b.fenceRemoved()
+			b.fenceOnOthersWord()
 		}
 	}
 }
@@ -149,18 +149,26 @@ func (b *Broker) outOfMetadataGroup() bool {
 }
 
 // fenceRemoved makes this node's removal final here: written down
-// (removedMarker), so that it refuses to start again; its metadata
-// writes, those waiting included, failed with the removal, so that
-// nothing waits on a cluster that no longer answers this node; and
-// Removed closed, so that it stops serving.
+// (removedMarker), so that it refuses to start again, and Removed
+// closed, so that it stops serving.
 func (b *Broker) fenceRemoved() {
 	b.removedOnce.Do(func() {
 		if err := writeRemovedMarker(b.cfg.DataDir, b.cfg.NodeID); err != nil {
 			b.logger.Error("recording this node's removal in its data directory failed", "err", err)
 		}
-		b.stopCluster(removedError(b.cfg.NodeID))
 		close(b.removed)
 	})
+}
+
+// fenceOnOthersWord fences this node when the others say it was
+// removed. Its metadata writes, those waiting included, fail with the
+// removal at once: the metadata group no longer counts the node, so they
+// would only wait out their timeout (a node that applied its removal is
+// still a member while the group lets it go, and finishes the writes in
+// flight, its own removal's included).
+func (b *Broker) fenceOnOthersWord() {
+	b.fenceRemoved()
+	b.stopCluster(removedError(b.cfg.NodeID))
 }
 
 // metadataForwarded is the metadata group's forward handler, on its

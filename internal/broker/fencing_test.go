@@ -80,7 +80,8 @@ func TestNodeRemovedWhileDownRefusesToStart(t *testing.T) {
 // others while they remove it. Once it can reach them again it still
 // gets no record from the metadata group, which no longer counts it;
 // asking the others, it learns of its removal and fences itself: Removed
-// closes and its data directory records the removal.
+// closes, its data directory records the removal, and its metadata
+// writes fail with the removal.
 func TestNodeRemovedWhileCutOffFencesItself(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.registerAll()
@@ -94,6 +95,13 @@ func TestNodeRemovedWhileCutOffFencesItself(t *testing.T) {
 	c.waitFor("node 3 to fence itself", func() bool { return removed.RemovedErr() != nil })
 	if _, err := os.Stat(filepath.Join(c.base, "node3", removedMarker)); err != nil {
 		t.Fatalf("no removal marker: %v", err)
+	}
+	// Its metadata writes fail at once, naming the removal, rather than
+	// wait out their timeout on a group that no longer counts it.
+	start := time.Now()
+	if err := removed.meta.write(producerIDBlockKey, producerIDBlockRecord{Node: 3, Size: 1}); !errors.Is(err, ErrNodeRemoved) ||
+		time.Since(start) >= clusterWriteTimeout {
+		t.Fatalf("a metadata write of the fenced node: %v after %v, want ErrNodeRemoved at once", err, time.Since(start))
 	}
 }
 
