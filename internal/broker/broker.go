@@ -65,7 +65,7 @@ type Broker struct {
 	applyChanged chan struct{}
 	// stopCluster ends metadata writes and the apply loop; its cause is
 	// what writes fail with from then on (ErrClosed, or this node's
-	// removal: fenceOnOthersWord).
+	// removal: fenceOutOfGroup).
 	stopCluster context.CancelCauseFunc
 
 	// leadersWake wakes the leadership loop; leadersChanged is closed and

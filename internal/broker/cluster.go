@@ -200,7 +200,7 @@ func (b *Broker) Register(host string, port int32) {
 				return
 			case b.othersSayRemoved(b.meta.ctx):
 				b.logger.Error("this node's registration failed: the other nodes say it was removed from the cluster", "err", err)
-				b.fenceOnOthersWord()
+				b.fenceOutOfGroup()
 				return
 			}
 			select {
@@ -246,6 +246,9 @@ func brokerKey(node int32) string { return brokerKeyPrefix + strconv.Itoa(int(no
 // propose writes batch to the metadata group from this node and waits
 // until this node has applied it.
 func (m *metadataLog) propose(batch []byte) error {
+	if err := m.removed(); err != nil {
+		return err // a removed node writes no more
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
 	defer cancel()
 	offset, err := m.raft.Propose(ctx, batch)
@@ -253,7 +256,7 @@ func (m *metadataLog) propose(batch []byte) error {
 		err = m.applied(ctx, offset)
 	}
 	if cause := context.Cause(m.ctx); err != nil && errors.Is(cause, ErrNodeRemoved) {
-		return cause // a removed node writes no more
+		return cause
 	}
 	if err != nil {
 		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
@@ -264,7 +267,7 @@ func (m *metadataLog) propose(batch []byte) error {
 // startApplying replays the committed metadata (loaded) and starts the
 // loop that applies what is committed from then on.
 func (b *Broker) startApplying() {
-	b.meta.applied = b.waitApplied
+	b.meta.applied, b.meta.removed = b.waitApplied, b.RemovedErr
 	b.meta.ctx, b.stopCluster = context.WithCancelCause(context.Background())
 	b.applyChanged = make(chan struct{})
 	b.meta.raft.SetCallHandler(b.answerRemovalCall)

@@ -113,8 +113,9 @@ func awaitCaughtUp(l *replica.RaftLog, cluster *ClusterConfig, self int32, timeo
 
 // removalWatch, while the broker runs, asks the other nodes whether
 // this node was removed whenever it knows no leader of the metadata
-// group or the group does not count it, and fences it if so. It returns
-// when ctx ends or the node is fenced.
+// group or the group does not count it, and fences it if so (a node
+// that applied its removal too, once out of the group). It returns when
+// ctx ends, which fencing does.
 func (b *Broker) removalWatch(ctx context.Context) {
 	ticker := time.NewTicker(removalCheckInterval)
 	defer ticker.Stop()
@@ -122,13 +123,11 @@ func (b *Broker) removalWatch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.removed:
-			return
 		case <-ticker.C:
 		}
 		if b.outOfMetadataGroup() && b.othersSayRemoved(ctx) {
 			b.logger.Error("the other nodes say this node was removed from the cluster")
-			b.fenceOnOthersWord()
+			b.fenceOutOfGroup()
 		}
 	}
 }
@@ -160,13 +159,13 @@ func (b *Broker) fenceRemoved() {
 	})
 }
 
-// fenceOnOthersWord fences this node when the others say it was
-// removed. Its metadata writes, those waiting included, fail with the
-// removal at once: the metadata group no longer counts the node, so they
-// would only wait out their timeout (a node that applied its removal is
-// still a member while the group lets it go, and finishes the writes in
-// flight, its own removal's included).
-func (b *Broker) fenceOnOthersWord() {
+// fenceOutOfGroup fences this node, which the others say was removed
+// and which is out of the metadata group. Its metadata writes, those
+// waiting included, fail with the removal at once: they could only wait
+// out their timeout. (A node that applies its removal is still a member
+// while the group lets it go, and finishes the writes in flight, its own
+// removal's included; it starts none: metadataLog.propose.)
+func (b *Broker) fenceOutOfGroup() {
 	b.fenceRemoved()
 	b.stopCluster(removedError(b.cfg.NodeID))
 }

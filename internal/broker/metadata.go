@@ -67,6 +67,7 @@ type metadataLog struct {
 	raft         *replica.RaftLog
 	behind       bool // it had not caught up with the cluster when opened
 	applied      func(ctx context.Context, offset int64) error
+	removed      func() error // this node's removal once it is fenced (fencing.go)
 	writeTimeout time.Duration
 	ctx          context.Context // ends when the broker closes
 }
