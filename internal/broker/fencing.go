@@ -37,7 +37,7 @@ import (
 // removalCheckInterval is how often a node that knows no leader of the
 // metadata group asks the others whether it was removed, and how long it
 // waits for their answers.
-var removalCheckInterval = time.Second
+const removalCheckInterval = time.Second
 
 // removalAnswer is a node's answer to another's question whether it was
 // removed.
