@@ -63,7 +63,10 @@ type Broker struct {
 	state        metadataState
 	appliedEnd   int64
 	applyChanged chan struct{}
-	stopCluster  context.CancelFunc // ends metadata writes and the apply loop
+	// stopCluster ends metadata writes and the apply loop; its cause is
+	// what writes fail with from then on (ErrClosed, or this node's
+	// removal: fenceOutOfGroup).
+	stopCluster context.CancelCauseFunc
 
 	// leadersWake wakes the leadership loop; leadersChanged is closed and
 	// replaced by it at every change (leadership.go).
@@ -75,6 +78,14 @@ type Broker struct {
 	// the cluster (membership.go).
 	removed     chan struct{}
 	removedOnce sync.Once
+
+	// registration is what Register records (nil before it is
+	// called), and shutdownBegun is set by BeginControlledShutdown;
+	// regMu orders the registration's write and the shutdown's mark
+	// (shutdown.go).
+	regMu         sync.Mutex
+	registration  *BrokerInfo // guarded by regMu
+	shutdownBegun atomic.Bool
 
 	markerHook atomic.Pointer[TxnMarkerHook] // OnTxnMarker
 
@@ -107,7 +118,14 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.Cluster, cfg.Logger)
+	meta, err := openMetadataLog(cfg.DataDir, cfg.NodeID, cfg.Cluster, cfg.Logger)
+	if errors.Is(err, ErrNodeRemoved) {
+		// The other nodes say so: written down, as an applied removal
+		// is, so that the node refuses at once from now on.
+		if werr := writeRemovedMarker(cfg.DataDir, cfg.NodeID); werr != nil {
+			cfg.Logger.Error("recording this node's removal in its data directory failed", "err", werr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +225,7 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	if b.stopCluster != nil {
-		b.stopCluster()
+		b.stopCluster(ErrClosed)
 	}
 	b.bg.Wait()
 	b.flusher.Stop()

@@ -63,6 +63,10 @@ type ClusterConfig struct {
 	// Forward sends data to node, the leader of group, which hands it to
 	// the group's forward handler, and returns its answer.
 	Forward func(ctx context.Context, group uint64, node int32, data []byte) (int64, error)
+	// Call sends data to the owner of node's replica of group and
+	// returns its answer: a node asks the others whether it was removed
+	// (fencing.go).
+	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
 	WriteTimeout time.Duration
@@ -174,17 +178,29 @@ func (b *Broker) NodeCount() int { return len(b.nodeIDs()) }
 
 // Register records this broker's Kafka address in the metadata log, in
 // the background until it is applied (a cluster has no quorum until
-// enough nodes are up). A single node has nothing to register.
+// enough nodes are up), the controlled shutdown begins (shutdown.go), or
+// the other nodes say this node was removed, which fences it
+// (fencing.go). A single node has nothing to register.
 func (b *Broker) Register(host string, port int32) {
 	if b.meta.raft == nil {
 		return
 	}
 	info := BrokerInfo{NodeID: b.cfg.NodeID, Host: host, Port: port}
+	b.regMu.Lock()
+	b.registration = &info
+	b.regMu.Unlock()
 	b.bg.Go(func() {
 		for {
-			err := b.meta.write(brokerKey(info.NodeID), info)
-			if err == nil {
-				b.logger.Info("broker registered", "node", info.NodeID, "host", host, "port", port)
+			err := b.writeRegistration(info)
+			switch {
+			case err == nil:
+				b.registrationApplied(info)
+				return
+			case errors.Is(err, errShutdownBegun), errors.Is(err, ErrNodeRemoved):
+				return
+			case b.othersSayRemoved(b.meta.ctx):
+				b.logger.Error("this node's registration failed: the other nodes say it was removed from the cluster", "err", err)
+				b.fenceOutOfGroup()
 				return
 			}
 			select {
@@ -197,17 +213,50 @@ func (b *Broker) Register(host string, port int32) {
 	})
 }
 
+// writeRegistration writes info unless the controlled shutdown has
+// begun. It holds regMu throughout, so that the shutdown's mark, written
+// under regMu too, comes after any registration, never before one that
+// would clear it.
+func (b *Broker) writeRegistration(info BrokerInfo) error {
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
+	if b.shutdownBegun.Load() {
+		return errShutdownBegun
+	}
+	return b.meta.write(brokerKey(info.NodeID), info)
+}
+
+// registrationApplied logs what applying this node's registration did:
+// nothing, if the metadata records the node as removed (applyCluster),
+// whose removal applied before it has fenced the node.
+func (b *Broker) registrationApplied(info BrokerInfo) {
+	b.mu.RLock()
+	_, listed := b.state.brokers[info.NodeID]
+	b.mu.RUnlock()
+	if !listed {
+		b.logger.Error("broker registration ignored: the cluster records this node as removed", "node", info.NodeID)
+		return
+	}
+	b.logger.Info("broker registered", "node", info.NodeID, "host", info.Host, "port", info.Port)
+}
+
 // brokerKey is the metadata key of node's registration.
 func brokerKey(node int32) string { return brokerKeyPrefix + strconv.Itoa(int(node)) }
 
 // propose writes batch to the metadata group from this node and waits
 // until this node has applied it.
 func (m *metadataLog) propose(batch []byte) error {
+	if err := m.removed(); err != nil {
+		return err // a removed node writes no more
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.writeTimeout)
 	defer cancel()
 	offset, err := m.raft.Propose(ctx, batch)
 	if err == nil {
 		err = m.applied(ctx, offset)
+	}
+	if cause := context.Cause(m.ctx); err != nil && errors.Is(cause, ErrNodeRemoved) {
+		return cause
 	}
 	if err != nil {
 		return fmt.Errorf("%w: write metadata: %v", ErrStorage, err)
@@ -218,10 +267,13 @@ func (m *metadataLog) propose(batch []byte) error {
 // startApplying replays the committed metadata (loaded) and starts the
 // loop that applies what is committed from then on.
 func (b *Broker) startApplying() {
-	b.meta.applied = b.waitApplied
-	b.meta.ctx, b.stopCluster = context.WithCancel(context.Background())
+	b.meta.applied, b.meta.removed = b.waitApplied, b.RemovedErr
+	b.meta.ctx, b.stopCluster = context.WithCancelCause(context.Background())
 	b.applyChanged = make(chan struct{})
+	b.meta.raft.SetCallHandler(b.answerRemovalCall)
+	b.meta.raft.SetForwardHandler(b.metadataForwarded)
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
+	b.bg.Go(func() { b.removalWatch(b.meta.ctx) })
 	b.bg.Go(func() { b.leadershipLoop(b.meta.ctx) })
 	if *b.cfg.AutoLeaderRebalance {
 		b.bg.Go(func() { b.balanceLoop(b.meta.ctx) })

@@ -34,6 +34,8 @@ import (
 // with fewer nodes), as KRaft keeps a fixed controller quorum and lets
 // further brokers observe. A removed node leaves the group, the
 // controller first handing its leadership on if it is the one removed.
+// The removed node stops serving once it applies its removal, or, if it
+// was down or cut off then, once the others tell it (fencing.go).
 
 // metadataVoters is how many voters the controller keeps the metadata
 // group at, when it has the nodes: three tolerate one node down, as an
@@ -308,15 +310,9 @@ func (b *Broker) nodeApplied() {
 	b.mu.RLock()
 	removed := b.state.nodes[b.cfg.NodeID].Removed
 	b.mu.RUnlock()
-	if !removed {
-		return
+	if removed {
+		b.fenceRemoved()
 	}
-	b.removedOnce.Do(func() {
-		if err := writeRemovedMarker(b.cfg.DataDir, b.cfg.NodeID); err != nil {
-			b.logger.Error("recording this node's removal in its data directory failed", "err", err)
-		}
-		close(b.removed)
-	})
 }
 
 // writeRemovedMarker writes removedMarker and fsyncs it, not its

@@ -67,11 +67,12 @@ type metadataLog struct {
 	raft         *replica.RaftLog
 	behind       bool // it had not caught up with the cluster when opened
 	applied      func(ctx context.Context, offset int64) error
+	removed      func() error // this node's removal once it is fenced (fencing.go)
 	writeTimeout time.Duration
 	ctx          context.Context // ends when the broker closes
 }
 
-func openMetadataLog(dataDir string, cluster *ClusterConfig, logger *slog.Logger) (*metadataLog, error) {
+func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, logger *slog.Logger) (*metadataLog, error) {
 	dir := filepath.Join(dataDir, metadataLogName)
 	if cluster != nil {
 		l, err := cluster.OpenMetadataLog(dir)
@@ -81,13 +82,13 @@ func openMetadataLog(dataDir string, cluster *ClusterConfig, logger *slog.Logger
 		// The replay at start must see every record this node has:
 		// Raft keeps no commit index on disk, so a restarted replica
 		// learns from the leader what of its log is committed.
-		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(cluster.WriteTimeout, 30*time.Second))
-		err = l.Commit(l.EndOffset()).Wait(ctx)
-		cancel()
+		writeTimeout := cmp.Or(cluster.WriteTimeout, 30*time.Second)
+		behind, err := awaitCaughtUp(l, cluster, self, writeTimeout, logger)
 		if err != nil {
-			logger.Warn("the metadata log has not caught up with the cluster; starting from what it applied", "err", err)
+			l.Close()
+			return nil, err
 		}
-		return &metadataLog{log: l, raft: l, behind: err != nil, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
+		return &metadataLog{log: l, raft: l, behind: behind, writeTimeout: writeTimeout, ctx: context.Background()}, nil
 	}
 	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError
