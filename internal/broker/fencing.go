@@ -81,6 +81,17 @@ func askRemoved(ctx context.Context, cluster *ClusterConfig, group uint64, self 
 	return removed.Load()
 }
 
+// AskRemoved asks the other nodes of the cluster, at once, whether node
+// self was removed, and returns the error to stop with if one says so:
+// for a node waiting at start for a quorum of the metadata group, which a
+// node removed while it was down never gets.
+func AskRemoved(ctx context.Context, cluster *ClusterConfig, group uint64, self int32) error {
+	if askRemoved(ctx, cluster, group, self, slices.Collect(maps.Keys(cluster.NodeAddrs))) {
+		return removedError(self)
+	}
+	return nil
+}
+
 // awaitCaughtUp waits, at start, until the metadata log l is committed
 // up to its end as the cluster sees it, or timeout passes (then it
 // reports the log behind). Meanwhile it asks the other nodes every

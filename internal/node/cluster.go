@@ -97,7 +97,9 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 			voters = append(voters, uint64(id))
 		}
 	}
-	bc := &broker.ClusterConfig{
+	var bc *broker.ClusterConfig
+	askRemoved := func(ctx context.Context) error { return broker.AskRemoved(ctx, bc, metadataGroup, self) }
+	bc = &broker.ClusterConfig{
 		Nodes:     ids,
 		NodeAddrs: nodes,
 		SetPeer:   func(node int32, addr string) { tr.SetPeer(uint64(node), addr) },
@@ -109,7 +111,7 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 			case cc.Join != "":
 				err = awaitMetadata(l, joined.MetadataEnd)
 			default:
-				err = catchUpMetadata(ctx, l, uint64(self), voters, h.PeerUp, logger)
+				err = catchUpMetadata(ctx, l, uint64(self), voters, h.PeerUp, askRemoved, logger)
 			}
 			return l, err
 		},

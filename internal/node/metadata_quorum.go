@@ -15,6 +15,10 @@ import (
 // says so in its log.
 const quorumWaitReport = 10 * time.Second
 
+// removalCheck is how often a node waiting for its metadata quorum asks
+// the others whether it was removed.
+const removalCheck = time.Second
+
 // catchUpMetadata waits until the metadata group has a leader and this
 // node's replica of the metadata log is committed to its end: Raft keeps
 // no commit index on disk, so after a restart only the group's leader,
@@ -26,15 +30,19 @@ const quorumWaitReport = 10 * time.Second
 // first node up waits for a second: as a KRaft broker waits for its
 // controller quorum (server.max.startup.time.ms, unlimited by default),
 // it keeps waiting, however long, saying every quorumWaitReport which
-// voters it reaches, until a quorum forms or ctx ends (SIGTERM).
-func catchUpMetadata(ctx context.Context, l *replica.RaftLog, self uint64, voters []uint64, peerUp func(uint64) bool, logger *slog.Logger) error {
+// voters it reaches, until a quorum forms or ctx ends (SIGTERM). Every
+// removalCheck meanwhile it asks the others whether it was removed
+// (askRemoved): a node removed while it was down never gets a quorum, and
+// stops with the removal instead.
+func catchUpMetadata(ctx context.Context, l *replica.RaftLog, self uint64, voters []uint64, peerUp func(uint64) bool,
+	askRemoved func(context.Context) error, logger *slog.Logger) error {
 	if err := checkInitialCluster(self, voters, l.Replicas()); err != nil {
 		l.Close()
 		return err
 	}
-	started := time.Now()
+	started, reported := time.Now(), time.Now()
 	for {
-		attempt, cancel := context.WithTimeout(ctx, quorumWaitReport)
+		attempt, cancel := context.WithTimeout(ctx, removalCheck)
 		err := caughtUp(attempt, l)
 		cancel()
 		switch {
@@ -50,6 +58,14 @@ func catchUpMetadata(ctx context.Context, l *replica.RaftLog, self uint64, voter
 			l.Close()
 			return fmt.Errorf("node: stopped while waiting for a quorum of the metadata group: %w", ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
+			if err := askRemoved(ctx); err != nil {
+				l.Close()
+				return err
+			}
+			if time.Since(reported) < quorumWaitReport {
+				continue
+			}
+			reported = time.Now()
 			logger.Warn("waiting for a quorum of the cluster's metadata group before serving; start more nodes of --initial-cluster",
 				"voters", voters, "reachable", reachable(voters, peerUp), "need", len(voters)/2+1,
 				"waited", time.Since(started).Round(time.Second))
