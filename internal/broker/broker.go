@@ -65,6 +65,10 @@ type Broker struct {
 	applyChanged chan struct{}
 	stopCluster  context.CancelFunc // ends metadata writes and the apply loop
 
+	// callHandlers answer calls to partitions, by topic name:
+	// PartitionCallHandler (calls.go).
+	callHandlers sync.Map
+
 	// leadersWake wakes the leadership loop; leadersChanged is closed and
 	// replaced by it at every change (leadership.go).
 	leadersWake    chan struct{}

@@ -63,6 +63,9 @@ type ClusterConfig struct {
 	// Forward sends data to node, the leader of group, which hands it to
 	// the group's forward handler, and returns its answer.
 	Forward func(ctx context.Context, group uint64, node int32, data []byte) (int64, error)
+	// Call sends data to node, which hands it to the group's call handler
+	// (calls.go), and returns its answer.
+	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
 	WriteTimeout time.Duration
@@ -397,6 +400,7 @@ func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg r
 	if err == nil {
 		p.log, p.raft = l, l
 		l.Group().SetForwardHandler(p.forwarded)
+		l.Group().SetCallHandler(p.called)
 		if err = p.loadProducers(); err != nil {
 			l.Close()
 			p.log, p.raft = nil, nil

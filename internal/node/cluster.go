@@ -121,6 +121,9 @@ func startCluster(cfg Config, logger *slog.Logger) (*clusterHost, *broker.Cluste
 		Forward: func(ctx context.Context, group uint64, node int32, data []byte) (int64, error) {
 			return h.Forward(ctx, group, uint64(node), data)
 		},
+		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
+			return h.Call(ctx, group, uint64(node), data)
+		},
 	}
 	return ch, bc, nil
 }
