@@ -23,7 +23,9 @@ import (
 // hanging transaction: a transactional batch, sent with kmsg straight to
 // a leader that does not coordinate its id, for a partition never added
 // to the transaction, must be refused INVALID_TXN_STATE; so must one sent
-// after the transaction that had the partition was aborted.
+// after the transaction that had the partition was aborted. Last, the
+// coordinator's node is killed: the producer's next transactions are
+// verified with the new coordinator.
 func TestTxnVerifyAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -49,45 +51,52 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	}
 	defer producer.Close()
 	mustHave, mustNotHave := map[string]bool{}, map[string]bool{}
-	for i := range 9 {
-		if err := producer.BeginTransaction(); err != nil {
-			t.Fatalf("transaction %d: begin: %v", i, err)
-		}
-		var records []*kgo.Record
-		for part := range int32(partitions) {
-			v := fmt.Sprintf("%d-%d", i, part)
-			records = append(records, &kgo.Record{Partition: part, Value: []byte(v)})
-		}
-		if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
-			t.Fatalf("transaction %d: produce: %v", i, err)
-		}
-		commit := kgo.TransactionEndTry(i%3 != 2)
-		if err := producer.EndTransaction(ctx, commit); err != nil {
-			t.Fatalf("transaction %d: end (commit %v): %v", i, commit, err)
-		}
-		for _, r := range records {
-			if commit {
-				mustHave[string(r.Value)] = true
-			} else {
-				mustNotHave[string(r.Value)] = true
+	runTxns := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := producer.BeginTransaction(); err != nil {
+				t.Fatalf("transaction %d: begin: %v", i, err)
+			}
+			var records []*kgo.Record
+			for part := range int32(partitions) {
+				v := fmt.Sprintf("%d-%d", i, part)
+				records = append(records, &kgo.Record{Partition: part, Value: []byte(v)})
+			}
+			if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
+				t.Fatalf("transaction %d: produce: %v", i, err)
+			}
+			commit := kgo.TransactionEndTry(i%3 != 2)
+			if err := producer.EndTransaction(ctx, commit); err != nil {
+				t.Fatalf("transaction %d: end (commit %v): %v", i, commit, err)
+			}
+			for _, r := range records {
+				if commit {
+					mustHave[string(r.Value)] = true
+				} else {
+					mustNotHave[string(r.Value)] = true
+				}
 			}
 		}
 	}
-	got := readCommitted(ctx, t, seeds, topic, partitions, mustHave)
-	missing, leaked := 0, 0
-	for v := range mustHave {
-		if !got[v] {
-			missing++
+	checkCommitted := func() {
+		t.Helper()
+		got := readCommitted(ctx, t, seeds, topic, partitions, mustHave)
+		missing, leaked := 0, 0
+		for v := range mustHave {
+			if !got[v] {
+				missing++
+			}
+		}
+		for v := range mustNotHave {
+			if got[v] {
+				leaked++
+			}
+		}
+		if missing+leaked > 0 {
+			t.Fatalf("read_committed: %d records of committed transactions missing, %d of aborted ones visible", missing, leaked)
 		}
 	}
-	for v := range mustNotHave {
-		if got[v] {
-			leaked++
-		}
-	}
-	if missing+leaked > 0 {
-		t.Fatalf("read_committed: %d records of committed transactions missing, %d of aborted ones visible", missing, leaked)
-	}
+	runTxns(0, 9)
+	checkCommitted()
 
 	// The hanging transaction, with a raw producer of another id.
 	const hangingID = "hanging-writer"
@@ -157,6 +166,14 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(1)); code != kerr.InvalidTxnState.Code {
 		t.Fatalf("a transactional batch after its transaction was aborted: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
 	}
+
+	// The coordinator moves: its node is killed. Verifications go to the
+	// new one, and the producer rides over the move with retries.
+	nodes[coordinator-1].kill()
+	moved := txnCoordinator(ctx, t, newAdmin(t, seeds), txnID, coordinator)
+	t.Logf("killed node %d; %s is now coordinated by node %d", coordinator, txnID, moved)
+	runTxns(9, 15)
+	checkCommitted()
 }
 
 // partitionLedElsewhere waits until some partition of topic has a leader
