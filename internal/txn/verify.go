@@ -73,9 +73,9 @@ const VerifyTimeout = 5 * time.Second
 // ErrNotCoordinator, ErrCoordinatorLoadInProgress and
 // ErrCoordinatorNotAvailable while the id's coordinator cannot answer.
 func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, epoch int16, topic string, p *broker.Partition) error {
-	tp := TopicPartition{topic, p.Index()}
+	req := verifyRequest{id, producerID, epoch, TopicPartition{topic, p.Index()}}
 	if !c.b.Clustered() {
-		return c.verifyHere(id, producerID, epoch, tp)
+		return c.verifyHere(req)
 	}
 	if p.TxnOngoing(producerID) {
 		return nil
@@ -84,26 +84,23 @@ func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, e
 	if err != nil {
 		return err
 	}
-	if _, leading := s.partitionFor(id).Leading(); leading {
-		if err := s.available(id); err != nil {
-			return err
-		}
-		return c.verifyHere(id, producerID, epoch, tp)
+	coord := s.partitionFor(id)
+	if _, leading := coord.Leading(); !leading {
+		return c.verifyRemote(ctx, coord, req)
 	}
-	return c.verifyRemote(ctx, s.partitionFor(id), verifyRequest{id, producerID, epoch, tp})
+	return c.verifyCoordinated(req)
 }
 
 // clusterStore is __transaction_state as a cluster node verifies
-// against: it is not created here, since a producer with a transaction
-// open has had its id initialised (InitProducerId creates the topic).
+// against. It is not created here: a producer with a transaction open
+// had its id initialised, which created it; until this node has applied
+// the topic, the coordinator is not available (the producer retries), as
+// in Kafka.
 func (c *Coordinator) clusterStore() (*stateStore, error) {
 	c.storeMu.Lock()
 	defer c.storeMu.Unlock()
 	if c.store == nil {
 		s, err := openStore(c.b, c.cfg.Partitions, false)
-		if errors.Is(err, broker.ErrUnknownTopic) {
-			return nil, fmt.Errorf("%w: no transactional id has a producer yet", ErrInvalidProducerIDMapping)
-		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCoordinatorNotAvailable, err)
 		}
@@ -112,8 +109,9 @@ func (c *Coordinator) clusterStore() (*stateStore, error) {
 	return c.store, nil
 }
 
-// verifyHere is Verify on the node that coordinates id.
-func (c *Coordinator) verifyHere(id string, producerID int64, epoch int16, tp TopicPartition) error {
+// verifyHere is Verify on the node that coordinates the request's id.
+func (c *Coordinator) verifyHere(req verifyRequest) error {
+	id, producerID, epoch, tp := req.ID, req.ProducerID, req.Epoch, req.Partition
 	got, ok := c.views.Load(id)
 	if !ok {
 		return fmt.Errorf("%w: transactional id %q has no producer", ErrInvalidProducerIDMapping, id)
@@ -136,18 +134,18 @@ type verifyRequest struct {
 	ID         string         `json:"id"`
 	ProducerID int64          `json:"producer_id"`
 	Epoch      int16          `json:"epoch"`
-	Partition  TopicPartition `json:"partition"`
+	Partition  TopicPartition `json:"partition"` // of the batch
 }
 
-// verifyAnswer is the coordinator's answer: Error indexes verifyErrors
-// (-1: verified), Message says why.
+// verifyAnswer is the coordinator's answer: Error is the text of one of
+// verifyErrors ("": verified), Message says why.
 type verifyAnswer struct {
-	Error   int    `json:"error"`
+	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
 }
 
-// verifyErrors are the errors a verification is answered with, by their
-// index on the wire.
+// verifyErrors are the errors a verification is answered with; an answer
+// names one by its text, so that nodes of different versions agree.
 var verifyErrors = []error{ErrInvalidProducerIDMapping, ErrInvalidProducerEpoch, ErrInvalidTxnState,
 	ErrNotCoordinator, ErrCoordinatorLoadInProgress, ErrCoordinatorNotAvailable}
 
@@ -167,13 +165,18 @@ func (c *Coordinator) verifyRemote(ctx context.Context, p *broker.Partition, req
 		return fmt.Errorf("%w: asking the coordinator of %q: %v", ErrNotCoordinator, req.ID, err)
 	}
 	var a verifyAnswer
-	if err := json.Unmarshal(out, &a); err != nil || a.Error >= len(verifyErrors) {
+	if err := json.Unmarshal(out, &a); err != nil {
 		return fmt.Errorf("%w: the coordinator of %q answered %q", ErrCoordinatorNotAvailable, req.ID, out)
 	}
-	if a.Error < 0 {
+	if a.Error == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", verifyErrors[a.Error], a.Message)
+	for _, e := range verifyErrors {
+		if e.Error() == a.Error {
+			return fmt.Errorf("%w: %s", e, a.Message)
+		}
+	}
+	return fmt.Errorf("%w: the coordinator of %q answered %s: %s", ErrCoordinatorNotAvailable, req.ID, a.Error, a.Message)
 }
 
 // answerVerify answers a verifyRequest another node sent to this node's
@@ -183,13 +186,12 @@ func (c *Coordinator) answerVerify(_ context.Context, _ *broker.Partition, data 
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("txn: a verification request: %w", err)
 	}
-	err := c.verifyCoordinated(req)
-	a := verifyAnswer{Error: -1}
-	if err != nil {
-		a.Error, a.Message = len(verifyErrors)-1, err.Error() // ErrCoordinatorNotAvailable unless known
-		for i, e := range verifyErrors {
+	var a verifyAnswer
+	if err := c.verifyCoordinated(req); err != nil {
+		a.Error, a.Message = ErrCoordinatorNotAvailable.Error(), err.Error()
+		for _, e := range verifyErrors {
 			if errors.Is(err, e) {
-				a.Error = i
+				a.Error = e.Error()
 				break
 			}
 		}
@@ -197,8 +199,8 @@ func (c *Coordinator) answerVerify(_ context.Context, _ *broker.Partition, data 
 	return json.Marshal(a)
 }
 
-// verifyCoordinated is verifyHere for a request from another node: only
-// while this node coordinates the id.
+// verifyCoordinated is verifyHere in a cluster: only while this node
+// coordinates the id.
 func (c *Coordinator) verifyCoordinated(req verifyRequest) error {
 	s, err := c.clusterStore()
 	if err == nil {
@@ -207,5 +209,5 @@ func (c *Coordinator) verifyCoordinated(req verifyRequest) error {
 	if err != nil {
 		return err
 	}
-	return c.verifyHere(req.ID, req.ProducerID, req.Epoch, req.Partition)
+	return c.verifyHere(req)
 }
