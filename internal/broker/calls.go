@@ -35,16 +35,20 @@ func (p *Partition) called(ctx context.Context, _ uint64, data []byte) ([]byte, 
 
 // CallLeader sends data to the node that leads the partition, whose
 // handler (HandlePartitionCalls) answers, and waits for the answer
-// until ctx ends. ErrNotLeader while no leader is known; only in a
-// cluster.
+// until ctx ends. ErrNotLeader at once while no leader is known or the
+// leader's node is known to be down (the caller retries later rather
+// than wait on it); only in a cluster.
 func (p *Partition) CallLeader(ctx context.Context, data []byte) ([]byte, error) {
 	b := p.broker
 	if b.cfg.Cluster == nil || b.cfg.Cluster.Call == nil {
 		return nil, fmt.Errorf("%s-%d: calls need a cluster", p.topic.name, p.index)
 	}
 	leader, _, _ := p.Leadership(b.cfg.NodeID)
-	if leader < 0 {
+	switch {
+	case leader < 0:
 		return nil, fmt.Errorf("%w: %s-%d has no leader", ErrNotLeader, p.topic.name, p.index)
+	case !b.NodeUp(leader):
+		return nil, fmt.Errorf("%w: node %d, the leader of %s-%d, is down", ErrNotLeader, leader, p.topic.name, p.index)
 	}
 	return b.cfg.Cluster.Call(ctx, partitionGroup(p.topic.id, p.index), leader, data)
 }
