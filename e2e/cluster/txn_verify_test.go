@@ -80,18 +80,7 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	checkCommitted := func() {
 		t.Helper()
 		got := readCommitted(ctx, t, seeds, topic, partitions, mustHave)
-		missing, leaked := 0, 0
-		for v := range mustHave {
-			if !got[v] {
-				missing++
-			}
-		}
-		for v := range mustNotHave {
-			if got[v] {
-				leaked++
-			}
-		}
-		if missing+leaked > 0 {
+		if missing, leaked := countMissing(got, mustHave), len(mustNotHave)-countMissing(got, mustNotHave); missing+leaked > 0 {
 			t.Fatalf("read_committed: %d records of committed transactions missing, %d of aborted ones visible", missing, leaked)
 		}
 	}
@@ -174,6 +163,17 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	t.Logf("killed node %d; %s is now coordinated by node %d", coordinator, txnID, moved)
 	runTxns(9, 15)
 	checkCommitted()
+}
+
+// countMissing counts the values of want not in got.
+func countMissing(got, want map[string]bool) int {
+	n := 0
+	for v := range want {
+		if !got[v] {
+			n++
+		}
+	}
+	return n
 }
 
 // partitionLedElsewhere waits until some partition of topic has a leader
