@@ -63,8 +63,9 @@ type ClusterConfig struct {
 	// Forward sends data to node, the leader of group, which hands it to
 	// the group's forward handler, and returns its answer.
 	Forward func(ctx context.Context, group uint64, node int32, data []byte) (int64, error)
-	// Call sends data to node, which hands it to the group's call handler
-	// (calls.go), and returns its answer.
+	// Call sends data to the owner of node's replica of group and
+	// returns its answer: a node asks the others whether it was removed
+	// (fencing.go).
 	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
