@@ -13,6 +13,13 @@
 //     while the coordinator's node is killed -9: nothing acknowledged is
 //     lost, committed offsets never go backwards, read_committed sees
 //     every committed transaction and no aborted one.
+//   - TestTxnVerifyAcrossNodes: produce verification (KIP-890 part 1)
+//     when the transactional id's coordinator and the partition's leader
+//     are different nodes: commits and aborts work and read_committed
+//     sees exactly the committed records; a transactional batch for a
+//     partition never added to the transaction, or sent after the
+//     transaction ended, is refused INVALID_TXN_STATE; after the
+//     coordinator's node is killed, the producer goes on.
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
 //   - TestMinInsyncReplicasCluster: a topic's min.insync.replicas (set at

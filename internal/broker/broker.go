@@ -68,6 +68,10 @@ type Broker struct {
 	// removal: fenceOutOfGroup).
 	stopCluster context.CancelCauseFunc
 
+	// callHandlers answer calls to partitions, by topic name:
+	// PartitionCallHandler (calls.go).
+	callHandlers sync.Map
+
 	// leadersWake wakes the leadership loop; leadersChanged is closed and
 	// replaced by it at every change (leadership.go).
 	leadersWake    chan struct{}

@@ -449,6 +449,7 @@ func (b *Broker) openClusterPartition(t *Topic, i int32, replicas []int32, cfg r
 	if err == nil {
 		p.log, p.raft = l, l
 		l.Group().SetForwardHandler(p.forwarded)
+		l.Group().SetCallHandler(p.called)
 		if err = p.loadProducers(); err != nil {
 			l.Close()
 			p.log, p.raft = nil, nil

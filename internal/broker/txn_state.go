@@ -307,6 +307,17 @@ func (p *Partition) OngoingTxnProducers() int {
 	return len(p.txns.ongoing)
 }
 
+// TxnOngoing reports whether the producer has a transaction open here:
+// a batch of it was written and no marker yet. A partition leader need
+// not ask the coordinator again about the producer's next batches
+// (KIP-890 part 1, internal/txn/verify.go), as in Kafka.
+func (p *Partition) TxnOngoing(producerID int64) bool {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	_, ok := p.txns.ongoing[producerID]
+	return ok
+}
+
 // noteEpoch makes epoch the producer's current epoch if it is newer,
 // starting its sequence history afresh (a marker written at a bumped
 // epoch fences the old one).

@@ -89,7 +89,9 @@ func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan 
 			default:
 				p, err := t.Partition(rp.Partition)
 				if err == nil {
-					err = s.verifyTxnProduce(req.TransactionID, t.Name(), rp.Partition, rp.Records)
+					// A verification another node answers is bounded by
+					// txn.VerifyTimeout.
+					err = s.verifyTxnProduce(context.Background(), req.TransactionID, t.Name(), p, rp.Records)
 				}
 				if err != nil {
 					sp.ErrorCode = errorCode(err)

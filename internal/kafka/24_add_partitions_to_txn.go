@@ -12,7 +12,8 @@ import (
 // that EndTxn can write markers to them. If one partition is bad none is
 // added: it gets its error and the others OPERATION_NOT_ATTEMPTED, as in
 // Kafka. v4+ (brokers verifying partitions for each other, KIP-890) is not
-// served. It needs WRITE on the transactional id (else every partition is
+// served: Wharf's nodes ask each other over the cluster's transport
+// (internal/txn/verify.go). It needs WRITE on the transactional id (else every partition is
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else
 // TOPIC_AUTHORIZATION_FAILED, and the others OPERATION_NOT_ATTEMPTED).
 func (s *Server) handleAddPartitionsToTxn(r *request, req *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, error) {

@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/txn"
@@ -63,6 +65,16 @@ func txnError(err error) *kerr.Error {
 	return nil
 }
 
+// coordinatorUnreachable reports a verification that failed because the
+// transactional id's coordinator (on another node) could not answer: it
+// moved, is loading, or did not answer in time. Kafka answers the
+// producer NOT_ENOUGH_REPLICAS for these, a produce error every client
+// retries (the coordinator errors are not produce errors to older ones).
+func coordinatorUnreachable(err error) bool {
+	return errors.Is(err, txn.ErrNotCoordinator) || errors.Is(err, txn.ErrCoordinatorLoadInProgress) ||
+		errors.Is(err, txn.ErrCoordinatorNotAvailable) || errors.Is(err, txn.ErrConcurrentTransactions)
+}
+
 // txnErrorCode is errorCode for the transaction APIs. PRODUCER_FENCED came
 // with KIP-588; older request versions are answered INVALID_PRODUCER_EPOCH
 // as Kafka does, since their clients do not know the newer code.
@@ -83,8 +95,10 @@ func txnErrorCode(err error, version, fencedSince int16) int16 {
 // refuses it. Other batches, and every batch on a server without a
 // transaction coordinator, pass; a payload too short to parse is left to
 // the partition's validation. The check is a map lookup
-// (txn.Coordinator.Verify).
-func (s *Server) verifyTxnProduce(transactionalID *string, topic string, partition int32, records []byte) error {
+// (txn.Coordinator.Verify), or in a cluster a call to the node that
+// coordinates the id; when that node cannot answer, the batch is refused
+// NOT_ENOUGH_REPLICAS (coordinatorUnreachable) and the producer retries.
+func (s *Server) verifyTxnProduce(ctx context.Context, transactionalID *string, topic string, p *broker.Partition, records []byte) error {
 	txns := s.txns.Load()
 	if txns == nil {
 		return nil
@@ -96,8 +110,12 @@ func (s *Server) verifyTxnProduce(transactionalID *string, topic string, partiti
 	if transactionalID == nil {
 		return kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
 	}
-	if err := txns.Verify(*transactionalID, h.ProducerID, h.ProducerEpoch, topic, partition); err != nil {
-		return fmt.Errorf("produce to %s-%d: %w", topic, partition, err)
+	err = txns.Verify(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, topic, p)
+	switch {
+	case err == nil:
+		return nil
+	case coordinatorUnreachable(err):
+		return kafkaErrorf(kerr.NotEnoughReplicas, "produce to %s-%d: the transaction coordinator cannot verify the batch now: %v", topic, p.Index(), err)
 	}
-	return nil
+	return fmt.Errorf("produce to %s-%d: %w", topic, p.Index(), err)
 }

@@ -171,6 +171,7 @@ func Open(cfg Config) (*Coordinator, error) {
 	c.log.Info("transactional ids loaded", "ids", len(txns))
 	go c.run()
 	if cfg.Broker.Clustered() {
+		cfg.Broker.HandlePartitionCalls(StateTopic, c.answerVerify)
 		c.leading.Go(c.followLeadership)
 	}
 	return c, nil

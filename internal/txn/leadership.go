@@ -164,12 +164,3 @@ func (c *Coordinator) CoordinatorNode(id string, self int32) (int32, error) {
 	}
 	return leader, nil
 }
-
-// coordinatesHere reports whether this node coordinates id: always on a
-// single node; in a cluster, while it serves the id's partition.
-func (c *Coordinator) coordinatesHere(id string) bool {
-	c.storeMu.Lock()
-	s := c.store
-	c.storeMu.Unlock()
-	return s == nil || !s.clustered || s.available(id) == nil
-}

@@ -1,0 +1,282 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestTxnVerifyAcrossNodes: produce verification (KIP-890 part 1) when
+// the transactional id's coordinator and the partition's leader are
+// different nodes of three `wharf serve` processes. A franz-go
+// transactional producer writes to every partition of a six-partition
+// topic, committing some transactions and aborting others: every batch
+// to a partition led elsewhere is verified with the coordinator, and a
+// read_committed consumer must see exactly the committed records. Then a
+// hanging transaction: a transactional batch, sent with kmsg straight to
+// a leader that does not coordinate its id, for a partition never added
+// to the transaction, must be refused INVALID_TXN_STATE; so must one sent
+// after the transaction that had the partition was aborted. Last, the
+// coordinator's node is killed: the producer's next transactions are
+// verified with the new coordinator.
+func TestTxnVerifyAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	seeds := seedsOf(nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+
+	const topic, txnID, partitions = "payments", "payments-writer", 6
+	admin := newAdmin(t, seeds)
+	createTopicN(ctx, t, admin, topic, partitions)
+	coordinator := txnCoordinator(ctx, t, admin, txnID, -1)
+	p, leader := partitionLedElsewhere(ctx, t, admin, topic, coordinator)
+	t.Logf("%s is coordinated by node %d; %s-%d is led by node %d", txnID, coordinator, topic, p, leader)
+
+	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(txnID),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(20*time.Second),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	mustHave, mustNotHave := map[string]bool{}, map[string]bool{}
+	runTxns := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := producer.BeginTransaction(); err != nil {
+				t.Fatalf("transaction %d: begin: %v", i, err)
+			}
+			var records []*kgo.Record
+			for part := range int32(partitions) {
+				v := fmt.Sprintf("%d-%d", i, part)
+				records = append(records, &kgo.Record{Partition: part, Value: []byte(v)})
+			}
+			if err := producer.ProduceSync(ctx, records...).FirstErr(); err != nil {
+				t.Fatalf("transaction %d: produce: %v", i, err)
+			}
+			commit := kgo.TransactionEndTry(i%3 != 2)
+			if err := producer.EndTransaction(ctx, commit); err != nil {
+				t.Fatalf("transaction %d: end (commit %v): %v", i, commit, err)
+			}
+			for _, r := range records {
+				if commit {
+					mustHave[string(r.Value)] = true
+				} else {
+					mustNotHave[string(r.Value)] = true
+				}
+			}
+		}
+	}
+	checkCommitted := func() {
+		t.Helper()
+		got := readCommitted(ctx, t, seeds, topic, partitions, mustHave)
+		if missing, leaked := countMissing(got, mustHave), len(mustNotHave)-countMissing(got, mustNotHave); missing+leaked > 0 {
+			t.Fatalf("read_committed: %d records of committed transactions missing, %d of aborted ones visible", missing, leaked)
+		}
+	}
+	runTxns(0, 9)
+	checkCommitted()
+
+	// The hanging transaction, with a raw producer of another id.
+	const hangingID = "hanging-writer"
+	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	hc := txnCoordinator(ctx, t, admin, hangingID, -1)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(hangingID), 30000
+	var pid int64
+	var epoch int16
+	retryTxnCall(ctx, t, "InitProducerId", func() (int16, error) {
+		resp, err := init.RequestWith(ctx, raw)
+		if err != nil {
+			return 0, err
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return resp.ErrorCode, nil
+	})
+	p, leader = partitionLedElsewhere(ctx, t, admin, topic, hc)
+	t.Logf("%s (producer %d) is coordinated by node %d; %s-%d is led by node %d", hangingID, pid, hc, topic, p, leader)
+	txnBatch := func(seq int32) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.TransactionID, req.Acks, req.TimeoutMillis = kmsg.StringPtr(hangingID), -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, txnRecordBatch([]byte("hanging"), pid, epoch, seq)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(0)); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a transactional batch for a partition never added to the transaction: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+
+	// Added, the batch is taken; once the transaction is aborted, a late
+	// batch is refused again.
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = hangingID, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = topic, []int32{p}
+	add.Topics = append(add.Topics, at)
+	retryTxnCall(ctx, t, "AddPartitionsToTxn", func() (int16, error) {
+		resp, err := add.RequestWith(ctx, raw)
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return 0, fmt.Errorf("%v: %+v", err, resp)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode, nil
+	})
+	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(0)); code != 0 {
+		t.Fatalf("a transactional batch for a partition added to the transaction: %v", kerr.ErrorForCode(code))
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = hangingID, pid, epoch, false
+	retryTxnCall(ctx, t, "EndTxn", func() (int16, error) {
+		resp, err := end.RequestWith(ctx, raw)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	})
+	awaitStable(ctx, t, admin, topic, p)
+	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(1)); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a transactional batch after its transaction was aborted: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+
+	// The coordinator moves: its node is killed. Verifications go to the
+	// new one, and the producer rides over the move with retries.
+	nodes[coordinator-1].kill()
+	moved := txnCoordinator(ctx, t, newAdmin(t, seeds), txnID, coordinator)
+	t.Logf("killed node %d; %s is now coordinated by node %d", coordinator, txnID, moved)
+	runTxns(9, 15)
+	checkCommitted()
+}
+
+// countMissing counts the values of want not in got.
+func countMissing(got, want map[string]bool) int {
+	n := 0
+	for v := range want {
+		if !got[v] {
+			n++
+		}
+	}
+	return n
+}
+
+// partitionLedElsewhere waits until some partition of topic has a leader
+// other than node not, and returns it and its leader.
+func partitionLedElsewhere(ctx context.Context, t *testing.T, admin *kadm.Client, topic string, not int32) (int32, int32) {
+	t.Helper()
+	for {
+		md, err := admin.Metadata(ctx, topic)
+		if err == nil {
+			for _, p := range md.Topics[topic].Partitions.Sorted() {
+				if p.Err == nil && p.Leader >= 0 && p.Leader != not {
+					return p.Partition, p.Leader
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no partition of %s led by a node other than %d: %v", topic, not, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// retryTxnCall runs call until it answers no error code, retrying while
+// the answer is retriable (the coordinator is being elected or loading).
+func retryTxnCall(ctx context.Context, t *testing.T, what string, call func() (int16, error)) {
+	t.Helper()
+	for {
+		code, err := call()
+		if err == nil && code == 0 {
+			return
+		}
+		if err == nil && !kerr.IsRetriable(kerr.ErrorForCode(code)) && code != kerr.ConcurrentTransactions.Code {
+			t.Fatalf("%s: %v", what, kerr.ErrorForCode(code))
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v %v", what, err, kerr.ErrorForCode(code))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// produceToLeader sends req (one batch for partition p of topic) to the
+// partition's leader, again while the answer is retriable (the leader
+// moved), and returns the partition's error code.
+func produceToLeader(ctx context.Context, t *testing.T, cl *kgo.Client, admin *kadm.Client, topic string, p int32, req *kmsg.ProduceRequest) int16 {
+	t.Helper()
+	for {
+		var code int16 = -1
+		md, err := admin.Metadata(ctx, topic)
+		if err == nil {
+			req.Topics[0].TopicID = md.Topics[topic].ID // v13 names topics by id
+			var resp kmsg.Response
+			resp, err = cl.Broker(int(md.Topics[topic].Partitions[p].Leader)).Request(ctx, req)
+			if err == nil {
+				code = resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+			}
+		}
+		if err == nil && !kerr.IsRetriable(kerr.ErrorForCode(code)) {
+			return code
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("produce to %s-%d: %v %v", topic, p, err, kerr.ErrorForCode(code))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// awaitStable waits until partition p of topic has no transaction open:
+// its last stable offset is its high watermark.
+func awaitStable(ctx context.Context, t *testing.T, admin *kadm.Client, topic string, p int32) {
+	t.Helper()
+	for {
+		stable, err1 := admin.ListCommittedOffsets(ctx, topic)
+		end, err2 := admin.ListEndOffsets(ctx, topic)
+		s, ok1 := stable.Lookup(topic, p)
+		e, ok2 := end.Lookup(topic, p)
+		if err1 == nil && err2 == nil && ok1 && ok2 && s.Err == nil && e.Err == nil && s.Offset == e.Offset {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s-%d: the aborted transaction is still open: %+v %+v", topic, p, s, e)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// txnRecordBatch is a transactional record batch (magic 2) of one record
+// of producer pid at epoch, with base sequence seq.
+func txnRecordBatch(value []byte, pid int64, epoch int16, seq int32) []byte {
+	r := kmsg.Record{Value: value}
+	r.Length = int32(len(r.AppendTo(nil)) - 1) // the bytes after the one-byte length
+	records := r.AppendTo(nil)
+	now := time.Now().UnixMilli()
+	rb := kmsg.RecordBatch{
+		Length:         int32(49 + len(records)), // the batch header after Length, then the records
+		Magic:          2,
+		Attributes:     0x10, // transactional
+		FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		NumRecords: 1,
+		Records:    records,
+	}
+	b := rb.AppendTo(nil)
+	rb.CRC = int32(crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return rb.AppendTo(nil)
+}
