@@ -2,6 +2,7 @@ package raft
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -141,6 +142,25 @@ func (g *Group) Progress() map[uint64]uint64 {
 	}
 	m := map[uint64]uint64{}
 	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) { m[id] = pr.Match })
+	return m
+}
+
+// ProgressStates describes, on the leader, where Raft stands with each
+// member (its state, Match, Next, pending snapshot, whether it is paused
+// or inactive): what a test shows when a follower does not catch up. Nil
+// on a follower.
+func (g *Group) ProgressStates() map[uint64]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.status.Role != etcdraft.StateLeader {
+		return nil
+	}
+	m := map[uint64]string{}
+	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+		// Not pr.String(): WithProgress hands a copy without Inflights.
+		m[id] = fmt.Sprintf("%s match=%d next=%d pendingSnap=%d paused=%v active=%v",
+			pr.State, pr.Match, pr.Next, pr.PendingSnapshot, pr.MsgAppFlowPaused, pr.RecentActive)
+	})
 	return m
 }
 
