@@ -201,7 +201,9 @@ func (r *raftReplica) StageSnapshot(index, term uint64, offset int64, data []byt
 // seglog requires of a log it appends to. The empty batch takes the epoch
 // of the batch after it, or at the end the snapshot's term (lastTerm): an
 // epoch no batch before it can exceed, in the staged log or in the log it
-// continues.
+// continues. An empty batch that begins below the log's end (a gap the
+// leader filled, which a chunk from inside it starts with) is a gap from
+// there on.
 func stageBatches(l *Local, batches []byte, limit int64, lastTerm int32) (int64, error) {
 	if len(batches) == 0 {
 		return fillGap(l, limit, lastTerm)
