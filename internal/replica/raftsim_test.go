@@ -759,8 +759,9 @@ func (s *sim) settle() {
 			l := n.logs[g]
 			state = append(state, fmt.Sprintf("node %d group %d: %+v hw %d end %d start %d quiesced %v %s",
 				n.id, g, l.Group().Status(), l.HighWatermark(), l.EndOffset(), l.StartOffset(), l.Group().Quiesced(), l.SnapshotState()))
-			for id, pr := range l.Group().ProgressStates() {
-				state = append(state, fmt.Sprintf("    progress of node %d: %s", id, pr))
+			progress := l.Group().ProgressStates()
+			for _, id := range slices.Sorted(maps.Keys(progress)) {
+				state = append(state, fmt.Sprintf("    progress of node %d: %s", id, progress[id]))
 			}
 		}
 	}
