@@ -278,11 +278,12 @@ func (a simStats) String() string {
 		a.acked, a.failed, a.pending, a.crashes, a.tornCrashes, a.partitions, a.elections, a.snapshots, a.cuts, a.deletes, a.compactions)
 }
 
-// logCounter counts the replicas' log lines that mark the rare paths, and
-// keeps the errors.
 // maxWarnings is how many of the last warnings logCounter keeps.
 const maxWarnings = 20
 
+// logCounter counts the replicas' log lines that mark the rare paths, and
+// keeps the errors and the last warnings (a snapshot chunk refused, for
+// one: a follower that never catches up says why).
 type logCounter struct {
 	snapshots, cuts atomic.Int64
 	mu              sync.Mutex
