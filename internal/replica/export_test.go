@@ -1,5 +1,7 @@
 package replica
 
+import "fmt"
+
 // SetStateSyncHook installs fn as the state files' fsync observer (nil
 // removes it) and returns a function restoring the previous one.
 func SetStateSyncHook(fn func(path string, size int64)) (restore func()) {
@@ -16,4 +18,23 @@ func SetStateSyncHook(fn func(path string, size int64)) (restore func()) {
 func (l *RaftLog) Entries(lo, hi, maxSize uint64) (int, error) {
 	ents, err := l.rep.Entries(lo, hi, maxSize)
 	return len(ents), err
+}
+
+// SnapshotState describes the replica's side of snapshots: its anchor,
+// the entries applied and written, and the stage of a snapshot being
+// received, for a test whose follower does not catch up to say why.
+func (l *RaftLog) SnapshotState() string {
+	r := l.rep
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s := fmt.Sprintf("anchor {index %d term %d offset %d} applied %d last %d commit %d",
+		r.anchor.index, r.anchor.term, r.anchor.offset, r.applied, r.lastIndex(), r.hard.commit)
+	if st := r.stage; st != nil {
+		s += fmt.Sprintf(" stage {index %d term %d records [%d, %d) from %d next %d reset %v installing %v staged [%d, %d)}",
+			st.index, st.term, st.marker.start, st.marker.end, st.from, st.next, st.reset, st.installing != nil,
+			st.log.StartOffset(), st.log.EndOffset())
+	} else {
+		s += " no stage"
+	}
+	return s
 }

@@ -278,22 +278,31 @@ func (a simStats) String() string {
 		a.acked, a.failed, a.pending, a.crashes, a.tornCrashes, a.partitions, a.elections, a.snapshots, a.cuts, a.deletes, a.compactions)
 }
 
+// maxWarnings is how many of the last warnings logCounter keeps.
+const maxWarnings = 20
+
 // logCounter counts the replicas' log lines that mark the rare paths, and
-// keeps the errors.
+// keeps the errors and the last warnings (a snapshot chunk refused, for
+// one: a follower that never catches up says why).
 type logCounter struct {
 	snapshots, cuts atomic.Int64
 	mu              sync.Mutex
 	errors          []string
+	warnings        []string // the last maxWarnings, shown when the cluster does not settle
 }
 
 func (c *logCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
 	switch {
-	case r.Level >= slog.LevelError:
+	case r.Level >= slog.LevelWarn:
 		msg := r.Message
 		r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
 		c.mu.Lock()
-		c.errors = append(c.errors, msg)
+		if r.Level >= slog.LevelError {
+			c.errors = append(c.errors, msg)
+		} else if c.warnings = append(c.warnings, msg); len(c.warnings) > maxWarnings {
+			c.warnings = c.warnings[1:]
+		}
 		c.mu.Unlock()
 	case strings.HasPrefix(r.Message, "installed a snapshot"):
 		c.snapshots.Add(1)
@@ -749,11 +758,16 @@ func (s *sim) settle() {
 	for _, n := range s.nodes {
 		for g := uint64(1); g <= simGroups; g++ {
 			l := n.logs[g]
-			state = append(state, fmt.Sprintf("node %d group %d: %+v hw %d end %d start %d quiesced %v progress %v",
-				n.id, g, l.Group().Status(), l.HighWatermark(), l.EndOffset(), l.StartOffset(), l.Group().Quiesced(), l.Group().Progress()))
+			state = append(state, fmt.Sprintf("node %d group %d: %+v hw %d end %d start %d quiesced %v %s",
+				n.id, g, l.Group().Status(), l.HighWatermark(), l.EndOffset(), l.StartOffset(), l.Group().Quiesced(), l.SnapshotState()))
+			progress := l.Group().ProgressStates()
+			for _, id := range slices.Sorted(maps.Keys(progress)) {
+				state = append(state, fmt.Sprintf("    progress of node %d: %s", id, progress[id]))
+			}
 		}
 	}
-	s.t.Fatalf("seed %d: the cluster did not settle:\n%s\nerrors logged:\n%s", s.seed, strings.Join(state, "\n"), strings.Join(s.logCount.errors, "\n"))
+	s.t.Fatalf("seed %d: the cluster did not settle:\n%s\nerrors logged:\n%s\nlast warnings:\n%s", s.seed, strings.Join(state, "\n"),
+		strings.Join(s.logCount.errors, "\n"), strings.Join(s.logCount.warnings, "\n"))
 }
 
 func (s *sim) settled() bool {

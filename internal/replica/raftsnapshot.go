@@ -201,7 +201,9 @@ func (r *raftReplica) StageSnapshot(index, term uint64, offset int64, data []byt
 // seglog requires of a log it appends to. The empty batch takes the epoch
 // of the batch after it, or at the end the snapshot's term (lastTerm): an
 // epoch no batch before it can exceed, in the staged log or in the log it
-// continues.
+// continues. An empty batch that begins below the log's end (a gap the
+// leader filled, which a chunk from inside it starts with) is a gap from
+// there on.
 func stageBatches(l *Local, batches []byte, limit int64, lastTerm int32) (int64, error) {
 	if len(batches) == 0 {
 		return fillGap(l, limit, lastTerm)
@@ -227,12 +229,23 @@ func stageBatches(l *Local, batches []byte, limit int64, lastTerm int32) (int64,
 			continue
 		}
 		h, _ := record.ParseHeader(batches) // parsed above
-		if h.BaseOffset < next || h.LastOffset() >= limit {
+		switch {
+		case h.RecordCount == 0 && h.BaseOffset < next && h.LastOffset() >= next && h.LastOffset() < limit:
+			// An empty batch the leader wrote over a gap of its own
+			// (fillGap, when it caught up from a snapshot) may span what
+			// were several batches here, and a chunk from inside it
+			// starts with it: its part from next on is a gap.
+			if _, err := fillGap(l, h.LastOffset()+1, h.PartitionLeaderEpoch); err != nil {
+				return l.EndOffset(), err
+			}
+			batches = batches[h.Size():]
+		case h.BaseOffset < next || h.LastOffset() >= limit:
 			return next, fmt.Errorf("replica: snapshot batch [%d, %d] does not continue the staged log at %d below %d",
 				h.BaseOffset, h.LastOffset(), next, limit)
-		}
-		if _, err := fillGap(l, h.BaseOffset, h.PartitionLeaderEpoch); err != nil {
-			return l.EndOffset(), err
+		default:
+			if _, err := fillGap(l, h.BaseOffset, h.PartitionLeaderEpoch); err != nil {
+				return l.EndOffset(), err
+			}
 		}
 	}
 	return l.EndOffset(), nil
