@@ -132,34 +132,22 @@ func (g *Group) Members() []uint64 {
 	return append([]uint64(nil), g.members...)
 }
 
-// Progress reports, on the leader, how far each member's log matches
-// its own (nil on a follower).
-func (g *Group) Progress() map[uint64]uint64 {
-	return leaderProgress(g, func(pr tracker.Progress) uint64 { return pr.Match })
-}
-
 // ProgressStates describes, on the leader, where Raft stands with each
 // member (its state, Match, Next, pending snapshot, whether it is paused
 // or inactive): what a test shows when a follower does not catch up. Nil
 // on a follower.
 func (g *Group) ProgressStates() map[uint64]string {
-	return leaderProgress(g, func(pr tracker.Progress) string {
-		// Not pr.String(): WithProgress hands a copy without Inflights.
-		return fmt.Sprintf("%s match=%d next=%d pendingSnap=%d paused=%v active=%v",
-			pr.State, pr.Match, pr.Next, pr.PendingSnapshot, pr.MsgAppFlowPaused, pr.RecentActive)
-	})
-}
-
-// leaderProgress maps, on the leader, each member to what of its Raft
-// progress f picks; nil on a follower.
-func leaderProgress[T any](g *Group, f func(tracker.Progress) T) map[uint64]T {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.status.Role != etcdraft.StateLeader {
 		return nil
 	}
-	m := map[uint64]T{}
-	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) { m[id] = f(pr) })
+	m := map[uint64]string{}
+	g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+		// Not pr.String(): WithProgress hands a copy without Inflights.
+		m[id] = fmt.Sprintf("%s match=%d next=%d pendingSnap=%d paused=%v active=%v",
+			pr.State, pr.Match, pr.Next, pr.PendingSnapshot, pr.MsgAppFlowPaused, pr.RecentActive)
+	})
 	return m
 }
 
