@@ -15,11 +15,8 @@ import (
 // node i+1's) and waits for their Kafka ports.
 func startAMQPCluster(t *testing.T, n int) (nodes []*node, amqpAddrs []string) {
 	t.Helper()
-	nodes = prepareCluster(t, n)
+	nodes, amqpAddrs = prepareAMQPCluster(t, n)
 	for _, nd := range nodes {
-		addr := freeAddr(t)
-		nd.extraArgs = []string{"--amqp-addr", addr}
-		amqpAddrs = append(amqpAddrs, addr)
 		nd.start()
 	}
 	for _, nd := range nodes {
