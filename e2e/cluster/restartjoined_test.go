@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,8 @@ import (
 // voters, one of them node 4, start alone (1 and 4 after the kill, 2 and
 // 4 after the SIGTERM): they are a quorum of the group, so they must
 // find each other, serve an acks=all produce and every record
-// acknowledged before, without the third voter.
+// acknowledged before, without the third voter; node 3 is never listed
+// as a broker again.
 func TestChangedClusterRestartsWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
@@ -71,8 +74,20 @@ func TestChangedClusterRestartsWhole(t *testing.T) {
 		t.Logf("nodes %d and %d alone: serving, first acks=all produce acknowledged %v after their start",
 			stop.first[0].id, stop.first[1].id, time.Since(started).Round(time.Millisecond))
 		requireRecords(ctx, t, seeds, acked)
+		for _, nd := range stop.first {
+			if ids, err := nd.brokers(ctx, t); err != nil || slices.Contains(ids, 3) {
+				t.Errorf("node %d lists the brokers %v (%v): node 3 was removed", nd.id, ids, err)
+			}
+		}
 		stop.last.start()
 		stop.last.waitReady()
 	}
 	produceOneAcksAll(ctx, t, seedsOf(voters))
+	for _, nd := range voters {
+		waitFor(t, ctx, fmt.Sprintf("node %d to list the brokers 1, 2 and 4", nd.id), func() bool {
+			ids, err := nd.brokers(ctx, t)
+			slices.Sort(ids)
+			return err == nil && slices.Equal(ids, []int32{1, 2, 4})
+		})
+	}
 }
