@@ -25,9 +25,8 @@ import (
 // asks the other nodes whether it was removed (a call on the metadata
 // group, which names the caller; every node answers from the metadata it
 // applied, and a removal, once applied anywhere, is committed and for
-// good); at start it asks while its replica catches up
-// (catchUpMetadata), and Register
-// asks whenever a registration fails. Told so, it fences itself as an
+// good); at start it asks while its replica catches up (catchUpMetadata),
+// and Register asks whenever a registration fails. Told so, it fences itself as an
 // applied removal does. The leader also refuses a forwarded write that
 // only a removed node makes (its registration, a block of producer ids
 // for it), naming the removal, rather than commit a record every node

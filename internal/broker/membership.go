@@ -163,9 +163,9 @@ func (b *Broker) startMembership(ctx context.Context) {
 }
 
 // membershipLoop, on every node, tells the transport where nodes are
-// and writes them down (addressbook.go), and drives the groups this node leads towards the membership the
-// metadata records: the metadata group (on the controller) and the
-// partitions being reassigned. Every step is proposed again until the
+// and writes them down (addressbook.go), and drives the groups this node
+// leads towards the membership the metadata records: the metadata group
+// (on the controller) and the partitions being reassigned. Every step is proposed again until the
 // group's configuration shows it, so the loop needs no memory of what it
 // proposed, and a new leader picks up where the last one stopped.
 func (b *Broker) membershipLoop(ctx context.Context) {

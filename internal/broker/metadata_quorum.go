@@ -17,10 +17,6 @@ import (
 // quorum says so in its log.
 const quorumWaitReport = 10 * time.Second
 
-// ErrStoppedWaitingForQuorum is Open's error when cluster.OpenContext
-// ends while it waits for a quorum of the metadata group.
-var ErrStoppedWaitingForQuorum = errors.New("stopped while waiting for a quorum of the metadata group")
-
 // catchUpMetadata waits until the metadata group has a leader and l, this
 // node's replica of its log, is committed to its end (and, on a node
 // joining now, holds cluster.JoinedMetadataEnd): Raft keeps no commit
@@ -56,7 +52,7 @@ func catchUpMetadata(l *replica.RaftLog, cluster *ClusterConfig, self int32, log
 			// The leader replaced an uncommitted tail of this
 			// replica: wait for the new end.
 		case ctx.Err() != nil:
-			return fmt.Errorf("%w: %w", ErrStoppedWaitingForQuorum, ctx.Err())
+			return fmt.Errorf("stopped while waiting for a quorum of the metadata group: %w", ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
 			if askRemoved(ctx, cluster, l.Group().ID(), self, peers) {
 				return removedError(self)

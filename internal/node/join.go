@@ -29,14 +29,15 @@ import (
 // registers its Kafka address, appears in Metadata, and new partitions
 // are placed on it.
 //
-// Started again (--join stays on its command line), a node that has
-// served writes down the cluster's nodes in its address book
+// Started again (--join stays on its command line), a joined node that
+// has served finds the cluster's nodes in its address book
 // (broker.ReadAddressBook) and asks nothing: it starts as a node of the
 // initial cluster does, from what its data directory holds, and waits
 // for its metadata quorum, which may need it (a joined node promoted to
-// a voter) while its member cannot answer. Only a node that never served,
-// or whose cluster address changed, asks to join again (and is refused
-// in the second case: its id is another address's).
+// a voter) while its member, waiting too, cannot answer. Only a node
+// that never served, or whose cluster address changed, asks to join
+// again (and is refused in the second case: its id is another
+// address's).
 
 // joinRequest is what a joining node sends.
 type joinRequest struct {
@@ -63,9 +64,8 @@ const joinWaitReport = 10 * time.Second
 // join asks the member at member to take node self, listening at addr,
 // in. It retries while the member cannot be reached or does not serve yet
 // (it may be starting too, or waiting for its metadata quorum after a
-// whole-cluster stop), for as long as that takes, as a
-// KRaft broker keeps trying its controllers, until ctx ends; not once it
-// refused. It says so every joinWaitReport.
+// whole-cluster stop), for as long as that takes, as a KRaft broker
+// keeps trying its controllers, until ctx ends; not once it refused. It says so every joinWaitReport.
 func join(ctx context.Context, member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		return joinReply{}, fmt.Errorf("node: --cluster-addr %s names no host the other nodes can reach; a joining node must give one", addr)
@@ -118,8 +118,9 @@ func answerJoin(b *broker.Broker, request []byte) ([]byte, error) {
 // member had applied. A node of the initial cluster takes its address
 // book if it has one: the nodes in it, at the --initial-cluster address
 // of those it names (the operator's word wins), while a node named there
-// but not in the book was removed, and is neither dialled nor asked. A node started with --join takes its address book if it
-// is in it at addr (it joined before), and asks to join otherwise.
+// but not in the book was removed, and is neither dialled nor asked. A
+// node started with --join takes its address book if it is in it at addr
+// (it joined before), and asks to join otherwise.
 func clusterNodes(ctx context.Context, cfg Config, addr net.Addr, logger *slog.Logger) (map[int32]string, int64, error) {
 	cc := cfg.Cluster
 	book, err := broker.ReadAddressBook(cfg.DataDir)
