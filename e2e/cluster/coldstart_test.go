@@ -98,12 +98,8 @@ func TestJoinedNodeBackBeforeQuorum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
 	}
-	nodes := startCluster(t, 3)
-	fourth := joiningNode(t, nodes[0], 4)
-	fourth.start()
-	fourth.waitReady()
-	nodes = append(nodes, fourth)
-	logsOnFailure(t, nodes)
+	nodes := startJoinedCluster(t)
+	fourth := nodes[3]
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	seeds := seedsOf(nodes)

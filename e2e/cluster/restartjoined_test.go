@@ -26,12 +26,8 @@ func TestChangedClusterRestartsWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
 	}
-	nodes := startCluster(t, 3)
-	fourth := joiningNode(t, nodes[0], 4)
-	fourth.start()
-	fourth.waitReady()
-	all := append(nodes, fourth)
-	logsOnFailure(t, all)
+	all := startJoinedCluster(t)
+	nodes, fourth := all[:3], all[3]
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
 	defer cancel()
 	createTopicN(ctx, t, newAdmin(t, seedsOf(all)), coldTopic, coldPartitions)
@@ -90,4 +86,18 @@ func TestChangedClusterRestartsWhole(t *testing.T) {
 			return err == nil && slices.Equal(ids, []int32{1, 2, 4})
 		})
 	}
+}
+
+// startJoinedCluster starts a cluster of three nodes and a fourth that
+// joins it through node 1 (--join), and returns the four; their logs
+// show if the test fails.
+func startJoinedCluster(t *testing.T) []*node {
+	t.Helper()
+	nodes := startCluster(t, 3)
+	fourth := joiningNode(t, nodes[0], 4)
+	fourth.start()
+	fourth.waitReady()
+	nodes = append(nodes, fourth)
+	logsOnFailure(t, nodes)
+	return nodes
 }
