@@ -65,7 +65,7 @@ func writeAddressBook(dataDir string, nodes map[int32]string) error {
 
 // keepAddressBook writes nodes as the address book unless it holds them
 // already (written, as far as this node knows).
-func (b *Broker) keepAddressBook(written map[int32]string, nodes map[int32]string) map[int32]string {
+func (b *Broker) keepAddressBook(written, nodes map[int32]string) map[int32]string {
 	if maps.Equal(written, nodes) {
 		return written
 	}
