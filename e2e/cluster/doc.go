@@ -39,6 +39,11 @@
 //     broker of the running cluster (Metadata, `wharf cluster status`,
 //     replicas of new topics) while an acks=all producer loses nothing;
 //     a join under a taken id is refused.
+//   - TestChangedClusterRestartsWhole: node 4 joined and node 3 removed
+//     (metadata voters 1, 2, 4), every node stopped (SIGKILL, then
+//     SIGTERM) and started again with its first flags: the removed node
+//     refuses, two voters alone (one of them node 4) find each other from
+//     their address books and serve every acknowledged record.
 //   - TestReassignPartitionUnderLoad: kadm's AlterPartitionReassignments
 //     moves a partition off its leader's node to a fourth node under
 //     acks=all load: lost = duplicated = reordered = 0.

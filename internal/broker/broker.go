@@ -208,11 +208,6 @@ func (b *Broker) load() error {
 		wg.Go(func() { t.partitions = b.openPartitions(t, st.topics[name].Partitions) })
 	}
 	wg.Wait()
-	if b.meta.behind {
-		// Directories of topics it has not applied yet are not strays.
-		b.logger.Warn("leaving partition directories unknown to the metadata log as they are until it catches up")
-		return nil
-	}
 	b.settleOrphanDirs()
 	return nil
 }

@@ -70,6 +70,14 @@ type ClusterConfig struct {
 	// WriteTimeout bounds a metadata write: no quorum for that long fails
 	// it (30 s).
 	WriteTimeout time.Duration
+	// OpenContext ends Open's wait for a quorum of the metadata group
+	// (catchUpMetadata), which has no limit otherwise: the operator's
+	// SIGTERM. Nil: it never ends.
+	OpenContext context.Context
+	// JoinedMetadataEnd is, on a node joining the cluster now, the end of
+	// the metadata log the member that let it in had applied: Open waits
+	// until this node's replica holds it, so that it knows every topic.
+	JoinedMetadataEnd int64
 }
 
 // BrokerInfo is a broker as it registered: its id and the address its

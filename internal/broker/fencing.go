@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,8 +25,8 @@ import (
 // asks the other nodes whether it was removed (a call on the metadata
 // group, which names the caller; every node answers from the metadata it
 // applied, and a removal, once applied anywhere, is committed and for
-// good); at start it asks while its replica catches up, and Register
-// asks whenever a registration fails. Told so, it fences itself as an
+// good); at start it asks while its replica catches up (catchUpMetadata),
+// and Register asks whenever a registration fails. Told so, it fences itself as an
 // applied removal does. The leader also refuses a forwarded write that
 // only a removed node makes (its registration, a block of producer ids
 // for it), naming the removal, rather than commit a record every node
@@ -79,47 +77,6 @@ func askRemoved(ctx context.Context, cluster *ClusterConfig, group uint64, self 
 	}
 	wg.Wait()
 	return removed.Load()
-}
-
-// AskRemoved asks the other nodes of the cluster, at once, whether node
-// self was removed, and returns the error to stop with if one says so:
-// for a node waiting at start for a quorum of the metadata group, which a
-// node removed while it was down never gets.
-func AskRemoved(ctx context.Context, cluster *ClusterConfig, group uint64, self int32) error {
-	if askRemoved(ctx, cluster, group, self, slices.Collect(maps.Keys(cluster.NodeAddrs))) {
-		return removedError(self)
-	}
-	return nil
-}
-
-// awaitCaughtUp waits, at start, until the metadata log l is committed
-// up to its end as the cluster sees it, or timeout passes (then it
-// reports the log behind). Meanwhile it asks the other nodes every
-// removalCheckInterval whether this node was removed: a node removed
-// while it was down never catches up, and fails with removedError.
-func awaitCaughtUp(l *replica.RaftLog, cluster *ClusterConfig, self int32, timeout time.Duration, logger *slog.Logger) (behind bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	caughtUp := make(chan error, 1)
-	go func() { caughtUp <- l.Commit(l.EndOffset()).Wait(ctx) }()
-	ticker := time.NewTicker(removalCheckInterval)
-	defer ticker.Stop()
-	peers := slices.Collect(maps.Keys(cluster.NodeAddrs))
-	for {
-		select {
-		case err := <-caughtUp:
-			if err != nil {
-				logger.Warn("the metadata log has not caught up with the cluster; starting from what it applied", "err", err)
-			}
-			return err != nil, nil
-		case <-ticker.C:
-			if askRemoved(ctx, cluster, l.Group().ID(), self, peers) {
-				cancel()
-				<-caughtUp
-				return false, removedError(self)
-			}
-		}
-	}
 }
 
 // removalWatch, while the broker runs, asks the other nodes whether

@@ -162,14 +162,15 @@ func (b *Broker) startMembership(ctx context.Context) {
 	b.bg.Go(func() { b.membershipLoop(ctx) })
 }
 
-// membershipLoop, on every node, tells the transport where nodes are,
-// and drives the groups this node leads towards the membership the
-// metadata records: the metadata group (on the controller) and the
-// partitions being reassigned. Every step is proposed again until the
+// membershipLoop, on every node, tells the transport where nodes are
+// and writes them down (addressbook.go), and drives the groups this node
+// leads towards the membership the metadata records: the metadata group
+// (on the controller) and the partitions being reassigned. Every step is proposed again until the
 // group's configuration shows it, so the loop needs no memory of what it
 // proposed, and a new leader picks up where the last one stopped.
 func (b *Broker) membershipLoop(ctx context.Context) {
 	peers := map[int32]string{}
+	var written map[int32]string // the address book as last written
 	ticker := time.NewTicker(membershipInterval)
 	defer ticker.Stop()
 	for {
@@ -183,6 +184,7 @@ func (b *Broker) membershipLoop(ctx context.Context) {
 				peers[id] = addr
 			}
 		}
+		written = b.keepAddressBook(written, nodes)
 		if _, _, leading := b.meta.raft.Leadership(); leading {
 			b.driveMetadataGroup(nodes)
 		}

@@ -65,7 +65,6 @@ type metadataLog struct {
 	// In a cluster, the metadata group's replica (the same log), and
 	// what waits for the broker to apply a record written at an offset.
 	raft         *replica.RaftLog
-	behind       bool // it had not caught up with the cluster when opened
 	applied      func(ctx context.Context, offset int64) error
 	removed      func() error // this node's removal once it is fenced (fencing.go)
 	writeTimeout time.Duration
@@ -82,13 +81,11 @@ func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, logger 
 		// The replay at start must see every record this node has:
 		// Raft keeps no commit index on disk, so a restarted replica
 		// learns from the leader what of its log is committed.
-		writeTimeout := cmp.Or(cluster.WriteTimeout, 30*time.Second)
-		behind, err := awaitCaughtUp(l, cluster, self, writeTimeout, logger)
-		if err != nil {
+		if err := catchUpMetadata(l, cluster, self, logger); err != nil {
 			l.Close()
 			return nil, err
 		}
-		return &metadataLog{log: l, raft: l, behind: behind, writeTimeout: writeTimeout, ctx: context.Background()}, nil
+		return &metadataLog{log: l, raft: l, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
 	}
 	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError

@@ -52,8 +52,8 @@ type clusterHost struct {
 }
 
 // startCluster binds the cluster address and starts the Raft host, and
-// returns it with the broker's view of the cluster. Opening the metadata
-// log waits for a quorum of its voters (catchUpMetadata) until ctx ends.
+// returns it with the broker's view of the cluster. The broker's Open
+// waits for a quorum of the metadata group's voters until ctx ends.
 func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*clusterHost, *broker.ClusterConfig, error) {
 	cc := cfg.Cluster
 	self := cfg.NodeID
@@ -68,13 +68,10 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: cluster address: %w", err)
 	}
-	nodes, joined := cc.Nodes, joinReply{}
-	if cc.Join != "" {
-		if joined, err = join(ctx, cc.Join, self, tr.Addr(), logger); err != nil {
-			tr.Close()
-			return nil, nil, err
-		}
-		nodes = joined.Nodes
+	nodes, joinedEnd, err := clusterNodes(ctx, cfg, tr.Addr(), logger)
+	if err != nil {
+		tr.Close()
+		return nil, nil, err
 	}
 	for id, addr := range nodes {
 		if id != self {
@@ -90,28 +87,28 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 	tr.SetJoinHandler(ch.answerJoin)
 	tr.Start(h)
 	h.Start()
-	ids := slices.Sorted(maps.Keys(nodes))
-	var voters []uint64 // none for a joining node: the controller's snapshot brings them
-	if cc.Join == "" {
-		for _, id := range ids {
-			voters = append(voters, uint64(id))
-		}
+	// The initial cluster's nodes are the metadata group's first voters,
+	// and name the cluster (its id) whatever joined or left since; a
+	// joining node has none: the controller's snapshot brings them.
+	ids := slices.Sorted(maps.Keys(cc.Nodes))
+	var voters []uint64
+	for _, id := range ids {
+		voters = append(voters, uint64(id))
 	}
-	var bc *broker.ClusterConfig
-	askRemoved := func(ctx context.Context) error { return broker.AskRemoved(ctx, bc, metadataGroup, self) }
-	bc = &broker.ClusterConfig{
+	if cc.Join != "" {
+		ids = slices.Sorted(maps.Keys(nodes))
+	}
+	bc := &broker.ClusterConfig{
 		Nodes:     ids,
 		NodeAddrs: nodes,
 		SetPeer:   func(node int32, addr string) { tr.SetPeer(uint64(node), addr) },
 		OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
 			l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
 				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
-			switch {
-			case err != nil:
-			case cc.Join != "":
-				err = awaitMetadata(l, joined.MetadataEnd)
-			default:
-				err = catchUpMetadata(ctx, l, uint64(self), voters, h.PeerUp, askRemoved, logger)
+			if err == nil && cc.Join == "" {
+				if err = checkInitialCluster(uint64(self), voters, l.Replicas()); err != nil {
+					l.Close()
+				}
 			}
 			return l, err
 		},
@@ -135,6 +132,8 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
 			return h.Call(ctx, group, uint64(node), data)
 		},
+		OpenContext:       ctx,
+		JoinedMetadataEnd: joinedEnd,
 	}
 	return ch, bc, nil
 }

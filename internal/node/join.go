@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/raft"
-	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Joining a running cluster (`wharf serve --join HOST:PORT`).
@@ -28,6 +28,16 @@ import (
 // topic and node by then. From then on it is a broker like any other: it
 // registers its Kafka address, appears in Metadata, and new partitions
 // are placed on it.
+//
+// Started again (--join stays on its command line), a joined node that
+// has served finds the cluster's nodes in its address book
+// (broker.ReadAddressBook) and asks nothing: it starts as a node of the
+// initial cluster does, from what its data directory holds, and waits
+// for its metadata quorum, which may need it (a joined node promoted to
+// a voter) while its member, waiting too, cannot answer. Only a node
+// that never served, or whose cluster address changed, asks to join
+// again (and is refused in the second case: its id is another
+// address's).
 
 // joinRequest is what a joining node sends.
 type joinRequest struct {
@@ -48,16 +58,14 @@ type joinReply struct {
 // it from one by its text.
 var errNotServingYet = errors.New("this node does not serve yet (it waits for its metadata quorum); ask again")
 
-// joinPatience bounds how long a joining node, answered, waits for its
-// metadata replica to catch up.
-const joinPatience = 60 * time.Second
+// joinWaitReport is how often a node that cannot join yet says so.
+const joinWaitReport = 10 * time.Second
 
 // join asks the member at member to take node self, listening at addr,
 // in. It retries while the member cannot be reached or does not serve yet
 // (it may be starting too, or waiting for its metadata quorum after a
-// whole-cluster stop: catchUpMetadata), for as long as that takes, as a
-// KRaft broker keeps trying its controllers, until ctx ends; not once it
-// refused. It says so every quorumWaitReport.
+// whole-cluster stop), for as long as that takes, as a KRaft broker
+// keeps trying its controllers, until ctx ends; not once it refused. It says so every joinWaitReport.
 func join(ctx context.Context, member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		return joinReply{}, fmt.Errorf("node: --cluster-addr %s names no host the other nodes can reach; a joining node must give one", addr)
@@ -80,7 +88,7 @@ func join(ctx context.Context, member string, self int32, addr net.Addr, logger 
 		if errors.Is(err, raft.ErrJoinRefused) && !strings.Contains(err.Error(), errNotServingYet.Error()) {
 			return joinReply{}, fmt.Errorf("node: %s refused to let node %d join: %w", member, self, err)
 		}
-		if time.Since(warned) >= quorumWaitReport {
+		if time.Since(warned) >= joinWaitReport {
 			logger.Warn("cannot reach the cluster to join yet; retrying", "member", member, "err", err)
 			warned = time.Now()
 		}
@@ -105,14 +113,33 @@ func answerJoin(b *broker.Broker, request []byte) ([]byte, error) {
 	return json.Marshal(joinReply{Nodes: nodes, MetadataEnd: end})
 }
 
-// awaitMetadata waits until a joining node's replica of the metadata log
-// holds everything up to end, what the member that let it in had applied.
-func awaitMetadata(l *replica.RaftLog, end int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), joinPatience)
-	defer cancel()
-	if err := l.WaitHighWatermark(ctx, end-1); err != nil {
-		l.Close()
-		return fmt.Errorf("the metadata log did not catch up with the cluster's (offset %d): %w", end, err)
+// clusterNodes is the cluster's nodes and their cluster addresses as
+// this node starts, and, if it joins now, the end of the metadata log its
+// member had applied. A node of the initial cluster takes its address
+// book if it has one: the nodes in it, at the --initial-cluster address
+// of those it names (the operator's word wins), while a node named there
+// but not in the book was removed, and is neither dialled nor asked. A
+// node started with --join takes its address book if it is in it at addr
+// (it joined before), and asks to join otherwise.
+func clusterNodes(ctx context.Context, cfg Config, addr net.Addr, logger *slog.Logger) (map[int32]string, int64, error) {
+	cc := cfg.Cluster
+	book, err := broker.ReadAddressBook(cfg.DataDir)
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("node: %w", err)
+	case cc.Join == "" && book == nil:
+		return cc.Nodes, 0, nil
+	case cc.Join == "":
+		nodes := maps.Clone(book)
+		for id := range book {
+			if a, ok := cc.Nodes[id]; ok {
+				nodes[id] = a
+			}
+		}
+		return nodes, 0, nil
+	case book[cfg.NodeID] == addr.String():
+		return book, 0, nil
 	}
-	return nil
+	reply, err := join(ctx, cc.Join, cfg.NodeID, addr, logger)
+	return reply.Nodes, reply.MetadataEnd, err
 }

@@ -187,7 +187,7 @@ func Start(cfg Config) (*Node, error) { return StartContext(context.Background()
 
 // StartContext is Start, given up when ctx ends: a cluster node waits,
 // without a limit, for a quorum of its metadata group before it serves
-// (cluster.go, catchUpMetadata), and ctx is how its operator stops it
+// (broker.Open, given ctx by cluster.go), and ctx is how its operator stops it
 // meanwhile.
 func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	logger := cfg.Logger
