@@ -50,6 +50,9 @@ func TestDiskLimitMethodsReportAndCleanUp(t *testing.T) {
 	for name, run := range map[string]func(context.Context, int) (figures, error){
 		"per batch":    s.runDiskSync,
 		"group commit": s.runDiskGroupCommit,
+		"three group-commit writers": func(ctx context.Context, chunk int) (figures, error) {
+			return s.runDiskGroupCommitWriters(ctx, chunk, 3)
+		},
 	} {
 		f, err := run(context.Background(), 64<<10)
 		if err != nil {

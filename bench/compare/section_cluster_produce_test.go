@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A replica's disk limit is its share of what the writers appended
+// together, in records of the cluster workload's size.
+func TestReplicaDiskLimitIsOneReplicasShare(t *testing.T) {
+	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
+	f, err := s.replicaDiskLimit("three", 3).run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(f["mbps"] > 0) || math.Abs(f["summbps"]-3*f["mbps"]) > 1e-9 {
+		t.Errorf("figures %v: want mbps a third of summbps", f)
+	}
+	if want := f["mbps"] * 1e6 / 1024; math.Abs(f["rate"]-want) > 1e-6 {
+		t.Errorf("rate %v, want %v records/s of 1 KiB", f["rate"], want)
+	}
+}
+
+// clusterMedians fills s with the medians and runs of the cluster produce
+// comparison: RF3 at 150 MB/s, RF1 at 600, three writers 510 MB/s
+// together, one writer 620.
+func clusterMedians(s *suite, workload string) {
+	put := func(side string, runs ...figures) {
+		s.runs[workload+"|"+side] = runs
+		s.medians[workload+"|"+side] = medianFigures(runs)
+	}
+	put(rf3Side, figures{"rate": 150e6 / 1024, "mbps": 150}, figures{"rate": 160e6 / 1024, "mbps": 160})
+	put(rf1Side, figures{"rate": 600e6 / 1024, "mbps": 600}, figures{"rate": 600e6 / 1024, "mbps": 600})
+	put(threeReplicasDiskLimit, figures{"rate": 170e6 / 1024, "mbps": 170, "summbps": 510}, figures{"rate": 160e6 / 1024, "mbps": 160, "summbps": 480})
+	put(oneReplicaDiskLimit, figures{"rate": 620e6 / 1024, "mbps": 620}, figures{"rate": 620e6 / 1024, "mbps": 620})
+}
+
+func TestOneDiskCeilingRow(t *testing.T) {
+	s := &suite{medians: map[string]figures{}, runs: map[string][]figures{}}
+	if _, ok := s.oneDiskCeilingRow("w"); ok {
+		t.Fatal("a ceiling row without figures")
+	}
+	clusterMedians(s, "w")
+	r, ok := s.oneDiskCeilingRow("w")
+	if !ok {
+		t.Fatal("no ceiling row")
+	}
+	if !r.Limit || r.Wharf != 155e6/1024 || r.PeerValue != 165e6/1024 {
+		t.Errorf("row %+v: want RF3's median against the three writers' share, as a limit", r)
+	}
+	for _, want := range []string{"495 MB/s together, 165 MB/s each", "RF3 / ceiling run by run: 0.88×, 1.00×", "RF1 reached 0.97× of one writer (620 MB/s)"} {
+		if !strings.Contains(r.Notes, want) {
+			t.Errorf("notes lack %q: %s", want, r.Notes)
+		}
+	}
+	if got, want := s.oneDiskRatioCeilingNote("w"), "at most 0.27×"; !strings.Contains(got, want) {
+		t.Errorf("ratio ceiling note %q lacks %q", got, want)
+	}
+}
+
+func TestCPUPerMB(t *testing.T) {
+	f := figures{"mbps": 200, "servercores": 1.5, "clientcores": 0.5}
+	cpuPerMB(f)
+	if f["serverms"] != 7.5 || f["clientms"] != 2.5 {
+		t.Errorf("figures %v: want 7.5 ms servers, 2.5 ms client per MB", f)
+	}
+	idle := figures{"mbps": 0, "servercores": 1}
+	cpuPerMB(idle)
+	if _, ok := idle["serverms"]; ok {
+		t.Errorf("CPU per MB of nothing: %v", idle)
+	}
+}
+
+// sampleWindow derives a run's figures from the reads at its window's
+// start and end.
+func TestSampleWindowReadsAtStartAndEnd(t *testing.T) {
+	w := window{start: time.Now().Add(10 * time.Millisecond)}
+	w.end = w.start.Add(20 * time.Millisecond)
+	var reads []time.Time
+	read := func(context.Context) (figures, error) {
+		reads = append(reads, time.Now())
+		return figures{"n": float64(len(reads))}, nil
+	}
+	got := <-sampleWindow(context.Background(), w, read, func(start, end figures) figures {
+		return figures{"delta": end["n"] - start["n"]}
+	})
+	if got["delta"] != 1 || len(reads) != 2 || reads[0].Before(w.start) || reads[1].Before(w.end) {
+		t.Errorf("figures %v, reads at %v for window %v–%v", got, reads, w.start, w.end)
+	}
+}
+
+func TestSelectedAlgorithm(t *testing.T) {
+	for listing, want := range map[string]string{
+		"lzo [lzo-rle] lz4 lz4hc 842 zstd\n": "lzo-rle",
+		"lzo lz4":                            "unknown",
+	} {
+		if got := selectedAlgorithm(listing); got != want {
+			t.Errorf("selectedAlgorithm(%q) = %q, want %q", listing, got, want)
+		}
+	}
+}
