@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -48,7 +50,7 @@ func (s *suite) clusterProduceRows(ctx context.Context, c *wharfCluster) error {
 			s.replicaDiskLimit(threeReplicasDiskLimit, clusterNodes),
 		},
 		notes: func(_ metric, rf3, rf1 figures) string {
-			return joinNotes(clusterMBNote(rf3, rf1), clusterCPUNote(rf3, rf1), s.oneDiskRatioCeilingNote(workload),
+			return joinNotes(clusterMBNote(rf3, rf1), clusterCPUNote(rf3, rf1), cpuBoundNote(runtime.NumCPU(), rf3, rf1), s.oneDiskRatioCeilingNote(workload),
 				"the three nodes' logs share this machine's one disk: RF3 writes and fsyncs every record three times to it")
 		},
 	})
@@ -143,6 +145,22 @@ func (s *suite) oneDiskRatioCeilingNote(workload string) string {
 		formatRatio(figureOr(three, "mbps")/figureOr(one, "mbps")), formatNumber(figureOr(three, "mbps")), formatNumber(figureOr(one, "mbps")))
 }
 
+// cpuBoundNote gives the MB/s each side would reach if CPU were its only
+// limit: the machine's cores over the CPU per MB the servers and the
+// client spent together (which shrinks as batches grow, so the figure is
+// a rough bound), and the ratio of the two.
+func cpuBoundNote(cores int, rf3, rf1 figures) string {
+	bound := func(f figures) float64 {
+		return float64(cores) * 1000 / (figureOr(f, "serverms") + figureOr(f, "clientms"))
+	}
+	b3, b1 := bound(rf3), bound(rf1)
+	if math.IsNaN(b3) || math.IsNaN(b1) {
+		return ""
+	}
+	return fmt.Sprintf("if CPU were the only limit, at these costs per MB the %d cores would carry %s MB/s of RF3 and %s of RF1 (servers and client together): %s",
+		cores, formatNumber(b3), formatNumber(b1), formatRatio(b3/b1))
+}
+
 // clusterMBNote gives both sides' MB/s of record values.
 func clusterMBNote(rf3, rf1 figures) string {
 	return fmt.Sprintf("MB/s: %s (RF3), %s (RF1)", formatNumber(figureOr(rf3, "mbps")), formatNumber(figureOr(rf1, "mbps")))
@@ -213,8 +231,8 @@ func (s *suite) clusterRAMDiskRows(ctx context.Context) error {
 		wharf:    s.clusterProduceSide(rf3Side, c.seed(), c.pids),
 		peer:     &rf1,
 		notes: func(_ metric, rf3, rf1 figures) string {
-			return joinNotes(clusterMBNote(rf3, rf1), clusterCPUNote(rf3, rf1),
-				fmt.Sprintf("every process's data on an ext4 filesystem of its own (mounted with discard) on a zram device of %s (%s compression): fsync reaches the block device, whose writes are compressed into RAM, on the CPU of the process that writes back; issue 13's %s target concerns durable storage, not this",
+			return joinNotes(clusterMBNote(rf3, rf1), clusterCPUNote(rf3, rf1), cpuBoundNote(runtime.NumCPU(), rf3, rf1),
+				fmt.Sprintf("every process's data on an ext4 filesystem of its own (mounted with discard) on a zram device of %s: the block layer honours fsync, the device compresses the blocks into RAM (%s, CPU partly of the writing process) and keeps nothing across a power cut; issue 13's %s target concerns durable storage, not this",
 					ramDiskSize, disks[0].compression(), formatRatio(clusterProduceTarget)))
 		},
 	})

@@ -102,3 +102,14 @@ func TestSelectedAlgorithm(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUBoundNote(t *testing.T) {
+	rf3 := figures{"serverms": 8, "clientms": 2}
+	rf1 := figures{"serverms": 1.5, "clientms": 1}
+	if got, want := cpuBoundNote(2, rf3, rf1), "carry 200 MB/s of RF3 and 800 of RF1 (servers and client together): 0.25×"; !strings.Contains(got, want) {
+		t.Errorf("note %q lacks %q", got, want)
+	}
+	if got := cpuBoundNote(2, figures{}, rf1); got != "" {
+		t.Errorf("a note without RF3's CPU: %q", got)
+	}
+}
