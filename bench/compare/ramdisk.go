@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -29,6 +30,9 @@ const (
 type ramDisk struct {
 	device string // /dev/zramN
 	dir    string // where its filesystem is mounted
+	// existed: zramctl found the device idle rather than adding it (the
+	// module makes zram0 when it loads); it is reset but kept.
+	existed bool
 }
 
 // newRAMDisks makes n RAM disks mounted at parent/0 … parent/n-1. On an
@@ -62,11 +66,15 @@ func loadZram() error {
 // newRAMDisk sets up a free zram device, makes an ext4 filesystem on it
 // and mounts it at dir.
 func newRAMDisk(dir string) (*ramDisk, error) {
+	before, err := filepath.Glob("/sys/block/zram*")
+	if err != nil {
+		return nil, err
+	}
 	device, err := command("zramctl", "--find", "--size", ramDiskSize)
 	if err != nil {
 		return nil, err
 	}
-	d := &ramDisk{device: device}
+	d := &ramDisk{device: device, existed: slices.Contains(before, sysBlock(device))}
 	if _, err := command("mkfs.ext4", "-q", device); err != nil {
 		return nil, errors.Join(err, d.remove())
 	}
@@ -81,7 +89,8 @@ func newRAMDisk(dir string) (*ramDisk, error) {
 }
 
 // remove unmounts d (when mounted) and resets its zram device, which
-// frees its memory and gives the device back.
+// frees its memory; a device zramctl added is removed too, one that
+// existed is left as it was found, idle.
 func (d *ramDisk) remove() error {
 	if d.dir != "" {
 		if _, err := command("umount", d.dir); err != nil {
@@ -89,9 +98,16 @@ func (d *ramDisk) remove() error {
 		}
 		d.dir = ""
 	}
+	if d.existed {
+		return os.WriteFile(filepath.Join(sysBlock(d.device), "reset"), []byte("1"), 0)
+	}
 	_, err := command("zramctl", "--reset", d.device)
 	return err
 }
+
+// sysBlock is the sysfs directory of a block device named by its /dev
+// path.
+func sysBlock(device string) string { return filepath.Join("/sys/block", filepath.Base(device)) }
 
 // removeRAMDisks removes every disk of disks, newest first, and reports
 // every failure.
@@ -106,7 +122,7 @@ func removeRAMDisks(disks []*ramDisk) error {
 // compression is the algorithm d compresses its blocks with, as sysfs
 // names it ("lzo-rle"), or "unknown".
 func (d *ramDisk) compression() string {
-	b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(d.device), "comp_algorithm"))
+	b, err := os.ReadFile(filepath.Join(sysBlock(d.device), "comp_algorithm"))
 	if err != nil {
 		return "unknown"
 	}
