@@ -89,11 +89,19 @@ func (s *suite) replicaDiskLimit(name string, replicas int) contender {
 		if err != nil {
 			return nil, err
 		}
-		f["summbps"] = f["mbps"]
-		f["mbps"] /= float64(replicas)
-		f["rate"] = f["mbps"] * 1e6 / float64(clusterProduceSpec.recordSize)
-		return f, nil
+		return replicaShare(f, replicas), nil
 	}}
+}
+
+// replicaShare turns the figures of replicas writers into one replica's
+// share (replicaDiskLimit).
+func replicaShare(writers figures, replicas int) figures {
+	share := writers["mbps"] / float64(replicas)
+	return figures{
+		"summbps": writers["mbps"],
+		"mbps":    share,
+		"rate":    share * 1e6 / float64(clusterProduceSpec.recordSize),
+	}
 }
 
 // oneDiskCeilingRow sets RF3's throughput against the three-replica disk
@@ -145,10 +153,11 @@ func (s *suite) oneDiskRatioCeilingNote(workload string) string {
 		formatRatio(figureOr(three, "mbps")/figureOr(one, "mbps")), formatNumber(figureOr(three, "mbps")), formatNumber(figureOr(one, "mbps")))
 }
 
-// cpuBoundNote gives the MB/s each side would reach if CPU were its only
+// cpuBoundNote gives the MB/s each side could reach if CPU were its only
 // limit: the machine's cores over the CPU per MB the servers and the
-// client spent together (which shrinks as batches grow, so the figure is
-// a rough bound), and the ratio of the two.
+// client spent together (a rough bound: the cost per MB shrinks as
+// batches grow). RF3's bound over RF1's measured figure is the most RF3 /
+// RF1 could be with a disk per node on these cores.
 func cpuBoundNote(cores int, rf3, rf1 figures) string {
 	bound := func(f figures) float64 {
 		return float64(cores) * 1000 / (figureOr(f, "serverms") + figureOr(f, "clientms"))
@@ -157,8 +166,8 @@ func cpuBoundNote(cores int, rf3, rf1 figures) string {
 	if math.IsNaN(b3) || math.IsNaN(b1) {
 		return ""
 	}
-	return fmt.Sprintf("if CPU were the only limit, at these costs per MB the %d cores would carry %s MB/s of RF3 and %s of RF1 (servers and client together): %s",
-		cores, formatNumber(b3), formatNumber(b1), formatRatio(b3/b1))
+	return fmt.Sprintf("at these CPU costs per MB (servers and client together) the %d cores could carry at most %s MB/s of RF3, %s RF1's figure, and %s MB/s of RF1",
+		cores, formatNumber(b3), formatRatio(b3/figureOr(rf1, "mbps")), formatNumber(b1))
 }
 
 // clusterMBNote gives both sides' MB/s of record values.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +9,10 @@ import (
 
 // A replica's disk limit is its share of what the writers appended
 // together, in records of the cluster workload's size.
-func TestReplicaDiskLimitIsOneReplicasShare(t *testing.T) {
-	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
-	f, err := s.replicaDiskLimit("three", 3).run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !(f["mbps"] > 0) || math.Abs(f["summbps"]-3*f["mbps"]) > 1e-9 {
-		t.Errorf("figures %v: want mbps a third of summbps", f)
-	}
-	if want := f["mbps"] * 1e6 / 1024; math.Abs(f["rate"]-want) > 1e-6 {
-		t.Errorf("rate %v, want %v records/s of 1 KiB", f["rate"], want)
+func TestReplicaShare(t *testing.T) {
+	f := replicaShare(figures{"mbps": 600, "ops": 900}, 3)
+	if f["summbps"] != 600 || f["mbps"] != 200 || f["rate"] != 200e6/1024 {
+		t.Errorf("share of three writers at 600 MB/s: %v", f)
 	}
 }
 
@@ -105,8 +97,8 @@ func TestSelectedAlgorithm(t *testing.T) {
 
 func TestCPUBoundNote(t *testing.T) {
 	rf3 := figures{"serverms": 8, "clientms": 2}
-	rf1 := figures{"serverms": 1.5, "clientms": 1}
-	if got, want := cpuBoundNote(2, rf3, rf1), "carry 200 MB/s of RF3 and 800 of RF1 (servers and client together): 0.25×"; !strings.Contains(got, want) {
+	rf1 := figures{"serverms": 1.5, "clientms": 1, "mbps": 500}
+	if got, want := cpuBoundNote(2, rf3, rf1), "carry at most 200 MB/s of RF3, 0.40× RF1's figure, and 800 MB/s of RF1"; !strings.Contains(got, want) {
 		t.Errorf("note %q lacks %q", got, want)
 	}
 	if got := cpuBoundNote(2, figures{}, rf1); got != "" {
