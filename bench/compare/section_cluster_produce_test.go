@@ -105,3 +105,17 @@ func TestCPUBoundNote(t *testing.T) {
 		t.Errorf("a note without RF3's CPU: %q", got)
 	}
 }
+
+func TestOffTheDiskNote(t *testing.T) {
+	s := &suite{medians: map[string]figures{}}
+	if got := s.offTheDiskNote(); got != "" {
+		t.Errorf("a note without figures: %q", got)
+	}
+	s.medians[clusterDiskWorkload+"|"+rf3Side] = figures{"rate": 100}
+	s.medians[clusterDiskWorkload+"|"+rf1Side] = figures{"rate": 300}
+	s.medians[clusterRAMWorkload+"|"+rf3Side] = figures{"rate": 110}
+	s.medians[clusterRAMWorkload+"|"+rf1Side] = figures{"rate": 390}
+	if got, want := s.offTheDiskNote(), "RF3 1.10×, RF1 1.30×"; !strings.Contains(got, want) {
+		t.Errorf("note %q lacks %q", got, want)
+	}
+}
