@@ -147,17 +147,18 @@ func (s *suite) oneDiskCeilingRow(workload string) (row, bool) {
 	}, true
 }
 
-// oneDiskRatioCeilingNote gives the most RF3 / RF1 can be on this disk
-// when RF1 is at the disk's limit: three replicas' share of it over one
-// writer's.
+// oneDiskRatioCeilingNote gives the most RF3 / RF1 could be on this disk
+// beside RF1's figure: the three-replica ceiling over it. (Not over the
+// one-writer limit: RF1 writes a file per partition, and beats one writer
+// when the disk is busy.)
 func (s *suite) oneDiskRatioCeilingNote(workload string) string {
 	three, ok3 := s.medians[workload+"|"+threeReplicasDiskLimit]
-	one, ok1 := s.medians[workload+"|"+oneReplicaDiskLimit]
+	rf1, ok1 := s.medians[workload+"|"+rf1Side]
 	if !ok3 || !ok1 {
 		return ""
 	}
-	return fmt.Sprintf("on this disk RF3 / RF1 can reach at most %s: the share of each of three writers at once (%s MB/s) over one writer alone (%s MB/s), measured in the same turns",
-		formatRatio(figureOr(three, "mbps")/figureOr(one, "mbps")), formatNumber(figureOr(three, "mbps")), formatNumber(figureOr(one, "mbps")))
+	return fmt.Sprintf("on this disk RF3 / RF1 can reach at most %s: the ceiling of three replicas (each of three writers at once: %s MB/s) over RF1's %s MB/s",
+		formatRatio(figureOr(three, "mbps")/figureOr(rf1, "mbps")), formatNumber(figureOr(three, "mbps")), formatNumber(figureOr(rf1, "mbps")))
 }
 
 // cpuBoundNote gives the MB/s each side could reach if CPU were its only

@@ -48,7 +48,7 @@ func TestOneDiskCeilingRow(t *testing.T) {
 			t.Errorf("notes lack %q: %s", want, r.Notes)
 		}
 	}
-	if got, want := s.oneDiskRatioCeilingNote("w"), "at most 0.27×"; !strings.Contains(got, want) {
+	if got, want := s.oneDiskRatioCeilingNote("w"), "at most 0.28×: the ceiling of three replicas (each of three writers at once: 165 MB/s) over RF1's 600 MB/s"; !strings.Contains(got, want) {
 		t.Errorf("ratio ceiling note %q lacks %q", got, want)
 	}
 }
