@@ -90,25 +90,13 @@ func commitFigures(start, end figures, w window, recordSize int) figures {
 	}
 }
 
-// watchCommits reads counters at w's start and end and sends the run's
-// commit figures (none if a read failed) once the window is over.
-func watchCommits(ctx context.Context, w window, recordSize int, counters func(context.Context) (figures, error)) <-chan figures {
-	out := make(chan figures, 1)
-	go func() {
-		var f figures
-		defer func() { out <- f }()
-		if sleepUntil(ctx, w.start) != nil {
-			return
-		}
-		start, err := counters(ctx)
-		if err != nil || sleepUntil(ctx, w.end) != nil {
-			return
-		}
-		end, err := counters(ctx)
-		if err != nil {
-			return
-		}
-		f = commitFigures(start, end, w, recordSize)
-	}()
-	return out
+// watchCommits is a windowWatch of Wharf's group commit: it reads
+// counters at the window's start and end and gives the run's commit
+// figures of records of recordSize.
+func watchCommits(recordSize int, counters func(context.Context) (figures, error)) windowWatch {
+	return func(ctx context.Context, w window) <-chan figures {
+		return sampleWindow(ctx, w, counters, func(start, end figures) figures {
+			return commitFigures(start, end, w, recordSize)
+		})
+	}
 }

@@ -181,12 +181,49 @@ func (g *groupCommit) failLocked(err error) {
 // started, while the writer goes on appending. It reports MB/s made
 // durable inside the window ("mbps") and rounds per second ("ops").
 func (s *suite) runDiskGroupCommit(ctx context.Context, chunk int) (figures, error) {
+	return s.runDiskGroupCommitWriters(ctx, chunk, 1)
+}
+
+// runDiskGroupCommitWriters runs writers group-commit appenders at once in
+// one window, each on segment files of its own with its own fdatasyncs, as
+// the replicas of a cluster on one machine append to one disk. It reports
+// their sum: MB/s made durable inside the window ("mbps") and rounds per
+// second ("ops").
+func (s *suite) runDiskGroupCommitWriters(ctx context.Context, chunk, writers int) (figures, error) {
+	w := s.newWindow()
+	results := make([]groupCommitResult, writers)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = s.groupCommitAppends(ctx, w, chunk) })
+	}
+	wg.Wait()
+	f := figures{"mbps": 0, "ops": 0}
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+		f["mbps"] += float64(r.acked) / w.seconds() / 1e6
+		f["ops"] += float64(r.rounds) / w.seconds()
+	}
+	return f, nil
+}
+
+// groupCommitResult is what one group-commit appender made durable inside
+// its window: bytes and fdatasync rounds, or the error that stopped it.
+type groupCommitResult struct {
+	acked, rounds int64
+	err           error
+}
+
+// groupCommitAppends is one group-commit appender (runDiskGroupCommit) on
+// segment files of its own, until w ends.
+func (s *suite) groupCommitAppends(ctx context.Context, w window, chunk int) groupCommitResult {
 	segs, buf, err := s.newAppendRun(chunk)
 	if err != nil {
-		return nil, err
+		return groupCommitResult{err: err}
 	}
 	defer segs.close()
-	g := &groupCommit{w: s.newWindow()}
+	g := &groupCommit{w: w}
 	g.changed.L = &g.mu
 
 	var rounds int64
@@ -225,16 +262,15 @@ func (s *suite) runDiskGroupCommit(ctx context.Context, chunk int) (figures, err
 	g.changed.Broadcast()
 	g.mu.Unlock()
 	<-syncerDone
-	if writeErr != nil {
-		return nil, writeErr
+	switch {
+	case writeErr != nil:
+		return groupCommitResult{err: writeErr}
+	case ctx.Err() != nil:
+		return groupCommitResult{err: ctx.Err()}
+	case g.err != nil:
+		return groupCommitResult{err: g.err}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if g.err != nil {
-		return nil, g.err
-	}
-	return figures{"mbps": float64(g.acked) / g.w.seconds() / 1e6, "ops": float64(rounds) / g.w.seconds()}, nil
+	return groupCommitResult{acked: g.acked, rounds: rounds}
 }
 
 // appendUntil is the writer of runDiskGroupCommit: it appends buf until the

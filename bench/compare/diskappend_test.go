@@ -64,6 +64,23 @@ func TestDiskLimitMethodsReportAndCleanUp(t *testing.T) {
 	}
 }
 
+// Writers at once each append to files of their own and leave nothing
+// behind. (Whether a round ends inside so short a window depends on the
+// disk's load, so the figures are not checked.)
+func TestDiskGroupCommitWritersCleanUp(t *testing.T) {
+	s := &suite{opts: options{warmup: 20 * time.Millisecond, duration: 100 * time.Millisecond}, work: t.TempDir()}
+	f, err := s.runDiskGroupCommitWriters(context.Background(), 64<<10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f["mbps"]; !ok {
+		t.Errorf("figures %v lack mbps", f)
+	}
+	if entries, _ := os.ReadDir(s.work); len(entries) != 0 {
+		t.Errorf("three writers left %d entries behind", len(entries))
+	}
+}
+
 func TestDiskLimitIsTheBetterMethod(t *testing.T) {
 	s := &suite{medians: map[string]figures{}}
 	if _, v := s.diskLimit(""); !math.IsNaN(v) {

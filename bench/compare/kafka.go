@@ -116,14 +116,14 @@ func fillTopic(ctx context.Context, addr, topic string, partitions int32, record
 
 // runKafkaProduce produces as fast as the producers go until the window
 // ends and reports acknowledged records per second ("rate") and MB/s of
-// record values ("mbps"); with commits (Wharf's commitCounters), also the
-// server's group commit in the window (commitFigures).
-func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec, commits func(context.Context) (figures, error)) (figures, error) {
+// record values ("mbps"), with the figures of each watch of the window
+// (watchCommits: the server's group commit; watchCPU: cores busy).
+func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec, watches ...windowWatch) (figures, error) {
 	return s.withTopic(ctx, addr, p.partitions, func(topic string) (figures, error) {
 		w := s.newWindow()
-		var committed <-chan figures
-		if commits != nil {
-			committed = watchCommits(ctx, w, p.recordSize, commits)
+		var watched []<-chan figures
+		for _, watch := range watches {
+			watched = append(watched, watch(ctx, w))
 		}
 		value := make([]byte, p.recordSize)
 		rand.Read(value)
@@ -155,8 +155,8 @@ func (s *suite) runKafkaProduce(ctx context.Context, addr string, p produceSpec,
 		}
 		rate := float64(acked.Load()) / w.seconds()
 		f := figures{"rate": rate, "mbps": rate * float64(p.recordSize) / 1e6}
-		if committed != nil {
-			maps.Copy(f, <-committed)
+		for _, ch := range watched {
+			maps.Copy(f, <-ch)
 		}
 		return f, nil
 	})

@@ -37,6 +37,7 @@ type options struct {
 	out              string
 	only             string
 	wharfProfile     string
+	clusterDevices   string // "" or clusterDevicesZram
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory on the disk to measure; every server's data goes in a temporary directory under it")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Markdown file to write, relative to the module root (empty: print only)")
 	flag.StringVar(&o.only, "only", "", "comma-separated sections to run: limits, amqp, kafka, stream, nats, jetstream, idle, catchup, scale, cluster, security, amqpcluster (default: the first six; -scale adds idle, catchup and scale; cluster, security and amqpcluster run only when named)")
+	flag.StringVar(&o.clusterDevices, "cluster-devices", "", "with the cluster section, also run RF3 vs RF1 with each process's data on a device of its own: zram (RAM-backed block devices, made and removed by the run; needs root)")
 	flag.StringVar(&o.wharfProfile, "wharf-cpuprofile", "", "run Wharf as a profiled re-execution of this program (same node.Start as `wharf serve`) and write its CPU profile here")
 
 	// Child modes: this program re-executed as a server process.
@@ -90,6 +92,10 @@ func main() {
 	}
 	if o.runs < 1 || o.duration <= 0 || o.warmup < 0 || o.scaleGiB <= 0 || o.scaleCount < 1 || o.idleConns < 1 || o.catchupGiB <= 0 {
 		fmt.Fprintln(os.Stderr, "compare: -runs, -duration, -scale-gib, -scale-count, -idle-conns and -catchup-gib must be positive")
+		os.Exit(2)
+	}
+	if o.clusterDevices != "" && o.clusterDevices != clusterDevicesZram {
+		fmt.Fprintf(os.Stderr, "compare: -cluster-devices takes %q or nothing, not %q\n", clusterDevicesZram, o.clusterDevices)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

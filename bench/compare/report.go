@@ -111,6 +111,9 @@ func (s *suite) flagsUsed() []string {
 	if o.only != "" {
 		f = append(f, "-only "+o.only)
 	}
+	if o.clusterDevices != "" {
+		f = append(f, "-cluster-devices "+o.clusterDevices)
+	}
 	// The settings of the cost-of-scale sections that ran, when not the
 	// defaults.
 	if s.selected("idle", true) && o.idleConns != 5000 {

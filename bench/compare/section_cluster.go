@@ -49,30 +49,14 @@ func (s *suite) clusterSection(ctx context.Context) error {
 		return fmt.Errorf("start a %d-node cluster: %w", clusterNodes, err)
 	}
 	defer c.stop()
-	rf1 := &contender{name: "Wharf RF1, one process", pid: s.wharf.processID}
-	rf3 := contender{name: "Wharf RF3, three processes", pid: c.nodes[0].processID}
-	cpuNote := fmt.Sprintf("the CPU figure is node 1's alone, of %d", clusterNodes)
-	// On one machine the replicas share one disk: where RF1 is bound by
-	// the disk, RF3 cannot reach more than about a third of it.
-	diskNote := fmt.Sprintf("the %d nodes' logs share this machine's disk: RF3 writes and fsyncs every record %d times", clusterNodes, clusterNodes)
-
-	spec := produceSpec{acksAll: true, recordSize: 1024, partitions: 3, producers: 1}
-	rf3.run = func(ctx context.Context) (figures, error) { return s.runKafkaProduce(ctx, c.seed(), spec, nil) }
-	rf1.run = func(ctx context.Context) (figures, error) {
-		return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, nil)
-	}
-	err = s.compare(ctx, comparison{
-		workload: "Cluster: " + spec.String() + ", RF3 vs RF1",
-		metrics:  []metric{{key: "rate", label: "throughput", unit: msgsPerSec, target: 0.5}},
-		wharf:    rf3, peer: rf1,
-		notes: func(_ metric, w, p figures) string {
-			return joinNotes(fmt.Sprintf("MB/s: %s (RF3), %s (RF1)", formatNumber(figureOr(w, "mbps")), formatNumber(figureOr(p, "mbps"))),
-				cpuNote, diskNote)
-		},
-	})
-	if err != nil {
+	if err := s.clusterProduceRows(ctx, c); err != nil {
 		return err
 	}
+	if err := s.clusterRAMDiskRows(ctx); err != nil {
+		return err
+	}
+	rf1 := &contender{name: rf1Side, pid: s.wharf.processID}
+	rf3 := contender{name: rf3Side, pid: c.nodes[0].processID}
 
 	const rate = 1000
 	rf3.run = func(ctx context.Context) (figures, error) { return s.runKafkaLatency(ctx, c.seed(), rate) }
@@ -120,6 +104,12 @@ func (s *suite) startWharfCluster(ctx context.Context, name string) (*wharfClust
 // startWharfClusterWith starts the cluster's nodes, each also serving
 // AMQP and the management API on ports of its own when withAMQP is set.
 func (s *suite) startWharfClusterWith(ctx context.Context, name string, withAMQP bool) (*wharfCluster, error) {
+	return s.launchCluster(ctx, name, withAMQP, nil)
+}
+
+// launchCluster starts the cluster's nodes with their data in dataDirs,
+// one per node, or (nil) in directories of their own under the suite's.
+func (s *suite) launchCluster(ctx context.Context, name string, withAMQP bool, dataDirs []string) (*wharfCluster, error) {
 	c := &wharfCluster{s: s}
 	base := filepath.Join(s.work, s.uniqueName(name))
 	var initial []string
@@ -144,7 +134,11 @@ func (s *suite) startWharfClusterWith(ctx context.Context, name string, withAMQP
 			}
 			nd.amqpAddr, nd.httpAddr = loopback(aport), loopback(hport)
 		}
-		nd.args = []string{"serve", "--data-dir", filepath.Join(base, fmt.Sprint("node", i+1)), "--kafka-addr", nd.kafkaAddr,
+		dataDir := filepath.Join(base, fmt.Sprint("node", i+1))
+		if dataDirs != nil {
+			dataDir = dataDirs[i]
+		}
+		nd.args = []string{"serve", "--data-dir", dataDir, "--kafka-addr", nd.kafkaAddr,
 			"--amqp-addr", nd.amqpAddr, "--http-addr", nd.httpAddr, "--nats-addr", "", "--log-level", "warn",
 			"--node-id", fmt.Sprint(i + 1), "--cluster-addr", loopback(cport),
 			"--election-timeout", clusterElectionTimeout.String()}
@@ -376,7 +370,7 @@ func (s *suite) clusterIdleRows(ctx context.Context, c *wharfCluster) error {
 			{key: "rss", label: "resident memory", unit: mebibytes},
 			{key: "files", label: "open file descriptors", unit: fileCount},
 		},
-		scaleResult{f: rf3, err: err3}, scaleResult{f: rf1, err: err1}, "Wharf RF1, one process", "",
+		scaleResult{f: rf3, err: err3}, scaleResult{f: rf1, err: err1}, rf1Side, "",
 		func(m metric, w, _ figures) string {
 			if m.key == "idlecpu" {
 				return fmt.Sprintf("mean of the nodes; the busiest node: %s cores; target for RF3: well under 0.05 cores per node (issue 13)",

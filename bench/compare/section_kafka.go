@@ -101,7 +101,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 	for _, spec := range s.produceMatrix() {
 		spec := spec
 		run := func(ctx context.Context, addr string) (figures, error) {
-			return s.runKafkaProduce(ctx, addr, spec, nil)
+			return s.runKafkaProduce(ctx, addr, spec)
 		}
 		throughput := metric{key: "rate", label: "throughput", unit: msgsPerSec}
 		var limits []contender
@@ -118,7 +118,7 @@ func (s *suite) kafkaSection(ctx context.Context) error {
 			workload: spec.String(),
 			metrics:  []metric{throughput},
 			wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
-				return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, s.wharf.commitCounters)
+				return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, spec, watchCommits(spec.recordSize, s.wharf.commitCounters))
 			}},
 			peer:   peerFor(spec.acksAll, run),
 			skip:   skip,

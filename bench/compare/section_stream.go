@@ -67,7 +67,7 @@ func (s *suite) streamSection(ctx context.Context) error {
 			formatNumber(jetStreamDefaultUnacked)),
 		metrics: []metric{{key: "rate", label: "throughput", unit: msgsPerSec}},
 		wharf: contender{name: "Wharf", pid: s.wharf.processID, run: func(ctx context.Context) (figures, error) {
-			return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, produceAllKiB, nil)
+			return s.runKafkaProduce(ctx, s.wharf.kafkaAddr, produceAllKiB)
 		}},
 		peer: peer(natsSyncDefault, jetStreamDefaultUnacked),
 		skip: skip,
