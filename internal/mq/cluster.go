@@ -71,6 +71,13 @@ type ClusterConfig struct {
 	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// PeerUp reports whether node is in contact (this node is).
 	PeerUp func(node int32) bool
+	// CallNode sends a request to node's registry and returns its answer
+	// (which HandleCalls installed there): how a node reaches a classic
+	// queue that lives on another (classic_remote.go).
+	CallNode func(ctx context.Context, node int32, data []byte) ([]byte, error)
+	// HandleCalls installs what answers the requests other nodes send
+	// this one with CallNode; nil at Close.
+	HandleCalls func(fn func(ctx context.Context, from int32, data []byte) ([]byte, error))
 }
 
 // follower queues the keys the store applied for the registry's follow
@@ -510,15 +517,6 @@ func (q *queue) errElsewhere() *Error {
 // elsewhere reports whether q is served on another node (a placeholder
 // here).
 func (q *queue) elsewhere() bool { return q.home.Load() != 0 }
-
-// remoteQueue builds the placeholder of a durable queue living on node.
-// It holds nothing and takes nothing (like a crashed queue).
-func (v *VHost) remoteQueue(d QueueDef, id string, node int32) *queue {
-	q := v.newQueue(d, id)
-	q.home.Store(node)
-	q.deleted = true
-	return q
-}
 
 // exchangeFromRecord builds a stored exchange (nil, nil for an unknown
 // type: the caller logs and leaves it out).

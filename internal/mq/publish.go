@@ -152,6 +152,9 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			}
 			continue
 		}
+		if q.forwards() && q.remote.homeDown() {
+			continue // as in RabbitMQ, a queue whose node is down takes nothing: not routed there
+		}
 		if batch != nil && q.forwards() {
 			res.Routed++
 			stores = append(stores, q.remote.forwardBatch(batch)) // the confirm waits for the leader's answer

@@ -29,13 +29,12 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if q != nil && q.elsewhere() {
-			return q.info(), nil // it exists, on its own node
+			err = nil // it exists, on its own node
 		}
 		if err != nil {
 			return QueueInfo{}, err
 		}
-		q.touch()
-		return q.info(), nil
+		return q.declared()
 	}
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
@@ -50,8 +49,7 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		if err := v.queueEquivalent(q, d); err != nil {
 			return QueueInfo{}, err
 		}
-		q.touch()
-		return q.info(), nil
+		return q.declared()
 	}
 	if kind := queueTypeOf(d.Args); kind != classicQueue && d.Name == "" {
 		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type %s", kind.module())
@@ -329,16 +327,24 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (i
 // delivered and unacknowledged) and returns how many.
 func (v *VHost) PurgeQueue(name string, conn ConnID) (int, error) {
 	q, err := v.accessQueue(name, conn)
+	if q != nil && q.remote != nil && q.remote.classic() {
+		return q.remote.purgeRemote()
+	}
 	if err != nil {
 		return 0, err
 	}
 	if q.stream != nil {
 		return 0, errStreamNotSupported("queue.purge", name, v.name)
 	}
+	return q.purge()
+}
+
+// purge is queue.purge on a queue served here.
+func (q *queue) purge() (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deleted {
-		return 0, errNotFound("queue", name, v.name)
+		return 0, errNotFound("queue", q.name, q.vh.name)
 	}
 	return q.purgeLocked(), nil
 }
