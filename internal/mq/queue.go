@@ -77,7 +77,7 @@ type queue struct {
 	// calls answers other nodes' calls to a classic queue of this node
 	// (classic_remote.go), nil until the first.
 	calls atomic.Pointer[served]
-	stats  queueStats // counters for the management API (queue_stats.go)
+	stats queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.

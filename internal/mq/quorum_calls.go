@@ -340,8 +340,8 @@ type servedSession struct {
 	q         *queue
 	handedOut func() error  // served.handedOut
 	sub       *Subscription // nil for basic.get only
-	noAck  bool          // its consumer's deliveries are settled when handed over
-	expiry *time.Timer
+	noAck     bool          // its consumer's deliveries are settled when handed over
+	expiry    *time.Timer
 
 	mu       sync.Mutex
 	limit    int      // the most deliveries it may hold (countLocked)
