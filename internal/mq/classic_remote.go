@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
 	"github.com/wharf-mq/wharf/internal/replica"
@@ -85,6 +86,31 @@ func (rq *remoteQueue) purgeRemote() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return reply.Count, nil
+}
+
+// deleteRemote is queue.delete of a classic queue of another node: on its
+// home node, which checks ifUnused and ifEmpty against the queue itself
+// and deletes its definition; this node follows the deletion before it
+// answers. While the home node is out of contact the conditions cannot
+// be checked (404, as RabbitMQ answers), but a plain delete goes through
+// the definitions alone, so that the queues of a node that is gone for
+// good can still be deleted.
+func (rq *remoteQueue) deleteRemote(ifUnused, ifEmpty bool) (int, error) {
+	q := rq.q
+	if rq.homeDown() && !ifUnused && !ifEmpty {
+		return q.vh.deleteHere(q.name, false, false, 0)
+	}
+	ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
+	defer cancel()
+	reply, err := rq.call(ctx, &remoteRequest{Op: opDelete, Queue: q.id, IfUnused: ifUnused, IfEmpty: ifEmpty})
+	if err != nil {
+		return 0, errUnreachable(q, err)
+	}
+	if err := replyError(reply); err != nil && reply.Code != amqpwire.CodeNotFound { // 404: deleted there already
+		return 0, err
+	}
+	q.r.catchUp(queueKey(q.vh.name, q.name))
 	return reply.Count, nil
 }
 

@@ -296,7 +296,16 @@ func (q *queue) storeOwner() queuestore.Owner {
 // deleted. A missing queue is not an error (0, as in RabbitMQ). Another
 // connection's exclusive queue is 405; ifUnused with consumers and ifEmpty
 // with ready messages are 406. Consumers get their Cancelled callback.
+// A classic queue of another node is deleted there (classic_remote.go).
 func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
+	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() { // maybe declared elsewhere just now
+		return q.remote.deleteRemote(ifUnused, ifEmpty)
+	}
+	return v.deleteHere(name, ifUnused, ifEmpty, conn)
+}
+
+// deleteHere is DeleteQueue of what this node holds of the queue.
+func (v *VHost) deleteHere(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
 	v.defMu.Lock()
 	var cleanup deletions
 	n, err := func() (int, error) {

@@ -50,6 +50,7 @@ const (
 	opLeader  remoteOp = "leader"  // nothing: whoever answers serves the queue (quorum_members.go)
 	opPurge   remoteOp = "purge"   // queue.purge, answered with the count purged (classic queues)
 	opInfo    remoteOp = "info"    // a declare's message and consumer counts (classic queues)
+	opDelete  remoteOp = "delete"  // queue.delete, answered with the count deleted (classic queues)
 )
 
 // remoteRequest is one call's request.
@@ -77,6 +78,9 @@ type remoteRequest struct {
 	Ack     []QueueTag  `json:"ack,omitempty"`
 	Discard []QueueTag  `json:"discard,omitempty"`
 	Requeue []QueueTag  `json:"requeue,omitempty"`
+	// IfUnused and IfEmpty are opDelete's conditions.
+	IfUnused bool `json:"if_unused,omitempty"`
+	IfEmpty  bool `json:"if_empty,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the
@@ -105,7 +109,7 @@ type remoteReply struct {
 	// the consumer timeout (TimeoutNotifier), Timeout that timeout.
 	TimedOut QueueTag      `json:"timed_out,omitempty"`
 	Timeout  time.Duration `json:"timeout,omitempty"`
-	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count; purged (opPurge); ready (opInfo)
+	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count; purged, ready or deleted (opPurge, opInfo, opDelete)
 	// Consumers is the queue's consumer count (opInfo).
 	Consumers int `json:"consumers,omitempty"`
 }
@@ -189,6 +193,12 @@ func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 		info := q.info()
 		q.touch()
 		return &remoteReply{Count: info.Messages, Consumers: info.Consumers}
+	case opDelete:
+		n, err := q.vh.DeleteQueue(q.name, req.IfUnused, req.IfEmpty, 0)
+		if err != nil {
+			return errorReply(err)
+		}
+		return &remoteReply{Count: n}
 	case opEnd:
 		if s := m.sessions.take(req.Session); s != nil {
 			s.settle(req)

@@ -432,15 +432,20 @@ func errUnreachable(q *queue, err error) error {
 const syncWaitRemote = 10 * time.Second
 
 // remoteForward is enqueue batches gathered on a node that holds no
-// replica of the queue, forwarded to its leader together, as a confirm's
-// replica.Target: the first Sync sends them and waits for the leader's
-// answer (once they are committed); every Sync returns that answer.
+// replica of the queue (or a classic queue of another node), forwarded
+// to its leader (home node) together, as a confirm's replica.Target: the
+// first Sync sends them and waits for the leader's answer (once they are
+// committed, or durable); every Sync returns that answer.
 type remoteForward struct {
 	rq      *remoteQueue
 	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
-	once    sync.Once
-	err     error
+	// after is the forward this one took over from when that one was
+	// full, unsent: its messages come first, so this one is sent once
+	// it was answered (a syncer round syncs its targets in parallel).
+	after *remoteForward
+	once  sync.Once
+	err   error
 }
 
 // forwardBatch adds an enqueue batch to those to forward and returns what
@@ -449,7 +454,7 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq, id: newSessionID()}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.forward}
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -457,6 +462,10 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 
 func (f *remoteForward) Sync() error {
 	f.once.Do(func() {
+		if f.after != nil {
+			f.after.Sync() // its outcome is its own confirms'
+			f.after = nil
+		}
 		rq := f.rq
 		rq.mu.Lock()
 		if rq.forward == f {
