@@ -37,6 +37,11 @@ import (
 // answers a pull with deliveries only once their deliver commands are
 // committed. A forwarded publish carries an id the leader takes it once
 // by (quorum_forwards.go).
+//
+// A classic queue of another node is reached the same way, with its home
+// node as a leader that never moves (classic_remote.go): served answers
+// the calls on a quorum queue's members and on a classic queue's home
+// node alike.
 
 // remoteOp is what a call asks of the leader.
 type remoteOp string

@@ -31,7 +31,8 @@ import (
 // them again, redelivered, with x-delivery-count incremented).
 
 // remoteQueue is this node's way to a quorum queue of the cluster when
-// the queue is served elsewhere.
+// the queue is served elsewhere, and to a classic queue of another node
+// on its home node (classic_remote.go).
 type remoteQueue struct {
 	q   *queue
 	ctx context.Context // ends when the queue is deleted here or the registry closes
