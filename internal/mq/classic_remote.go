@@ -19,18 +19,22 @@ import (
 // node as a leader that never changes: a message routed to it is
 // forwarded there and confirmed once the home node has it durable (a
 // transient one: once it is enqueued there), under an id the home node
-// takes it once by; consumers and basic.get are sessions there; purge and
-// a declare's counts are calls. A classic queue has no Raft group, so
-// the calls go to the home node itself (ClusterConfig.CallNode, answered
-// by answerCall), not to a group's replica.
+// takes it once by; consumers and basic.get are sessions there; purge,
+// delete and a declare's counts are calls. A classic queue has no Raft
+// group, so the calls go to the home node itself (ClusterConfig.CallNode,
+// answered by answerCall), not to a group's replica.
 //
 // While the home node is out of contact, declaring (passively or not),
-// consuming, getting and purging answer RabbitMQ's 404 "home node ... is
-// down or inaccessible" (errHomeNodeDown), a message routed there is
-// nacked, and consumers of the queue on other nodes are cancelled
-// (basic.cancel), as RabbitMQ cancels consumers of a queue whose node
-// went down: what they held is returned by the home node (at once, or
-// after its restart, from its log).
+// consuming, getting, purging and a conditional delete answer RabbitMQ's
+// 404 "home node ... is down or inaccessible" (errHomeNodeDown); the
+// queue takes no message routed to it (unroutable if no other queue
+// takes it: returned if mandatory, confirmed), as RabbitMQ 3.10.8
+// treats a classic queue on a down node in a 3-node cluster; and its
+// consumers on other nodes are cancelled (basic.cancel), as RabbitMQ
+// cancels consumers of a queue whose node went down: what they held is
+// returned by the home node (at once, or after its restart, from its
+// log). A message forwarded when the home node goes is nacked: its
+// outcome is unknown.
 
 // errHomeUnreachable fails a call to a classic queue whose home node is
 // out of contact.
