@@ -32,6 +32,25 @@ func publishClassic(t *testing.T, ctx context.Context, ch *amqp.Channel, queue s
 	}
 }
 
+// receiveInOrder takes the messages from..to-1 (their bodies the
+// numbers) from deliveries, in order, and hands each to check (which may
+// settle it); it fails at one out of order, or once ctx ends.
+func receiveInOrder(t *testing.T, ctx context.Context, what string, deliveries <-chan amqp.Delivery, from, to int,
+	check func(i int, d amqp.Delivery)) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		select {
+		case d := <-deliveries:
+			if string(d.Body) != strconv.Itoa(i) {
+				t.Fatalf("%s: delivery %d is %q", what, i, d.Body)
+			}
+			check(i, d)
+		case <-ctx.Done():
+			t.Fatalf("%s: %d of %d messages", what, i-from, to-from)
+		}
+	}
+}
+
 // homeCounts is what a passive declare on the queue's home node reports.
 func homeCounts(t *testing.T, conn *amqp.Connection, queue string) (messages, consumers int) {
 	t.Helper()
@@ -103,19 +122,14 @@ func TestAMQPClassicQueueAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i < n; i++ {
-		select {
-		case d := <-deliveries:
-			if string(d.Body) != strconv.Itoa(i) || d.Redelivered {
-				t.Fatalf("delivery %d on node 3: %q (redelivered %v)", i, d.Body, d.Redelivered)
-			}
-			if err := d.Ack(false); err != nil {
-				t.Fatal(err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%d of %d messages consumed on node 3", i-1, n-1)
+	receiveInOrder(t, ctx, "node 3's consumer", deliveries, 1, n, func(i int, d amqp.Delivery) {
+		if d.Redelivered {
+			t.Fatalf("delivery %d on node 3 redelivered", i)
 		}
-	}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	})
 	// Once its consumer is gone on the home node (its session ended,
 	// after its acks), the home node holds nothing: every ack reached it.
 	if err := ch3.Cancel("node3", false); err != nil {
@@ -179,34 +193,24 @@ func TestAMQPClassicQueueConsumerDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range held {
-		select {
-		case d := <-deliveries:
-			if string(d.Body) != strconv.Itoa(i) {
-				t.Fatalf("delivery %d on node 3: %q", i, d.Body)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%d of %d deliveries on node 3", i, held)
-		}
-	}
+	receiveInOrder(t, ctx, "node 3's consumer", deliveries, 0, held, func(int, amqp.Delivery) {})
 	raw.Close() // the connection drops with every delivery unacknowledged
+	waitFor(t, ctx, "node 3's consumer gone on the home node, what it held returned", func() bool {
+		m, c := homeCounts(t, c2, "jobs")
+		return m == n && c == 0
+	})
 
 	ch2 := channel(t, c2)
 	again, err := ch2.Consume("jobs", "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		select {
-		case d := <-again:
-			if string(d.Body) != strconv.Itoa(i) || d.Redelivered != (i < held) {
-				t.Fatalf("delivery %d on node 2: %q redelivered %v; want the %d held by node 3 first, redelivered", i, d.Body, d.Redelivered, held)
-			}
-			d.Ack(false)
-		case <-ctx.Done():
-			t.Fatalf("%d of %d messages on node 2 after node 3's consumer dropped", i, n)
+	receiveInOrder(t, ctx, "node 2's consumer after node 3's dropped", again, 0, n, func(i int, d amqp.Delivery) {
+		if d.Redelivered != (i < held) {
+			t.Fatalf("delivery %d on node 2: redelivered %v; want the %d held by node 3 first, redelivered", i, d.Redelivered, held)
 		}
-	}
+		d.Ack(false)
+	})
 }
 
 // TestAMQPClassicQueueHomeNodeKilled: a classic queue on node 2 holds
@@ -305,15 +309,5 @@ func TestAMQPClassicQueueHomeNodeKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		select {
-		case d := <-deliveries:
-			if string(d.Body) != strconv.Itoa(i) {
-				t.Fatalf("message %d after node 2's restart: %q", i, d.Body)
-			}
-			d.Ack(false)
-		case <-ctx.Done():
-			t.Fatalf("%d of %d confirmed messages after node 2's restart\n%s", i, n, nodes[1].logTail())
-		}
-	}
+	receiveInOrder(t, ctx, "node 3 after node 2's restart", deliveries, 0, n, func(_ int, d amqp.Delivery) { d.Ack(false) })
 }
