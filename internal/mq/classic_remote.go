@@ -176,6 +176,29 @@ func (q *queue) classicCalls() *served {
 	return q.calls.Load()
 }
 
+// endClassicSessions ends, at Close, the sessions other nodes hold on
+// this node's classic queues, and their expiry timers: what they held
+// stays unsettled in the queues' logs, delivered again after a restart.
+func (r *Registry) endClassicSessions() {
+	r.mu.RLock()
+	var qs []*queue
+	for _, v := range r.vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.calls.Load() != nil {
+				qs = append(qs, q)
+			}
+		}
+		v.mu.RUnlock()
+	}
+	r.mu.RUnlock()
+	for _, q := range qs {
+		for _, s := range q.calls.Load().sessions.takeAll() {
+			s.end(false)
+		}
+	}
+}
+
 // takeForward publishes into q, a classic queue of this node, the
 // messages another node forwarded, and returns once the persistent ones
 // are durable (served.take).

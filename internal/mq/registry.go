@@ -214,6 +214,7 @@ func (r *Registry) Close() error {
 	}
 	if c := r.cfg.Cluster; c != nil && c.HandleCalls != nil {
 		c.HandleCalls(nil)
+		r.endClassicSessions()
 	}
 	r.stopFollowing()
 	r.stopStreamReaders()
