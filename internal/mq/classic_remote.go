@@ -105,7 +105,9 @@ func (rq *remoteQueue) deleteRemote(ifUnused, ifEmpty bool) (int, error) {
 	if rq.homeDown() && !ifUnused && !ifEmpty {
 		return q.vh.deleteHere(q.name, false, false, 0)
 	}
-	ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
+	// Not rq.ctx: this node may follow the delete, which ends rq, before
+	// the answer comes.
+	ctx, cancel := context.WithTimeout(q.r.proxies.ctx, syncWaitRemote)
 	defer cancel()
 	reply, err := rq.call(ctx, &remoteRequest{Op: opDelete, Queue: q.id, IfUnused: ifUnused, IfEmpty: ifEmpty})
 	if err != nil {
