@@ -65,10 +65,9 @@ func wantAMQPError(t *testing.T, what string, err error, code int, text string) 
 // TestAMQPDefinitionsClusterWide: three `wharf serve` processes. What one
 // node declares (exchange, durable queue, binding) the others see at once
 // (passive declares on node 3 right after the declare-ok on node 1); a
-// queue lives on the node that declared it: used from another node it
-// answers RabbitMQ's 404 for a queue whose home node cannot be reached,
-// and a message routed to it there is nacked, never confirmed. A deletion
-// on one node reaches the others.
+// queue lives on the node that declared it, and a message routed to it
+// on another node is confirmed once it is there. A deletion on one node
+// reaches the others.
 func TestAMQPDefinitionsClusterWide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -99,12 +98,8 @@ func TestAMQPDefinitionsClusterWide(t *testing.T) {
 	_, err := ch3.QueueDeclare("billing", false, false, false, false, nil)
 	wantAMQPError(t, "inequivalent queue.declare on node 3", err, amqp.PreconditionFailed, "inequivalent arg 'durable'")
 
-	// The queue lives on node 1: node 2 cannot consume it, nor store
-	// messages for it.
+	// The queue lives on node 1; node 2 reaches it there.
 	ch2 := channel(t, c2)
-	_, err = ch2.Consume("billing", "", false, false, false, false, nil)
-	wantAMQPError(t, "basic.consume on node 2", err, amqp.NotFound, "home node 'wharf@1' of durable queue 'billing' in vhost '/' is down or inaccessible")
-	ch2 = channel(t, c2)
 	if err := ch2.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +108,12 @@ func TestAMQPDefinitionsClusterWide(t *testing.T) {
 	// Node 2 learns of node 1's binding as it applies it, one replication
 	// round trip after bind-ok (RabbitMQ's Khepri projections are updated
 	// the same way): until then the message is unroutable, which the
-	// mandatory flag makes visible as a basic.return. Once routed, it
-	// must be nacked, never confirmed.
+	// mandatory flag makes visible as a basic.return. Once routed, it is
+	// confirmed once node 1 has it.
 	returns := ch2.NotifyReturn(make(chan amqp.Return, 16))
 	for attempt := 1; ; attempt++ {
-		conf, err := ch2.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", true, false, amqp.Publishing{Body: []byte("x")})
+		conf, err := ch2.PublishWithDeferredConfirmWithContext(ctx, "orders", "order.new", true, false,
+			amqp.Publishing{Body: []byte("from node 2"), DeliveryMode: amqp.Persistent})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,17 +124,20 @@ func TestAMQPDefinitionsClusterWide(t *testing.T) {
 			returned = true
 		default:
 		}
-		if err != nil {
-			t.Fatalf("confirm of a message routed to node 1's queue from node 2: %v", err)
+		if err != nil || !acked {
+			t.Fatalf("confirm of a message routed to node 1's queue from node 2: acked %v, %v", acked, err)
 		}
-		if returned && acked && attempt < 50 {
+		if returned && attempt < 50 {
 			time.Sleep(20 * time.Millisecond) // the binding is on its way to node 2
 			continue
 		}
-		if acked {
-			t.Fatalf("confirm of a message routed to node 1's queue from node 2 (attempt %d, returned %v): acked; want a nack", attempt, returned)
+		if returned {
+			t.Fatal("node 2 never routed to node 1's queue")
 		}
 		break
+	}
+	if m, ok, err := ch1.Get("billing", true); err != nil || !ok || string(m.Body) != "from node 2" {
+		t.Fatalf("basic.get on node 1 of node 2's message: %q %v %v", m.Body, ok, err)
 	}
 
 	// On node 1 it is an ordinary queue.

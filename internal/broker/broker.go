@@ -71,6 +71,8 @@ type Broker struct {
 	// callHandlers answer calls to partitions, by topic name:
 	// PartitionCallHandler (calls.go).
 	callHandlers sync.Map
+	// nodeCallHandlers answer calls to this node, by service (calls.go).
+	nodeCallHandlers sync.Map
 
 	// leadersWake wakes the leadership loop; leadersChanged is closed and
 	// replaced by it at every change (leadership.go).

@@ -52,3 +52,57 @@ func (p *Partition) CallLeader(ctx context.Context, data []byte) ([]byte, error)
 	}
 	return b.cfg.Cluster.Call(ctx, partitionGroup(p.topic.id, p.index), leader, data)
 }
+
+// Calls to a node. Some calls are addressed to a node rather than to a
+// group's replica: a classic queue lives on one node and has no group
+// (internal/mq, classic_remote.go). Every node of the cluster hosts a
+// replica of the metadata group, so they travel as calls to that group,
+// which answers two kinds: the removal question (fencing.go), whose data
+// is empty, and node calls, whose data is an envelope naming the service
+// that answers them (HandleNodeCalls) before the service's own data.
+
+// NodeCallHandler answers a node call another node (from) made to this
+// node.
+type NodeCallHandler func(ctx context.Context, from int32, data []byte) ([]byte, error)
+
+// HandleNodeCalls makes fn answer the node calls to service on this node
+// (none with nil).
+func (b *Broker) HandleNodeCalls(service string, fn NodeCallHandler) {
+	if fn == nil {
+		b.nodeCallHandlers.Delete(service)
+		return
+	}
+	b.nodeCallHandlers.Store(service, fn)
+}
+
+// CallNode sends data to node, whose handler of service answers
+// (HandleNodeCalls), and waits for the answer until ctx ends; only in a
+// cluster. A node that is down or has no such handler does not answer.
+func (b *Broker) CallNode(ctx context.Context, node int32, service string, data []byte) ([]byte, error) {
+	if b.meta.raft == nil || b.cfg.Cluster.Call == nil {
+		return nil, fmt.Errorf("calls to node %d need a cluster", node)
+	}
+	if len(service) == 0 || len(service) > 255 {
+		return nil, fmt.Errorf("node call service %q: 1 to 255 bytes", service)
+	}
+	envelope := make([]byte, 0, 1+len(service)+len(data))
+	envelope = append(append(append(envelope, byte(len(service))), service...), data...)
+	return b.cfg.Cluster.Call(ctx, b.meta.raft.Group().ID(), node, envelope)
+}
+
+// answerMetadataCall is the metadata group's call handler: the removal
+// question, or a node call for the service its envelope names.
+func (b *Broker) answerMetadataCall(ctx context.Context, from uint64, data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return b.answerRemovalCall(ctx, from, data)
+	}
+	n := int(data[0])
+	if n == 0 || 1+n > len(data) {
+		return nil, fmt.Errorf("a node call from node %d with a malformed envelope", from)
+	}
+	fn, ok := b.nodeCallHandlers.Load(string(data[1 : 1+n]))
+	if !ok {
+		return nil, fmt.Errorf("no node calls taken for %q", data[1:1+n])
+	}
+	return fn.(NodeCallHandler)(ctx, int32(from), data[1+n:])
+}

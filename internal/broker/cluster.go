@@ -278,7 +278,7 @@ func (b *Broker) startApplying() {
 	b.meta.applied, b.meta.removed = b.waitApplied, b.RemovedErr
 	b.meta.ctx, b.stopCluster = context.WithCancelCause(context.Background())
 	b.applyChanged = make(chan struct{})
-	b.meta.raft.SetCallHandler(b.answerRemovalCall)
+	b.meta.raft.SetCallHandler(b.answerMetadataCall)
 	b.meta.raft.SetForwardHandler(b.metadataForwarded)
 	b.bg.Go(func() { b.applyLoop(b.meta.ctx) })
 	b.bg.Go(func() { b.removalWatch(b.meta.ctx) })

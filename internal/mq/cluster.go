@@ -30,16 +30,18 @@ import (
 // follows the key it needs, so a declare that completed on one node is
 // seen at once on every other.
 //
-// Durable queues live on the node that declared them (queueRecord.Node),
-// as RabbitMQ 4's classic queues do. On the other nodes such a queue is a
-// placeholder (queue.home): it can be declared (passively or not),
-// bound, unbound and deleted, and routing sees it, but a message routed
-// to it is refused (a nack in confirm mode), and consuming, basic.get and
-// purging it get RabbitMQ's 404 for a queue whose home node is down or
-// inaccessible: this node cannot reach another node's classic queues
-// (their nodes host no Raft group of theirs to call). Quorum queues are
-// replicated, served on their group's leader (quorum_cluster.go) and
-// reached from every node through it (quorum_proxy.go).
+// Durable classic queues live on the node that declared them
+// (queueRecord.Node), their home node, as RabbitMQ 4's do. On the other
+// nodes such a queue is a placeholder (queue.home) that reaches it there
+// through node calls (classic_remote.go): routing sees it, and a message
+// routed to it is forwarded to the home node (confirmed once durable
+// there); consuming, basic.get, purging, a declare's counts and deleting
+// are the home node's. While the home node is out of contact they get
+// RabbitMQ's 404 for a queue whose home node is down or inaccessible, and
+// a message routed to it is not routed there, as in RabbitMQ. Quorum
+// queues are replicated, served on their group's leader
+// (quorum_cluster.go) and reached from every node through it
+// (quorum_proxy.go), by the same machinery.
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
 
@@ -71,6 +73,13 @@ type ClusterConfig struct {
 	Call func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error)
 	// PeerUp reports whether node is in contact (this node is).
 	PeerUp func(node int32) bool
+	// CallNode sends a request to node's registry and returns its answer
+	// (which HandleCalls installed there): how a node reaches a classic
+	// queue that lives on another (classic_remote.go).
+	CallNode func(ctx context.Context, node int32, data []byte) ([]byte, error)
+	// HandleCalls installs what answers the requests other nodes send
+	// this one with CallNode; nil at Close.
+	HandleCalls func(fn func(ctx context.Context, from int32, data []byte) ([]byte, error))
 }
 
 // follower queues the keys the store applied for the registry's follow
@@ -493,7 +502,7 @@ func (r *Registry) followPolicy(key string, value []byte, live bool) error {
 
 // errHomeNodeDown is RabbitMQ's answer for a queue whose node cannot be
 // reached (rabbit_amqqueue's "home node ... is down or inaccessible"):
-// here, any durable queue that lives on another node.
+// here, a classic queue of another node that this node cannot reach.
 func errHomeNodeDown(q *queue) *Error {
 	return amqpwire.Errorf(amqpwire.CodeNotFound, "home node 'wharf@%d' of durable %s is down or inaccessible",
 		q.home.Load(), resource("queue", q.name, q.vh.name))
@@ -510,15 +519,6 @@ func (q *queue) errElsewhere() *Error {
 // elsewhere reports whether q is served on another node (a placeholder
 // here).
 func (q *queue) elsewhere() bool { return q.home.Load() != 0 }
-
-// remoteQueue builds the placeholder of a durable queue living on node.
-// It holds nothing and takes nothing (like a crashed queue).
-func (v *VHost) remoteQueue(d QueueDef, id string, node int32) *queue {
-	q := v.newQueue(d, id)
-	q.home.Store(node)
-	q.deleted = true
-	return q
-}
 
 // exchangeFromRecord builds a stored exchange (nil, nil for an unknown
 // type: the caller logs and leaves it out).

@@ -259,7 +259,7 @@ func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error
 		q, member := v.quorumQueue(def, qr)
 		return q, member, nil
 	case qr.Node != 0 && qr.Node != v.r.nodeID():
-		return v.remoteQueue(def, qr.ID, qr.Node), false, nil
+		return v.classicPlaceholder(def, qr.ID, qr.Node), false, nil
 	}
 	return v.openQueue(def, qr.ID), true, nil
 }

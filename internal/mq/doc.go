@@ -20,7 +20,8 @@
 // its ends are) are written to the DefinitionStore before the call returns
 // and come back at Open. In a cluster (Config.Cluster) the store is
 // the replicated metadata log and every node follows it as it commits;
-// durable queues live on the node that declared them (cluster.go), and
+// durable classic queues live on the node that declared them (cluster.go)
+// and other nodes reach them there (classic_remote.go), and
 // quorum queues are replicated by a Raft group each and served on its
 // leader (quorum_cluster.go, internal/quorumstore; placement, grow and
 // shrink in quorum_members.go), which every other

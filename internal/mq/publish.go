@@ -28,7 +28,11 @@ import (
 // A queue that is full with x-overflow reject-publish or
 // reject-publish-dlx refuses the message (PublishResult.Rejected; the
 // front end nacks it in confirm mode). Others apply their length limit
-// (drop-head), TTL and priority to it.
+// (drop-head), TTL and priority to it. In a cluster, a message routed to
+// a quorum queue served elsewhere, or to a classic queue of another node,
+// is forwarded there and confirmed once it is committed (durable) there;
+// a classic queue whose node is out of contact takes nothing, as in
+// RabbitMQ (the message is unroutable if no other queue takes it).
 //
 // A persistent message (delivery mode 2) is appended to the log of every
 // durable queue it reaches, any message to the log of a quorum queue;
@@ -151,6 +155,9 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 				res.Routed++
 			}
 			continue
+		}
+		if q.forwards() && q.remote.homeDown() {
+			continue // as in RabbitMQ, a queue whose node is down takes nothing: not routed there
 		}
 		if batch != nil && q.forwards() {
 			res.Routed++

@@ -70,9 +70,14 @@ type queue struct {
 	membership atomic.Pointer[quorumMembership]
 	quorum     atomic.Pointer[quorumReplica]
 	// remote reaches a quorum queue of the cluster on its leader while
-	// it is served elsewhere (quorum_proxy.go); nil for other queues.
+	// it is served elsewhere (quorum_proxy.go), and a classic queue of
+	// another node on its home node (classic_remote.go); nil for other
+	// queues.
 	remote *remoteQueue
-	stats  queueStats // counters for the management API (queue_stats.go)
+	// calls answers other nodes' calls to a classic queue of this node
+	// (classic_remote.go), nil until the first.
+	calls atomic.Pointer[served]
+	stats queueStats // counters for the management API (queue_stats.go)
 }
 
 // entry is one message in one queue.

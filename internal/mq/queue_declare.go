@@ -29,13 +29,12 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if q != nil && q.elsewhere() {
-			return q.info(), nil // it exists, on its own node
+			err = nil // it exists, on its own node
 		}
 		if err != nil {
 			return QueueInfo{}, err
 		}
-		q.touch()
-		return q.info(), nil
+		return q.declared()
 	}
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
@@ -50,8 +49,7 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		if err := v.queueEquivalent(q, d); err != nil {
 			return QueueInfo{}, err
 		}
-		q.touch()
-		return q.info(), nil
+		return q.declared()
 	}
 	if kind := queueTypeOf(d.Args); kind != classicQueue && d.Name == "" {
 		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type %s", kind.module())
@@ -298,7 +296,16 @@ func (q *queue) storeOwner() queuestore.Owner {
 // deleted. A missing queue is not an error (0, as in RabbitMQ). Another
 // connection's exclusive queue is 405; ifUnused with consumers and ifEmpty
 // with ready messages are 406. Consumers get their Cancelled callback.
+// A classic queue of another node is deleted there (classic_remote.go).
 func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
+	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() { // maybe declared elsewhere just now
+		return q.remote.deleteRemote(ifUnused, ifEmpty)
+	}
+	return v.deleteHere(name, ifUnused, ifEmpty, conn)
+}
+
+// deleteHere is DeleteQueue of what this node holds of the queue.
+func (v *VHost) deleteHere(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
 	v.defMu.Lock()
 	var cleanup deletions
 	n, err := func() (int, error) {
@@ -329,16 +336,24 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (i
 // delivered and unacknowledged) and returns how many.
 func (v *VHost) PurgeQueue(name string, conn ConnID) (int, error) {
 	q, err := v.accessQueue(name, conn)
+	if q != nil && q.remote != nil && q.remote.classic() {
+		return q.remote.purgeRemote()
+	}
 	if err != nil {
 		return 0, err
 	}
 	if q.stream != nil {
 		return 0, errStreamNotSupported("queue.purge", name, v.name)
 	}
+	return q.purge()
+}
+
+// purge is queue.purge on a queue served here.
+func (q *queue) purge() (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deleted {
-		return 0, errNotFound("queue", name, v.name)
+		return 0, errNotFound("queue", q.name, q.vh.name)
 	}
 	return q.purgeLocked(), nil
 }

@@ -37,6 +37,11 @@ import (
 // answers a pull with deliveries only once their deliver commands are
 // committed. A forwarded publish carries an id the leader takes it once
 // by (quorum_forwards.go).
+//
+// A classic queue of another node is reached the same way, with its home
+// node as a leader that never moves (classic_remote.go): served answers
+// the calls on a quorum queue's members and on a classic queue's home
+// node alike.
 
 // remoteOp is what a call asks of the leader.
 type remoteOp string
@@ -48,6 +53,9 @@ const (
 	opGet     remoteOp = "get"     // basic.get, held by Session unless NoAck
 	opEnd     remoteOp = "end"     // end Session: what it holds goes back to the queue
 	opLeader  remoteOp = "leader"  // nothing: whoever answers serves the queue (quorum_members.go)
+	opPurge   remoteOp = "purge"   // queue.purge, answered with the count purged (classic queues)
+	opInfo    remoteOp = "info"    // a declare's message and consumer counts (classic queues)
+	opDelete  remoteOp = "delete"  // queue.delete, answered with the count deleted (classic queues)
 )
 
 // remoteRequest is one call's request.
@@ -55,7 +63,11 @@ type remoteRequest struct {
 	Op remoteOp `json:"op"`
 	// Queue is the queue's id: a call for a queue deleted and declared
 	// again is not answered by the new one.
-	Queue   string `json:"queue"`
+	Queue string `json:"queue"`
+	// VHost and Name find a classic queue on its home node (calls to a
+	// quorum queue go to its group's replica).
+	VHost   string `json:"vhost,omitempty"`
+	Name    string `json:"name,omitempty"`
 	Batches []byte `json:"batches,omitempty"`
 	// Forward identifies a publish's Batches: a repeat is not enqueued
 	// again (quorum_forwards.go).
@@ -71,6 +83,9 @@ type remoteRequest struct {
 	Ack     []QueueTag  `json:"ack,omitempty"`
 	Discard []QueueTag  `json:"discard,omitempty"`
 	Requeue []QueueTag  `json:"requeue,omitempty"`
+	// IfUnused and IfEmpty are opDelete's conditions.
+	IfUnused bool `json:"if_unused,omitempty"`
+	IfEmpty  bool `json:"if_empty,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the
@@ -99,7 +114,9 @@ type remoteReply struct {
 	// the consumer timeout (TimeoutNotifier), Timeout that timeout.
 	TimedOut QueueTag      `json:"timed_out,omitempty"`
 	Timeout  time.Duration `json:"timeout,omitempty"`
-	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count
+	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count; purged, ready or deleted (opPurge, opInfo, opDelete)
+	// Consumers is the queue's consumer count (opInfo).
+	Consumers int `json:"consumers,omitempty"`
 }
 
 // remoteDelivery is one message handed to a session.
@@ -119,9 +136,29 @@ const sessionTimeout = 10 * time.Second
 // pullWait is how long a pull waits on the leader for a delivery.
 const pullWait = time.Second
 
+// served answers the calls other nodes make to a queue of this node: a
+// quorum queue's member (quorumReplica), which serves it while it leads,
+// or a classic queue's home node (classic_remote.go).
+type served struct {
+	q *queue
+	// sessions are other nodes' consumers of the queue while it is
+	// served here.
+	sessions sessions
+	// forwards are the forwarded publishes taken lately
+	// (quorum_forwards.go).
+	forwards forwards
+	// take publishes into the queue the messages of a forward (opPublish)
+	// and returns once they are durable: committed, for a quorum queue.
+	take func(batches []byte, id uint64) error
+	// handedOut waits until what the queue handed out so far may leave
+	// this node: a quorum queue's deliver commands are committed
+	// (queue.handedOut). Nil: at once.
+	handedOut func() error
+}
+
 // answer answers a call another node made to this replica (decoded;
 // raft.CallHandler).
-func (m *quorumReplica) answer(ctx context.Context, _ uint64, data []byte) ([]byte, error) {
+func (m *served) answer(ctx context.Context, _ uint64, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
@@ -129,11 +166,15 @@ func (m *quorumReplica) answer(ctx context.Context, _ uint64, data []byte) ([]by
 	return json.Marshal(m.serve(ctx, &req))
 }
 
-// serve answers req, on any member.
-func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteReply {
+// serve answers req, on any member of a quorum queue, or a classic
+// queue's home node.
+func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 	q := m.q
 	if req.Queue != q.id {
 		return errorReply(errNotFound("queue", q.name, q.vh.name)) // deleted, and declared again
+	}
+	if q.crashed.Load() && q.membership.Load() == nil {
+		return errorReply(errCrashed(q.name, q.vh.name)) // a classic queue: no other node serves it
 	}
 	if leader := q.home.Load(); leader != 0 || q.crashed.Load() {
 		return &remoteReply{NotServed: true, Leader: max(leader, 0)}
@@ -142,11 +183,27 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 	case opLeader:
 		return &remoteReply{}
 	case opPublish:
-		err := m.forwards.once(ctx, req.Forward, func() error { return m.takeForward(req.Batches, req.Forward) })
+		err := m.forwards.once(ctx, req.Forward, func() error { return m.take(req.Batches, req.Forward) })
 		if err != nil {
 			return &remoteReply{Error: err.Error()}
 		}
 		return &remoteReply{}
+	case opPurge:
+		n, err := q.purge()
+		if err != nil {
+			return errorReply(err)
+		}
+		return &remoteReply{Count: n}
+	case opInfo:
+		info := q.info()
+		q.touch()
+		return &remoteReply{Count: info.Messages, Consumers: info.Consumers}
+	case opDelete:
+		n, err := q.vh.DeleteQueue(q.name, req.IfUnused, req.IfEmpty, 0)
+		if err != nil {
+			return errorReply(err)
+		}
+		return &remoteReply{Count: n}
 	case opEnd:
 		if s := m.sessions.take(req.Session); s != nil {
 			s.settle(req)
@@ -155,7 +212,7 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 		return &remoteReply{}
 	case opGet:
 		if req.NoAck {
-			return getReply(q, m.store, true)
+			return getReply(q, m.handedOut, true)
 		}
 	}
 	s, reply := m.session(req)
@@ -178,14 +235,14 @@ func (m *quorumReplica) serve(ctx context.Context, req *remoteRequest) *remoteRe
 
 // session returns req's session, started if req asks for it, or the
 // answer for a session the leader does not have.
-func (m *quorumReplica) session(req *remoteRequest) (*servedSession, *remoteReply) {
+func (m *served) session(req *remoteRequest) (*servedSession, *remoteReply) {
 	if s := m.sessions.touch(req.Session); s != nil {
 		return s, nil
 	}
 	if !req.Create {
 		return nil, &remoteReply{Gone: true}
 	}
-	s := &servedSession{id: req.Session, q: m.q, store: m.store, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
+	s := &servedSession{id: req.Session, q: m.q, handedOut: m.handedOut, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
 	if req.Spec != nil {
 		s.noAck = req.Spec.NoAck
 		sub, err := m.q.subscribe(ConsumeSpec{Tag: req.Spec.Tag, Exclusive: req.Spec.Exclusive, NoAck: req.Spec.NoAck,
@@ -205,9 +262,9 @@ func (m *quorumReplica) session(req *remoteRequest) (*servedSession, *remoteRepl
 }
 
 // expire ends a session its node no longer calls.
-func (m *quorumReplica) expire(id uint64) {
+func (m *served) expire(id uint64) {
 	if s := m.sessions.take(id); s != nil {
-		m.q.r.logger.Info("mq: a consumer on another node of a quorum queue went silent; its messages are returned",
+		m.q.r.logger.Info("mq: a consumer on another node went silent; its messages are returned",
 			"queue", m.q.name, "vhost", m.q.vh.name)
 		s.end(true)
 	}
@@ -294,12 +351,12 @@ func (ss *sessions) takeAll() []*servedSession {
 // or gets from the queue for its clients: a Consumer of the queue whose
 // deliveries wait for the next pull.
 type servedSession struct {
-	id     uint64
-	q      *queue
-	store  *quorumstore.Store
-	sub    *Subscription // nil for basic.get only
-	noAck  bool          // its consumer's deliveries are settled when handed over
-	expiry *time.Timer
+	id        uint64
+	q         *queue
+	handedOut func() error  // served.handedOut
+	sub       *Subscription // nil for basic.get only
+	noAck     bool          // its consumer's deliveries are settled when handed over
+	expiry    *time.Timer
 
 	mu       sync.Mutex
 	limit    int      // the most deliveries it may hold (countLocked)
@@ -461,11 +518,14 @@ func (s *servedSession) take(ctx context.Context) *remoteReply {
 }
 
 // committed waits until the deliver commands of ds, just taken from
-// buffered, are committed. If they are not, ds go back to the front of
-// buffered (the queue is losing its quorum here: it stops serving, or
-// the next pull tries again) and it reports false.
+// buffered, are committed (a quorum queue's). If they are not, ds go back
+// to the front of buffered (the queue is losing its quorum here: it stops
+// serving, or the next pull tries again) and it reports false.
 func (s *servedSession) committed(ds []*Delivery) bool {
-	err := s.q.handedOut(s.store)
+	if s.handedOut == nil {
+		return true
+	}
+	err := s.handedOut()
 	if err == nil {
 		return true
 	}
@@ -482,7 +542,7 @@ func (s *servedSession) committed(ds []*Delivery) bool {
 // get is basic.get for the calling node, the message held by the
 // session.
 func (s *servedSession) get() *remoteReply {
-	reply := getReply(s.q, s.store, false)
+	reply := getReply(s.q, s.handedOut, false)
 	if len(reply.Deliveries) > 0 {
 		s.mu.Lock()
 		s.held[reply.Deliveries[0].Tag] = true
@@ -491,12 +551,12 @@ func (s *servedSession) get() *remoteReply {
 	return reply
 }
 
-// getReply is basic.get on the leader for a client of any node, answered
-// once the message's deliver command is committed. If it is not, the
-// message goes back to the queue (it was not handed out; one got without
-// ack is settled already, and is lost if that settle commits later), and
-// the get fails.
-func getReply(q *queue, store *quorumstore.Store, noAck bool) *remoteReply {
+// getReply is basic.get on the leader (or home node) for a client of any
+// node, answered once the message may leave the node (handedOut, if
+// any). If it may not, the message goes back to the queue (it was not
+// handed out; one got without ack is settled already, and is lost if that
+// settle commits later), and the get fails.
+func getReply(q *queue, handedOut func() error, noAck bool) *remoteReply {
 	d, ok, err := q.get(noAck)
 	switch {
 	case err != nil:
@@ -504,11 +564,13 @@ func getReply(q *queue, store *quorumstore.Store, noAck bool) *remoteReply {
 	case !ok:
 		return &remoteReply{}
 	}
-	if err := q.handedOut(store); err != nil {
-		if !noAck {
-			q.vh.Requeue(q.name, d.Tag)
+	if handedOut != nil {
+		if err := handedOut(); err != nil {
+			if !noAck {
+				q.vh.Requeue(q.name, d.Tag)
+			}
+			return errorReply(errInternal("commit a delivery of a quorum queue", err))
 		}
-		return errorReply(errInternal("commit a delivery of a quorum queue", err))
 	}
 	r := deliveriesReply([]*Delivery{d})
 	r.Count = d.MessageCount

@@ -146,18 +146,17 @@ type quorumReplica struct {
 	placed     chan struct{}
 	placedOnce sync.Once
 	done       chan struct{}
-	// sessions are other nodes' consumers of the queue while it is served
-	// here (quorum_calls.go).
-	sessions sessions
-	// forwards are the forwarded publishes taken lately
-	// (quorum_forwards.go).
-	forwards forwards
+	// served answers other nodes' calls: their consumers of the queue
+	// while it is served here, their forwarded publishes
+	// (quorum_calls.go).
+	*served
 }
 
 // startQuorumReplica starts following q's group.
 func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store, log *replica.RaftLog) *quorumReplica {
 	m := &quorumReplica{q: q, store: s, group: log.Group(), retarget: make(chan struct{}, 1),
 		placed: make(chan struct{}), done: make(chan struct{})}
+	m.served = &served{q: q, take: m.takeForward, handedOut: func() error { return q.handedOut(s) }}
 	q.quorum.Store(m)
 	r.quorumMu.Lock()
 	r.quorumReplicas[m] = struct{}{}

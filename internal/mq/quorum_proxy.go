@@ -31,7 +31,8 @@ import (
 // them again, redelivered, with x-delivery-count incremented).
 
 // remoteQueue is this node's way to a quorum queue of the cluster when
-// the queue is served elsewhere.
+// the queue is served elsewhere, and to a classic queue of another node
+// on its home node (classic_remote.go).
 type remoteQueue struct {
 	q   *queue
 	ctx context.Context // ends when the queue is deleted here or the registry closes
@@ -85,14 +86,21 @@ const callRetry = 100 * time.Millisecond
 
 // call sends req to the queue's leader and returns its answer: it tries
 // the leader this node knows of, the one a member names, and the members
-// in turn, until one serves the queue or ctx ends.
+// in turn, until one serves the queue or ctx ends. A classic queue's
+// leader is its home node, while that is in contact.
 func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteReply, error) {
+	if rq.classic() {
+		req.VHost, req.Name = rq.q.vh.name, rq.q.name
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
 	var hint int32
 	for attempt := 1; ; attempt++ {
+		if rq.homeDown() {
+			return nil, errHomeUnreachable
+		}
 		node := rq.target(hint)
 		reply, err := rq.send(ctx, node, req, data)
 		switch {
@@ -108,7 +116,7 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 			hint = 0
 		}
 		rq.setLeader(0)
-		if hint == 0 && attempt%len(rq.q.members()) == 0 {
+		if hint == 0 && attempt%max(len(rq.q.members()), 1) == 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(callRetry):
@@ -125,6 +133,9 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 func (rq *remoteQueue) target(hint int32) int32 {
 	if hint > 0 {
 		return hint
+	}
+	if rq.classic() {
+		return rq.q.home.Load()
 	}
 	if q := rq.q; q.quorum.Load() != nil { // a member follows the group
 		switch home := q.home.Load(); {
@@ -219,7 +230,13 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 		return m.serve(actx, req), nil
 	}
 	go rq.abandonWhenGone(actx, cancel, node)
-	out, err := q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
+	var out []byte
+	var err error
+	if rq.classic() {
+		out, err = q.r.cfg.Cluster.CallNode(actx, node, data)
+	} else {
+		out, err = q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -400,9 +417,12 @@ func (rq *remoteQueue) get(noAck bool) (*Delivery, bool, error) {
 	return d, true, nil
 }
 
-// errUnreachable answers a consume or get whose leader could not be
-// reached.
+// errUnreachable answers a consume or get whose leader (or home node)
+// could not be reached.
 func errUnreachable(q *queue, err error) error {
+	if q.remote.classic() {
+		return errHomeNodeDown(q)
+	}
 	q.r.logger.Warn("mq: a quorum queue's leader cannot be reached", "queue", q.name, "vhost", q.vh.name, "err", err)
 	return amqpwire.Errorf(amqpwire.CodeNotFound, "%s is a quorum queue on nodes %s whose leader this node cannot reach",
 		resource("queue", q.name, q.vh.name), memberNames(q))
@@ -413,15 +433,20 @@ func errUnreachable(q *queue, err error) error {
 const syncWaitRemote = 10 * time.Second
 
 // remoteForward is enqueue batches gathered on a node that holds no
-// replica of the queue, forwarded to its leader together, as a confirm's
-// replica.Target: the first Sync sends them and waits for the leader's
-// answer (once they are committed); every Sync returns that answer.
+// replica of the queue (or a classic queue of another node), forwarded
+// to its leader (home node) together, as a confirm's replica.Target: the
+// first Sync sends them and waits for the leader's answer (once they are
+// committed, or durable); every Sync returns that answer.
 type remoteForward struct {
 	rq      *remoteQueue
 	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
-	once    sync.Once
-	err     error
+	// after is the forward this one took over from when that one was
+	// full, unsent: its messages come first, so this one is sent once
+	// it was answered (a syncer round syncs its targets in parallel).
+	after *remoteForward
+	once  sync.Once
+	err   error
 }
 
 // forwardBatch adds an enqueue batch to those to forward and returns what
@@ -430,7 +455,7 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq, id: newSessionID()}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.forward}
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -438,6 +463,10 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 
 func (f *remoteForward) Sync() error {
 	f.once.Do(func() {
+		if f.after != nil {
+			f.after.Sync() // its outcome is its own confirms'
+			f.after = nil
+		}
 		rq := f.rq
 		rq.mu.Lock()
 		if rq.forward == f {
@@ -452,7 +481,7 @@ func (f *remoteForward) Sync() error {
 			err = replyError(reply)
 		}
 		if err != nil {
-			f.err = errors.Join(errors.New("mq: forward to the quorum queue's leader"), err)
+			f.err = errors.Join(errors.New("mq: forward to the queue's leader or home node"), err)
 		}
 	})
 	return f.err

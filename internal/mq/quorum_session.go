@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -143,6 +144,10 @@ func (s *proxySession) pullLoop() {
 		if rq.ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errHomeUnreachable) { // a classic queue's node is down (classic_remote.go)
+			s.refused(err)
+			return
+		}
 		if err == nil {
 			err = replyError(reply)
 			if err != nil { // the consumer is refused on the new leader (an exclusive one took its place)
@@ -182,7 +187,7 @@ func (s *proxySession) timedOut(id uint64, tag QueueTag, timeout time.Duration) 
 // queue's (basic.cancel).
 func (s *proxySession) refused(err error) {
 	q := s.rq.q
-	q.r.logger.Warn("mq: a consumer of a quorum queue led elsewhere was refused by the new leader; cancelled",
+	q.r.logger.Warn("mq: a consumer of a queue served elsewhere was refused or lost its queue's node; cancelled",
 		"queue", q.name, "vhost", q.vh.name, "err", err)
 	s.mu.Lock()
 	s.cancelled, s.outstanding, s.buffered = true, 0, nil

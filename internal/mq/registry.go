@@ -199,6 +199,9 @@ func Open(cfg Config) (*Registry, error) {
 	} else {
 		go r.timers.run()
 	}
+	if cfg.Cluster != nil && cfg.Cluster.HandleCalls != nil {
+		cfg.Cluster.HandleCalls(r.answerCall) // other nodes reach this node's classic queues
+	}
 	return r, nil
 }
 
@@ -208,6 +211,10 @@ func Open(cfg Config) (*Registry, error) {
 func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
 		return nil
+	}
+	if c := r.cfg.Cluster; c != nil && c.HandleCalls != nil {
+		c.HandleCalls(nil)
+		r.endClassicSessions()
 	}
 	r.stopFollowing()
 	r.stopStreamReaders()

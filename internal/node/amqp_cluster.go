@@ -15,7 +15,8 @@ import (
 // internal/mq/cluster.go), and replicate quorum queues on the node's
 // Raft host as partitions are (bc), and reach the replicas of other
 // nodes through the host's calls (consumers and publishers of quorum
-// queues led elsewhere); nil on a single node.
+// queues led elsewhere), and other nodes' classic queues through node
+// calls (the broker's, over the metadata group); nil on a single node.
 func mqCluster(cfg Config, b *broker.Broker, bc *broker.ClusterConfig, ch *clusterHost) *mq.ClusterConfig {
 	if cfg.Cluster == nil {
 		return nil
@@ -35,8 +36,17 @@ func mqCluster(cfg Config, b *broker.Broker, bc *broker.ClusterConfig, ch *clust
 		Nodes: nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
 		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
 			return ch.host.Call(ctx, group, uint64(node), data)
+		},
+		CallNode: func(ctx context.Context, node int32, data []byte) ([]byte, error) {
+			return b.CallNode(ctx, node, mqCalls, data)
+		},
+		HandleCalls: func(fn func(ctx context.Context, from int32, data []byte) ([]byte, error)) {
+			b.HandleNodeCalls(mqCalls, fn)
 		}}
 }
+
+// mqCalls is the service internal/mq's node calls are for.
+const mqCalls = "mq"
 
 // mqDefinitions is the prefix of internal/mq's keys in the definition
 // store; the users, ACLs, quotas and permissions follow their own.

@@ -1,0 +1,234 @@
+package mq
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+)
+
+// nodeCalls plays the cluster's node calls: a call goes straight to the
+// called registry's handler, unless that node is down (then it waits for
+// its context, as a call to a dead node does).
+type nodeCalls struct {
+	mu       sync.Mutex
+	handlers map[int32]func(ctx context.Context, from int32, data []byte) ([]byte, error)
+	down     map[int32]bool
+	sent     []remoteRequest // every request sent, in order
+}
+
+func (c *nodeCalls) setDown(node int32, down bool) {
+	c.mu.Lock()
+	c.down[node] = down
+	c.mu.Unlock()
+}
+
+func (c *nodeCalls) ops(op remoteOp) []remoteRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(c.sent), func(r remoteRequest) bool { return r.Op != op })
+}
+
+// config wires node's cluster config to the others.
+func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
+	cc.HandleCalls = func(fn func(ctx context.Context, from int32, data []byte) ([]byte, error)) {
+		c.mu.Lock()
+		c.handlers[node] = fn
+		c.mu.Unlock()
+	}
+	cc.PeerUp = func(peer int32) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.down[peer]
+	}
+	cc.CallNode = func(ctx context.Context, to int32, data []byte) ([]byte, error) {
+		var req remoteRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.sent = append(c.sent, req)
+		fn, down := c.handlers[to], c.down[to]
+		c.mu.Unlock()
+		if down || fn == nil {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return fn(ctx, node, data)
+	}
+}
+
+// newClassicEnvs opens one registry per node over shared definitions,
+// their node calls wired to each other.
+func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
+	c := newClusterDefs()
+	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
+	envs := make([]*env, nodes)
+	for i := range envs {
+		d := nodeDefs{c: c, node: int32(i + 1)}
+		cc := d.cluster()
+		calls.config(cc, d.node)
+		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
+	}
+	return envs, calls
+}
+
+// TestClassicQueueUsedFromAnotherNode: node 2 publishes to node 1's
+// classic queue (confirmed once node 1 has it durable), counts, gets,
+// requeues, consumes, acks and purges it there.
+func TestClassicQueueUsedFromAnotherNode(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home, other := envs[0], envs[1]
+	home.declareQueue("billing", true)
+	if n := other.messages("billing"); n != 0 { // node 2 follows the declare
+		t.Fatalf("a passive declare on node 2 counts %d messages", n)
+	}
+	for _, body := range bodies("m", 4) {
+		waitDurable(t, other.publish(persistent("", "billing", body)))
+	}
+	waitDurable(t, other.publish(msg("", "billing", "transient"))) // in memory on node 1, confirmed once there
+	if n := home.messages("billing"); n != 5 {
+		t.Fatalf("node 1 holds %d messages, want 5", n)
+	}
+	if n := other.messages("billing"); n != 5 {
+		t.Fatalf("a passive declare on node 2 counts %d messages, want node 1's 5", n)
+	}
+
+	d, ok, err := other.v.Get("billing", false, 1)
+	if err != nil || !ok || string(d.Message.Body) != "m0" {
+		t.Fatalf("basic.get on node 2: %v %v", ok, err)
+	}
+	if err := other.v.Requeue("billing", d.Tag); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the requeued message back on node 1", func() bool { return home.messages("billing") == 5 })
+
+	c := newConsumer(-1)
+	sub := other.consume("billing", c, false)
+	eventually(t, "five deliveries on node 2", func() bool { return len(c.deliveries()) == 5 })
+	ds := c.deliveries()
+	if got := c.bodies(); !slices.Equal(got, []string{"m0", "m1", "m2", "m3", "transient"}) || !ds[0].Redelivered || ds[1].Redelivered {
+		t.Fatalf("node 2's consumer got %q (redelivered: first %v, second %v)", got, ds[0].Redelivered, ds[1].Redelivered)
+	}
+	for _, d := range ds {
+		if err := other.v.Ack("billing", d.Tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub.Cancel()
+	eventually(t, "node 2's consumer gone on node 1, its acks taken", func() bool {
+		q := home.queueNamed("billing")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.consumers) == 0 && len(q.unacked) == 0 && q.ready.Len() == 0
+	})
+
+	waitDurable(t, other.publish(persistent("", "billing", "p")))
+	if n, err := other.v.PurgeQueue("billing", 1); err != nil || n != 1 {
+		t.Fatalf("purge on node 2: %d, %v; want 1", n, err)
+	}
+	if n := home.messages("billing"); n != 0 {
+		t.Fatalf("node 1 holds %d messages after node 2's purge", n)
+	}
+}
+
+// TestClassicQueueDeletedOnItsHomeNode: a delete on another node is the
+// home node's, which checks if-empty and if-unused against the queue
+// itself; the other node has followed the delete when it answers.
+func TestClassicQueueDeletedOnItsHomeNode(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home, other := envs[0], envs[1]
+	home.declareQueue("billing", true)
+	waitDurable(t, home.publish(persistent("", "billing", "x")))
+	_, err := other.v.DeleteQueue("billing", false, true, 1)
+	wantCode(t, err, amqpwire.CodePreconditionFailed, "PRECONDITION_FAILED - queue 'billing' in vhost '/' not empty")
+	n, err := other.v.DeleteQueue("billing", false, false, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("delete on node 2: %d, %v; want node 1's 1 message", n, err)
+	}
+	if other.v.queue("billing") != nil || home.v.queue("billing") != nil {
+		t.Fatal("the queue is still there after its delete-ok")
+	}
+	if n, err := other.v.DeleteQueue("billing", false, false, 1); err != nil || n != 0 {
+		t.Fatalf("delete of a deleted queue: %d, %v", n, err)
+	}
+}
+
+// TestClassicQueueHomeNodeDown: while the home node is out of contact, a
+// declare, consume, get, purge or conditional delete on another node
+// answers RabbitMQ's 404; a message routed to the queue is not routed
+// there (unroutable, as RabbitMQ treats it); a consumer through it is
+// cancelled. Back in contact, the queue serves again.
+func TestClassicQueueHomeNodeDown(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 2)
+	home, other := envs[0], envs[1]
+	home.declareQueue("billing", true)
+	waitDurable(t, home.publish(persistent("", "billing", "kept")))
+	c := newConsumer(0) // takes nothing
+	other.consume("billing", c, false)
+
+	calls.setDown(1, true)
+	const down = "NOT_FOUND - home node 'wharf@1' of durable queue 'billing' in vhost '/' is down or inaccessible"
+	_, err := other.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, true)
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	_, err = other.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, false)
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	_, err = other.v.Consume("billing", ConsumeSpec{Consumer: newConsumer(1)})
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	_, _, err = other.v.Get("billing", false, 1)
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	_, err = other.v.PurgeQueue("billing", 1)
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	_, err = other.v.DeleteQueue("billing", true, false, 1)
+	wantCode(t, err, amqpwire.CodeNotFound, down)
+	if res := other.publish(persistent("", "billing", "lost")); res.Routed != 0 || res.Durable.Pending() {
+		t.Fatalf("publish to a queue whose node is down: %+v, want not routed", res)
+	}
+	eventually(t, "node 2's consumer cancelled", func() bool { return c.cancelled.Load() == 1 })
+
+	calls.setDown(1, false)
+	if _, err := other.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, true); err != nil {
+		t.Fatalf("passive declare on node 2 with node 1 back in contact: %v", err)
+	}
+	q := home.queueNamed("billing") // the message may still be held by the cancelled consumer's session there
+	q.mu.Lock()
+	held := q.ready.Len() + len(q.unacked)
+	q.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("node 1's queue holds %d messages, want 1", held)
+	}
+}
+
+// TestForwardsSentInOrder: a forward that took over from a full one is
+// sent only once that one was answered, even if its Sync comes first
+// (a syncer round syncs its targets in parallel): the queue takes the
+// messages in the order they were published.
+func TestForwardsSentInOrder(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 2)
+	envs[0].declareQueue("billing", true)
+	envs[1].messages("billing") // node 2 has the queue
+	rq := envs[1].queueNamed("billing").remote
+	big := strings.Repeat("x", callBytes/2+1)
+	first := rq.forwardBatch(encodeStored(persistent("", "billing", "1"+big), nil, 1))
+	second := rq.forwardBatch(encodeStored(persistent("", "billing", "2"+big), nil, 1))
+	if first == second {
+		t.Fatal("one forward holds both batches")
+	}
+	if err := second.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(calls.ops(opPublish)); n != 2 {
+		t.Fatalf("%d forwards sent, want 2", n)
+	}
+	got := envs[0].drain("billing")
+	if len(got) != 2 || got[0][0] != '1' || got[1][0] != '2' {
+		t.Fatalf("node 1's queue holds %d messages, first %c; want 2, in the order published", len(got), got[0][0])
+	}
+}
