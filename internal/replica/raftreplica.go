@@ -203,11 +203,11 @@ func (r *raftReplica) Applied() uint64 {
 // ones of a term with one write; the others to the state file. It stops,
 // for the host to sync before it writes the rest, after cutting the log
 // (a follower's divergent suffix), after installing a snapshot, and
-// before a batch while an entry without records written before it, in
-// this Write or an earlier one, is not yet durable: the files reach the
-// disk independently, and a batch durable without the entry before it
-// (a new term's empty entry, a membership change) is one recovery cannot
-// place (raftrecover.go).
+// before a batch while the state file's last entry or cut before it,
+// written by this Write or an earlier one, is not yet durable: the two
+// files reach the disk independently, and a batch durable without the
+// entry before it (a new term's empty entry, a membership change) is one
+// recovery cannot place (raftrecover.go).
 func (r *raftReplica) Write(w *raft.Write) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -369,17 +369,15 @@ func (sf *stateFile) sync() error {
 	f, size, added := sf.f, sf.size, sf.added
 	sf.written = false // a flush during the fsync sets it again
 	sf.mu.Unlock()
-	err := f.Sync()
-	sf.mu.Lock()
-	if err != nil {
+	if err := f.Sync(); err != nil {
+		sf.mu.Lock()
 		sf.written = true
-	} else {
-		sf.durable = max(sf.durable, added)
-	}
-	sf.mu.Unlock()
-	if err != nil {
+		sf.mu.Unlock()
 		return fmt.Errorf("replica: fsync %s: %w", sf.path, err)
 	}
+	sf.mu.Lock()
+	sf.durable = max(sf.durable, added)
+	sf.mu.Unlock()
 	reportStateSync(sf.path, size)
 	return nil
 }
