@@ -23,9 +23,10 @@ type Replica interface {
 	// Write stores what Raft asked for, in order: the hard state, a
 	// snapshot to install, then the entries (any entries from the first
 	// one's index on are replaced). It returns how many of the entries it
-	// wrote: fewer than all when one of them must be durable before the
-	// rest are written (see Write), in which case the host syncs and calls
-	// Write again with the rest, without the hard state and snapshot.
+	// wrote: fewer than all when what it wrote, in this call or an
+	// earlier one, must be durable before the rest are written (none at
+	// all is fine), in which case the host syncs and calls Write again
+	// with the rest, without the hard state and snapshot.
 	// Nothing needs to be durable when Write returns.
 	Write(w *Write) (written int, err error)
 	// Sync makes everything written so far durable.

@@ -22,13 +22,19 @@ import (
 // in the state file) before it is damage.
 //
 // What makes the walk sound is the order of writes (raftreplica.go's
-// Write, the host's sync rounds): an entry of the state file is durable
-// before any batch written after it, and a group's writes of one sync
-// round are durable before the next round writes. So after a crash the
-// two files hold every entry up to some point, and beyond it only parts of
-// the last round, none of which was acknowledged: the walk stops at the
+// Write): a batch is written only once the state file's entries and
+// truncate records before it are durable (Write's short count has the
+// host sync first, however many Writes and sync rounds lie between), and
+// each file, append-only, keeps a prefix of what was written to it. A
+// power cut keeps of each file what was fsynced and any part of the rest,
+// the two files independently: so the state file may end up ahead of the
+// log (entries past a batch the log lost) but never behind a batch the
+// walk needs an entry for. After a crash the two files hold every entry up
+// to some point, and beyond it only parts of writes not yet fsynced,
+// none of which was acknowledged (an acknowledgement, like a vote, leaves
+// only once its sync round has fsynced both files): the walk stops at the
 // first index with neither an entry nor a batch, and what lies beyond
-// (batches left by a torn round, state entries of it) is cut, the state
+// (batches of a torn write, state entries past the log) is cut, the state
 // entries with a durable truncate record so that they cannot come back.
 
 // recover loads the replica's state: it finishes an install the state

@@ -41,6 +41,10 @@ type raftReplica struct {
 	matched     uint64 // on a leader: every member's log matches up to here
 	stage       *snapshotStage
 	buf         []byte // write buffer
+	// batchBarrier is the state record a batch written now must find
+	// durable (stateFile.add's number): the last entry without records or
+	// truncate record, which recovery reads before the batches after it.
+	batchBarrier uint64
 
 	hw atomic.Int64 // the high watermark: after the last entry applied, or known committed as leader (Committed)
 }
@@ -198,10 +202,12 @@ func (r *raftReplica) Applied() uint64 {
 // raft.Replica). Entries that carry records go to the log, consecutive
 // ones of a term with one write; the others to the state file. It stops,
 // for the host to sync before it writes the rest, after cutting the log
-// (a follower's divergent suffix), after installing a snapshot, and after
-// an entry without records that more entries follow: such an entry must
-// be durable before any batch after it, or recovery could take a later
-// batch for it (raftrecover.go).
+// (a follower's divergent suffix), after installing a snapshot, and
+// before a batch while the state file's last entry or cut before it,
+// written by this Write or an earlier one, is not yet durable: the two
+// files reach the disk independently, and a batch durable without the
+// entry before it (a new term's empty entry, a membership change) is one
+// recovery cannot place (raftrecover.go).
 func (r *raftReplica) Write(w *raft.Write) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -259,7 +265,7 @@ func (r *raftReplica) writeEntries(ents []*pb.Entry) (int, error) {
 		if isBatchEntry(e) && (run == i || e.GetTerm() == ents[run].GetTerm()) {
 			continue
 		}
-		if err := r.appendBatches(ents[run:i]); err != nil {
+		if written, err := r.appendBatches(ents[run:i]); !written || err != nil {
 			return run, err
 		}
 		run = i
@@ -268,11 +274,11 @@ func (r *raftReplica) writeEntries(ents []*pb.Entry) (int, error) {
 		}
 		r.appendSideEntry(e)
 		run = i + 1
-		if i+1 < len(ents) {
-			return i + 1, nil
-		}
 	}
-	return len(ents), r.appendBatches(ents[run:])
+	if written, err := r.appendBatches(ents[run:]); !written || err != nil {
+		return run, err
+	}
+	return len(ents), nil
 }
 
 // isBatchEntry reports whether e carries records (one batch) rather than
@@ -282,10 +288,14 @@ func isBatchEntry(e *pb.Entry) bool {
 }
 
 // appendBatches writes entries of one term, each one batch at the offset
-// it carries, with one write. Caller holds mu.
-func (r *raftReplica) appendBatches(ents []*pb.Entry) error {
+// it carries, with one write. It writes nothing, and says so, while the
+// batch barrier is not durable. Caller holds mu.
+func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) {
 	if len(ents) == 0 {
-		return nil
+		return true, nil
+	}
+	if !r.state.isDurable(r.batchBarrier) {
+		return false, nil
 	}
 	next := r.endOf(r.lastIndex())
 	r.buf = r.buf[:0]
@@ -293,27 +303,27 @@ func (r *raftReplica) appendBatches(ents []*pb.Entry) error {
 	for _, e := range ents {
 		h, err := record.ParseHeader(e.GetData())
 		if err != nil || h.Size() != len(e.GetData()) {
-			return fmt.Errorf("replica: entry %d is not one record batch (%d bytes): %v", e.GetIndex(), len(e.GetData()), err)
+			return false, fmt.Errorf("replica: entry %d is not one record batch (%d bytes): %v", e.GetIndex(), len(e.GetData()), err)
 		}
 		if h.BaseOffset != next {
-			return fmt.Errorf("replica: entry %d holds offsets from %d, the log continues at %d", e.GetIndex(), h.BaseOffset, next)
+			return false, fmt.Errorf("replica: entry %d holds offsets from %d, the log continues at %d", e.GetIndex(), h.BaseOffset, next)
 		}
 		next = h.LastOffset() + 1
 		r.buf = append(r.buf, e.GetData()...)
 		added = append(added, slot{end: next, term: e.GetTerm()})
 	}
 	if _, err := r.local.AppendAt(r.buf, int32(ents[0].GetTerm())); err != nil {
-		return err
+		return false, err
 	}
 	r.slots = append(r.slots, added...)
-	return nil
+	return true, nil
 }
 
 // appendSideEntry records an entry without records in the state file.
 // Caller holds mu.
 func (r *raftReplica) appendSideEntry(e *pb.Entry) {
 	se := sideEntry{offset: r.endOf(r.lastIndex()), entry: e}
-	r.state.add(recEntry, e.GetIndex(), e.GetTerm(), se.offset, uint64(e.GetType()), e.GetData())
+	r.batchBarrier = r.state.add(recEntry, e.GetIndex(), e.GetTerm(), se.offset, uint64(e.GetType()), e.GetData())
 	r.slots = append(r.slots, slot{end: se.offset, term: e.GetTerm(), meta: e})
 }
 
@@ -328,7 +338,7 @@ func (r *raftReplica) cut(index uint64) error {
 		return err
 	}
 	r.slots = r.slots[:index-r.anchor.index-1]
-	r.state.add(recTruncate, index)
+	r.batchBarrier = r.state.add(recTruncate, index)
 	return nil
 }
 

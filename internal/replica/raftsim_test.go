@@ -58,9 +58,15 @@ import (
 //
 // The fault schedule and the workload come from the seed; etcd raft draws
 // its randomized election timeouts from crypto/rand, which no test can
-// seed, so a seed replays the same faults but not always the same run.
+// seed, and snapshot senders and forwarded proposals run on goroutines
+// of their own, so a seed does not always replay the same run. Each
+// step's faults are drawn from the seed and the step alone, so that the
+// run's divergence does not move them: a seed replays its fault schedule
+// (a fault that finds its node down, or picks the leader it finds, still
+// differs).
 // -raft.seeds runs more seeds, -raft.seed one of them, -raft.ticks makes
-// each run longer.
+// each run longer; -test.run picks a range by name (with -raft.seeds 600,
+// 'TestRaftSimulation$/seeds/^48[0-9]$' runs seeds 480 to 489).
 
 var (
 	simSeeds    = flag.Int("raft.seeds", 120, "seeds of the Raft simulation (TestRaftSimulation)")
@@ -88,6 +94,7 @@ func TestRaftSimulation(t *testing.T) {
 		}
 	}
 	var totals simStats
+	ran := 0 // seeds run: -test.run may pick some by name (TestRaftSimulation/seeds/^48[0-9]$)
 	var mu sync.Mutex
 	t.Run("seeds", func(t *testing.T) {
 		for _, seed := range seeds {
@@ -101,18 +108,19 @@ func TestRaftSimulation(t *testing.T) {
 				s.run(*simTicks)
 				mu.Lock()
 				totals.add(s.stats)
+				ran++
 				mu.Unlock()
 			})
 		}
 	})
-	t.Logf("%d seeds: %s", len(seeds), totals)
-	if len(seeds) >= 20 && !t.Failed() {
+	t.Logf("%d seeds: %s", ran, totals)
+	if ran >= 20 && !t.Failed() {
 		// The faults must have happened, or the checks checked little.
 		for name, n := range map[string]int64{"acknowledged appends": totals.acked, "crashes with a torn tail": totals.tornCrashes,
 			"snapshots installed": totals.snapshots, "divergent suffixes cut": totals.cuts, "leader changes": totals.elections,
 			"appends that failed when leadership moved": totals.failed, "compaction passes that removed records": totals.compactions} {
 			if n == 0 {
-				t.Errorf("no %s in %d seeds", name, len(seeds))
+				t.Errorf("no %s in %d seeds", name, ran)
 			}
 		}
 	}
@@ -203,6 +211,10 @@ type sim struct {
 	t    *testing.T
 	seed uint64
 	rng  *rand.Rand // the simulation's draws, from its goroutine only
+	// faultRng is this step's fault draws, seeded by the seed and the
+	// step alone: a seed replays its fault schedule (which fault, where,
+	// how torn) however differently the runs went before.
+	faultRng *rand.Rand
 	// netRng is the network's draws (fate).
 	netRng *rand.Rand
 	base   string
@@ -464,7 +476,8 @@ func (s *sim) endRounds(n *simNode) {
 
 // faults injects this step's faults.
 func (s *sim) faults() {
-	r := s.rng.Float64()
+	s.faultRng = rand.New(rand.NewPCG(s.seed^0x2545f4914f6cdd1d, uint64(s.step)))
+	r := s.faultRng.Float64()
 	for i, f := range []string{"partition", "partition", "crash", "disk", "delete", "compact"} {
 		if strings.Contains(*simNoFaults, f) && r >= []float64{0, 0.004, 0.010, 0.013, 0.016, 0.018}[i] && r < []float64{0.004, 0.010, 0.013, 0.016, 0.018, 0.030}[i] {
 			r = 1
@@ -476,10 +489,10 @@ func (s *sim) faults() {
 	case r < 0.010:
 		s.heal()
 	case r < 0.013:
-		s.crash(s.nodes[s.rng.IntN(len(s.nodes))], s.rng.IntN(2) == 0)
+		s.crash(s.nodes[s.faultRng.IntN(len(s.nodes))], s.faultRng.IntN(2) == 0)
 	case r < 0.016:
-		n := s.nodes[s.rng.IntN(len(s.nodes))]
-		n.slowDisk = []int64{0, 0, 2, 8}[s.rng.IntN(4)]
+		n := s.nodes[s.faultRng.IntN(len(s.nodes))]
+		n.slowDisk = []int64{0, 0, 2, 8}[s.faultRng.IntN(4)]
 	case r < 0.018:
 		s.deleteSome()
 	case r < 0.030:
@@ -508,10 +521,10 @@ func (s *sim) partition() {
 	s.heal()
 	s.stats.partitions++
 	side := map[uint64]bool{}
-	if s.rng.IntN(2) == 0 {
+	if s.faultRng.IntN(2) == 0 {
 		for _, n := range s.nodes {
 			if !n.down {
-				if st := n.logs[uint64(1+s.rng.IntN(simGroups))].Group().Status(); st.Leader == n.id {
+				if st := n.logs[uint64(1+s.faultRng.IntN(simGroups))].Group().Status(); st.Leader == n.id {
 					side[n.id] = true
 					break
 				}
@@ -520,7 +533,7 @@ func (s *sim) partition() {
 	}
 	if len(side) == 0 {
 		for _, n := range s.nodes {
-			if s.rng.IntN(2) == 0 {
+			if s.faultRng.IntN(2) == 0 {
 				side[n.id] = true
 			}
 		}
@@ -571,7 +584,7 @@ func (s *sim) crash(n *simNode, torn bool) {
 		tracked := strings.HasSuffix(path, ".log") || strings.HasSuffix(path, "raft-state")
 		if tracked && torn {
 			durable := min(s.hooks.durableSize(path), int64(len(b)))
-			b = b[:durable+s.rng.Int64N(int64(len(b))-durable+1)]
+			b = b[:durable+s.faultRng.Int64N(int64(len(b))-durable+1)]
 		}
 		if err := os.WriteFile(to, b, 0o644); err != nil || !tracked {
 			return err
@@ -590,20 +603,20 @@ func (s *sim) crash(n *simNode, torn bool) {
 	s.hooks.forget(n.dir + string(filepath.Separator))
 	os.RemoveAll(n.dir)
 	n.dir = copyDir
-	n.upAt = s.step + int64(s.rng.IntN(60*stepsPerTick))
+	n.upAt = s.step + int64(s.faultRng.IntN(60*stepsPerTick))
 }
 
 // deleteSome has a replica delete its records below a point under its high
 // watermark, so that followers behind it catch up from a snapshot that
 // starts further on.
 func (s *sim) deleteSome() {
-	n := s.nodes[s.rng.IntN(len(s.nodes))]
+	n := s.nodes[s.faultRng.IntN(len(s.nodes))]
 	if n.down {
 		return
 	}
-	l := n.logs[uint64(1+s.rng.IntN(simGroups-1))] // not compactedGroup, whose checks need every key's latest record
+	l := n.logs[uint64(1+s.faultRng.IntN(simGroups-1))] // not compactedGroup, whose checks need every key's latest record
 	if hw := l.HighWatermark(); hw > l.StartOffset() {
-		if _, err := l.DeleteBefore(l.StartOffset() + s.rng.Int64N(hw-l.StartOffset()+1)); err != nil {
+		if _, err := l.DeleteBefore(l.StartOffset() + s.faultRng.Int64N(hw-l.StartOffset()+1)); err != nil {
 			s.t.Fatalf("seed %d: DeleteBefore: %v", s.seed, err)
 		}
 		s.stats.deletes++
@@ -612,7 +625,7 @@ func (s *sim) deleteSome() {
 
 // compactSome has a replica of compactedGroup run a compaction pass.
 func (s *sim) compactSome() {
-	n := s.nodes[s.rng.IntN(len(s.nodes))]
+	n := s.nodes[s.faultRng.IntN(len(s.nodes))]
 	if n.down {
 		return
 	}

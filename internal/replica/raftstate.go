@@ -122,7 +122,9 @@ type stateFile struct {
 	f       *os.File
 	size    int64 // bytes in the file
 	buf     []byte
-	written bool // bytes written since the last sync
+	written bool   // bytes written since the last sync
+	added   uint64 // records added since the file was opened, numbered from 1
+	durable uint64 // the last of them made durable, by a sync or a rewrite
 	closed  bool
 }
 
@@ -275,11 +277,22 @@ func (st *raftState) truncate(index uint64) {
 	}
 }
 
-// add buffers a record; flush writes it.
-func (sf *stateFile) add(typ recordType, fields ...any) {
+// add buffers a record, flush writes it; it returns the record's number,
+// which isDurable takes.
+func (sf *stateFile) add(typ recordType, fields ...any) uint64 {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	sf.buf = appendStateRecord(sf.buf, typ, fields...)
+	sf.added++
+	return sf.added
+}
+
+// isDurable reports whether record n (add's number) is durable: a sync
+// that began after it was added has ended, or a rewrite has.
+func (sf *stateFile) isDurable(n uint64) bool {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return n <= sf.durable
 }
 
 // appendStateRecord encodes a record: uint64 and int64 fields as
@@ -353,7 +366,7 @@ func (sf *stateFile) sync() error {
 		sf.mu.Unlock()
 		return err
 	}
-	f, size := sf.f, sf.size
+	f, size, added := sf.f, sf.size, sf.added
 	sf.written = false // a flush during the fsync sets it again
 	sf.mu.Unlock()
 	if err := f.Sync(); err != nil {
@@ -362,6 +375,9 @@ func (sf *stateFile) sync() error {
 		sf.mu.Unlock()
 		return fmt.Errorf("replica: fsync %s: %w", sf.path, err)
 	}
+	sf.mu.Lock()
+	sf.durable = max(sf.durable, added)
+	sf.mu.Unlock()
 	reportStateSync(sf.path, size)
 	return nil
 }
@@ -404,7 +420,7 @@ func (sf *stateFile) rewrite(st *raftState) error {
 		return fmt.Errorf("replica: rewrite %s: %w", sf.path, err)
 	}
 	sf.f.Close()
-	sf.f, sf.size, sf.buf, sf.written = f, int64(len(b)), sf.buf[:0], false
+	sf.f, sf.size, sf.buf, sf.written, sf.durable = f, int64(len(b)), sf.buf[:0], false, sf.added
 	reportStateSync(sf.path, sf.size)
 	return nil
 }
