@@ -66,14 +66,24 @@ func entryOf(e jetstream.KeyValueEntry) string {
 	return fmt.Sprintf("%s %s=%s rev %d delta %d", e.Operation(), e.Key(), e.Value(), e.Revision(), e.Delta())
 }
 
-// watchUntilQuiet notes what a watcher sends until nothing comes for a
-// while.
-func watchUntilQuiet(w jetstream.KeyWatcher, note func(string, ...any)) {
+// liveEntryOf describes an update a watcher got while the bucket was being
+// written: its delta (what the stream held past it when it was sent)
+// depends on when the server sent it, so it is left out.
+func liveEntryOf(e jetstream.KeyValueEntry) string {
+	if e == nil {
+		return "<end of initial values>"
+	}
+	return fmt.Sprintf("%s %s=%s rev %d", e.Operation(), e.Key(), e.Value(), e.Revision())
+}
+
+// watchUntilQuiet notes what a watcher sends, described by describe, until
+// nothing comes for a while (long enough for a loaded machine).
+func watchUntilQuiet(w jetstream.KeyWatcher, note func(string, ...any), describe func(jetstream.KeyValueEntry) string) {
 	for {
 		select {
 		case e := <-w.Updates():
-			note("watch: %s", entryOf(e))
-		case <-time.After(300 * time.Millisecond):
+			note("watch: %s", describe(e))
+		case <-time.After(time.Second):
 			return
 		}
 	}
@@ -109,11 +119,11 @@ func TestJetStreamKeyValueWatchAndMarkers(t *testing.T) {
 		}
 		defer metaOnly.Stop()
 		note("history watcher, initial values:")
-		watchUntilQuiet(history, note)
+		watchUntilQuiet(history, note, entryOf)
 		note("updates-only watcher, initial values:")
-		watchUntilQuiet(updates, note)
+		watchUntilQuiet(updates, note, entryOf)
 		note("meta-only watcher, initial values:")
-		watchUntilQuiet(metaOnly, note)
+		watchUntilQuiet(metaOnly, note, entryOf)
 
 		if _, err := kv.Put(ctx, "a", []byte("3")); err != nil {
 			t.Fatal(err)
@@ -122,9 +132,9 @@ func TestJetStreamKeyValueWatchAndMarkers(t *testing.T) {
 		note("purge a: %s", apiErrorOf(kv.Purge(ctx, "a")))
 		note("delete of a key never set: %s", apiErrorOf(kv.Delete(ctx, "never")))
 		note("history watcher:")
-		watchUntilQuiet(history, note)
+		watchUntilQuiet(history, note, liveEntryOf)
 		note("updates-only watcher:")
-		watchUntilQuiet(updates, note)
+		watchUntilQuiet(updates, note, liveEntryOf)
 
 		for _, key := range []string{"a", "b", "never"} {
 			_, err := kv.Get(ctx, key)
@@ -145,7 +155,7 @@ func TestJetStreamKeyValueWatchAndMarkers(t *testing.T) {
 		rev, err = kv.Update(ctx, "a", []byte("x"), 6)
 		note("update of a purged key at the purge's revision: rev %d %s", rev, apiErrorOf(err))
 		note("history watcher:")
-		watchUntilQuiet(history, note)
+		watchUntilQuiet(history, note, liveEntryOf)
 		if _, err := kv.Put(ctx, "c", []byte("1")); err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +175,7 @@ func TestJetStreamKeyValueWatchAndMarkers(t *testing.T) {
 		}
 		defer late.Stop()
 		note("a history watcher started now:")
-		watchUntilQuiet(late, note)
+		watchUntilQuiet(late, note, entryOf)
 	})
 }
 
