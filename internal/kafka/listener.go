@@ -57,14 +57,26 @@ func (l *Listener) advertised() string {
 // accepted on ln follow l's security protocol and are advertised l's
 // address. Serve takes ownership of ln and closes it.
 func (s *Server) ServeListener(ln net.Listener, l Listener) error {
+	serve, err := s.AddListener(ln, l)
+	if err != nil {
+		return err
+	}
+	return serve()
+}
+
+// AddListener adds l to the listeners advertised, in the order of the
+// calls (Kafka's advertised.listeners keeps the configured order), and
+// returns what serves it: a node adds every listener before it serves any
+// in its own goroutine. On an error it closes ln.
+func (s *Server) AddListener(ln net.Listener, l Listener) (serve func() error, err error) {
 	if l.Protocol.TLS() != (l.TLS != nil) {
 		ln.Close()
-		return fmt.Errorf("kafka: listener %s: a TLS configuration goes with SSL and SASL_SSL only", l.Name())
+		return nil, fmt.Errorf("kafka: listener %s: a TLS configuration goes with SSL and SASL_SSL only", l.Name())
 	}
 	s.listenersMu.Lock()
 	s.listeners = append(s.listeners, &l)
 	s.listenersMu.Unlock()
-	return s.netsrv.ServeWith(ln, func(nc net.Conn) *conn { return newConn(s, nc, &l) })
+	return func() error { return s.netsrv.ServeWith(ln, func(nc net.Conn) *conn { return newConn(s, nc, &l) }) }, nil
 }
 
 // defaultListener is the PLAINTEXT listener Serve serves, at
@@ -74,7 +86,7 @@ func (s *Server) defaultListener() Listener {
 }
 
 // advertisedListeners is the broker's advertised.listeners: every
-// listener served, in the order they started.
+// listener served, in the order they were added.
 func (s *Server) advertisedListeners() string {
 	s.listenersMu.Lock()
 	defer s.listenersMu.Unlock()

@@ -119,12 +119,18 @@ func (b boundKafkaListener) advertised() string {
 	return net.JoinHostPort(b.spec.AdvertisedHost, strconv.Itoa(int(b.spec.AdvertisedPort)))
 }
 
-// serveKafka serves every Kafka listener on the node's Kafka server, and
-// warns about each that lets clients in without authentication on an
+// serveKafka serves every Kafka listener on the node's Kafka server (all
+// added before any is served, so advertised.listeners keeps their order),
+// and warns about each that lets clients in without authentication on an
 // address other machines can reach.
 func (n *Node) serveKafka(clientCA bool) {
 	for _, l := range n.kafkaListeners {
-		n.serve("kafka", func() error { return n.kafkaServer.ServeListener(n.limited("kafka", l.ln), l.spec) })
+		serve, err := n.kafkaServer.AddListener(n.limited("kafka", l.ln), l.spec)
+		if err != nil {
+			n.fail(err)
+			return
+		}
+		n.serve("kafka", serve)
 		n.logger.Info("kafka listener started", "listener", l.spec.Name(), "addr", l.ln.Addr().String(), "advertised", l.advertised())
 		authenticated := l.spec.Protocol.SASL() || (l.spec.Protocol == kafka.SSL && clientCA)
 		if !authenticated && !boundToLoopback(l.ln) {
