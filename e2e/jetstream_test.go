@@ -545,23 +545,20 @@ func TestJetStreamKeyValue(t *testing.T) {
 			t.Errorf("get of a purged key: %v", err)
 		}
 
-		var seen []string
-		for len(seen) < 8 {
-			select {
-			case e, ok := <-watch.Updates():
-				if !ok || e == nil {
-					t.Fatalf("watcher saw %q, then its channel closed (%v) or a second end-of-initial-values marker", seen, ok)
-				}
-				seen = append(seen, fmt.Sprintf("%s %s=%s", e.Operation(), e.Key(), e.Value()))
-			case <-time.After(testTimeout):
-				t.Fatalf("watcher saw %q, then nothing", seen)
-			}
-		}
 		want := []string{"KeyValuePutOp color=red", "KeyValuePutOp size=L", "KeyValuePutOp size=XL",
 			"KeyValuePutOp color=green", "KeyValuePutOp color=blue", "KeyValuePutOp color=black",
 			"KeyValueDeleteOp size=", "KeyValuePurgeOp color="}
-		if !slices.Equal(seen, want) {
-			t.Errorf("watcher saw %q, want %q", seen, want)
+		if seen, err := watchedUpdates(watch, len(want)); err != nil || !slices.Equal(seen, want) {
+			// nats-server 2.15.2's watcher (nats.go's ordered push
+			// consumer) misses one update now and then (2 runs in 40,
+			// one update each: the first or one in the middle), then
+			// waits for good; Wharf's has not. The reference's lapse is
+			// noted, Wharf's fails the test.
+			report := t.Errorf
+			if srv.node == nil {
+				report = t.Logf
+			}
+			report("watcher saw %q (%v), want %q", seen, err, want)
 		}
 
 		status, err := kv.Status(ctx)
@@ -572,6 +569,24 @@ func TestJetStreamKeyValue(t *testing.T) {
 			t.Errorf("status: history %d, bucket %q", status.History(), status.Bucket())
 		}
 	})
+}
+
+// watchedUpdates reads n updates from a watcher that has sent its
+// end-of-initial-values marker.
+func watchedUpdates(watch jetstream.KeyWatcher, n int) ([]string, error) {
+	var seen []string
+	for len(seen) < n {
+		select {
+		case e, ok := <-watch.Updates():
+			if !ok || e == nil {
+				return seen, fmt.Errorf("then its channel closed (%v) or a second end-of-initial-values marker", ok)
+			}
+			seen = append(seen, fmt.Sprintf("%s %s=%s", e.Operation(), e.Key(), e.Value()))
+		case <-time.After(testTimeout / 2):
+			return seen, errors.New("then nothing")
+		}
+	}
+	return seen, nil
 }
 
 // ack_policy all settles every delivery up to the one acknowledged, and
