@@ -61,3 +61,32 @@ func decodeCommand(v []byte) (off int64, n uint32, err error) {
 
 // isMessage tells an enqueue record from a command.
 func isMessage(r record.Record) bool { return r.Key == nil }
+
+// loneMessage reports, from its first bytes only, whether batch is an
+// enqueue (one record, without a key) and so holds no command: the
+// truncator reads every batch of the log, mostly messages, and decoding
+// each one's record would cost more than the rest of its pass.
+func loneMessage(h record.Header, batch []byte) bool {
+	if h.LastOffsetDelta != 0 || h.Compression() != record.None || len(batch) <= record.HeaderSize {
+		return false
+	}
+	// A record: its length, attributes (one byte), timestamp delta,
+	// offset delta, then the key's length, -1 for none.
+	b := batch[record.HeaderSize:]
+	varint := func() (int64, bool) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	if _, ok := varint(); !ok || len(b) == 0 {
+		return false
+	}
+	b = b[1:]
+	_, ok1 := varint()
+	_, ok2 := varint()
+	keyLen, ok3 := varint()
+	return ok1 && ok2 && ok3 && keyLen < 0
+}

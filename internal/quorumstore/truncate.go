@@ -35,7 +35,7 @@ func (s *Store) TruncateLocked(below int64) {
 	}
 	s.mu.Unlock()
 	if past {
-		s.addCommand(truncateCommand(below))
+		s.addCommand(truncateCommand(below), nil)
 	}
 }
 
@@ -62,13 +62,19 @@ func (s *Store) applyTruncates(from int64) int64 {
 	from = max(from, s.log.StartOffset())
 	hw := s.log.HighWatermark()
 	below := int64(-1)
-	if err := s.walk(from, func(_, _ int64, r record.Record) bool {
-		if string(r.Key) == string(truncateKey) {
-			if off, _, err := decodeCommand(r.Value); err == nil {
-				below = max(below, off)
+	if err := s.walkBatches(from, func(h record.Header, batch []byte) (bool, error) {
+		if loneMessage(h, batch) {
+			return true, nil // an enqueue: no command to look for
+		}
+		recs, err := record.Records(batch)
+		for _, r := range recs {
+			if string(r.Key) == string(truncateKey) {
+				if off, _, err := decodeCommand(r.Value); err == nil {
+					below = max(below, off)
+				}
 			}
 		}
-		return true
+		return err == nil, err
 	}); err != nil {
 		s.logger.Warn("quorumstore: reading the log for truncations failed; retrying", "from", from, "err", err)
 		return from
