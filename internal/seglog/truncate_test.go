@@ -184,6 +184,29 @@ func TestWaitDurableStopsWithItsContext(t *testing.T) {
 	}
 }
 
+// ReadBelow cuts a chunk longer than one block of headers (cutBlock) at
+// the right batch, wherever the limit falls.
+func TestReadBelowAcrossHeaderBlocks(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), DefaultConfig())
+	defer l.Close()
+	end := appendBatches(t, l, 2000, 3, 0) // one segment, several blocks
+	for _, limit := range []int64{1, 3, 1500, 2999, 3001, 5998, end, end + 5} {
+		s, err := l.ReadBelow(0, 1<<30, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Bytes()
+		s.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min((limit+2)/3*3, end) // every batch of three starting below limit
+		if got := int64(len(decodeAll(t, b))); got != want {
+			t.Errorf("ReadBelow(limit %d) returned %d records, want %d", limit, got, want)
+		}
+	}
+}
+
 // ReadBelow drops the batches from limit on.
 func TestReadBelow(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), smallConfig())
