@@ -209,25 +209,24 @@ func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	}
 }
 
-func TestLoneMessageTellsEnqueuesFromCommands(t *testing.T) {
-	msg := queuestore.EncodeMessage(queuestore.Message{Body: []byte("hello")}, 1)
+func TestSoleKeyReadsOnlyLoneRecords(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		batch []byte
-		want  bool
+		key   string
+		ok    bool
 	}{
-		{"enqueue", msg, true},
-		{"empty body", queuestore.EncodeMessage(queuestore.Message{}, 1), true},
-		{"one command", record.NewBatch(1, []record.Record{truncateCommand(7)}), false},
-		{"commands", record.NewBatch(1, []record.Record{deliverCommand(3), settleCommand(3)}), false},
-		{"keyed record", record.NewBatch(1, []record.Record{{Key: []byte{}, Value: []byte("v")}}), false},
+		{"enqueue", queuestore.EncodeMessage(queuestore.Message{Body: []byte("hello")}, 1), "", true},
+		{"empty body", queuestore.EncodeMessage(queuestore.Message{}, 1), "", true},
+		{"truncate", record.NewBatch(1, []record.Record{truncateCommand(7)}), "t", true},
+		{"commands", record.NewBatch(1, []record.Record{deliverCommand(3), truncateCommand(3)}), "", false},
 	} {
 		h, err := record.ParseHeader(c.batch)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := loneMessage(h, c.batch); got != c.want {
-			t.Errorf("%s: loneMessage = %v, want %v", c.name, got, c.want)
+		if key, ok := soleKey(h, c.batch); string(key) != c.key || ok != c.ok {
+			t.Errorf("%s: soleKey = %q, %v; want %q, %v", c.name, key, ok, c.key, c.ok)
 		}
 	}
 }
