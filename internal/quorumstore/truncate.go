@@ -71,14 +71,13 @@ func (s *Store) applyTruncates(from int64) int64 {
 			return true, nil // not a truncate, which travels alone
 		}
 		recs, err := record.Records(batch)
-		for _, r := range recs {
-			if string(r.Key) == string(truncateKey) {
-				if off, _, err := decodeCommand(r.Value); err == nil {
-					below = max(below, off)
-				}
-			}
+		if err != nil {
+			return false, err
 		}
-		return err == nil, err
+		if off, _, err := decodeCommand(recs[0].Value); err == nil {
+			below = max(below, off)
+		}
+		return true, nil
 	}); err != nil {
 		s.logger.Warn("quorumstore: reading the log for truncations failed; retrying", "from", from, "err", err)
 		return from
