@@ -204,8 +204,13 @@ func (s *Store) flushLocked() error {
 		return nil
 	}
 	batches := s.pending
-	s.pending = nil
 	a, err := s.log.Append(batches, replica.AppendOptions{AckCommitted: true})
+	// Append copied the batches (Raft keeps the entries): the buffer takes
+	// the next flush's, rather than growing again from nothing.
+	s.pending = nil
+	if cap(batches) <= maxReusedPending {
+		s.pending = batches[:0]
+	}
 	if err == nil && a.LastOffset+1 != s.end {
 		err = fmt.Errorf("quorumstore: proposal took offsets up to %d, the queue counted %d", a.LastOffset+1, s.end)
 	}
@@ -225,6 +230,10 @@ func (s *Store) flushLocked() error {
 	sv.proposals = append(sv.proposals, proposal{end: s.end, commit: a.Commit})
 	return nil
 }
+
+// maxReusedPending bounds the buffer of pending batches kept from one
+// flush to the next.
+const maxReusedPending = 4 << 20
 
 // addBatchLocked buffers a batch of records (an enqueue) and returns the
 // offset of its first record. Caller holds mu.
