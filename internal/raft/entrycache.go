@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -66,7 +67,7 @@ func (c *entryCache) Write(w *Write) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w.Snapshot != nil && w.Snapshot.GetMetadata().GetIndex() > 0 {
+	if !etcdraft.IsEmptySnap(w.Snapshot) {
 		c.dropFrom(0)
 	}
 	if len(w.Entries) == 0 {
