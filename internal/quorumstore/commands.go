@@ -61,3 +61,41 @@ func decodeCommand(v []byte) (off int64, n uint32, err error) {
 
 // isMessage tells an enqueue record from a command.
 func isMessage(r record.Record) bool { return r.Key == nil }
+
+// soleKey returns, from its first bytes only, the key of the one record
+// batch holds (nil for a record without a key: a message), and false
+// if batch holds more records, or is compressed or malformed. The
+// truncator reads every batch of the log, mostly messages and commands
+// it has no use for, and decoding each one's records would cost more
+// than the rest of its pass: a truncate command travels alone in its
+// batch (TruncateLocked), the one kind of batch it decodes.
+func soleKey(h record.Header, batch []byte) ([]byte, bool) {
+	if h.LastOffsetDelta != 0 || h.Compression() != record.None || len(batch) <= record.HeaderSize {
+		return nil, false
+	}
+	// A record: its length, attributes (one byte), timestamp delta,
+	// offset delta, then the key's length (-1 for none) and the key.
+	b := batch[record.HeaderSize:]
+	varint := func() (int64, bool) {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	if _, ok := varint(); !ok || len(b) == 0 {
+		return nil, false
+	}
+	b = b[1:]
+	_, ok1 := varint()
+	_, ok2 := varint()
+	keyLen, ok3 := varint()
+	switch {
+	case !ok1 || !ok2 || !ok3 || keyLen > int64(len(b)):
+		return nil, false
+	case keyLen < 0:
+		return nil, true
+	}
+	return b[:keyLen], true
+}

@@ -13,12 +13,16 @@
 //     the batch timestamp is the enqueue time);
 //   - deliver(offset): the message was assigned to a consumer or
 //     basic.get; it leaves the leader only once this is committed
-//     (HandoutLocked), so a new leader always knows it was delivered;
+//     (HandoutLocked, which waits for the deliver commands so far, not
+//     for the records after them), so a new leader always knows it was
+//     delivered;
 //   - return(offset, n): it went back to the queue, returned n times in
 //     all (requeue, nack, a consumer gone: x-delivery-count);
 //   - settle(offset): it is done with (ack, discard, dead-lettered);
 //   - truncate(offset): every message below it is settled; each replica
-//     cuts its log below it once committed (truncate.go);
+//     cuts its log below it once committed (truncate.go). It is a batch
+//     of its own, which the truncator finds by its first bytes without
+//     decoding the messages and commands around it;
 //   - forward(id): the messages before it in its term were a publish
 //     another node forwarded under that id: a new leader takes a repeat
 //     of it for done (Forwards).

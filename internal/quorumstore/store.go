@@ -29,6 +29,11 @@ type Store struct {
 	// end is the offset after the last record handed to the store in the
 	// term served: what the next record gets once proposed.
 	end int64
+	// handedOut is the offset after the last command a handout waits
+	// for (HandoutLocked): a deliver command, or the settle right after
+	// it of a message handed out without acks; delivered is the message
+	// that deliver command names.
+	handedOut, delivered int64
 	// term is the service of the term served (or of the last one).
 	term *service
 	// failed is closed when a proposal of the term served was refused
@@ -199,8 +204,13 @@ func (s *Store) flushLocked() error {
 		return nil
 	}
 	batches := s.pending
-	s.pending = nil
 	a, err := s.log.Append(batches, replica.AppendOptions{AckCommitted: true})
+	// Append copied the batches (Raft keeps the entries): the buffer takes
+	// the next flush's, rather than growing again from nothing.
+	s.pending = nil
+	if cap(batches) <= maxReusedPending {
+		s.pending = batches[:0]
+	}
 	if err == nil && a.LastOffset+1 != s.end {
 		err = fmt.Errorf("quorumstore: proposal took offsets up to %d, the queue counted %d", a.LastOffset+1, s.end)
 	}
@@ -221,6 +231,10 @@ func (s *Store) flushLocked() error {
 	return nil
 }
 
+// maxReusedPending bounds the buffer of pending batches kept from one
+// flush to the next.
+const maxReusedPending = 4 << 20
+
 // addBatchLocked buffers a batch of records (an enqueue) and returns the
 // offset of its first record. Caller holds mu.
 func (s *Store) addBatchLocked(batch []byte) (int64, error) {
@@ -238,12 +252,16 @@ func (s *Store) addBatchLocked(batch []byte) (int64, error) {
 	return off, nil
 }
 
-// addCommand buffers a command record for the flusher.
-func (s *Store) addCommand(r record.Record) {
+// addCommand buffers a command record for the flusher, and then calls
+// added (if set) with mu held.
+func (s *Store) addCommand(r record.Record, added func()) {
 	s.mu.Lock()
 	if s.term.failure == nil {
 		s.commands = append(s.commands, r)
 		s.end++
+		if added != nil {
+			added()
+		}
 	}
 	s.mu.Unlock()
 	s.signal()
@@ -271,26 +289,41 @@ func (s *Store) AppendLocked(batch []byte) (int64, error) {
 }
 
 // DeliveredLocked logs a deliver command.
-func (s *Store) DeliveredLocked(off int64) { s.addCommand(deliverCommand(off)) }
+func (s *Store) DeliveredLocked(off int64) {
+	s.addCommand(deliverCommand(off), func() { s.handedOut, s.delivered = s.end, off })
+}
 
-// SettleLocked logs a settle command.
-func (s *Store) SettleLocked(off int64) { s.addCommand(settleCommand(off)) }
+// SettleLocked logs a settle command; one that follows the deliver
+// command of its message at once settles a message handed out without
+// acks, which a handout waits for too.
+func (s *Store) SettleLocked(off int64) {
+	s.addCommand(settleCommand(off), func() {
+		if s.handedOut == s.end-1 && s.delivered == off {
+			s.handedOut = s.end
+		}
+	})
+}
 
 // NoteReturnLocked logs a return command: the message at off was
 // returned n times in all.
-func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnCommand(off, n)) }
+func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnCommand(off, n), nil) }
 
 // HandoutLocked is what a message handed out just now (DeliveredLocked,
 // and SettleLocked for one without acks) waits on before it leaves the
-// node: the commit of every command handed to the store so far. A
-// message is never in a client's hands before its deliver command is
-// committed, so a new leader always knows it was delivered (RabbitMQ's
-// quorum queue commits a checkout before it sends the message). Waiting
-// proposes what is pending at once, so many handouts share one append.
+// node: the commit of every deliver command handed to the store so far
+// (and of the settles of messages handed out without acks). A message
+// is never in a client's hands before its deliver command is committed,
+// so a new leader always knows it was delivered (RabbitMQ's quorum queue
+// commits a checkout before it sends the message). The records handed
+// to the store after the last such command (enqueues, acks' settles) are
+// not waited for: the deliver commands were proposed as they came, and
+// their commit, often under way already, is all a handout needs.
+// Waiting proposes what is pending at once, so many handouts share one
+// append.
 func (s *Store) HandoutLocked() replica.Target {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &handout{sv: s.term, upTo: s.end}
+	return &handout{sv: s.term, upTo: s.handedOut}
 }
 
 // handout is the commit of a service's records below upTo.
@@ -427,9 +460,15 @@ const scanBytes = 1 << 20
 // walk calls fn for every record from off to the high watermark, until
 // fn returns false.
 func (s *Store) walk(off int64, fn func(off, ts int64, r record.Record) bool) error {
+	return s.walkBatches(off, recordsFrom(off, fn))
+}
+
+// walkBatches calls fn for every batch from the one holding off to the
+// high watermark, until fn returns false.
+func (s *Store) walkBatches(off int64, fn func(h record.Header, batch []byte) (bool, error)) error {
 	off = max(off, s.log.StartOffset())
 	for off < s.log.HighWatermark() {
-		next, err := s.read(off, scanBytes, fn)
+		next, err := s.readBatches(off, scanBytes, fn)
 		if err != nil || next < 0 {
 			return err
 		}
@@ -442,6 +481,31 @@ func (s *Store) walk(off int64, fn func(off, ts int64, r record.Record) bool) er
 // as far as maxBytes reach, skipping those below off. It returns the
 // offset after the last batch read, or -1 if fn stopped it.
 func (s *Store) read(off, maxBytes int64, fn func(off, ts int64, r record.Record) bool) (int64, error) {
+	return s.readBatches(off, maxBytes, recordsFrom(off, fn))
+}
+
+// recordsFrom turns fn, called for each record from offset from on, into
+// a batch visitor for readBatches.
+func recordsFrom(from int64, fn func(off, ts int64, r record.Record) bool) func(record.Header, []byte) (bool, error) {
+	return func(h record.Header, batch []byte) (bool, error) {
+		recs, err := record.Records(batch)
+		if err != nil {
+			return false, err
+		}
+		for i, r := range recs {
+			o := h.BaseOffset + int64(i)
+			if o >= from && !fn(o, h.BaseTimestamp+r.TimestampDelta, r) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
+// readBatches calls fn for the batches from the one holding off, as far
+// as maxBytes reach, until fn returns false (or an error). It returns the
+// offset after the last batch read, or -1 if fn stopped it.
+func (s *Store) readBatches(off, maxBytes int64, fn func(h record.Header, batch []byte) (bool, error)) (int64, error) {
 	sl, err := s.log.Read(off, maxBytes)
 	if err != nil {
 		return 0, err
@@ -457,15 +521,12 @@ func (s *Store) read(off, maxBytes int64, fn func(off, ts int64, r record.Record
 		if err != nil {
 			return 0, err
 		}
-		recs, err := record.Records(data[:h.Size()])
-		if err != nil {
+		more, err := fn(h, data[:h.Size()])
+		switch {
+		case err != nil:
 			return 0, err
-		}
-		for i, r := range recs {
-			o := h.BaseOffset + int64(i)
-			if o >= off && !fn(o, h.BaseTimestamp+r.TimestampDelta, r) {
-				return -1, nil
-			}
+		case !more:
+			return -1, nil
 		}
 		next = h.LastOffset() + 1
 		data = data[h.Size():]
@@ -534,6 +595,7 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	s.pending, s.commands = nil, nil
 	s.end = s.log.EndOffset()
+	s.handedOut = s.end // committed: Replay waited for it
 	s.term = &service{s: s, proposed: s.end}
 	s.failed = make(chan struct{})
 	s.unsettled = s.unsettled[:0]

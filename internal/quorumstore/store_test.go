@@ -8,6 +8,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/raft"
+	"github.com/wharf-mq/wharf/internal/record"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -205,5 +206,59 @@ func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	}
 	if fs := s.Forwards(); len(fs) != 1 || fs[0].ID != 42 {
 		t.Fatalf("forwards found by Replay: %+v, want id 42", fs)
+	}
+}
+
+func TestSoleKeyReadsOnlyLoneRecords(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		batch []byte
+		key   string
+		ok    bool
+	}{
+		{"enqueue", queuestore.EncodeMessage(queuestore.Message{Body: []byte("hello")}, 1), "", true},
+		{"empty body", queuestore.EncodeMessage(queuestore.Message{}, 1), "", true},
+		{"truncate", record.NewBatch(1, []record.Record{truncateCommand(7)}), "t", true},
+		{"commands", record.NewBatch(1, []record.Record{deliverCommand(3), truncateCommand(3)}), "", false},
+	} {
+		h, err := record.ParseHeader(c.batch)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if key, ok := soleKey(h, c.batch); string(key) != c.key || ok != c.ok {
+			t.Errorf("%s: soleKey = %q, %v; want %q, %v", c.name, key, ok, c.key, c.ok)
+		}
+	}
+}
+
+// TestHandoutCoversOnlyHandoutCommands: a handout waits for the deliver
+// commands so far, and the settle right after one of a message handed
+// out without acks, not for the enqueues and acks' settles handed to
+// the store after them (a fresh proposal's commit a delivery does not
+// need).
+func TestHandoutCoversOnlyHandoutCommands(t *testing.T) {
+	h, dir := startHost(t), t.TempDir()
+	s := openLeading(t, h, dir)
+	off := enqueue(t, s, "a", "b", "c")
+	upTo := func() int64 { return s.HandoutLocked().(*handout).upTo }
+	s.DeliveredLocked(off["a"])
+	afterDeliver := s.end
+	enqueue(t, s, "d")
+	s.SettleLocked(off["a"]) // an ack, later
+	if got := upTo(); got != afterDeliver {
+		t.Errorf("after deliver, enqueue, ack: handout up to %d, want %d (after the deliver command)", got, afterDeliver)
+	}
+	s.DeliveredLocked(off["b"])
+	s.SettleLocked(off["b"]) // handed out without acks
+	afterSettle := s.end
+	s.NoteReturnLocked(off["c"], 1)
+	if got := upTo(); got != afterSettle {
+		t.Errorf("after a delivery without acks: handout up to %d, want %d (after its settle)", got, afterSettle)
+	}
+	if err := s.HandoutLocked().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if hw := s.HighWatermark(); hw < afterSettle {
+		t.Errorf("handout returned with the high watermark at %d, below %d", hw, afterSettle)
 	}
 }

@@ -24,18 +24,22 @@ const TruncateEvery = time.Second
 
 // TruncateLocked proposes truncate(below) if below is past the last
 // one proposed: every message below it is settled (below is capped at the
-// offset the next record gets). Called by the queue served here, under
-// its lock.
+// offset the next record gets). The command is a batch of its own, so
+// that the truncator finds it without decoding the others. Called by the
+// queue served here, under its lock.
 func (s *Store) TruncateLocked(below int64) {
 	s.mu.Lock()
 	below = min(below, s.end)
-	past := below > s.truncatedAt
+	past := below > s.truncatedAt && s.term.failure == nil
 	if past {
 		s.truncatedAt = below
+		s.closeCommandsLocked()
+		s.pending = append(s.pending, record.NewBatch(time.Now().UnixMilli(), []record.Record{truncateCommand(below)})...)
+		s.end++
 	}
 	s.mu.Unlock()
 	if past {
-		s.addCommand(truncateCommand(below))
+		s.signal()
 	}
 }
 
@@ -62,13 +66,18 @@ func (s *Store) applyTruncates(from int64) int64 {
 	from = max(from, s.log.StartOffset())
 	hw := s.log.HighWatermark()
 	below := int64(-1)
-	if err := s.walk(from, func(_, _ int64, r record.Record) bool {
-		if string(r.Key) == string(truncateKey) {
-			if off, _, err := decodeCommand(r.Value); err == nil {
-				below = max(below, off)
-			}
+	if err := s.walkBatches(from, func(h record.Header, batch []byte) (bool, error) {
+		if key, ok := soleKey(h, batch); !ok || string(key) != string(truncateKey) {
+			return true, nil // not a truncate, which travels alone
 		}
-		return true
+		recs, err := record.Records(batch)
+		if err != nil {
+			return false, err
+		}
+		if off, _, err := decodeCommand(recs[0].Value); err == nil {
+			below = max(below, off)
+		}
+		return true, nil
 	}); err != nil {
 		s.logger.Warn("quorumstore: reading the log for truncations failed; retrying", "from", from, "err", err)
 		return from

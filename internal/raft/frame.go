@@ -67,12 +67,10 @@ func appendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, e.Group)
 	switch e.Kind {
 	case KindRaft:
-		b, err := proto.Marshal(e.Msg)
-		if err != nil {
-			return dst, err
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(b)))
-		dst = append(dst, b...)
+		// Sized first, then marshalled into the frame itself: an append's
+		// entries are copied once, not into a buffer of their own first.
+		dst = binary.AppendUvarint(dst, uint64(proto.Size(e.Msg)))
+		return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, e.Msg)
 	case KindPing:
 		dst = binary.AppendUvarint(dst, e.Index)
 	case KindQuiesce:

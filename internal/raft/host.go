@@ -280,6 +280,7 @@ func (h *Host) AddGroup(id uint64, rep Replica) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	rep = &entryCache{Replica: rep}
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
 		ID:                        h.cfg.NodeID,
 		ElectionTick:              h.cfg.ElectionTicks,

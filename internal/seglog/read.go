@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -188,17 +189,30 @@ func (l *Log) ReadBelow(offset, maxBytes, limit int64) (*Slice, error) {
 }
 
 // cutAt drops the batches of s whose base offset is at or past limit.
+// It reads the batch headers a block at a time (cutBlock), not with a
+// pread each: a replica's readers (consumers at its high watermark, a
+// quorum queue's truncator) cut every read, and small batches made that
+// a syscall per batch.
 func (s *Slice) cutAt(limit int64) error {
-	var head [record.LogOverhead]byte
+	bp := cutBlocks.Get().(*[cutBlock]byte)
+	defer cutBlocks.Put(bp)
+	var block []byte // the bytes of the chunk from blockAt on
+	var blockAt int64
 	for i := range s.Chunks {
 		c := &s.Chunks[i]
+		block = nil
 		for pos := c.Pos; pos < c.Pos+c.Len; {
-			if _, err := c.File.ReadAt(head[:], pos); err != nil {
-				if err == io.EOF {
-					err = io.ErrUnexpectedEOF
+			if pos < blockAt || pos+record.LogOverhead > blockAt+int64(len(block)) {
+				n := max(min(cutBlock, c.Pos+c.Len-pos), record.LogOverhead)
+				if _, err := c.File.ReadAt(bp[:n], pos); err != nil {
+					if err == io.EOF {
+						err = io.ErrUnexpectedEOF
+					}
+					return err
 				}
-				return err
+				block, blockAt = bp[:n], pos
 			}
+			head := block[pos-blockAt:]
 			if int64(binary.BigEndian.Uint64(head[:8])) >= limit {
 				c.Len = pos - c.Pos
 				n := i + 1
@@ -213,6 +227,11 @@ func (s *Slice) cutAt(limit int64) error {
 	}
 	return nil
 }
+
+// cutBlock is how much of a chunk one read of cutAt takes.
+const cutBlock = 16 << 10
+
+var cutBlocks = sync.Pool{New: func() any { return new([cutBlock]byte) }}
 
 // viewContinuing returns a view of the segment that holds offset from, read
 // after prev: normally the segment after prev, but if compaction replaced

@@ -184,27 +184,37 @@ func TestWaitDurableStopsWithItsContext(t *testing.T) {
 	}
 }
 
-// ReadBelow drops the batches from limit on.
+// ReadBelow drops the batches from limit on: across segments, and
+// within a chunk longer than one block of headers (cutBlock).
 func TestReadBelow(t *testing.T) {
-	l := mustOpen(t, t.TempDir(), smallConfig())
-	defer l.Close()
-	appendBatches(t, l, 40, 2, 0) // several segments
-	for _, limit := range []int64{0, 1, 2, 7, 30, 80, 1000} {
-		s, err := l.ReadBelow(0, 1<<20, limit)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		name           string
+		cfg            Config
+		batches, count int // count records each
+		limits         []int64
+	}{
+		{"several segments", smallConfig(), 40, 2, []int64{0, 1, 2, 7, 30, 80, 1000}},
+		{"one segment, several header blocks", DefaultConfig(), 2000, 3, []int64{1, 3, 1500, 2999, 3001, 5998, 6000, 6005}},
+	} {
+		l := mustOpen(t, t.TempDir(), c.cfg)
+		appendBatches(t, l, c.batches, c.count, 0)
+		for _, limit := range c.limits {
+			s, err := l.ReadBelow(0, 1<<30, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Bytes()
+			s.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every batch with a base offset below limit.
+			n := int64(c.count)
+			want := min((limit+n-1)/n*n, l.EndOffset())
+			if got := int64(len(decodeAll(t, b))); got != want {
+				t.Errorf("%s: ReadBelow(limit %d) returned %d records, want %d", c.name, limit, got, want)
+			}
 		}
-		b, err := s.Bytes()
-		s.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs := decodeAll(t, b)
-		// Every batch with a base offset below limit: ceil(limit/2) of
-		// two records each.
-		want := min((limit+1)/2*2, l.EndOffset())
-		if int64(len(recs)) != want {
-			t.Errorf("ReadBelow(limit %d) returned %d records, want %d", limit, len(recs), want)
-		}
+		l.Close()
 	}
 }
