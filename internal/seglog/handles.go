@@ -57,15 +57,21 @@ func OpenFiles() int {
 	return files.lru.Len()
 }
 
-// fileCache bounds the open descriptors of the handles it manages.
+// fileCache bounds the open descriptors of the handles it manages, and
+// the mappings of their files (mapped_linux.go).
 type fileCache struct {
-	mu    sync.Mutex
-	limit int
-	lru   list.List // of *fileHandle that are open; most recently pinned at the front
+	mu       sync.Mutex
+	limit    int
+	lru      list.List // of *fileHandle that are open; most recently pinned at the front
+	mapLimit int
+	maps     list.List // of *fileHandle that are mapped; most recently read at the front
 }
 
+// maxMappings bounds the files mapped at once (see mapped_linux.go).
+const maxMappings = 1024
+
 func newFileCache(limit int) *fileCache {
-	return &fileCache{limit: max(limit, 1)}
+	return &fileCache{limit: max(limit, 1), mapLimit: maxMappings}
 }
 
 // fileHandle is a file that is open only while the cache lets it be.
@@ -78,6 +84,8 @@ type fileHandle struct {
 	pins    int
 	retired bool // the segment is gone: never reopen
 	elem    *list.Element
+	mapped  []byte // the file mapped from its start while open, or nil (mapped_linux.go)
+	mapElem *list.Element
 
 	// Write generations: written counts writes (under the owning Log's
 	// lock), synced is the value of written that the last successful
@@ -326,6 +334,7 @@ func (c *fileCache) closeLocked(h *fileHandle) {
 	if h.f == nil {
 		return
 	}
+	c.unmapLocked(h)
 	h.f.Close() // read-only use since the last fsync, or retired: nothing to report
 	h.f = nil
 	c.lru.Remove(h.elem)
