@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -163,4 +166,56 @@ func TestLargeTLSFetchArrivesIntact(t *testing.T) {
 		}
 		checkValues(t, got[p], want[p])
 	}
+}
+
+// TestTLSFetchEncryptsThePageCache: over TLS a fetch's record data is
+// encrypted straight from the segment files' pages (a mapping of them),
+// not first read into the broker's memory: while a consumer fetches 8
+// MiB over SSL, the process (broker and consumer) reads with read(2) and
+// pread(2) about the consumer's own share of the socket, not that and
+// the 8 MiB from the files again.
+func TestTLSFetchEncryptsThePageCache(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("segment files are mapped on Linux only")
+	}
+	ts := startServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS := serveSSL(t, ts, ln)
+	ts.createTopic(t, "mapped", 1, nil)
+	const n, size = 512, 16 << 10 // 8 MiB
+	var values []string
+	for i := range n {
+		values = append(values, fmt.Sprintf("%04d-%0*d", i, size-5, i))
+	}
+	produceSync(t, ts.client(t, kgo.ProducerBatchCompression(kgo.NoCompression())), "mapped", 0, values...)
+
+	before := bytesRead(t)
+	checkValues(t, consumeValues(t, "mapped", n, kgo.SeedBrokers(ln.Addr().String()), kgo.DialTLSConfig(clientTLS)), values)
+	if read := bytesRead(t) - before; read > n*size*3/2 {
+		t.Fatalf("the process read %d bytes to fetch %d bytes of records over TLS; want the consumer's %d and little more", read, n*size, n*size)
+	}
+}
+
+// bytesRead is how many bytes the process has read with read(2) and
+// its kin (rchar in /proc/self/io), from files and sockets alike.
+func bytesRead(t *testing.T) int {
+	t.Helper()
+	stats, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skip("no /proc/self/io:", err)
+	}
+	for line := range strings.Lines(string(stats)) {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no rchar in /proc/self/io")
+	return 0
 }

@@ -7,7 +7,11 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -176,3 +180,132 @@ func TestWriteMappedToPassesOtherPanicsOn(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// mappedFiles counts the process's mappings of files under dir.
+func mappedFiles(t *testing.T, dir string) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps:", err)
+	}
+	return bytes.Count(maps, []byte(" "+dir+"/"))
+}
+
+// checkMappedRead reads s through WriteMappedTo and checks it against Bytes.
+func checkMappedRead(t *testing.T, s *Slice) {
+	t.Helper()
+	want, err := s.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if _, err := s.WriteMappedTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatal("mapped bytes differ from the slice's")
+	}
+}
+
+// TestMappingIsKeptWithTheFile: a segment file is mapped once for every
+// read of it while the file cache keeps it open, and unmapped when the
+// file is closed.
+func TestMappingIsKeptWithTheFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are mapped on Linux only")
+	}
+	dir := t.TempDir()
+	l := mustOpen(t, dir, mappedConfig())
+	appendBatches(t, l, 20, 20, 0)
+	for range 3 {
+		s, err := l.Read(0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMappedRead(t, s)
+		s.Release()
+		if got := mappedFiles(t, dir); got != 1 {
+			t.Fatalf("%d mappings of the log's one segment after reading it", got)
+		}
+	}
+	l.Close()
+	if got := mappedFiles(t, dir); got != 0 {
+		t.Fatalf("%d mappings left after Close", got)
+	}
+}
+
+// TestMappingsStayWithinTheirLimit: reading more segment files than
+// maxMappings unmaps the least recently read; when every mapping is in
+// use, a read copies instead, and all reads return the log's bytes.
+func TestMappingsStayWithinTheirLimit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are mapped on Linux only")
+	}
+	const limit = 2
+	files.mu.Lock()
+	prev := files.mapLimit
+	files.mapLimit = limit
+	files.mu.Unlock()
+	t.Cleanup(func() {
+		files.mu.Lock()
+		files.mapLimit = prev
+		files.mu.Unlock()
+	})
+	withMaxOpenFiles(t, 16)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, mappedConfig())
+	defer l.Close()
+	appendBatches(t, l, 600, 20, 0)
+	segments := segmentFiles(t, dir)
+	if len(segments) <= limit+1 {
+		t.Fatalf("want more than %d segments, have %d", limit+1, len(segments))
+	}
+	readSegment := func(path string) *Slice {
+		t.Helper()
+		base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(path), logSuffix), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := l.Read(base, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMappedRead(t, s)
+		if got := mappedFiles(t, dir); got > limit {
+			t.Fatalf("%d files mapped, limit %d", got, limit)
+		}
+		return s
+	}
+
+	// Read one after the other: each evicts the least recently read.
+	for _, path := range segments {
+		s := readSegment(path)
+		if !isMapped(s) {
+			t.Fatalf("%s was not mapped: no idle mapping was evicted for it", path)
+		}
+		s.Release()
+	}
+	// Reads of the first segments go on while the others are read:
+	// those find no mapping to evict, and copy.
+	var held []*Slice
+	defer func() {
+		for _, s := range held {
+			s.Release()
+		}
+	}()
+	for i, path := range segments {
+		s := readSegment(path)
+		if i < limit {
+			held = append(held, s)
+		} else {
+			s.Release()
+		}
+	}
+}
+
+// isMapped reports whether the file of s's first chunk is mapped.
+func isMapped(s *Slice) bool {
+	files.mu.Lock()
+	defer files.mu.Unlock()
+	return s.Chunks[0].handle.mapped != nil
+}
