@@ -64,8 +64,8 @@ var errNoMappingRoom = errors.New("seglog: every mapping is in use")
 // one Write: w must not keep the slice it is given (io.Writer's rule). If
 // the file cannot be mapped, it is copied instead.
 func writeChunkMapped(w io.Writer, c Chunk) (int64, error) {
-	if strconv.IntSize < 64 || c.handle == nil || c.Pos+c.Len > mapSpan {
-		return copyChunk(w, c) // no address space for mappings this large
+	if strconv.IntSize < 64 || c.Pos+c.Len > mapSpan {
+		return copyChunk(w, c) // past what a mapping covers (or can, on 32 bits)
 	}
 	pages, err := c.handle.mapping()
 	if err != nil {

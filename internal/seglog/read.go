@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -102,10 +103,17 @@ func (s *Slice) writeChunks(w io.Writer, write func(io.Writer, Chunk) (int64, er
 	return total, nil
 }
 
-// copyChunk is the portable path: io.Copy from a SectionReader, which reads
+// copyBufs are copyChunk's buffers: large, so that a TLS connection (when
+// its files find no mapping) encrypts a chunk in few writes, and pooled,
+// so that a chunk does not allocate one.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// copyChunk is the portable path: a copy from a SectionReader, which reads
 // with pread and so never touches the file's shared offset.
 func copyChunk(w io.Writer, c Chunk) (int64, error) {
-	n, err := io.Copy(w, io.NewSectionReader(c.File, c.Pos, c.Len))
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	n, err := io.CopyBuffer(w, io.NewSectionReader(c.File, c.Pos, c.Len), *buf)
 	if err == nil && n < c.Len {
 		err = io.ErrUnexpectedEOF
 	}
