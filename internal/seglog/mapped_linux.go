@@ -18,14 +18,16 @@ import (
 //
 // Why keep the mapping? Mapping the chunk of one fetch and unmapping it
 // after costs more than the copy it saves: entering the pages into the
-// page tables and tearing them down again (measured, 1 MiB fetches over
-// TLS: 1.10 to 1.16 ms of CPU per MiB, against 1.06 to 1.07 reading into
-// a buffer). So a segment file is mapped once, whole, and the mapping
-// kept with its open descriptor in the file cache (handles.go): a page
-// already read once through it is read again at no cost but the reading,
-// and a page read for the first time costs one fault for a run of
-// pages, about what the copy did (BenchmarkFetchTLS: 0.96 to 1.0 ms per
-// MiB re-read). The mapping is as long as any segment can be (mapSpan),
+// page tables and tearing them down again (BenchmarkFetchTLS, 1 MiB
+// fetches, broker and client: 1.10 to 1.16 ms of CPU per MiB, against
+// 1.06 to 1.07 reading into a buffer). So a segment file is mapped once,
+// whole, and the mapping kept with its open descriptor in the file cache
+// (handles.go): a page already read through it is read again at no cost
+// but the reading (0.96 to 1.02 ms per MiB, against 1.06 to 1.21, the
+// two interleaved), and a page read for the first time costs one fault
+// for a run of pages, about what the copy cost (a file read once: a
+// fresh mapping, 0.15 to 0.23 ms per MiB, pread 0.19 to 0.3). The
+// mapping is as long as any segment can be (mapSpan),
 // so the active segment's covers what is appended after it was made;
 // only the pages touched take page tables, the rest is address space.
 // At most maxMappings files are mapped at once (each mapping is one of
