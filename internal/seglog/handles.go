@@ -65,6 +65,7 @@ type fileCache struct {
 	lru      list.List // of *fileHandle that are open; most recently pinned at the front
 	mapLimit int
 	maps     list.List // of *fileHandle that are mapped; most recently read at the front
+	unmapped [][]byte  // mappings dropped under mu, unmapped by unlock once it is released
 }
 
 // maxMappings bounds the files mapped at once (see mapped_linux.go).
@@ -180,7 +181,7 @@ func (h *fileHandle) unpin() {
 	h.pins--
 	c.closeIfRetiredLocked(h)
 	over := c.lru.Len() > c.limit
-	c.mu.Unlock()
+	c.unlock()
 	if over {
 		c.makeRoom()
 	}
@@ -202,7 +203,7 @@ func (c *fileCache) makeRoom() {
 	c.mu.Lock()
 	c.evictLocked()
 	excess := c.lru.Len() - c.limit
-	c.mu.Unlock()
+	c.unlock()
 	if excess > 0 {
 		c.syncAndClose(excess)
 	}
@@ -238,7 +239,7 @@ func (c *fileCache) syncAndClose(n int) {
 			c.closeLocked(j.h)
 		}
 		c.closeIfRetiredLocked(j.h)
-		c.mu.Unlock()
+		c.unlock()
 	}
 }
 
@@ -319,7 +320,7 @@ func (h *fileHandle) idleLocked() bool {
 func (h *fileHandle) retire() {
 	c := h.cache
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	h.retired = true
 	c.closeIfRetiredLocked(h)
 }
@@ -328,6 +329,30 @@ func (c *fileCache) closeIfRetiredLocked(h *fileHandle) {
 	if h.retired && h.pins == 0 {
 		c.closeLocked(h)
 	}
+}
+
+// unlock releases mu, then unmaps the mappings dropped under it: tearing
+// down the page tables of a large file read through its mapping can take
+// milliseconds, which no pin of any other file should wait for.
+func (c *fileCache) unlock() {
+	dropped := c.unmapped
+	c.unmapped = nil
+	c.mu.Unlock()
+	for _, m := range dropped {
+		unmap(m)
+	}
+}
+
+// unmapLocked drops the handle's mapping, if it has one, for unlock to
+// unmap: nobody may be reading through it.
+func (c *fileCache) unmapLocked(h *fileHandle) {
+	if h.mapped == nil {
+		return
+	}
+	c.unmapped = append(c.unmapped, h.mapped)
+	h.mapped = nil
+	c.maps.Remove(h.mapElem)
+	h.mapElem = nil
 }
 
 func (c *fileCache) closeLocked(h *fileHandle) {
