@@ -30,6 +30,7 @@ import (
 // mapping is as long as any segment can be (mapSpan),
 // so the active segment's covers what is appended after it was made;
 // only the pages touched take page tables, the rest is address space.
+// A chunk not all in the page cache is copied instead (inPageCache).
 // At most maxMappings files are mapped at once (each mapping is one of
 // the process's vm.max_map_count areas, 65,530 by default); the least
 // recently used one nobody reads is unmapped to make room, and a file
@@ -57,8 +58,9 @@ import (
 const mapSpan = 1<<31 - 1
 
 // errFileShrunk is what writing a mapped chunk returns when the file was
-// cut shorter than the chunk while it was read.
-var errFileShrunk = fmt.Errorf("seglog: segment file cut short while being read: %w", io.ErrUnexpectedEOF)
+// cut shorter than the chunk while it was read (or, as rarely, a page
+// evicted after inPageCache could not be read back from the disk).
+var errFileShrunk = fmt.Errorf("seglog: segment file cut short (or unreadable) while being read: %w", io.ErrUnexpectedEOF)
 
 // errNoMappingRoom is returned by fileHandle.mapping when maxMappings
 // files are mapped and all are being read.
@@ -72,7 +74,7 @@ func writeChunkMapped(w io.Writer, c Chunk) (int64, error) {
 		return copyChunk(w, c) // past what a mapping covers (or can, on 32 bits)
 	}
 	pages, err := c.handle.mapping()
-	if err != nil {
+	if err != nil || !inPageCache(pages, c.Pos, c.Len) {
 		return copyChunk(w, c)
 	}
 	n, err := writeMapped(w, pages, pages[c.Pos:c.Pos+c.Len])
@@ -130,6 +132,35 @@ func (c *fileCache) shedMappingsLocked(n int) {
 		}
 		e = prev
 	}
+}
+
+// pageSizeOS is the size of the pages a mapping is made of.
+var pageSizeOS = int64(os.Getpagesize())
+
+// inPageCache reports whether the file pages under pages[pos:pos+n] are
+// all in the page cache (mincore(2)), so that reading them through the
+// mapping waits for no disk. A page fault that must read the disk blocks
+// its thread with the goroutine's P held, where a pread would let the
+// scheduler run other goroutines meanwhile: so a chunk that is not all
+// in memory is copied, which also brings it into the cache for the next
+// read.
+func inPageCache(pages []byte, pos, n int64) bool {
+	var vec [512]byte // one byte per page: 2 MiB of 4 KiB pages per call
+	from := pos &^ (pageSizeOS - 1)
+	for from < pos+n {
+		length := min(pos+n-from, int64(len(vec))*pageSizeOS)
+		_, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&pages[from])), uintptr(length), uintptr(unsafe.Pointer(&vec[0])))
+		if errno != 0 {
+			return false
+		}
+		for _, v := range vec[:(length+pageSizeOS-1)/pageSizeOS] {
+			if v&1 == 0 {
+				return false
+			}
+		}
+		from += length
+	}
+	return true
 }
 
 // writeMapped writes data, which lies in the mapping pages, to w, turning
