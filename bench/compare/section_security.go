@@ -23,9 +23,9 @@ import (
 // (franz-go's TLS) is not, and the note says which share of what TLS adds
 // is the client's. The consume rows compare unlike paths on purpose, as
 // a Kafka user meets them: PLAINTEXT sends record data from the page
-// cache with sendfile, without copying it, while TLS must read it into
-// the broker and encrypt it (the kernel's TLS is not in Go's standard
-// library). Both sides use franz-go's default fetch sizes (1 MiB a
+// cache with sendfile, without copying it, while TLS must encrypt it in
+// the broker, from a mapping of the segment files (the kernel's TLS is not
+// in Go's standard library). Both sides use franz-go's default fetch sizes (1 MiB a
 // partition, Kafka's max.partition.fetch.bytes).
 
 const (

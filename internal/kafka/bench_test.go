@@ -1,12 +1,17 @@
 package kafka
 
 import (
+	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -51,6 +56,51 @@ func benchmarkFetch(b *testing.B, size int, zeroCopy bool) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFetchTLS is one fetch of 1 MiB of one partition, as a consumer
+// over an SSL listener asks for it, and the CPU the process (broker and
+// client, whose decryption is about as costly as the broker's work)
+// spends per MiB.
+func BenchmarkFetchTLS(b *testing.B) {
+	const size = 1 << 20
+	ts := startServer(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	clientTLS := serveSSL(b, ts, ln)
+	ts.createTopic(b, "bench", 1, nil)
+	const batchBytes = 16 << 10
+	appendBatches(b, mustPartition(b, ts, "bench", 0), size/batchBytes, batchBytes)
+
+	nc, err := tls.Dial("tcp", ln.Addr().String(), clientTLS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	c := &rawConn{t: b, nc: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+	req := fetchRequest(12, "bench", 0, 0)
+	req.MaxBytes = size
+	req.Topics[0].Partitions[0].PartitionMaxBytes = size
+	b.SetBytes(size)
+	cpu := processCPU()
+	b.ResetTimer()
+	for range b.N {
+		c.send(req)
+		if err := discardFrame(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/1e6/float64(b.N), "cpu-ms/MiB")
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // discardFrame reads one response without keeping it.

@@ -1,13 +1,14 @@
 package kafka
 
 import (
-	"bytes"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,7 +18,7 @@ import (
 
 // serveSSL serves ts on an SSL listener over ln and returns a client
 // configuration that trusts it.
-func serveSSL(t *testing.T, ts *testServer, ln net.Listener) (clientTLS *tls.Config) {
+func serveSSL(t testing.TB, ts *testServer, ln net.Listener) (clientTLS *tls.Config) {
 	t.Helper()
 	serverTLS, clientTLS := tlstest.SelfSigned(t)
 	port := int32(ln.Addr().(*net.TCPAddr).Port)
@@ -114,9 +115,9 @@ func TestTLSFetchWritesRecordsInLargeSocketWrites(t *testing.T) {
 }
 
 // TestLargeTLSFetchArrivesIntact: fetch responses of several partitions,
-// each partition's record data spanning segment files and several of the
-// pieces it is read and encrypted in (sealPiece), reach a franz-go
-// consumer over SSL byte for byte and in order.
+// each partition's record data spanning segment files (each mapped on its
+// own) and several of the Socket's writes, reach a franz-go consumer over
+// SSL byte for byte and in order.
 func TestLargeTLSFetchArrivesIntact(t *testing.T) {
 	ts := startServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -167,51 +168,54 @@ func TestLargeTLSFetchArrivesIntact(t *testing.T) {
 	}
 }
 
-// countingReaderAt counts the reads made of its bytes.
-type countingReaderAt struct {
-	data  []byte
-	reads int
+// TestTLSFetchEncryptsThePageCache: over TLS a fetch's record data is
+// encrypted straight from the segment files' pages (a mapping of them),
+// not first read into the broker's memory: while a consumer fetches 8
+// MiB over SSL, the process (broker and consumer) reads with read(2) and
+// pread(2) about the consumer's own share of the socket, not that and
+// the 8 MiB from the files again.
+func TestTLSFetchEncryptsThePageCache(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("segment files are mapped on Linux only")
+	}
+	ts := startServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS := serveSSL(t, ts, ln)
+	ts.createTopic(t, "mapped", 1, nil)
+	const n, size = 512, 16 << 10 // 8 MiB
+	var values []string
+	for i := range n {
+		values = append(values, fmt.Sprintf("%04d-%0*d", i, size-5, i))
+	}
+	produceSync(t, ts.client(t, kgo.ProducerBatchCompression(kgo.NoCompression())), "mapped", 0, values...)
+
+	before := bytesRead(t)
+	checkValues(t, consumeValues(t, "mapped", n, kgo.SeedBrokers(ln.Addr().String()), kgo.DialTLSConfig(clientTLS)), values)
+	if read := bytesRead(t) - before; read > n*size*3/2 {
+		t.Fatalf("the process read %d bytes to fetch %d bytes of records over TLS; want the consumer's %d and little more", read, n*size, n*size)
+	}
 }
 
-func (r *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	r.reads++
-	n := copy(p, r.data[off:])
-	if n < len(p) {
-		return n, io.EOF
+// bytesRead is how many bytes the process has read with read(2) and
+// its kin (rchar in /proc/self/io), from files and sockets alike.
+func bytesRead(t *testing.T) int {
+	t.Helper()
+	stats, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skip("no /proc/self/io:", err)
 	}
-	return n, nil
-}
-
-// TestRecordDataIsEncryptedInLargePieces: over TLS a file range of record
-// data is read, and handed to crypto/tls, sealPiece bytes at a time, not
-// in io.Copy's 32 KiB, and arrives whole.
-func TestRecordDataIsEncryptedInLargePieces(t *testing.T) {
-	serverTLS, clientTLS := tlstest.SelfSigned(t)
-	serverEnd, clientEnd := net.Pipe()
-	clientTLS.ServerName = "127.0.0.1" // a pipe has no address to check the certificate against
-	server := tls.Server(serverEnd, serverTLS)
-	client := tls.Client(clientEnd, clientTLS)
-	defer serverEnd.Close() // not server.Close: its close_notify would wait for a reader on the pipe
-	defer clientEnd.Close()
-
-	file := &countingReaderAt{data: make([]byte, 4*sealPiece+12345)}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range file.data {
-		file.data[i] = byte(rng.Uint32())
+	for line := range strings.Lines(string(stats)) {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
 	}
-	got := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(io.LimitReader(client, int64(len(file.data))))
-		got <- b
-	}()
-	n, err := io.Copy(recordDataWriter(server), io.NewSectionReader(file, 0, int64(len(file.data))))
-	if err != nil || n != int64(len(file.data)) {
-		t.Fatalf("copied %d of %d bytes: %v", n, len(file.data), err)
-	}
-	if !bytes.Equal(<-got, file.data) {
-		t.Fatal("the client read other bytes than the file holds")
-	}
-	if file.reads != 5 {
-		t.Fatalf("%d bytes were read in %d reads, want 5 of up to %d bytes", len(file.data), file.reads, sealPiece)
-	}
+	t.Fatal("no rchar in /proc/self/io")
+	return 0
 }

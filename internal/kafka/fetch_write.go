@@ -7,9 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,10 +30,10 @@ import (
 // the placeholders' replacement. Unlike placeholders of the real length,
 // this copies no bytes proportional to the data.
 //
-// On a TLS connection the same plan streams the file ranges through the
-// encryption sealPiece bytes at a time (pread into a pooled buffer,
-// encrypt, write; see sealedWriter): sendfile cannot carry TLS, but the
-// response is never held whole in memory.
+// On a TLS connection the same plan hands the file ranges to the
+// encryption as memory mappings of the segment files (writeRecordData):
+// sendfile cannot carry TLS, but the record data is neither copied into
+// a buffer first nor ever held whole in memory.
 //
 // The copy path (Slice.Bytes, a pread, into the kmsg-encoded response) is
 // used when the connection is neither TCP nor TLS, when zero copy is off,
@@ -213,7 +211,7 @@ func (p splicePlan) write(nc net.Conn, buf []byte, fd *fetchData, flexible bool)
 		if _, err := nc.Write(head); err != nil {
 			return err
 		}
-		n, err := part.slice.WriteTo(recordDataWriter(nc))
+		n, err := writeRecordData(nc, part.slice)
 		if err != nil {
 			return err
 		}
@@ -226,47 +224,13 @@ func (p splicePlan) write(nc net.Conn, buf []byte, fd *fetchData, flexible bool)
 	return err
 }
 
-// recordDataWriter is what a fetch response's record data is written to:
-// the TCP connection itself (sendfile), or a sealedWriter over TLS.
-func recordDataWriter(nc net.Conn) io.Writer {
-	if tc, ok := nc.(*tls.Conn); ok {
-		return sealedWriter{tc}
+// writeRecordData writes a slice's record data to nc: to a TCP connection
+// with sendfile; to a TLS connection straight from the mapped segment
+// files (Slice.WriteMappedTo), so that crypto/tls encrypts the page cache
+// itself rather than a copy of it read into a buffer first.
+func writeRecordData(nc net.Conn, s *replica.Slice) (int64, error) {
+	if _, ok := nc.(*tls.Conn); ok {
+		return s.WriteMappedTo(nc)
 	}
-	return nc
-}
-
-// sealPiece is how much record data is read from the files, and handed to
-// crypto/tls, at a time: as much as the Socket under the connection writes
-// at once (tlsconf's batchSize), so that a response's 1 MiB of a partition
-// takes four preads and four encrypting writes rather than thirty-two of
-// io.Copy's 32 KiB, which io.Copy would also allocate afresh per file
-// range.
-const sealPiece = 256 << 10
-
-var sealBufs = sync.Pool{New: func() any { b := make([]byte, sealPiece); return &b }}
-
-// sealedWriter is a TLS connection that record data is copied into from
-// the files (io.Copy calls its ReadFrom with a file range's reader).
-type sealedWriter struct{ *tls.Conn }
-
-// ReadFrom writes what r holds, read in pieces of sealPiece.
-func (w sealedWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf := sealBufs.Get().(*[]byte)
-	defer sealBufs.Put(buf)
-	var written int64
-	for {
-		n, err := io.ReadFull(r, *buf)
-		if n > 0 {
-			if _, werr := w.Write((*buf)[:n]); werr != nil {
-				return written, werr
-			}
-			written += int64(n)
-		}
-		switch {
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return written, nil // r ended; the caller checks the length
-		case err != nil:
-			return written, err
-		}
-	}
+	return s.WriteTo(nc)
 }

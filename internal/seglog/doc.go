@@ -98,9 +98,15 @@
 // Read returns a Slice of file ranges holding whole batches (ReadBelow
 // leaves out those from an offset on); Slice.WriteTo sends them with
 // sendfile(2) to a TCP connection (sendfile_linux.go explains why it calls
-// sendfile itself). A Slice holds references on its
-// segments, so retention can delete a segment while a fetch is still
-// sending it: the files are unlinked at once and closed on the last Release.
+// sendfile itself). Slice.WriteMappedTo hands a writer that must read the
+// bytes (a TLS connection encrypting them) the page cache itself: each
+// segment file is mapped once and the mapping kept with its open
+// descriptor, at most 1,024 at a time; a chunk not all in the page cache
+// is copied instead, and a file cut short under a read fails that read,
+// not the process (mapped_linux.go). A Slice holds
+// references on its segments, so retention can delete a segment while a
+// fetch is still sending it: the files are unlinked at once and closed
+// (and unmapped) on the last Release.
 //
 // # Compaction
 //

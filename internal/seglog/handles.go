@@ -57,15 +57,22 @@ func OpenFiles() int {
 	return files.lru.Len()
 }
 
-// fileCache bounds the open descriptors of the handles it manages.
+// fileCache bounds the open descriptors of the handles it manages, and
+// the mappings of their files (mapped_linux.go).
 type fileCache struct {
-	mu    sync.Mutex
-	limit int
-	lru   list.List // of *fileHandle that are open; most recently pinned at the front
+	mu       sync.Mutex
+	limit    int
+	lru      list.List // of *fileHandle that are open; most recently pinned at the front
+	mapLimit int
+	maps     list.List // of *fileHandle that are mapped; most recently read at the front
+	unmapped [][]byte  // mappings dropped under mu, unmapped by unlock once it is released
 }
 
+// maxMappings bounds the files mapped at once (see mapped_linux.go).
+const maxMappings = 1024
+
 func newFileCache(limit int) *fileCache {
-	return &fileCache{limit: max(limit, 1)}
+	return &fileCache{limit: max(limit, 1), mapLimit: maxMappings}
 }
 
 // fileHandle is a file that is open only while the cache lets it be.
@@ -78,6 +85,8 @@ type fileHandle struct {
 	pins    int
 	retired bool // the segment is gone: never reopen
 	elem    *list.Element
+	mapped  []byte // the file mapped from its start while open, or nil (mapped_linux.go)
+	mapElem *list.Element
 
 	// Write generations: written counts writes (under the owning Log's
 	// lock), synced is the value of written that the last successful
@@ -172,7 +181,7 @@ func (h *fileHandle) unpin() {
 	h.pins--
 	c.closeIfRetiredLocked(h)
 	over := c.lru.Len() > c.limit
-	c.mu.Unlock()
+	c.unlock()
 	if over {
 		c.makeRoom()
 	}
@@ -194,7 +203,7 @@ func (c *fileCache) makeRoom() {
 	c.mu.Lock()
 	c.evictLocked()
 	excess := c.lru.Len() - c.limit
-	c.mu.Unlock()
+	c.unlock()
 	if excess > 0 {
 		c.syncAndClose(excess)
 	}
@@ -230,7 +239,7 @@ func (c *fileCache) syncAndClose(n int) {
 			c.closeLocked(j.h)
 		}
 		c.closeIfRetiredLocked(j.h)
-		c.mu.Unlock()
+		c.unlock()
 	}
 }
 
@@ -311,7 +320,7 @@ func (h *fileHandle) idleLocked() bool {
 func (h *fileHandle) retire() {
 	c := h.cache
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	h.retired = true
 	c.closeIfRetiredLocked(h)
 }
@@ -322,10 +331,35 @@ func (c *fileCache) closeIfRetiredLocked(h *fileHandle) {
 	}
 }
 
+// unlock releases mu, then unmaps the mappings dropped under it: tearing
+// down the page tables of a large file read through its mapping can take
+// milliseconds, which no pin of any other file should wait for.
+func (c *fileCache) unlock() {
+	dropped := c.unmapped
+	c.unmapped = nil
+	c.mu.Unlock()
+	for _, m := range dropped {
+		unmap(m)
+	}
+}
+
+// unmapLocked drops the handle's mapping, if it has one, for unlock to
+// unmap: nobody may be reading through it.
+func (c *fileCache) unmapLocked(h *fileHandle) {
+	if h.mapped == nil {
+		return
+	}
+	c.unmapped = append(c.unmapped, h.mapped)
+	h.mapped = nil
+	c.maps.Remove(h.mapElem)
+	h.mapElem = nil
+}
+
 func (c *fileCache) closeLocked(h *fileHandle) {
 	if h.f == nil {
 		return
 	}
+	c.unmapLocked(h)
 	h.f.Close() // read-only use since the last fsync, or retired: nothing to report
 	h.f = nil
 	c.lru.Remove(h.elem)

@@ -16,6 +16,8 @@ type Chunk struct {
 	File        *os.File // the segment's .log file; shared, so read it only with pread/sendfile at Pos
 	Pos, Len    int64
 	FirstOffset int64 // base offset of the first batch in the range
+
+	handle *fileHandle // File's, which maps it (mapped_linux.go)
 }
 
 // Slice is what Read returns: file ranges holding whole batches in offset
@@ -72,12 +74,27 @@ func (s *Slice) Bytes() ([]byte, error) {
 // sendfile(2) with an explicit file offset (see sendfile_linux.go); to any
 // other writer it copies with pread.
 func (s *Slice) WriteTo(w io.Writer) (int64, error) {
+	return s.writeChunks(w, writeChunk)
+}
+
+// WriteMappedTo writes the slice to w straight from the page cache, one
+// Write per chunk of memory-mapped file (see mapped_linux.go), for a
+// writer that must read the bytes, such as a TLS connection encrypting
+// them, and would otherwise be handed a copy. w must not keep the slices
+// it is given. A chunk whose file was cut short while w read it fails the
+// write with an error wrapping io.ErrUnexpectedEOF.
+func (s *Slice) WriteMappedTo(w io.Writer) (int64, error) {
+	return s.writeChunks(w, writeChunkMapped)
+}
+
+// writeChunks writes every chunk of the slice to w with write.
+func (s *Slice) writeChunks(w io.Writer, write func(io.Writer, Chunk) (int64, error)) (int64, error) {
 	if s.released.Load() {
 		return 0, errReleased
 	}
 	var total int64
 	for _, c := range s.Chunks {
-		n, err := writeChunk(w, c)
+		n, err := write(w, c)
 		total += n
 		if err != nil {
 			return total, err
@@ -86,10 +103,17 @@ func (s *Slice) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
-// copyChunk is the portable path: io.Copy from a SectionReader, which reads
+// copyBufs are copyChunk's buffers: large, so that a TLS connection (when
+// its files find no mapping) encrypts a chunk in few writes, and pooled,
+// so that a chunk does not allocate one.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// copyChunk is the portable path: a copy from a SectionReader, which reads
 // with pread and so never touches the file's shared offset.
 func copyChunk(w io.Writer, c Chunk) (int64, error) {
-	n, err := io.Copy(w, io.NewSectionReader(c.File, c.Pos, c.Len))
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	n, err := io.CopyBuffer(w, io.NewSectionReader(c.File, c.Pos, c.Len), *buf)
 	if err == nil && n < c.Len {
 		err = io.ErrUnexpectedEOF
 	}
@@ -271,7 +295,7 @@ func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, 
 		if !atLeastOne {
 			return Chunk{}, false, nil
 		}
-		return Chunk{File: v.f, Pos: start, Len: first.size, FirstOffset: first.baseOffset}, true, nil
+		return Chunk{File: v.f, Pos: start, Len: first.size, FirstOffset: first.baseOffset, handle: v.seg.file}, true, nil
 	}
 	end := v.limit
 	if start+budget < v.limit {
@@ -282,5 +306,5 @@ func (v segView) readChunk(offset, budget int64, atLeastOne bool) (Chunk, bool, 
 			return Chunk{}, false, err
 		}
 	}
-	return Chunk{File: v.f, Pos: start, Len: end - start, FirstOffset: first.baseOffset}, true, nil
+	return Chunk{File: v.f, Pos: start, Len: end - start, FirstOffset: first.baseOffset, handle: v.seg.file}, true, nil
 }

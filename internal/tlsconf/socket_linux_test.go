@@ -51,8 +51,9 @@ func waitForInput(t *testing.T, c *countingConn, n int) {
 	}
 }
 
-// BenchmarkBatchStream writes 1 MiB in a Batch, in the 256 KiB pieces
-// the Kafka front end encrypts a fetch response's record data in, to a
+// BenchmarkBatchStream writes 1 MiB in a Batch, in 256 KiB pieces (the
+// Kafka front end hands crypto/tls a partition's whole file range;
+// kafka's BenchmarkFetchTLS measures that), to a
 // client that reads and decrypts it: the time until the client has the
 // last byte, which is what a consumer waits for before it can parse the
 // response, and the CPU both ends spend per MiB (cpu-ms/MiB), which on
