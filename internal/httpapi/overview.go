@@ -38,14 +38,15 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var messages, ready, unacked, queues, exchanges int64
-	for _, v := range s.visibleVHosts(u) {
-		for _, q := range v.QueueDetails() {
+	vs := s.visibleVHosts(u)
+	for i, stats := range s.reg.QueueStats(r.Context(), vs) {
+		for _, q := range stats {
 			messages += int64(q.Messages)
 			ready += int64(q.MessagesReady)
 			unacked += int64(q.MessagesUnacknowledged)
 			queues++
 		}
-		exchanges += int64(len(v.Exchanges()))
+		exchanges += int64(len(vs[i].Exchanges()))
 	}
 	totals := []rate.Stat{
 		{Name: "messages", Value: messages},

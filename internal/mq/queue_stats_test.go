@@ -1,6 +1,9 @@
 package mq
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // TestQueueStatsCount: the management API's message_stats of a queue count
 // publishes, deliveries to consumers and to basic.get (with and without
@@ -31,7 +34,7 @@ func TestQueueStatsCount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := e.v.QueueStatsOf("q")
+	st, err := e.v.QueueStatsOf(context.Background(), "q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +55,10 @@ func TestQueueStatsCount(t *testing.T) {
 			t.Errorf("%s = %d, want %d", s.Name, s.Value, wantDepth[s.Name])
 		}
 	}
-	if all := e.v.QueueStats(); len(all) != 1 || all[0].Name != "q" {
+	if all := e.v.r.QueueStats(context.Background(), []*VHost{e.v})[0]; len(all) != 1 || all[0].Name != "q" {
 		t.Fatalf("QueueStats = %+v", all)
 	}
-	if _, err := e.v.QueueStatsOf("nope"); err == nil {
+	if _, err := e.v.QueueStatsOf(context.Background(), "nope"); err == nil {
 		t.Fatal("QueueStatsOf a missing queue: no error")
 	}
 }
