@@ -75,7 +75,8 @@ func (a apiNode) listedFigures(ctx context.Context) (map[string]string, error) {
 // by a consumer on node 1; three quorum queues (one led by each node,
 // placement spreads them) hold 1, 2 and 3 messages. /api/queues on every
 // node shows each queue's figures as the node serving it counts them,
-// as RabbitMQ's management API does on any node. Node 2 killed -9: node
+// as RabbitMQ's management API does on any node, and /api/overview's and
+// /api/vhosts' totals sum them. Node 2 killed -9: node
 // 1 lists the classic queue with state down and no figures, each request
 // answered within about a second.
 func TestQueueFiguresOnEveryNode(t *testing.T) {
@@ -131,6 +132,18 @@ func TestQueueFiguresOnEveryNode(t *testing.T) {
 			}
 			last = got
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, a := range nodes { // the totals are the same figures summed: 13 + 1 + 2 + 3
+		var overview struct {
+			Totals struct{ Messages int } `json:"queue_totals"`
+		}
+		var vhost struct{ Messages int }
+		if err := a.getAPI(ctx, "/api/overview", &overview); err != nil || overview.Totals.Messages != 19 {
+			t.Fatalf("node %d's /api/overview queue_totals: %+v, %v; want 19 messages", a.id, overview.Totals, err)
+		}
+		if err := a.getAPI(ctx, "/api/vhosts/%2F", &vhost); err != nil || vhost.Messages != 19 {
+			t.Fatalf("node %d's /api/vhosts/%%2F: %d messages, %v; want 19", a.id, vhost.Messages, err)
 		}
 	}
 	leaders := map[string]bool{}

@@ -39,13 +39,10 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	var messages, ready, unacked, queues, exchanges int64
 	vs := s.visibleVHosts(u)
-	for i, stats := range s.reg.QueueStats(r.Context(), vs) {
-		for _, q := range stats {
-			messages += int64(q.Messages)
-			ready += int64(q.MessagesReady)
-			unacked += int64(q.MessagesUnacknowledged)
-			queues++
-		}
+	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
+		m, rd, un := sumDepths(qs)
+		messages, ready, unacked = messages+int64(m), ready+int64(rd), unacked+int64(un)
+		queues += int64(len(qs))
 		exchanges += int64(len(vs[i].Exchanges()))
 	}
 	totals := []rate.Stat{
