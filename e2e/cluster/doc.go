@@ -97,6 +97,12 @@
 //     remove-node 4` (which shrinks the queue off node 4 first) between
 //     publishes with confirms: /api/queues on every node shows the
 //     leader, members and online members at each step, lost = 0.
+//   - TestQueueFiguresOnEveryNode: a classic queue on node 2 (10 ready,
+//     3 unacked by a consumer on node 1) and quorum queues led by each
+//     node show the same messages, ready, unacked and consumers through
+//     /api/queues on every node, and /api/overview's and /api/vhosts'
+//     totals sum them; with node 2 killed -9, node 1 lists the classic
+//     queue as "down" without figures, each request within ~1 s.
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -38,14 +38,12 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var messages, ready, unacked, queues, exchanges int64
-	for _, v := range s.visibleVHosts(u) {
-		for _, q := range v.QueueDetails() {
-			messages += int64(q.Messages)
-			ready += int64(q.MessagesReady)
-			unacked += int64(q.MessagesUnacknowledged)
-			queues++
-		}
-		exchanges += int64(len(v.Exchanges()))
+	vs := s.visibleVHosts(u)
+	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
+		m, rd, un := sumDepths(qs)
+		messages, ready, unacked = messages+int64(m), ready+int64(rd), unacked+int64(un)
+		queues += int64(len(qs))
+		exchanges += int64(len(vs[i].Exchanges()))
 	}
 	totals := []rate.Stat{
 		{Name: "messages", Value: messages},

@@ -10,7 +10,9 @@ import (
 )
 
 // queueJSON is a queue as /api/queues shows it: definition, depth with
-// its rates, consumers and message_stats.
+// its rates, consumers and message_stats. A queue whose node gave no
+// figures ("state": "down") has none, as RabbitMQ shows one whose node is
+// down, rather than zeros that look true.
 func (s *Server) queueJSON(vhost string, q mq.QueueStats) map[string]any {
 	var policy any // null when no policy applies, as in RabbitMQ
 	def := map[string]any{}
@@ -20,12 +22,25 @@ func (s *Server) queueJSON(vhost string, q mq.QueueStats) map[string]any {
 	obj := map[string]any{
 		"name": q.Name, "vhost": vhost, "durable": q.Durable, "auto_delete": q.AutoDelete, "exclusive": q.Exclusive,
 		"type": q.Type, "arguments": jsonTable(q.Args), "state": q.State, "node": s.nodeName(q.Node),
-		"consumers": q.Consumers, "policy": policy, "operator_policy": nil, "effective_policy_definition": def,
-		"exclusive_consumer_tag": nil, "message_stats": statsObject(q.MessageStats),
+		"policy": policy, "operator_policy": nil, "effective_policy_definition": def, "exclusive_consumer_tag": nil,
 	}
 	s.putQuorumMembers(obj, q.QueueDetail)
-	putStats(obj, q.Depth)
+	if q.State != "down" {
+		obj["consumers"], obj["message_stats"] = q.Consumers, statsObject(q.MessageStats)
+		putStats(obj, q.Depth)
+	}
 	return obj
+}
+
+// sumDepths sums the messages, ready and unacknowledged messages of qs
+// (none of a queue shown down: its node gave no figures).
+func sumDepths(qs []mq.QueueStats) (messages, ready, unacked int) {
+	for _, q := range qs {
+		messages += q.Messages
+		ready += q.MessagesReady
+		unacked += q.MessagesUnacknowledged
+	}
+	return messages, ready, unacked
 }
 
 // listQueues is GET /api/queues[/{vhost}].
@@ -35,9 +50,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []map[string]any{}
-	for _, v := range vs {
-		for _, q := range v.QueueStats() {
-			out = append(out, s.queueJSON(v.Name(), q))
+	for i, stats := range s.reg.QueueStats(r.Context(), vs) {
+		for _, q := range stats {
+			out = append(out, s.queueJSON(vs[i].Name(), q))
 		}
 	}
 	writeList(w, r, out)
@@ -50,7 +65,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, err := v.QueueStatsOf(r.PathValue("name"))
+	q, err := v.QueueStatsOf(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeNotFound(w)
 		return

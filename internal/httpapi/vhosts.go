@@ -54,13 +54,10 @@ func (s *Server) writeVHostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost
 	return v, true
 }
 
-func vhostJSON(v *mq.VHost) map[string]any {
-	var messages, ready, unacked int
-	for _, q := range v.QueueDetails() {
-		messages += q.Messages
-		ready += q.MessagesReady
-		unacked += q.MessagesUnacknowledged
-	}
+// vhostJSON is a vhost as /api/vhosts shows it, with the depths of its
+// queues (qs, as the nodes serving them count them) summed.
+func vhostJSON(v *mq.VHost, qs []mq.QueueStats) map[string]any {
+	messages, ready, unacked := sumDepths(qs)
 	return map[string]any{
 		"name": v.Name(), "description": "", "tags": []string{}, "tracing": false,
 		"metadata": map[string]any{"description": "", "tags": []string{}},
@@ -70,9 +67,10 @@ func vhostJSON(v *mq.VHost) map[string]any {
 
 // listVHosts is GET /api/vhosts: those the user may see.
 func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
+	vs := s.visibleVHosts(requester(r))
 	var out []map[string]any
-	for _, v := range s.visibleVHosts(requester(r)) {
-		out = append(out, vhostJSON(v))
+	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
+		out = append(out, vhostJSON(vs[i], qs))
 	}
 	writeList(w, r, out)
 }
@@ -80,7 +78,7 @@ func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 // getVHost is GET /api/vhosts/{vhost}.
 func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 	if v, ok := s.vhostOf(w, r); ok {
-		writeJSON(w, http.StatusOK, vhostJSON(v))
+		writeJSON(w, http.StatusOK, vhostJSON(v, s.reg.QueueStats(r.Context(), []*mq.VHost{v})[0]))
 	}
 }
 

@@ -138,11 +138,14 @@ func (rq *remoteQueue) ask(req *remoteRequest) (*remoteReply, error) {
 
 // answerCall answers a call another node made to this one
 // (ClusterConfig.HandleCalls): a request to a classic queue that lives
-// here.
+// here, or for the figures of the queues this node serves.
 func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
+	}
+	if req.Op == opStats {
+		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
 }
@@ -152,13 +155,7 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 	if r.closed.Load() {
 		return &remoteReply{NotServed: true}
 	}
-	r.mu.RLock()
-	v := r.vhosts[req.VHost]
-	r.mu.RUnlock()
-	var q *queue
-	if v != nil {
-		q = v.queue(req.Name)
-	}
+	q := r.queueNamed(req.VHost, req.Name)
 	switch {
 	case q == nil || q.id != req.Queue:
 		return errorReply(errNotFound("queue", req.Name, req.VHost)) // deleted (and maybe declared again)
@@ -166,6 +163,17 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		return &remoteReply{NotServed: true} // not a classic queue of this node
 	}
 	return q.classicCalls().serve(ctx, req)
+}
+
+// queueNamed returns the queue name of vhost, nil if there is none.
+func (r *Registry) queueNamed(vhost, name string) *queue {
+	r.mu.RLock()
+	v := r.vhosts[vhost]
+	r.mu.RUnlock()
+	if v == nil {
+		return nil
+	}
+	return v.queue(name)
 }
 
 // classicCalls is what answers other nodes' calls to q, a classic queue of

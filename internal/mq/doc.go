@@ -29,7 +29,9 @@
 // there as on the leader (quorum_calls.go, quorum_proxy.go,
 // quorum_session.go). They are stored as JSON text, so names (and
 // routing keys of bindings) must be valid UTF-8: others are refused with
-// RabbitMQ's 501 FRAME_ERROR "Malformed UTF-8 in shortstr".
+// RabbitMQ's 501 FRAME_ERROR "Malformed UTF-8 in shortstr". The
+// management API's figures of a queue come from the node serving it, one
+// call per node for a listing (queue_stats_cluster.go).
 //
 // # Queues and storage
 //

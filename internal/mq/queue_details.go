@@ -22,8 +22,10 @@ type QueueDetail struct {
 	// PolicyDefinition its definition.
 	Policy           string
 	PolicyDefinition map[string]any
-	// State is RabbitMQ's queue state: "running", or "crashed" for a
-	// queue whose storage failed (out of service, see crash.go).
+	// State is RabbitMQ's queue state: "running", "crashed" for a
+	// queue whose storage failed (out of service, see crash.go), or
+	// "down" for one served on a node that did not give its figures
+	// (queue_stats_cluster.go).
 	State string
 	// Members are a quorum queue's nodes in a cluster, and Leader the
 	// one leading its group as this node last heard (0 if it knows of
@@ -53,18 +55,24 @@ func (t queueType) typeName() string {
 
 // QueueDetails returns the details of every queue, sorted by name.
 func (v *VHost) QueueDetails() []QueueDetail {
+	qs := v.sortedQueues()
+	out := make([]QueueDetail, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, q.detail())
+	}
+	return out
+}
+
+// sortedQueues returns the vhost's queues, sorted by name.
+func (v *VHost) sortedQueues() []*queue {
 	v.mu.RLock()
 	qs := make([]*queue, 0, len(v.queues))
 	for _, q := range v.queues {
 		qs = append(qs, q)
 	}
 	v.mu.RUnlock()
-	out := make([]QueueDetail, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, q.detail())
-	}
-	slices.SortFunc(out, func(a, b QueueDetail) int { return compareStrings(a.Name, b.Name) })
-	return out
+	slices.SortFunc(qs, func(a, b *queue) int { return compareStrings(a.name, b.name) })
+	return qs
 }
 
 // QueueDetail returns one queue's details, or a 404 *Error.

@@ -1,7 +1,6 @@
 package mq
 
 import (
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -48,32 +47,6 @@ type QueueStats struct {
 	// Depth is messages, messages_ready and messages_unacknowledged with
 	// the rates at which they change.
 	Depth []rate.Stat
-}
-
-// QueueStats returns the statistics of every queue, sorted by name.
-func (v *VHost) QueueStats() []QueueStats {
-	v.mu.RLock()
-	qs := make([]*queue, 0, len(v.queues))
-	for _, q := range v.queues {
-		qs = append(qs, q)
-	}
-	v.mu.RUnlock()
-	now := time.Now()
-	out := make([]QueueStats, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, q.statsAt(now))
-	}
-	slices.SortFunc(out, func(a, b QueueStats) int { return compareStrings(a.Name, b.Name) })
-	return out
-}
-
-// QueueStatsOf returns one queue's statistics, or a 404 *Error.
-func (v *VHost) QueueStatsOf(name string) (QueueStats, error) {
-	q, err := v.lookupQueue(name)
-	if err != nil {
-		return QueueStats{}, err
-	}
-	return q.statsAt(time.Now()), nil
 }
 
 func (q *queue) statsAt(now time.Time) QueueStats {

@@ -1,6 +1,11 @@
 package mq
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestQueueStatsCount: the management API's message_stats of a queue count
 // publishes, deliveries to consumers and to basic.get (with and without
@@ -31,7 +36,7 @@ func TestQueueStatsCount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := e.v.QueueStatsOf("q")
+	st, err := e.v.QueueStatsOf(context.Background(), "q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +57,61 @@ func TestQueueStatsCount(t *testing.T) {
 			t.Errorf("%s = %d, want %d", s.Name, s.Value, wantDepth[s.Name])
 		}
 	}
-	if all := e.v.QueueStats(); len(all) != 1 || all[0].Name != "q" {
+	if all := e.v.r.QueueStats(context.Background(), []*VHost{e.v})[0]; len(all) != 1 || all[0].Name != "q" {
 		t.Fatalf("QueueStats = %+v", all)
 	}
-	if _, err := e.v.QueueStatsOf("nope"); err == nil {
+	if _, err := e.v.QueueStatsOf(context.Background(), "nope"); err == nil {
 		t.Fatal("QueueStatsOf a missing queue: no error")
+	}
+}
+
+// TestQueueStatsOfOtherNodes: node 3 shows the classic queues of nodes 1
+// and 2 with their home nodes' figures, asking each home node once for
+// all its queues; while node 2 is out of contact its queue is shown down
+// (without a call), and node 1's still with its figures.
+func TestQueueStatsOfOtherNodes(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 3)
+	envs[0].declareQueue("a", true)
+	envs[0].declareQueue("b", true)
+	envs[1].declareQueue("c", true)
+	for _, body := range bodies("m", 3) {
+		waitDurable(t, envs[0].publish(persistent("", "a", body)))
+	}
+	waitDurable(t, envs[1].publish(persistent("", "c", "m")))
+	envs[0].consume("a", newConsumer(1), false) // one unacked
+	eventually(t, "node 3 follows the declares", func() bool { return len(envs[2].v.QueueDetails()) == 3 })
+
+	figures := func(e *env) string {
+		var out []string
+		for _, st := range e.v.r.QueueStats(context.Background(), []*VHost{e.v})[0] {
+			out = append(out, fmt.Sprintf("%s %s %d/%d/%d %v", st.Name, st.State, st.MessagesReady,
+				st.MessagesUnacknowledged, st.Consumers, st.Depth))
+		}
+		return strings.Join(out, "; ")
+	}
+	homes := figures(envs[0]) // node 1's own a and b, and c asked of node 2
+	if !strings.Contains(homes, "a running 2/1/1") || !strings.Contains(homes, "c running 1/0/0") {
+		t.Fatalf("node 1 shows %s", homes)
+	}
+	before := len(calls.ops(opStats))
+	if shown := figures(envs[2]); shown != homes {
+		t.Fatalf("node 3 shows %s; the home nodes %s", shown, homes)
+	}
+	asked := calls.ops(opStats)[before:]
+	if len(asked) != 2 || len(asked[0].Served)+len(asked[1].Served) != 3 {
+		t.Fatalf("node 3's listing made the calls %+v, want one per home node, 3 queues in all", asked)
+	}
+
+	calls.setDown(2, true)
+	before = len(calls.ops(opStats))
+	st, err := envs[2].v.QueueStatsOf(context.Background(), "c")
+	if err != nil || st.State != "down" {
+		t.Fatalf("node 3 shows c, whose node 2 is out of contact, as %q, %v", st.State, err)
+	}
+	if st, err := envs[2].v.QueueStatsOf(context.Background(), "a"); err != nil || st.State != "running" || st.MessagesReady != 2 {
+		t.Fatalf("node 3 shows a of node 1 as %q with %d ready, %v", st.State, st.MessagesReady, err)
+	}
+	if asked := calls.ops(opStats)[before:]; len(asked) != 1 {
+		t.Fatalf("with node 2 out of contact node 3 made the calls %+v, want node 1's alone", asked)
 	}
 }

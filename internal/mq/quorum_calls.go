@@ -56,6 +56,7 @@ const (
 	opPurge   remoteOp = "purge"   // queue.purge, answered with the count purged (classic queues)
 	opInfo    remoteOp = "info"    // a declare's message and consumer counts (classic queues)
 	opDelete  remoteOp = "delete"  // queue.delete, answered with the count deleted (classic queues)
+	opStats   remoteOp = "stats"   // the figures of the Served queues the node serves (a node call: queue_stats_cluster.go)
 )
 
 // remoteRequest is one call's request.
@@ -86,6 +87,8 @@ type remoteRequest struct {
 	// IfUnused and IfEmpty are opDelete's conditions.
 	IfUnused bool `json:"if_unused,omitempty"`
 	IfEmpty  bool `json:"if_empty,omitempty"`
+	// Served are the queues opStats asks the figures of.
+	Served []servedRef `json:"served,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the
@@ -117,6 +120,9 @@ type remoteReply struct {
 	Count    int           `json:"count,omitempty"` // basic.get-ok's message-count; purged, ready or deleted (opPurge, opInfo, opDelete)
 	// Consumers is the queue's consumer count (opInfo).
 	Consumers int `json:"consumers,omitempty"`
+	// Figures answer opStats, one per queue asked, in order: nil for one
+	// the node does not serve.
+	Figures []*servedFigures `json:"figures,omitempty"`
 }
 
 // remoteDelivery is one message handed to a session.
