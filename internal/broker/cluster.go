@@ -301,7 +301,7 @@ func (b *Broker) applyLoop(ctx context.Context) {
 		}
 		end, err := readRecords(b.meta.log.Read, next, b.meta.log.HighWatermark(), func(h record.Header, recs []record.Record) error {
 			for _, r := range recs {
-				if err := b.applyRecord(string(r.Key), r.Value); err != nil {
+				if err := b.applyRecord(r); err != nil {
 					return err
 				}
 			}
@@ -345,9 +345,10 @@ func (b *Broker) waitApplied(ctx context.Context, offset int64) error {
 
 // applyRecord applies one committed metadata record: to the state, then
 // to the topics and definitions it changes.
-func (b *Broker) applyRecord(key string, value []byte) error {
+func (b *Broker) applyRecord(r record.Record) error {
+	key, value := string(r.Key), r.Value
 	b.mu.Lock()
-	err := b.state.apply(key, value)
+	err := b.state.apply(r)
 	b.mu.Unlock()
 	if err != nil {
 		return err
