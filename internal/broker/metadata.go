@@ -286,7 +286,7 @@ func (st *metadataState) apply(r record.Record) error {
 		} else {
 			st.definitions[key[len(definitionPrefix):]] = value
 		}
-	case strings.HasPrefix(key, brokerKeyPrefix), key == producerIDBlockKey:
+	case strings.HasPrefix(key, brokerKeyPrefix), strings.HasPrefix(key, producerIDBlockKey):
 		return st.applyCluster(key, value)
 	case strings.HasPrefix(key, leaderKeyPrefix):
 		return st.applyLeader(key, value)

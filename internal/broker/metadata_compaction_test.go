@@ -2,12 +2,15 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // metadataSnapshot is what a restart must give back of the metadata log:
@@ -57,8 +60,10 @@ func metadataLogBytes(t *testing.T, dataDir string) int64 {
 // definitions. On a log that is never compacted it keeps every record.
 func TestMetadataLogCompacts(t *testing.T) {
 	dir := t.TempDir()
-	smallSegments := func(c *Config) { c.MetadataLogSegmentBytes = 16 << 10 }
-	b := openTestBroker(t, dir, smallSegments)
+	// The churn goes to one segment, the active one, which no pass of the
+	// broker's own cleaner loop touches whatever the time the churn takes;
+	// reopened with small segments, the next write rolls it.
+	b := openTestBroker(t, dir)
 	for i := range 3 {
 		if _, err := b.CreateTopic(TopicSpec{Name: fmt.Sprintf("kept-%d", i), Partitions: int32(i + 1),
 			Configs: map[string]string{"retention.ms": fmt.Sprint(1000 * (i + 1))}}, false); err != nil {
@@ -96,6 +101,14 @@ func TestMetadataLogCompacts(t *testing.T) {
 	if _, err := b.CreateTopic(TopicSpec{Name: "reborn", Partitions: 4}, false); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	smallSegments := func(c *Config) { c.MetadataLogSegmentBytes = 16 << 10 }
+	b = openTestBroker(t, dir, smallSegments)
+	if err := b.Definitions().Put("queue/after-restart", []byte(`{"durable":true}`)); err != nil {
+		t.Fatal(err)
+	}
 	want := snapshotMetadata(t, b)
 	before := metadataLogBytes(t, dir)
 
@@ -123,5 +136,76 @@ func TestMetadataLogCompacts(t *testing.T) {
 	}
 	if n := len(got.topics); n != 4 {
 		t.Errorf("%d topics after restart, want 4: %v", n, got.topics)
+	}
+}
+
+// TestProducerIDBlocksSurviveCompaction: two nodes asking for producer id
+// blocks at once, from the same applied end, get blocks that never
+// overlap (the second is refused and asks again above), and a replay of
+// the log as compaction leaves it (each key's newest record, in log order)
+// ends above every block granted, so no id is handed out twice after a
+// restart. The old request record (a size added to a running sum) gave,
+// after compaction, the end of one block only.
+func TestProducerIDBlocksSurviveCompaction(t *testing.T) {
+	const size = 1000
+	st := newMetadataState()
+	var log []record.Record
+	var granted [][2]int64
+	// ask appends node's request for the block at start (the end of the
+	// blocks as that node applied them) and reports whether it was granted.
+	ask := func(node int32, start int64) bool {
+		t.Helper()
+		req := producerIDBlockRequest(node, start, size)
+		v, err := json.Marshal(req.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := record.Record{Key: []byte(req.key), Value: v}
+		log = append(log, r)
+		if err := st.apply(r); err != nil {
+			t.Fatal(err)
+		}
+		block := st.producerBlocks[node]
+		if block != [2]int64{start, start + size} {
+			return false
+		}
+		for _, g := range granted {
+			if block[0] < g[1] && g[0] < block[1] {
+				t.Fatalf("block %v overlaps %v", block, g)
+			}
+		}
+		granted = append(granted, block)
+		return true
+	}
+	for range 5 {
+		// Nodes 1 and 2 ask from the same end: node 2 is refused and
+		// asks again from the end it then applied; node 3 asks alone.
+		seen := st.producerIDBlockEnd
+		if !ask(1, seen) || ask(2, seen) {
+			t.Fatal("of two requests from one end, the first must be granted and the second refused")
+		}
+		if !ask(2, st.producerIDBlockEnd) || !ask(3, st.producerIDBlockEnd) {
+			t.Fatal("a request from the applied end was refused")
+		}
+	}
+
+	compacted := newMetadataState()
+	newest := map[string]int{}
+	for i, r := range log {
+		newest[string(r.Key)] = i
+	}
+	for i, r := range log {
+		if newest[string(r.Key)] == i {
+			if err := compacted.apply(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var top int64
+	for _, g := range granted {
+		top = max(top, g[1])
+	}
+	if compacted.producerIDBlockEnd < top {
+		t.Fatalf("after compaction the next block starts at %d, below granted ids up to %d", compacted.producerIDBlockEnd, top)
 	}
 }
