@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wharf-mq/wharf/internal/node"
@@ -52,14 +51,7 @@ func TestMetadataLogCompactsThroughClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn, err := amqp091.Dial(nodetest.AMQPURL(n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := streamChannel(t, n)
 	if _, err := ch.QueueDeclare("kept-q", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +63,6 @@ func TestMetadataLogCompactsThroughClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn.Close()
 	want := metadataView(t, n)
 	if len(want.topics) != 1 || want.retention != retention || len(want.acls) != 1 ||
 		!want.queues["kept-q"] || want.queues["churn-0"] {
@@ -149,17 +140,9 @@ func metadataView(t *testing.T, n *node.Node) metadataSeen {
 	slices.Sort(seen.acls)
 	seen.queues = map[string]bool{}
 	for _, q := range []string{"kept-q", "churn-0", "churn-999"} {
-		conn, err := amqp091.Dial(nodetest.AMQPURL(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch, err := conn.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		// A channel each: a passive declare of a missing queue closes it.
+		_, err := streamChannel(t, n).QueueDeclarePassive(q, true, false, false, false, nil)
 		seen.queues[q] = err == nil
-		conn.Close()
 	}
 	return seen
 }
