@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // TopicSpec describes a topic to create. Partitions <= 0 means the broker's
@@ -150,9 +152,7 @@ func (b *Broker) topicInUse(name string) (user string, inUse bool) {
 // holds adminMu.
 func (b *Broker) deleteTopicLocked(t *Topic) error {
 	name := t.name
-	rec := t.record()
-	rec.Deleted = true
-	if err := b.meta.write(topicKey(name), rec); err != nil {
+	if err := b.meta.writeBatch([]record.Record{topicTombstone(t.record())}); err != nil {
 		return err
 	}
 	if b.cfg.Cluster != nil {

@@ -124,7 +124,7 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	meta, err := openMetadataLog(cfg.DataDir, cfg.NodeID, cfg.Cluster, cfg.Logger)
+	meta, err := openMetadataLog(cfg.DataDir, cfg.NodeID, cfg.Cluster, cfg.MetadataLogSegmentBytes, cfg.Logger)
 	if errors.Is(err, ErrNodeRemoved) {
 		// The other nodes say so: written down, as an applied removal
 		// is, so that the node refuses at once from now on.

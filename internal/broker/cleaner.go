@@ -65,10 +65,13 @@ func (b *Broker) CompactNow() error {
 	return b.compactAll(context.Background(), time.Now())
 }
 
-// compactAll runs one compaction pass per compacted partition. A partition
-// that fails does not stop the others.
+// compactAll runs one compaction pass over the metadata log and one per
+// compacted partition. A log that fails does not stop the others.
 func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 	var errs []error
+	if err := b.compactMetadata(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range b.Topics() {
 		if !t.currentConfig().compact() {
 			continue
@@ -94,4 +97,21 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// compactMetadata runs one compaction pass over the metadata log, when its
+// config asks for one (metadataLogConfig; a log whose config does not is
+// left as it is).
+func (b *Broker) compactMetadata(ctx context.Context, now time.Time) error {
+	st, err := b.meta.log.Compact(ctx, now)
+	switch {
+	case errors.Is(err, replica.ErrClosed):
+		// The broker is closing.
+	case err != nil:
+		return fmt.Errorf("compact %s: %w", metadataLogName, err)
+	case st.Cleaned:
+		b.logger.Info("compacted the metadata log", "segments", st.SegmentsRead,
+			"records_removed", st.RecordsRemoved, "bytes_before", st.BytesRead, "bytes_after", st.BytesWritten)
+	}
+	return nil
 }

@@ -96,24 +96,47 @@ const (
 	producerIDBlockKey = "producer-id-block"
 )
 
-// producerIDBlockRecord asks for a block of producer ids for a node;
-// applying it grants the next Size ids, so concurrent requests from
-// several nodes never overlap.
+// producerIDBlockRecord is a node's block of producer ids, [Start, End),
+// under producerIDBlockKey/<node>. Applying it grants the block if Start
+// is at or above the end of every block asked for before, and refuses it
+// otherwise (another node's request came first: the node asks again above
+// it); either way the end of the blocks becomes at least End. So the end
+// is the largest End of all the records, and replay after compaction,
+// which keeps each node's newest record only, still gives an end above
+// every block granted: a node asks from the end it applied, which covers
+// its own earlier records.
+//
+// Logs written before hold requests under producerIDBlockKey itself:
+// Size ids after every block granted before, a running sum that only the
+// whole log gives (a reason a cluster's metadata log is not compacted).
 type producerIDBlockRecord struct {
-	Node int32 `json:"node"`
-	Size int64 `json:"size"`
+	Node  int32 `json:"node"`
+	Start int64 `json:"start,omitempty"`
+	End   int64 `json:"end,omitempty"`
+	Size  int64 `json:"size,omitempty"` // the old request
+}
+
+// producerIDBlockRequest is the record by which node asks for the block
+// [start, start+size).
+func producerIDBlockRequest(node int32, start, size int64) keyValue {
+	return keyValue{producerIDBlockKey + "/" + strconv.Itoa(int(node)),
+		producerIDBlockRecord{Node: node, Start: start, End: start + size}}
 }
 
 // applyCluster applies the records only a cluster writes.
 func (st *metadataState) applyCluster(key string, value []byte) error {
-	if key == producerIDBlockKey {
+	if strings.HasPrefix(key, producerIDBlockKey) {
 		var r producerIDBlockRecord
 		if err := json.Unmarshal(value, &r); err != nil {
 			return fmt.Errorf("metadata record %q: %w", key, err)
 		}
-		start := st.producerIDBlockEnd
-		st.producerIDBlockEnd += r.Size
-		st.producerBlocks[r.Node] = [2]int64{start, st.producerIDBlockEnd}
+		if key == producerIDBlockKey { // the old request
+			r.Start, r.End = st.producerIDBlockEnd, st.producerIDBlockEnd+r.Size
+		}
+		if r.Start >= st.producerIDBlockEnd {
+			st.producerBlocks[r.Node] = [2]int64{r.Start, r.End}
+		}
+		st.producerIDBlockEnd = max(st.producerIDBlockEnd, r.End)
 		return nil
 	}
 	var r BrokerInfo
@@ -301,7 +324,7 @@ func (b *Broker) applyLoop(ctx context.Context) {
 		}
 		end, err := readRecords(b.meta.log.Read, next, b.meta.log.HighWatermark(), func(h record.Header, recs []record.Record) error {
 			for _, r := range recs {
-				if err := b.applyRecord(string(r.Key), r.Value); err != nil {
+				if err := b.applyRecord(r); err != nil {
 					return err
 				}
 			}
@@ -345,9 +368,10 @@ func (b *Broker) waitApplied(ctx context.Context, offset int64) error {
 
 // applyRecord applies one committed metadata record: to the state, then
 // to the topics and definitions it changes.
-func (b *Broker) applyRecord(key string, value []byte) error {
+func (b *Broker) applyRecord(r record.Record) error {
+	key, value := string(r.Key), r.Value
 	b.mu.Lock()
-	err := b.state.apply(key, value)
+	err := b.state.apply(r)
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -696,14 +720,23 @@ func (b *Broker) writeClusterTopic(rec topicRecord) (*Topic, error) {
 // reserveClusterProducerIDs asks the cluster for this node's next block
 // of producer ids. Caller holds producerIDMu.
 func (b *Broker) reserveClusterProducerIDs() error {
-	if err := b.meta.write(producerIDBlockKey, producerIDBlockRecord{Node: b.cfg.NodeID, Size: producerIDsBlockSize}); err != nil {
-		return err
+	for {
+		b.mu.RLock()
+		start := b.state.producerIDBlockEnd
+		b.mu.RUnlock()
+		req := producerIDBlockRequest(b.cfg.NodeID, start, producerIDsBlockSize)
+		if err := b.meta.write(req.key, req.value); err != nil {
+			return err
+		}
+		b.mu.RLock()
+		block := b.state.producerBlocks[b.cfg.NodeID]
+		b.mu.RUnlock()
+		if block == [2]int64{start, start + producerIDsBlockSize} {
+			b.nextProducerID, b.producerIDBlockEnd = block[0], block[1]
+			return nil
+		}
+		// Refused: another node's block came first; the end moved past it.
 	}
-	b.mu.RLock()
-	block := b.state.producerBlocks[b.cfg.NodeID]
-	b.mu.RUnlock()
-	b.nextProducerID, b.producerIDBlockEnd = block[0], block[1]
-	return nil
 }
 
 // clusterIDOf is the cluster id of a cluster of nodes, the same on every

@@ -27,6 +27,12 @@ type Config struct {
 	// negative for no cap.
 	ScrubBytesPerSecond int64
 	Logger              *slog.Logger
+	// MetadataLogSegmentBytes is metadata.log.segment.bytes: the segment
+	// size of the metadata log, which the log cleaner compacts a closed
+	// segment at a time; default 8 MiB (Kafka's floor for it; its
+	// default, 1 GiB, would keep a metadata log uncompacted until it
+	// held a gigabyte).
+	MetadataLogSegmentBytes int64
 
 	// MinInsyncReplicas is the broker default of the topic config
 	// min.insync.replicas: an acks=all produce to a partition with fewer
@@ -64,6 +70,9 @@ const (
 	defaultFlushInterval   = time.Second
 	defaultRetentionCheck  = 5 * time.Minute
 	defaultScrubRate       = 200 << 20
+	// defaultMetadataLogSegmentBytes is 8 MiB, Kafka's minimum of
+	// metadata.log.segment.bytes.
+	defaultMetadataLogSegmentBytes = 8 << 20
 	// defaultLeaderImbalanceCheck is Kafka's
 	// leader.imbalance.check.interval.seconds.
 	defaultLeaderImbalanceCheck = 300 * time.Second
@@ -85,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionCheck <= 0 {
 		c.RetentionCheck = defaultRetentionCheck
+	}
+	if c.MetadataLogSegmentBytes <= 0 {
+		c.MetadataLogSegmentBytes = defaultMetadataLogSegmentBytes
 	}
 	if c.AutoLeaderRebalance == nil {
 		on := true

@@ -185,7 +185,7 @@ func (b *Broker) removedWriter(batch []byte) (int32, bool) {
 // writerOf is the node that writes the record, for the records only that
 // node writes (BrokerInfo, producerIDBlockRecord); 0 for the others.
 func writerOf(key string, value []byte) int32 {
-	if !strings.HasPrefix(key, brokerKeyPrefix) && key != producerIDBlockKey {
+	if !strings.HasPrefix(key, brokerKeyPrefix) && !strings.HasPrefix(key, producerIDBlockKey) {
 		return 0
 	}
 	var r struct {

@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // TestRemovedNodeRegistersNoMore: a broker registration of a node the
@@ -16,7 +18,7 @@ func TestRemovedNodeRegistersNoMore(t *testing.T) {
 		t.Helper()
 		v, err := json.Marshal(value)
 		if err == nil {
-			err = st.apply(key, v)
+			err = st.apply(record.Record{Key: []byte(key), Value: v})
 		}
 		if err != nil {
 			t.Fatal(err)

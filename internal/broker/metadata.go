@@ -26,18 +26,54 @@ const (
 	metadataLogName = metadataTopic + "-0"
 )
 
-// A metadata record is keyed by what it describes; on replay the newest
-// record for a key wins, so the log can later be compacted like any other.
+// A metadata record is keyed by what it describes and replay's result
+// depends on the newest record of each key only, so the log is compacted
+// like any other compacted log (metadataLogConfig; the table in
+// docs/replication.md "The metadata log is compacted" says why each record
+// type keeps to this). What is deleted is a tombstone (a null value) of its
+// key, which compaction drops once delete.retention.ms has passed.
 const clusterKey = "cluster"
 
 func topicKey(name string) string { return "topic/" + name }
+
+// topicIDHeader is the header of a topic's tombstone that holds the
+// deleted topic's id: replay marks its leftover directories for removal
+// (dirs.go) while the tombstone is kept.
+const topicIDHeader = "topic-id"
+
+// topicTombstone is the record of a topic's deletion.
+func topicTombstone(rec topicRecord) record.Record {
+	return record.Record{Key: []byte(topicKey(rec.Name)),
+		Headers: []record.RecordHeader{{Key: topicIDHeader, Value: rec.ID[:]}}}
+}
+
+// deletedTopicID is the id a topic tombstone names, if it names one.
+func deletedTopicID(headers []record.RecordHeader) (id [16]byte, ok bool) {
+	for _, h := range headers {
+		if h.Key == topicIDHeader && len(h.Value) == len(id) {
+			return [16]byte(h.Value), true
+		}
+	}
+	return id, false
+}
+
+// metadataLogConfig is the metadata log's own config: compacted, never
+// deleted by retention, and with segments of segmentBytes (a compaction
+// pass rewrites closed segments only).
+func metadataLogConfig(segmentBytes int64) replica.Config {
+	cfg := replica.DefaultConfig()
+	cfg.Compact, cfg.Delete = true, false
+	cfg.SegmentBytes = segmentBytes
+	return cfg
+}
 
 type clusterRecord struct {
 	ClusterID string `json:"cluster_id"`
 }
 
-// topicRecord is the whole durable state of a topic. Deleted topics are
-// written with Deleted set, a tombstone in all but name.
+// topicRecord is the whole durable state of a topic. A deleted topic's
+// record is a tombstone (topicTombstone); logs written before that have a
+// record with Deleted set instead, which replay still reads.
 type topicRecord struct {
 	Name       string            `json:"name"`
 	ID         [16]byte          `json:"id"`
@@ -71,7 +107,7 @@ type metadataLog struct {
 	ctx          context.Context // ends when the broker closes
 }
 
-func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, logger *slog.Logger) (*metadataLog, error) {
+func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, segmentBytes int64, logger *slog.Logger) (*metadataLog, error) {
 	dir := filepath.Join(dataDir, metadataLogName)
 	if cluster != nil {
 		l, err := cluster.OpenMetadataLog(dir)
@@ -87,7 +123,7 @@ func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, logger 
 		}
 		return &metadataLog{log: l, raft: l, writeTimeout: cmp.Or(cluster.WriteTimeout, 30*time.Second), ctx: context.Background()}, nil
 	}
-	l, err := replica.Open(dir, replica.DefaultConfig(), replica.Options{Logger: logger})
+	l, err := replica.Open(dir, metadataLogConfig(segmentBytes), replica.Options{Logger: logger})
 	var corrupt *replica.CorruptionError
 	if errors.As(err, &corrupt) {
 		return nil, fmt.Errorf("the metadata log is damaged; restore %s from a backup: %w", dir, err)
@@ -150,14 +186,16 @@ func (m *metadataLog) writeBatch(recs []record.Record) error {
 }
 
 // replay calls fn for every record in the log below its high watermark
-// (its end on a single node), oldest first. The metadata log is never
-// compacted, so running out of batches below it is an error.
-func (m *metadataLog) replay(fn func(key string, value []byte) error) (end int64, err error) {
+// (its end on a single node), oldest first. The log may be compacted:
+// offsets between batches may be gone, and so may the last batches below
+// the end (their records superseded), so running out of batches early is
+// no error.
+func (m *metadataLog) replay(fn func(r record.Record) error) (end int64, err error) {
 	end = m.log.HighWatermark()
 	var fnErr error // returned as is; the log's own errors get a prefix
-	next, err := readRecords(m.log.Read, m.log.StartOffset(), end, func(_ record.Header, recs []record.Record) error {
+	_, err = readRecords(m.log.Read, m.log.StartOffset(), end, func(_ record.Header, recs []record.Record) error {
 		for _, r := range recs {
-			if fnErr = fn(string(r.Key), r.Value); fnErr != nil {
+			if fnErr = fn(r); fnErr != nil {
 				return fnErr
 			}
 		}
@@ -168,8 +206,6 @@ func (m *metadataLog) replay(fn func(key string, value []byte) error) (end int64
 		return end, fnErr
 	case err != nil:
 		return end, fmt.Errorf("metadata log: %w", err)
-	case next < end:
-		return end, fmt.Errorf("metadata log: no data at offset %d below end %d", next, end)
 	}
 	return end, nil
 }
@@ -210,7 +246,8 @@ func (m *metadataLog) load() (metadataState, error) {
 }
 
 // apply applies one metadata record to the state.
-func (st *metadataState) apply(key string, value []byte) error {
+func (st *metadataState) apply(r record.Record) error {
+	key, value := string(r.Key), r.Value
 	switch {
 	case key == clusterKey:
 		var c clusterRecord
@@ -218,6 +255,8 @@ func (st *metadataState) apply(key string, value []byte) error {
 			return fmt.Errorf("metadata record %q: %w", key, err)
 		}
 		st.clusterID = c.ClusterID
+	case strings.HasPrefix(key, "topic/") && value == nil:
+		st.deleteTopic(key[len("topic/"):], r.Headers)
 	case strings.HasPrefix(key, "topic/"):
 		var t topicRecord
 		if err := json.Unmarshal(value, &t); err != nil {
@@ -247,7 +286,7 @@ func (st *metadataState) apply(key string, value []byte) error {
 		} else {
 			st.definitions[key[len(definitionPrefix):]] = value
 		}
-	case strings.HasPrefix(key, brokerKeyPrefix), key == producerIDBlockKey:
+	case strings.HasPrefix(key, brokerKeyPrefix), strings.HasPrefix(key, producerIDBlockKey):
 		return st.applyCluster(key, value)
 	case strings.HasPrefix(key, leaderKeyPrefix):
 		return st.applyLeader(key, value)
@@ -257,6 +296,18 @@ func (st *metadataState) apply(key string, value []byte) error {
 		return errors.New("metadata log: unknown record key " + key)
 	}
 	return nil
+}
+
+// deleteTopic applies the tombstone of topic name.
+func (st *metadataState) deleteTopic(name string, headers []record.RecordHeader) {
+	id, ok := deletedTopicID(headers)
+	if !ok {
+		return
+	}
+	if live, ok := st.topics[name]; ok && live.ID == id {
+		delete(st.topics, name)
+	}
+	st.deletedTopics[id] = true
 }
 
 func (m *metadataLog) close() error { return m.log.Close() }

@@ -56,19 +56,20 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 	streamOwners := new(streambridge.Guard)
 	streamLogsOwners := new(jetstreamGuard)
 	b, err := broker.Open(broker.Config{
-		DataDir:              cfg.DataDir,
-		NodeID:               cmp.Or(cfg.NodeID, 1), // Kafka's sample server.properties: broker.id=1
-		AutoCreateTopics:     cfg.AutoCreateTopics,
-		DefaultPartitions:    cfg.DefaultPartitions,
-		Fsync:                cfg.Fsync,
-		FlushInterval:        cfg.FlushInterval,
-		RetentionCheck:       cfg.RetentionCheck,
-		ScrubInterval:        cfg.ScrubInterval,
-		ScrubBytesPerSecond:  cfg.ScrubBytesPerSecond,
-		MinInsyncReplicas:    cfg.MinInsyncReplicas,
-		AutoLeaderRebalance:  cfg.AutoLeaderRebalance,
-		LeaderImbalanceCheck: cfg.LeaderImbalanceCheck,
-		Logger:               logger.With("component", "broker"),
+		DataDir:                 cfg.DataDir,
+		NodeID:                  cmp.Or(cfg.NodeID, 1), // Kafka's sample server.properties: broker.id=1
+		AutoCreateTopics:        cfg.AutoCreateTopics,
+		DefaultPartitions:       cfg.DefaultPartitions,
+		Fsync:                   cfg.Fsync,
+		FlushInterval:           cfg.FlushInterval,
+		RetentionCheck:          cfg.RetentionCheck,
+		ScrubInterval:           cfg.ScrubInterval,
+		ScrubBytesPerSecond:     cfg.ScrubBytesPerSecond,
+		MinInsyncReplicas:       cfg.MinInsyncReplicas,
+		AutoLeaderRebalance:     cfg.AutoLeaderRebalance,
+		LeaderImbalanceCheck:    cfg.LeaderImbalanceCheck,
+		MetadataLogSegmentBytes: cfg.MetadataLogSegmentBytes,
+		Logger:                  logger.With("component", "broker"),
 		TopicInUse: func(topic string) (string, bool) {
 			if user, ok := streamOwners.TopicInUse(topic); ok {
 				return user, ok

@@ -93,9 +93,13 @@ type Config struct {
 	// most how fast (0: broker default; negative: no cap).
 	ScrubInterval       time.Duration
 	ScrubBytesPerSecond int64
-	AutoCreateTopics    *bool // create unknown topics on first use (nil: true)
-	DefaultPartitions   int32 // partitions of auto-created topics (0: broker default)
-	MaxRequestBytes     int32 // largest Kafka request accepted (0: front-end default)
+	// MetadataLogSegmentBytes is broker.Config's: the metadata log's
+	// segment size, which bounds what its compaction leaves (0: broker
+	// default, 8 MiB).
+	MetadataLogSegmentBytes int64
+	AutoCreateTopics        *bool // create unknown topics on first use (nil: true)
+	DefaultPartitions       int32 // partitions of auto-created topics (0: broker default)
+	MaxRequestBytes         int32 // largest Kafka request accepted (0: front-end default)
 
 	// Kafka replication settings (broker.Config's): the default
 	// min.insync.replicas (0: min(2, replication factor)), and moving
