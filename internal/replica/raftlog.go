@@ -25,12 +25,13 @@ import (
 // state beside it (raftstate.go) and, while a snapshot is staged,
 // stagingDir.
 type RaftLog struct {
-	dir    string
-	rep    *raftReplica
-	host   *raft.Host
-	group  *raft.Group
-	fsync  FsyncPolicy
-	logger *slog.Logger
+	dir     string
+	release func() // of dir's reservation (raftdirs.go)
+	rep     *raftReplica
+	host    *raft.Host
+	group   *raft.Group
+	fsync   FsyncPolicy
+	logger  *slog.Logger
 
 	// The leader's offsets: the offset the next append gets, in the term
 	// it leads. Appends are serialized by proposeMu; the offset moves only
@@ -126,6 +127,21 @@ func OpenRaft(dir string, cfg Config, opt RaftOptions) (*RaftLog, error) {
 	if opt.Window <= 0 {
 		opt.Window = 1024
 	}
+	release, err := reserveDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := openRaft(dir, cfg, opt)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	l.release = release
+	return l, nil
+}
+
+// openRaft is OpenRaft in a directory reserved for it.
+func openRaft(dir string, cfg Config, opt RaftOptions) (*RaftLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -518,6 +534,13 @@ func (l *RaftLog) Dir() string { return l.dir }
 // Close stops hosting the group and closes the log; pending commits fail
 // with ErrClosed.
 func (l *RaftLog) Close() error {
+	err := l.close()
+	l.release()
+	return err
+}
+
+// close closes the log, leaving its directory reserved.
+func (l *RaftLog) close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -526,12 +549,14 @@ func (l *RaftLog) Close() error {
 	return l.rep.close()
 }
 
-// Delete closes the log and removes its directory.
+// Delete closes the log and removes its directory, which no other Raft
+// log of this process opens before it is gone.
 func (l *RaftLog) Delete() error {
-	err := l.Close()
+	err := l.close()
 	if rerr := os.RemoveAll(l.dir); err == nil {
 		err = rerr
 	}
+	l.release()
 	return err
 }
 
