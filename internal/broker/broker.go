@@ -44,6 +44,12 @@ type Broker struct {
 
 	openSlots chan struct{} // bounds partitions being opened or closed at once (partition_open.go)
 
+	// replaceMu serialises replacing a partition by one opened anew here
+	// (reassign.go): the reassignment driver and a reassignment's applied
+	// end may both find the same partition, and one replica directory is
+	// opened once.
+	replaceMu sync.Mutex
+
 	producerIDMu       sync.Mutex
 	nextProducerID     int64 // guarded by producerIDMu
 	producerIDBlockEnd int64 // guarded by producerIDMu

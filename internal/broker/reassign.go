@@ -155,7 +155,7 @@ func (b *Broker) driveReassignments() {
 		switch {
 		case p == nil:
 		case p.remote && slices.Contains(r.Target, b.cfg.NodeID):
-			b.replacePartition(p, b.openClusterPartition(p.topic, p.index, p.Replicas(), p.topic.currentConfig().logConfig(), true))
+			b.reopenPartition(p, p.Replicas(), true)
 		case p.raft != nil:
 			if _, _, leading := p.raft.Leadership(); leading {
 				b.stepReassignment(p, r)
@@ -246,7 +246,6 @@ func (b *Broker) reassignmentApplied(value []byte) {
 // named is closed and deleted; one this node now holds is opened (if
 // the reassignment had not opened it already).
 func (b *Broker) reconcileReplicas(t *Topic, rec topicRecord) {
-	cfg := t.currentConfig().logConfig()
 	for i, p := range t.Partitions() {
 		if i >= len(rec.Replicas) || slices.Equal(p.Replicas(), rec.Replicas[i]) {
 			continue
@@ -258,8 +257,20 @@ func (b *Broker) reconcileReplicas(t *Topic, rec topicRecord) {
 			continue
 		}
 		// A replica opened here now joins the partition's existing group.
-		b.replacePartition(p, b.openClusterPartition(t, int32(i), replicas, cfg, here))
+		b.reopenPartition(p, replicas, here)
 	}
+}
+
+// reopenPartition puts in p's place the partition opened anew with
+// replicas (joining: openClusterPartition), unless another path replaced
+// p first: that one opened the replica's directory already.
+func (b *Broker) reopenPartition(p *Partition, replicas []int32, joining bool) {
+	b.replaceMu.Lock()
+	defer b.replaceMu.Unlock()
+	if current, err := p.topic.Partition(p.index); err != nil || current != p {
+		return
+	}
+	b.replacePartition(p, b.openClusterPartition(p.topic, p.index, replicas, p.topic.currentConfig().logConfig(), joining))
 }
 
 // replacePartition puts np in old's place in its topic, and closes and
