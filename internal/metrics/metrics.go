@@ -47,7 +47,10 @@ type AMQP interface {
 // Sources are what the metrics are read from.
 type Sources struct {
 	Broker *broker.Broker
-	Groups *group.Coordinator
+	// Groups returns the node's group coordinator, nil while it has
+	// none open (a cluster node opens its own once the cluster has a
+	// quorum): its groups are then left out.
+	Groups func() *group.Coordinator
 	Queues *mq.Registry
 	// AMQP is nil when the node has no AMQP listener: its metrics are
 	// then zero.
