@@ -34,7 +34,7 @@ type View struct {
 	// groupsOf returns the node's group coordinator, nil until it is
 	// open: a cluster node opens its own once the cluster has a quorum.
 	groupsOf func() *group.Coordinator
-	now    func() time.Time
+	now      func() time.Time
 	// unkeyed spreads records produced without a key and partition
 	// round-robin over a topic's partitions.
 	unkeyed atomic.Uint32
