@@ -113,12 +113,11 @@ func TestManagementOnEveryNode(t *testing.T) {
 	for _, a := range nodes {
 		var last string
 		for {
-			last = a.managementShows(ctx, single.families, topic)
-			if last == "" {
-				break
-			}
 			if ctx.Err() != nil {
 				t.Fatalf("node %d: %s", a.id, last)
+			}
+			if last = a.managementShows(ctx, single.families, topic); last == "" {
+				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
