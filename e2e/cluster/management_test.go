@@ -123,36 +123,48 @@ func TestManagementOnEveryNode(t *testing.T) {
 		}
 	}
 
-	var queues float64
-	var lastCount string
+	var last string
 	for {
-		queues, lastCount = 0, ""
-		coordinators := 0
-		for _, a := range nodes {
-			s, err := scrapeMetrics(ctx, "http://"+a.http+"/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			queues += s.samples["rabbitmq_queues"]
-			if strings.Contains(s.text, `kafka_consumergroup_current_offset{consumergroup="`+groupName+`",partition="0",topic="`+topic+`"} 1`) {
-				coordinators++
-			}
-			var groups []struct{ Group string }
-			if err := a.getAPI(ctx, "/api/kafka/groups", &groups); err != nil {
-				t.Fatal(err)
-			}
-			lastCount += fmt.Sprintf("node %d: rabbitmq_queues %v, /api/kafka/groups %v; ", a.id, s.samples["rabbitmq_queues"], groups)
-		}
-		if queues == 2 && coordinators == 1 {
-			break
-		}
 		if ctx.Err() != nil {
-			t.Fatalf("want the 2 queues and the group counted once over the nodes, got %v queues and the group's offset on %d nodes: %s",
-				queues, coordinators, lastCount)
+			t.Fatalf("want the 2 queues and the group each counted on one node: %s", last)
+		}
+		var ok bool
+		if last, ok = countedOnce(ctx, nodes, topic, groupName); ok {
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Log(lastCount)
+	t.Log(last)
+}
+
+// countedOnce scrapes every node once and reports what each counts of
+// queues and of group: ok when rabbitmq_queues sums to 2 over the nodes
+// and one node alone both lists group in /api/kafka/groups and reports
+// its committed offset 1 on topic's partition 0.
+func countedOnce(ctx context.Context, nodes []apiNode, topic, group string) (summary string, ok bool) {
+	offset := `kafka_consumergroup_current_offset{consumergroup="` + group + `",partition="0",topic="` + topic + `"} 1` + "\n"
+	var queues float64
+	listing, reporting := 0, 0
+	for _, a := range nodes {
+		s, err := scrapeMetrics(ctx, "http://"+a.http+"/metrics")
+		if err != nil {
+			return summary + err.Error(), false
+		}
+		var groups []struct{ Group string }
+		if err := a.getAPI(ctx, "/api/kafka/groups", &groups); err != nil {
+			return summary + err.Error(), false
+		}
+		queues += s.samples["rabbitmq_queues"]
+		if strings.Contains(s.text, offset) {
+			reporting++
+		}
+		if slices.ContainsFunc(groups, func(g struct{ Group string }) bool { return g.Group == group }) {
+			listing++
+		}
+		summary += fmt.Sprintf("node %d: rabbitmq_queues %v, /api/kafka/groups %v; ", a.id, s.samples["rabbitmq_queues"], groups)
+	}
+	summary += fmt.Sprintf("the group's offset reported by %d nodes", reporting)
+	return summary, queues == 2 && listing == 1 && reporting == 1
 }
 
 // managementShows checks the node's management endpoints once: "" when
