@@ -57,8 +57,8 @@ func writeQueues(e *exposition, queues *mq.Registry, perObject bool, s *scratch)
 
 // readQueues fills s.queues, by vhost and name, with the queues this
 // node serves: in a cluster a classic queue is counted by its home node
-// and a quorum queue by its leader (one whose leader this node does not
-// know by none), as rabbitmq_prometheus counts each queue on the node
+// and a quorum queue by its leader (by no node, while this node knows
+// none), as rabbitmq_prometheus counts each queue on the node
 // hosting its process, so that summing the nodes counts every queue once.
 // A vhost deleted meanwhile is left out.
 func (s *scratch) readQueues(queues *mq.Registry) {
