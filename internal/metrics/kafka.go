@@ -110,11 +110,11 @@ func (s *scratch) readKafka(b *broker.Broker) (offline int) {
 				offline++
 				continue
 			}
-			leader, _, isr := p.Leadership(self)
 			ps := partitionSample{topic: ts.name, index: p.Index(), current: p.HighWatermark(), oldest: p.StartOffset(),
-				leader: int64(leader), preferred: int64(self), inSync: int64(len(isr)), replicas: 1}
-			if replicas != nil {
-				ps.preferred, ps.replicas = int64(replicas[0]), int64(len(replicas))
+				leader: int64(self), preferred: int64(self), inSync: 1, replicas: 1} // a single node's one replica
+			if replicas != nil { // read in a cluster only: Leadership allocates its ISR
+				leader, _, isr := p.Leadership(self)
+				ps.leader, ps.preferred, ps.inSync, ps.replicas = int64(leader), int64(replicas[0]), int64(len(isr)), int64(len(replicas))
 			}
 			s.partitions = append(s.partitions, ps)
 		}
