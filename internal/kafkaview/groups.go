@@ -61,18 +61,25 @@ type GroupDetail struct {
 	Partitions []PartitionLag `json:"partitions"`
 }
 
-// Groups lists every group, with its lag in records.
+// Groups lists every group this node's coordinator knows, with its lag
+// in records: none while it is not open. In a cluster that is the groups
+// whose __consumer_offsets partition this node leads, as a Kafka broker's
+// ListGroups answers.
 func (v *View) Groups() []GroupSummary {
-	listed := v.groups.ListGroups(nil, nil)
+	groups, err := v.groups()
+	if err != nil {
+		return []GroupSummary{}
+	}
+	listed := groups.ListGroups(nil, nil)
 	names := make([]string, len(listed))
 	for i, g := range listed {
 		names[i] = g.Group
 	}
-	described := v.groups.DescribeGroups(names)
+	described := groups.DescribeGroups(names)
 	out := make([]GroupSummary, 0, len(listed))
 	for i, g := range listed {
 		s := GroupSummary{Group: g.Group, Type: g.Type, State: g.State, ProtocolType: g.ProtocolType, Members: len(described[i].Members)}
-		lags, _ := v.groups.RecordLag(g.Group)
+		lags, _ := groups.RecordLag(g.Group)
 		for _, l := range lags {
 			s.Lag += max(l.Lag, 0)
 		}
@@ -84,7 +91,11 @@ func (v *View) Groups() []GroupSummary {
 // Group describes one group: its members with their assignments, and its
 // lag per committed partition in records and in time.
 func (v *View) Group(name string) (GroupDetail, error) {
-	d := v.groups.DescribeGroups([]string{name})[0]
+	groups, err := v.groups()
+	if err != nil {
+		return GroupDetail{}, err
+	}
+	d := groups.DescribeGroups([]string{name})[0]
 	if errors.Is(d.Err, group.ErrGroupIDNotFound) {
 		return GroupDetail{}, fmt.Errorf("%w: no group %q", ErrNotFound, name)
 	}
@@ -95,7 +106,7 @@ func (v *View) Group(name string) (GroupDetail, error) {
 		GroupSummary: GroupSummary{Group: name, State: d.State, ProtocolType: d.ProtocolType, Members: len(d.Members)},
 		Protocol:     d.Protocol, MemberList: []Member{}, Partitions: []PartitionLag{},
 	}
-	for _, g := range v.groups.ListGroups(nil, nil) {
+	for _, g := range groups.ListGroups(nil, nil) {
 		if g.Group == name {
 			out.Type = g.Type
 		}
@@ -107,7 +118,7 @@ func (v *View) Group(name string) (GroupDetail, error) {
 		}
 		out.MemberList = append(out.MemberList, member)
 	}
-	lags, err := v.groups.Lag(name)
+	lags, err := groups.Lag(name)
 	if err != nil {
 		return out, err
 	}

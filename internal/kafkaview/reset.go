@@ -47,6 +47,10 @@ type ResetResult struct {
 // commits nothing when a partition of the plan failed.
 func (v *View) ResetOffsets(groupName string, req ResetRequest) (ResetResult, error) {
 	res := ResetResult{Group: groupName, Mode: req.Mode, Steps: []ResetStep{}}
+	groups, err := v.groups()
+	if err != nil {
+		return res, err
+	}
 	mode, err := offsetreset.ParseMode(req.Mode, req.Value, v.now())
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -54,10 +58,10 @@ func (v *View) ResetOffsets(groupName string, req ResetRequest) (ResetResult, er
 	if len(req.Topics) == 0 && !req.AllTopics {
 		return res, fmt.Errorf("%w: name the partitions to reset (topics) or set all_topics", ErrInvalid)
 	}
-	if err := v.checkResettable(groupName); err != nil {
+	if err := checkResettable(groups, groupName); err != nil {
 		return res, err
 	}
-	committed, err := v.groups.FetchOffsets(group.FetchRequest{Group: groupName})
+	committed, err := groups.FetchOffsets(group.FetchRequest{Group: groupName})
 	if err != nil {
 		return res, err
 	}
@@ -76,7 +80,7 @@ func (v *View) ResetOffsets(groupName string, req ResetRequest) (ResetResult, er
 	if !req.Execute {
 		return res, nil
 	}
-	if err := v.commitPlan(groupName, plan); err != nil {
+	if err := commitPlan(groups, groupName, plan); err != nil {
 		return res, err
 	}
 	res.Executed = true
@@ -84,8 +88,8 @@ func (v *View) ResetOffsets(groupName string, req ResetRequest) (ResetResult, er
 }
 
 // checkResettable refuses a group with live members.
-func (v *View) checkResettable(groupName string) error {
-	d := v.groups.DescribeGroups([]string{groupName})[0]
+func checkResettable(groups *group.Coordinator, groupName string) error {
+	d := groups.DescribeGroups([]string{groupName})[0]
 	if errors.Is(d.Err, group.ErrGroupIDNotFound) {
 		return nil // no group yet: the reset creates its offsets
 	}
@@ -181,7 +185,7 @@ func (v *View) resetOffsetsOf(targets []group.TopicPartition, committed []group.
 
 // commitPlan commits a plan as an admin tool does (no member, generation
 // -1), which the coordinator accepts only while the group is empty.
-func (v *View) commitPlan(groupName string, plan []offsetreset.Step) error {
+func commitPlan(groups *group.Coordinator, groupName string, plan []offsetreset.Step) error {
 	offsets := make([]group.OffsetCommit, 0, len(plan))
 	for _, s := range plan {
 		if s.Err != nil {
@@ -189,7 +193,7 @@ func (v *View) commitPlan(groupName string, plan []offsetreset.Step) error {
 		}
 		offsets = append(offsets, group.OffsetCommit{Topic: s.Topic, Partition: s.Partition, Offset: s.Next, LeaderEpoch: -1})
 	}
-	for _, err := range v.groups.CommitOffsets(group.CommitRequest{Group: groupName, Generation: -1, Offsets: offsets}) {
+	for _, err := range groups.CommitOffsets(group.CommitRequest{Group: groupName, Generation: -1, Offsets: offsets}) {
 		switch {
 		case errors.Is(err, group.ErrUnknownMemberID), errors.Is(err, group.ErrIllegalGeneration):
 			return fmt.Errorf("%w: group %s has live members again; nothing committed: %v", ErrConflict, groupName, err)

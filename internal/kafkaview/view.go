@@ -31,16 +31,28 @@ var (
 // concurrent use.
 type View struct {
 	broker *broker.Broker
-	groups *group.Coordinator
-	now    func() time.Time
+	// groupsOf returns the node's group coordinator, nil until it is
+	// open: a cluster node opens its own once the cluster has a quorum.
+	groupsOf func() *group.Coordinator
+	now      func() time.Time
 	// unkeyed spreads records produced without a key and partition
 	// round-robin over a topic's partitions.
 	unkeyed atomic.Uint32
 }
 
-// New returns a View of b and g.
-func New(b *broker.Broker, g *group.Coordinator) *View {
-	return &View{broker: b, groups: g, now: time.Now}
+// New returns a View of b and of the group coordinator groupsOf returns
+// at each call (nil while the node has none open).
+func New(b *broker.Broker, groupsOf func() *group.Coordinator) *View {
+	return &View{broker: b, groupsOf: groupsOf, now: time.Now}
+}
+
+// groups returns the node's group coordinator, or ErrNotFound while it is
+// not open: no group is known here yet.
+func (v *View) groups() (*group.Coordinator, error) {
+	if g := v.groupsOf(); g != nil {
+		return g, nil
+	}
+	return nil, fmt.Errorf("%w: this node's group coordinator is not open yet", ErrNotFound)
 }
 
 // topic looks a topic up, as ErrNotFound when it does not exist.

@@ -23,8 +23,12 @@ type offsetSample struct {
 // writeGroups reads every group into s and writes kafka_exporter's
 // consumer group families: members, and per partition committed its
 // committed offset and lag in records, with their sums per topic
-// (kafka_exporter reports no lag in time).
+// (kafka_exporter reports no lag in time). Without a coordinator
+// (groups nil) it writes none.
 func writeGroups(e *exposition, groups *group.Coordinator, s *scratch) {
+	if groups == nil {
+		return
+	}
 	s.readGroups(groups)
 	if len(s.groups) > 0 {
 		e.family("kafka_consumergroup_members", "Amount of members in a consumer group", "gauge")

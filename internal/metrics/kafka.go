@@ -1,32 +1,37 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/wharf-mq/wharf/internal/broker"
 )
 
 // kafka_exporter's topic and partition families, with its names, labels
 // and meanings, and Wharf's bytes per topic. On one node every partition
-// has one replica, led by this broker, in sync.
+// has one replica, led by this broker, in sync; in a cluster each node
+// reports the partitions it holds a replica of, with their offsets as its
+// replica has them (per replica, as Kafka's kafka_log_log_size) and their
+// leader and in-sync replicas as it sees them.
 type partitionFamily struct {
 	name, help string
-	value      func(p partitionSample, leader int64) int64
+	value      func(p partitionSample) int64
 }
 
 var partitionFamilies = []partitionFamily{
 	{"kafka_topic_partition_current_offset", "Current Offset of a Broker at Topic/Partition",
-		func(p partitionSample, _ int64) int64 { return p.current }},
+		func(p partitionSample) int64 { return p.current }},
 	{"kafka_topic_partition_oldest_offset", "Oldest Offset of a Broker at Topic/Partition",
-		func(p partitionSample, _ int64) int64 { return p.oldest }},
+		func(p partitionSample) int64 { return p.oldest }},
 	{"kafka_topic_partition_in_sync_replica", "Number of In-Sync Replicas for this Topic/Partition",
-		func(partitionSample, int64) int64 { return 1 }},
+		func(p partitionSample) int64 { return p.inSync }},
 	{"kafka_topic_partition_leader", "Leader Broker ID of this Topic/Partition",
-		func(_ partitionSample, leader int64) int64 { return leader }},
+		func(p partitionSample) int64 { return p.leader }},
 	{"kafka_topic_partition_leader_is_preferred", "1 if Topic/Partition is using the Preferred Broker",
-		func(partitionSample, int64) int64 { return 1 }},
+		func(p partitionSample) int64 { return int64(boolValue(p.leader == p.preferred)) }},
 	{"kafka_topic_partition_replicas", "Number of Replicas for this Topic/Partition",
-		func(partitionSample, int64) int64 { return 1 }},
+		func(p partitionSample) int64 { return p.replicas }},
 	{"kafka_topic_partition_under_replicated_partition", "1 if Topic/Partition is under Replicated",
-		func(partitionSample, int64) int64 { return 0 }},
+		func(p partitionSample) int64 { return int64(boolValue(p.inSync < p.replicas)) }},
 }
 
 // topicSample and partitionSample are what one scrape read of a topic
@@ -41,6 +46,8 @@ type partitionSample struct {
 	topic           string
 	index           int32
 	current, oldest int64
+	// leader is -1 while none is known; preferred is the first replica.
+	leader, preferred, inSync, replicas int64
 }
 
 // writeKafka reads every topic and partition into s and writes
@@ -49,7 +56,7 @@ type partitionSample struct {
 func writeKafka(e *exposition, b *broker.Broker, s *scratch) {
 	offline := s.readKafka(b)
 	e.family("kafka_brokers", "Number of Brokers in the Kafka Cluster.", "gauge")
-	e.sample("kafka_brokers", 1)
+	e.sample("kafka_brokers", int64(max(len(b.Brokers()), 1))) // none listed on a single node
 	e.family("wharf_offline_partitions", "Partitions whose log is out of service (could not be opened or found corrupt).", "gauge")
 	e.sample("wharf_offline_partitions", int64(offline))
 	if len(s.topics) == 0 {
@@ -64,14 +71,13 @@ func writeKafka(e *exposition, b *broker.Broker, s *scratch) {
 	if len(s.partitions) == 0 {
 		return
 	}
-	leader := int64(b.NodeID())
 	for _, f := range partitionFamilies {
 		e.family(f.name, f.help, "gauge")
 		for _, p := range s.partitions {
 			e.begin(f.name)
 			e.labelInt("partition", int64(p.index))
 			e.label("topic", p.topic)
-			e.end(f.value(p, leader))
+			e.end(f.value(p))
 		}
 	}
 }
@@ -85,21 +91,32 @@ func writeTopicFamily(e *exposition, topics []topicSample, name, help, kind stri
 	}
 }
 
-// readKafka fills s.topics and s.partitions (online partitions only) and
-// returns how many partitions are offline.
+// readKafka fills s.topics and s.partitions (online partitions this node
+// holds a replica of) and returns how many of those are offline.
 func (s *scratch) readKafka(b *broker.Broker) (offline int) {
+	self := b.NodeID()
 	for _, t := range b.Topics() {
 		ts := topicSample{name: t.Name()}
 		parts := t.Partitions()
 		ts.partitions = len(parts)
 		for _, p := range parts {
+			replicas := p.Replicas() // nil on a single node
+			if replicas != nil && !slices.Contains(replicas, self) {
+				continue
+			}
 			ts.bytesIn += p.BytesIn()
 			ts.bytesOut += p.BytesOut()
 			if p.Offline() != nil {
 				offline++
 				continue
 			}
-			s.partitions = append(s.partitions, partitionSample{topic: ts.name, index: p.Index(), current: p.HighWatermark(), oldest: p.StartOffset()})
+			ps := partitionSample{topic: ts.name, index: p.Index(), current: p.HighWatermark(), oldest: p.StartOffset(),
+				leader: int64(self), preferred: int64(self), inSync: 1, replicas: 1} // a single node's one replica
+			if replicas != nil { // read in a cluster only: Leadership allocates its ISR
+				leader, _, isr := p.Leadership(self)
+				ps.leader, ps.preferred, ps.inSync, ps.replicas = int64(leader), int64(replicas[0]), int64(len(isr)), int64(len(replicas))
+			}
+			s.partitions = append(s.partitions, ps)
 		}
 		s.topics = append(s.topics, ts)
 	}

@@ -16,6 +16,13 @@
 // scraping goroutine alone (page.go says why). /metrics sums queue
 // metrics over the node, as rabbitmq_prometheus does by default;
 // /metrics/per-object labels them per queue.
+//
+// In a cluster every node serves its own metrics, and each reports what
+// it holds, so that Prometheus scrapes every node and sums: a queue on
+// the node serving it (a classic queue's home, a quorum queue's leader),
+// a partition on each node holding a replica of it (offsets as that
+// replica has them, leader and in-sync replicas as that node sees them),
+// a consumer group on the node coordinating it.
 package metrics
 
 import (
@@ -47,7 +54,10 @@ type AMQP interface {
 // Sources are what the metrics are read from.
 type Sources struct {
 	Broker *broker.Broker
-	Groups *group.Coordinator
+	// Groups returns the node's group coordinator, nil while it has
+	// none open (a cluster node opens its own once the cluster has a
+	// quorum): its groups are then left out.
+	Groups func() *group.Coordinator
 	Queues *mq.Registry
 	// AMQP is nil when the node has no AMQP listener: its metrics are
 	// then zero.

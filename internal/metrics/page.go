@@ -94,7 +94,7 @@ func (p *page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		expfmt.MetricFamilyToText(e, f)
 	}
 	writeKafka(e, p.src.Broker, s)
-	writeGroups(e, p.src.Groups, s)
+	writeGroups(e, p.src.Groups(), s)
 	writeQueues(e, p.src.Queues, p.perObject, s)
 	e.flush() // an error is the client's: it went away
 	s.out = e.buf

@@ -55,15 +55,23 @@ func writeQueues(e *exposition, queues *mq.Registry, perObject bool, s *scratch)
 	}
 }
 
-// readQueues fills s.queues, by vhost and name. A vhost deleted meanwhile
-// is left out.
+// readQueues fills s.queues, by vhost and name, with the queues this
+// node serves: in a cluster a classic queue is counted by its home node
+// and a quorum queue by its leader (by no node, while this node knows
+// none), as rabbitmq_prometheus counts each queue on the node
+// hosting its process, so that summing the nodes counts every queue once.
+// A vhost deleted meanwhile is left out.
 func (s *scratch) readQueues(queues *mq.Registry) {
+	self := queues.NodeID() // 0 on a single node, where every queue is served
 	for _, vhost := range queues.VHosts() {
 		v, err := queues.VHost(vhost)
 		if err != nil {
 			continue
 		}
 		for _, q := range v.QueueDetails() {
+			if self != 0 && q.Node != self {
+				continue
+			}
 			s.queues = append(s.queues, queueSample{vhost: vhost, name: q.Name, ready: q.MessagesReady, unacked: q.MessagesUnacknowledged, consumers: q.Consumers})
 		}
 	}

@@ -190,7 +190,8 @@ func (n *Node) openClusterCoordinators() {
 	for {
 		groups, txns, err := openCoordinators(n.cfg, n.cores.broker, n.logger)
 		if err == nil {
-			n.groups, n.txns = groups, txns
+			n.txns = txns
+			n.groups.Store(groups)
 			n.kafkaServer.SetCoordinators(groups, txns)
 			return
 		}

@@ -63,7 +63,7 @@ func (n *Node) kafkaConfig() kafka.Config {
 		QueuedMaxRequestBytes:     cfg.KafkaQueuedMaxRequestBytes,
 		ConnectionsMaxIdle:        cfg.KafkaConnectionsMaxIdle,
 		Logger:                    n.logger, // the server tags its lines component=kafka
-		Groups:                    n.groups,
+		Groups:                    n.groups.Load(),
 		Transactions:              n.txns,
 		Users:                     n.users,
 		SASLSessionLifetime:       cfg.KafkaSecurity.SASLSessionLifetime,

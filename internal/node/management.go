@@ -14,13 +14,16 @@ import (
 // latency observers) and the web console (/). The metrics, like
 // rabbitmq_prometheus's and kafka_exporter's, need no login; the console's
 // page needs none either, and its calls to /api/ log in as the API does.
-// Call once the servers and the coordinators exist, before the HTTP
-// listener serves.
+// A cluster node serves them too: the Kafka view and the group metrics
+// read whichever group coordinator the node has open (none until
+// openClusterCoordinators opens it), and the per-queue metrics count only
+// the queues this node serves (internal/metrics, queues.go). Call once the
+// servers exist, before the HTTP listener serves.
 func (n *Node) addManagement(b *broker.Broker, queues *mq.Registry) {
-	n.httpServer.ServeKafka(kafkaview.New(b, n.groups))
+	n.httpServer.ServeKafka(kafkaview.New(b, n.groups.Load))
 	cluster, nodeName := n.httpServer.Identity()
 	src := metrics.Sources{
-		Broker: b, Groups: n.groups, Queues: queues,
+		Broker: b, Groups: n.groups.Load, Queues: queues,
 		NodeName: nodeName, ClusterName: cluster, Version: n.httpServer.Version(),
 	}
 	if n.amqpServer != nil {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/access"
@@ -153,9 +154,11 @@ type Node struct {
 	// kafkaAccess is the Kafka listeners' ACLs and client quotas.
 	kafkaAccess kafkaAccess
 
-	kafkaListeners  boundKafkaListeners // at least one
-	kafkaServer     *kafka.Server
-	groups          *group.Coordinator // in a cluster, set once by openClusterCoordinators
+	kafkaListeners boundKafkaListeners // at least one
+	kafkaServer    *kafka.Server
+	// groups is the group coordinator; in a cluster nil until
+	// openClusterCoordinators stores it, while the management API reads it.
+	groups          atomic.Pointer[group.Coordinator]
 	txns            *txn.Coordinator
 	coordinating    sync.WaitGroup // openClusterCoordinators, stopWhenRemoved
 	advertisedKafka string
@@ -284,7 +287,6 @@ func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		logins:          authlimit.New(authlimit.Config{}),
 		kafkaAccess:     kafkaAccess,
 		tlsListeners:    tlsLns,
-		groups:          groups,
 		txns:            txns,
 		kafkaListeners:  kafkaLns,
 		amqpListener:    amqpLn,
@@ -295,6 +297,7 @@ func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 		serveDone:       make(chan struct{}),
 		closing:         make(chan struct{}),
 	}
+	n.groups.Store(groups)
 	n.kafkaServer = kafka.NewServer(b, n.kafkaConfig())
 	n.serveKafka(cfg.Security.TLS.ClientCA != "")
 	b.Register(kafkaLns[0].spec.AdvertisedHost, kafkaLns[0].spec.AdvertisedPort) // in a cluster only
@@ -339,9 +342,7 @@ func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 			apiCfg.AMQP = n.amqpServer
 		}
 		n.httpServer = httpapi.New(c.queues, apiCfg)
-		if groups != nil { // a cluster node has no Kafka view or metrics yet: no group coordinator
-			n.addManagement(c.broker, c.queues)
-		}
+		n.addManagement(c.broker, c.queues)
 		if httpLn != nil {
 			n.serve("http", func() error { return n.httpServer.Serve(n.limited("http", httpLn)) })
 			logger.Info("http listener started", "addr", n.HTTPAddr())
@@ -619,7 +620,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.coordinating.Wait()
 		if n.txns != nil {
 			n.txns.Close()
-			n.groups.Close()
+			n.groups.Load().Close()
 		}
 		if err := n.cores.close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: close the cores: %w", err))
