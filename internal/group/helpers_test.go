@@ -97,6 +97,13 @@ func (h *harness) restart() {
 	if err := h.b.Close(); err != nil {
 		h.t.Fatal(err)
 	}
+	h.restartOpened()
+}
+
+// restartOpened opens the broker and the coordinator again on the same
+// directory, once the test closed them.
+func (h *harness) restartOpened() {
+	h.t.Helper()
 	var err error
 	h.b, err = broker.Open(broker.Config{DataDir: h.dir, Logger: h.cfg.Logger})
 	if err != nil {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/broker"
@@ -60,6 +61,12 @@ func (c *Coordinator) partitionLag(topic string, partition int32, committed int6
 		return l
 	}
 	l.End = p.HighWatermark()
+	if l.End < 0 {
+		// No replica here (in a cluster another node may hold the
+		// partition) or offline: the lag is unknown, not 0.
+		l.Err = fmt.Errorf("%s-%d: no readable replica on this node, so its end offset is unknown", topic, partition)
+		return l
+	}
 	from := max(committed, p.StartOffset())
 	l.Lag = max(0, l.End-from)
 	if l.Lag == 0 || !inTime {

@@ -2,6 +2,8 @@ package group
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +312,36 @@ func TestOffsetsSurviveCompaction(t *testing.T) {
 	}
 	if l := h.c.ListGroups(nil, nil); len(l) != 1 || l[0].Group != "g" {
 		t.Fatalf("groups after compaction and restart: %+v", l)
+	}
+}
+
+// TestLagOfAPartitionWithoutAReplicaHereIsUnknown: a partition this
+// node cannot read (offline here, or in a cluster held by other nodes)
+// has no end offset here; its lag was reported as 0 however far the
+// group was behind. It is unknown, and says so.
+func TestLagOfAPartitionWithoutAReplicaHereIsUnknown(t *testing.T) {
+	h := newHarness(t)
+	tp := h.createTopic("t", 1)
+	p, _ := tp.Partition(0)
+	for range 3 {
+		produceAt(t, p, h.clock.Now())
+	}
+	commitOne(h, CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{{Topic: "t", Offset: 1}}})
+	h.c.Close()
+	if err := h.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Its data gone, the partition stays offline at the next start.
+	if err := os.RemoveAll(filepath.Join(h.dir, "t-0")); err != nil {
+		t.Fatal(err)
+	}
+	h.restartOpened()
+
+	lags, err := h.c.RecordLag("g")
+	if err != nil || len(lags) != 1 {
+		t.Fatalf("lag: %+v %v", lags, err)
+	}
+	if l := lags[0]; l.Err == nil || l.Lag != -1 || l.End != -1 {
+		t.Fatalf("lag of an offline partition: %+v, want unknown (-1, with an error)", l)
 	}
 }
