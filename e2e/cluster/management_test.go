@@ -76,12 +76,7 @@ func TestManagementOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	procs := prepareCluster(t, 3)
-	nodes := make([]apiNode, len(procs))
-	for i, nd := range procs {
-		nodes[i] = withAPI(t, nd)
-	}
-	startAll(procs)
+	nodes := startAPICluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 
@@ -97,16 +92,16 @@ func TestManagementOnEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	const topic, groupName = "mgmt-topic", "mgmt-group"
-	if _, err := newAdmin(t, []string{procs[2].kafkaAddr}).CreateTopic(ctx, 1, 3, nil, topic); err != nil {
+	if _, err := newAdmin(t, []string{nodes[2].kafkaAddr}).CreateTopic(ctx, 1, 3, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	producer := newClient(t, []string{procs[0].kafkaAddr}, kgo.DefaultProduceTopic(topic))
+	producer := newClient(t, []string{nodes[0].kafkaAddr}, kgo.DefaultProduceTopic(topic))
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("one"), kgo.StringRecord("two")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	offsets := kadm.Offsets{}
 	offsets.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
-	if err := newAdmin(t, []string{procs[0].kafkaAddr}).CommitAllOffsets(ctx, groupName, offsets); err != nil {
+	if err := newAdmin(t, []string{nodes[0].kafkaAddr}).CommitAllOffsets(ctx, groupName, offsets); err != nil {
 		t.Fatal(err)
 	}
 

@@ -83,12 +83,7 @@ func TestQueueFiguresOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	procs := prepareCluster(t, 3)
-	nodes := make([]apiNode, len(procs))
-	for i, nd := range procs {
-		nodes[i] = withAPI(t, nd)
-	}
-	startAll(procs)
+	nodes := startAPICluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 

@@ -31,6 +31,18 @@ func withAPI(t *testing.T, nd *node) apiNode {
 	return a
 }
 
+// startAPICluster starts a cluster of n nodes, each with AMQP and HTTP
+// listeners, and waits until they serve.
+func startAPICluster(t *testing.T, n int) []apiNode {
+	procs := prepareCluster(t, n)
+	nodes := make([]apiNode, len(procs))
+	for i, nd := range procs {
+		nodes[i] = withAPI(t, nd)
+	}
+	startAll(procs)
+	return nodes
+}
+
 // queueView is what /api/queues/{vhost}/{name} shows of a quorum queue.
 type queueView struct {
 	Node    string   `json:"node"`
