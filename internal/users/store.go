@@ -31,6 +31,11 @@ type KV interface {
 // keyPrefix marks the user records among the node's other definitions.
 const keyPrefix = "user/"
 
+// initialisedKey records that the store was given its first users
+// (Bootstrap): a store emptied later stays empty, as RabbitMQ creates its
+// default user on a new node only.
+const initialisedKey = "users-initialised"
+
 // The management tags RabbitMQ knows; others are kept as given, as
 // RabbitMQ keeps them.
 const (
@@ -75,12 +80,23 @@ type Store struct {
 	mu      sync.RWMutex
 	users   map[string]User // as the KV applied them
 	applied atomic.Uint64   // counts the changes applied, so a lookup knows whether catching up changed anything
+	// initialised: the KV holds initialisedKey.
+	initialised atomic.Bool
 }
 
 // Open loads every user from kv and follows its changes.
 func Open(kv KV) (*Store, error) {
 	s := &Store{kv: kv, users: map[string]User{}}
 	if err := kv.Follow(keyPrefix, s.apply); err != nil {
+		return nil, err
+	}
+	err := kv.Follow(initialisedKey, func(key string, value []byte) error {
+		if key == initialisedKey {
+			s.initialised.Store(value != nil)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -165,6 +165,54 @@ func TestBootstrapCreatesGuestOnceAndTheAdministratorIfMissing(t *testing.T) {
 	}
 }
 
+// TestBootstrapLeavesAnEmptiedStoreEmpty: RabbitMQ creates guest on a new
+// node only; a node whose users were all deleted used to get guest back
+// at its next start.
+func TestBootstrapLeavesAnEmptiedStoreEmpty(t *testing.T) {
+	kv := kvtest.New()
+	s := mustOpen(t, kv)
+	if err := Bootstrap(s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("guest"); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, kv)
+	if err := Bootstrap(s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Empty() {
+		t.Fatalf("a store emptied by its operator holds %d users after a restart", len(s.List()))
+	}
+}
+
+// TestBootstrapTakesAStoreWithUsersAsInitialised: a store an older
+// version bootstrapped holds users but no record of it; emptied later, it
+// must not get guest back either.
+func TestBootstrapTakesAStoreWithUsersAsInitialised(t *testing.T) {
+	kv := kvtest.New()
+	s := mustOpen(t, kv)
+	if err := s.Put("alice", "secret", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Bootstrap(s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get("guest"); ok {
+		t.Fatal("guest was created on a store that held users")
+	}
+	if err := s.Delete("alice"); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, kv)
+	if err := Bootstrap(s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Empty() {
+		t.Fatal("guest came back on a store that had held users")
+	}
+}
+
 func TestNamesEveryProtocolCanCarry(t *testing.T) {
 	s := mustOpen(t, kvtest.New())
 	for _, name := range []string{"", "a\x00b", "q\xff"} {
