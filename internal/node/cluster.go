@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,10 @@ type clusterHost struct {
 	host      *raft.Host
 	// broker answers join requests once it is open (acceptJoins).
 	broker atomic.Pointer[broker.Broker]
+	self   int32
+	// announcer tells the lower nodes this node's address until the
+	// broker opens (announce.go).
+	announcer *announcer
 }
 
 // startCluster binds the cluster address and starts the Raft host, and
@@ -83,10 +88,11 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 		tr.Close()
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
-	ch := &clusterHost{transport: tr, host: h}
+	ch := &clusterHost{transport: tr, host: h, self: self}
 	tr.SetJoinHandler(ch.answerJoin)
 	tr.Start(h)
 	h.Start()
+	ch.announcer = startAnnouncer(ctx, self, tr.Addr(), nodes, logger)
 	// The initial cluster's nodes are the metadata group's first voters,
 	// and name the cluster (its id) whatever joined or left since; a
 	// joining node has none: the controller's snapshot brings them.
@@ -143,6 +149,7 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 func (c *clusterHost) acceptJoins(b *broker.Broker) {
 	if c != nil {
 		c.broker.Store(b)
+		c.announcer.stop() // its quorum formed: the log has every address
 	}
 }
 
@@ -150,11 +157,33 @@ func (c *clusterHost) acceptJoins(b *broker.Broker) {
 // open (this node waits for its metadata quorum), errNotServingYet, which
 // the joining node asks again after (join).
 func (c *clusterHost) answerJoin(_ context.Context, request []byte) ([]byte, error) {
+	var req joinRequest
+	if err := json.Unmarshal(request, &req); err != nil {
+		return nil, fmt.Errorf("not a join request: %w", err)
+	}
+	if req.Announce {
+		members, open := c.metadataMembers()
+		if !open {
+			return nil, errNotServingYet
+		}
+		return nil, takeAnnouncement(c.transport, c.self, members, req)
+	}
 	b := c.broker.Load()
 	if b == nil {
 		return nil, errNotServingYet
 	}
-	return answerJoin(b, request)
+	return answerJoin(b, req)
+}
+
+// metadataMembers lists the metadata group's voters and learners as
+// this node knows them, and whether the group is open yet.
+func (c *clusterHost) metadataMembers() ([]uint64, bool) {
+	for _, g := range c.host.Groups() {
+		if g.ID() == metadataGroup {
+			return g.Members(), true
+		}
+	}
+	return nil, false
 }
 
 // close stops the host and the transport, once every replica is closed.
@@ -162,6 +191,7 @@ func (c *clusterHost) close() {
 	if c == nil {
 		return
 	}
+	c.announcer.stop()
 	c.host.Close()
 	c.transport.Close()
 }

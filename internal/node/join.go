@@ -43,6 +43,8 @@ import (
 type joinRequest struct {
 	NodeID int32  `json:"node_id"`
 	Addr   string `json:"addr"` // its cluster address
+	// Announce: a member only tells where it listens (announce.go).
+	Announce bool `json:"announce,omitempty"`
 }
 
 // joinReply is what a member answers a joinRequest accepted.
@@ -101,11 +103,7 @@ func join(ctx context.Context, member string, self int32, addr net.Addr, logger 
 }
 
 // answerJoin answers a join request on a member.
-func answerJoin(b *broker.Broker, request []byte) ([]byte, error) {
-	var req joinRequest
-	if err := json.Unmarshal(request, &req); err != nil {
-		return nil, fmt.Errorf("not a join request: %w", err)
-	}
+func answerJoin(b *broker.Broker, req joinRequest) ([]byte, error) {
 	nodes, end, err := b.AddNode(req.NodeID, req.Addr)
 	if err != nil {
 		return nil, err
