@@ -23,6 +23,11 @@ import (
 // produce path; written directly, a scrape allocates a few hundred bytes
 // per queue (mq.QueueDetails) and nothing per partition.
 func TestScrapeAllocatesLittlePerObject(t *testing.T) {
+	if raceEnabled {
+		// Under the race detector sync.Pool drops a random share of what
+		// is put back, so a scrape refills its pools each time.
+		t.Skip("a scrape's allocations are not what they are without the race detector")
+	}
 	const partitions, queues = 1000, 1000
 	n := nodetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
