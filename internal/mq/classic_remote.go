@@ -138,14 +138,22 @@ func (rq *remoteQueue) ask(req *remoteRequest) (*remoteReply, error) {
 
 // answerCall answers a call another node made to this one
 // (ClusterConfig.HandleCalls): a request to a classic queue that lives
-// here, or for the figures of the queues this node serves.
+// here, for the figures of the queues this node serves, or for the
+// consumers of its clients.
 func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
 	}
-	if req.Op == opStats {
+	switch req.Op {
+	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
+	case opConsumers:
+		reply, err := r.listedConsumers(req.VHost, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(reply)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
 }

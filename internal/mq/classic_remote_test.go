@@ -68,10 +68,15 @@ func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
 	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
 	envs := make([]*env, nodes)
+	ids := make([]int32, nodes)
+	for i := range ids {
+		ids[i] = int32(i + 1)
+	}
 	for i := range envs {
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
 		calls.config(cc, d.node)
+		cc.Nodes = func() []int32 { return ids }
 		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
 	}
 	return envs, calls
