@@ -19,7 +19,9 @@ import (
 // node as a leader that never changes: a message routed to it is
 // forwarded there and confirmed once the home node has it durable (a
 // transient one: once it is enqueued there), under an id the home node
-// takes it once by; consumers and basic.get are sessions there; purge,
+// takes it once by (in memory: a repeat after the home node restarted is
+// enqueued again, at least once as in RabbitMQ, see docs/replication.md);
+// consumers and basic.get are sessions there; purge,
 // delete and a declare's counts are calls. A classic queue has no Raft
 // group, so the calls go to the home node itself (ClusterConfig.CallNode,
 // answered by answerCall), not to a group's replica.

@@ -237,3 +237,38 @@ func TestForwardsSentInOrder(t *testing.T) {
 		t.Fatalf("node 1's queue holds %d messages, first %c; want 2, in the order published", len(got), got[0][0])
 	}
 }
+
+// TestClassicForwardRepeatedAfterHomeCrash: a classic queue's home node
+// takes a forward repeated with the same id once, but its ids are in
+// memory only: repeated after the home node crashed and restarted, the
+// forward is enqueued again. At least once, never lost, as documented
+// (docs/replication.md): RabbitMQ nacks a publish whose classic queue's
+// node failed, and its publisher's republish is a duplicate too.
+func TestClassicForwardRepeatedAfterHomeCrash(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home := envs[0]
+	home.declareQueue("billing", true)
+	m := persistent("", "billing", "m")
+	props, err := encodeProperties(m) // persistent: logged, and there after the crash
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &remoteRequest{Op: opPublish, Queue: home.queueNamed("billing").id, VHost: "/", Name: "billing",
+		Batches: encodeStored(m, props, 1), Forward: 42}
+	serve := func() {
+		t.Helper()
+		if r := home.r.serveClassic(context.Background(), req); r.Error != "" || r.NotServed {
+			t.Fatalf("forward 42: %+v", r)
+		}
+	}
+	serve()
+	serve() // its answer lost: taken once
+	if n := home.messages("billing"); n != 1 {
+		t.Fatalf("node 1 holds %d messages after a repeated forward, want 1", n)
+	}
+	home.crash()
+	serve()
+	if got := home.drain("billing"); !slices.Equal(got, []string{"m", "m"}) {
+		t.Fatalf("after node 1's crash and the forward's repeat it holds %q, want the message twice", got)
+	}
+}
