@@ -2,10 +2,8 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -42,20 +40,8 @@ func (k listedConsumer) String() string {
 // getConsumers decodes GET path's answer on the node's management API
 // into out, and returns the nodes its Wharf-Unanswered-Nodes header names.
 func (a apiNode) getConsumers(ctx context.Context, path string, out any) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+path, nil)
-	if err != nil {
-		return "", err
-	}
-	req.SetBasicAuth("guest", "guest")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return resp.Header.Get("Wharf-Unanswered-Nodes"), json.NewDecoder(resp.Body).Decode(out)
+	h, err := a.getAPIHeader(ctx, path, out)
+	return h.Get("Wharf-Unanswered-Nodes"), err
 }
 
 // consumerShown is how a consumer of the queue "orders" on node id,
