@@ -60,7 +60,8 @@ func consumerShown(id int, conn *amqp.Connection, tag string, ack bool, prefetch
 // on node 2. Node 3, which has neither, lists both in the queue's
 // consumer_details and in /api/consumers (and /api/consumers/%2F), each
 // with its node, channel, connection's peer address, tag, ack mode and
-// prefetch, as RabbitMQ's management API does on any node. Node 2 killed
+// prefetch, as RabbitMQ's management API does on any node; node 1 lists
+// its own client's beside node 2's. Node 2 killed
 // -9: node 3 lists node 1's consumer alone, names wharf@2 in
 // Wharf-Unanswered-Nodes, and answers within about a second.
 func TestConsumersOnEveryNode(t *testing.T) {
@@ -93,7 +94,7 @@ func TestConsumersOnEveryNode(t *testing.T) {
 		consumerShown(2, c2, "on-node-2", false, 9),
 	}
 
-	shown := func(path string, details bool) ([]string, string, error) {
+	shown := func(a apiNode, path string, details bool) ([]string, string, error) {
 		var ks []listedConsumer
 		var unanswered string
 		var err error
@@ -101,10 +102,10 @@ func TestConsumersOnEveryNode(t *testing.T) {
 			var q struct {
 				Consumers []listedConsumer `json:"consumer_details"`
 			}
-			unanswered, err = nodes[2].getConsumers(ctx, path, &q)
+			unanswered, err = a.getConsumers(ctx, path, &q)
 			ks = q.Consumers
 		} else {
-			unanswered, err = nodes[2].getConsumers(ctx, path, &ks)
+			unanswered, err = a.getConsumers(ctx, path, &ks)
 		}
 		out := make([]string, len(ks))
 		for i, k := range ks {
@@ -113,16 +114,21 @@ func TestConsumersOnEveryNode(t *testing.T) {
 		return out, unanswered, err
 	}
 	for _, path := range []string{"/api/queues/%2F/orders", "/api/consumers", "/api/consumers/%2F"} {
-		got, unanswered, err := shown(path, strings.HasPrefix(path, "/api/queues"))
+		got, unanswered, err := shown(nodes[2], path, strings.HasPrefix(path, "/api/queues"))
 		if err != nil || !slices.Equal(got, want) || unanswered != "" {
 			t.Fatalf("node 3's %s lists %q (unanswered %q), %v; want %q", path, got, unanswered, err, want)
 		}
 	}
+	// Node 1 lists its own client's consumer beside node 2's.
+	if got, unanswered, err := shown(nodes[0], "/api/consumers", false); err != nil || !slices.Equal(got, want) || unanswered != "" {
+		t.Fatalf("node 1's /api/consumers lists %q (unanswered %q), %v; want %q", got, unanswered, err, want)
+	}
 
 	nodes[1].kill()
+	killed := time.Now()
 	for {
 		start := time.Now()
-		got, unanswered, err := shown("/api/consumers", false)
+		got, unanswered, err := shown(nodes[2], "/api/consumers", false)
 		if took := time.Since(start); took > 1500*time.Millisecond {
 			t.Fatalf("/api/consumers on node 3 took %v with node 2 dead", took)
 		}
@@ -133,6 +139,7 @@ func TestConsumersOnEveryNode(t *testing.T) {
 			if !slices.Equal(got, want[:1]) || unanswered != wharfName(2) {
 				t.Fatalf("with node 2 dead node 3 lists %q, unanswered %q; want %q, wharf@2", got, unanswered, want[:1])
 			}
+			t.Logf("node 3 names node 2 unanswered %v after its kill", time.Since(killed))
 			break
 		}
 		if !slices.Equal(got, want) && !slices.Equal(got, want[:1]) { // node 2's client is gone with it
