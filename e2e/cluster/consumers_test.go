@@ -61,9 +61,9 @@ func consumerShown(id int, conn *amqp.Connection, tag string, ack bool, prefetch
 // consumer_details and in /api/consumers (and /api/consumers/%2F), each
 // with its node, channel, connection's peer address, tag, ack mode and
 // prefetch, as RabbitMQ's management API does on any node; node 1 lists
-// its own client's beside node 2's. Node 2 killed
-// -9: node 3 lists node 1's consumer alone, names wharf@2 in
-// Wharf-Unanswered-Nodes, and answers within about a second.
+// its own client's beside node 2's. Node 2 killed -9: node 3 lists node
+// 1's consumer alone, names wharf@2 in Wharf-Unanswered-Nodes, and
+// answers within about a second.
 func TestConsumersOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
