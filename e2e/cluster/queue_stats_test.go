@@ -40,20 +40,26 @@ func (q listedQueue) figures() string {
 // getAPI decodes the JSON answer of GET path on the node's management
 // API into out.
 func (a apiNode) getAPI(ctx context.Context, path string, out any) error {
+	_, err := a.getAPIHeader(ctx, path, out)
+	return err
+}
+
+// getAPIHeader is getAPI, and returns the answer's header.
+func (a apiNode) getAPIHeader(ctx context.Context, path string, out any) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.SetBasicAuth("guest", "guest")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
 }
 
 // listedFigures is the figures of every queue in the node's /api/queues,

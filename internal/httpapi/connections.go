@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqp"
+	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // Connections, channels and consumers come from the AMQP front end
@@ -110,13 +112,14 @@ func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func channelName(c amqp.ConnectionInfo, ch amqp.ChannelInfo) string {
-	return c.Name + " (" + strconv.Itoa(int(ch.Number)) + ")"
+// channelName is RabbitMQ's name of a channel: "connection (number)".
+func channelName(connection string, number uint16) string {
+	return connection + " (" + strconv.Itoa(int(number)) + ")"
 }
 
 func (s *Server) channelJSON(c amqp.ConnectionInfo, ch amqp.ChannelInfo) map[string]any {
 	return map[string]any{
-		"name": channelName(c, ch), "node": s.cfg.NodeName, "number": ch.Number, "state": "running",
+		"name": channelName(c.Name, ch.Number), "node": s.cfg.NodeName, "number": ch.Number, "state": "running",
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.VHost,
 		"connection_details": map[string]any{"name": c.Name, "peer_host": c.PeerHost, "peer_port": c.PeerPort},
 		"consumer_count":     len(ch.Consumers), "prefetch_count": ch.Prefetch, "global_prefetch_count": ch.GlobalPrefetch,
@@ -158,7 +161,7 @@ func (s *Server) listConnectionChannels(w http.ResponseWriter, r *http.Request) 
 func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
 	for _, c := range s.amqp.Connections() {
 		for _, ch := range c.Channels {
-			if channelName(c, ch) == r.PathValue("channel") {
+			if channelName(c.Name, ch.Number) == r.PathValue("channel") {
 				if !seesConnection(requester(r), c.User) {
 					writeNotAuthorised(w, "User not authorised to access object")
 					return
@@ -171,50 +174,64 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
 	writeNotFound(w)
 }
 
-// consumerView is a consumer with the channel and connection it is on.
-type consumerView struct {
-	conn    amqp.ConnectionInfo
-	channel amqp.ChannelInfo
-	info    amqp.ConsumerInfo
-}
-
-// consumersOf returns every consumer of conns, by queue and tag.
-func consumersOf(conns []amqp.ConnectionInfo) []consumerView {
-	var out []consumerView
-	for _, c := range conns {
-		for _, ch := range c.Channels {
-			for _, k := range ch.Consumers {
-				out = append(out, consumerView{conn: c, channel: ch, info: k})
-			}
-		}
+// consumers returns the consumers of vhost and queue (empty: any), on
+// every node: those of this node's clients, from the front end, and in a
+// cluster those of the other nodes' clients, asked of them
+// (mq.Registry.ConsumersElsewhere), sorted by vhost, queue, tag and
+// channel. The nodes that did not answer in time are left out, and named
+// in the answer's unansweredHeader, so that a short list is not taken for
+// the cluster's.
+func (s *Server) consumers(w http.ResponseWriter, r *http.Request, vhost, queue string) []mq.ConsumerDetail {
+	elsewhere, unanswered := s.reg.ConsumersElsewhere(r.Context(), vhost, queue)
+	if len(unanswered) > 0 {
+		w.Header().Set(unansweredHeader, strings.Join(s.nodeNames(unanswered), ", "))
 	}
-	slices.SortFunc(out, func(a, b consumerView) int {
-		return cmp.Or(cmp.Compare(a.conn.VHost, b.conn.VHost), cmp.Compare(a.info.Queue, b.info.Queue), cmp.Compare(a.info.Tag, b.info.Tag))
+	all := append(amqp.ConsumerDetails(s.amqp.Connections()), elsewhere...)
+	all = slices.DeleteFunc(all, func(k mq.ConsumerDetail) bool {
+		return vhost != "" && k.VHost != vhost || queue != "" && k.Queue != queue
 	})
-	return out
+	slices.SortFunc(all, func(a, b mq.ConsumerDetail) int {
+		return cmp.Or(cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Tag, b.Tag),
+			cmp.Compare(a.Channel.Node, b.Channel.Node), cmp.Compare(a.Channel.Connection, b.Channel.Connection),
+			cmp.Compare(a.Channel.Number, b.Channel.Number))
+	})
+	return all
 }
 
-func (s *Server) consumerJSON(k consumerView) map[string]any {
+// unansweredHeader names, in a listing of consumers, the cluster nodes
+// that were out of contact or did not answer in time: their clients'
+// consumers are missing from it.
+const unansweredHeader = "Wharf-Unanswered-Nodes"
+
+func (s *Server) consumerJSON(k mq.ConsumerDetail) map[string]any {
+	ch := k.Channel
 	return map[string]any{
-		"consumer_tag": k.info.Tag, "queue": map[string]any{"name": k.info.Queue, "vhost": k.conn.VHost},
-		"ack_required": k.info.AckRequired, "exclusive": k.info.Exclusive, "prefetch_count": k.info.Prefetch,
-		"arguments": jsonTable(k.info.Args), "active": true, "activity_status": "up",
+		"consumer_tag": k.Tag, "queue": map[string]any{"name": k.Queue, "vhost": k.VHost},
+		"ack_required": k.AckRequired, "exclusive": k.Exclusive, "prefetch_count": k.Prefetch,
+		"arguments": jsonTable(k.Args), "active": true, "activity_status": "up",
 		"channel_details": map[string]any{
-			"name": channelName(k.conn, k.channel), "number": k.channel.Number, "connection_name": k.conn.Name,
-			"node": s.cfg.NodeName, "peer_host": k.conn.PeerHost, "peer_port": k.conn.PeerPort, "user": k.conn.User,
+			"name": channelName(ch.Connection, ch.Number), "number": ch.Number,
+			"connection_name": ch.Connection, "node": s.nodeName(ch.Node), "peer_host": ch.PeerHost,
+			"peer_port": ch.PeerPort, "user": ch.User,
 		},
 	}
 }
 
-// listConsumers is GET /api/consumers[/{vhost}].
+// listConsumers is GET /api/consumers[/{vhost}]: the consumers of the
+// connections the user may see (seesConnection), on every node.
 func (s *Server) listConsumers(w http.ResponseWriter, r *http.Request) {
-	conns, ok := s.connections(w, r)
-	if !ok {
-		return
+	vhost := r.PathValue("vhost")
+	if vhost != "" {
+		if _, ok := s.vhostOf(w, r); !ok {
+			return
+		}
 	}
+	u := requester(r)
 	out := []map[string]any{}
-	for _, k := range consumersOf(conns) {
-		out = append(out, s.consumerJSON(k))
+	for _, k := range s.consumers(w, r, vhost, "") {
+		if seesConnection(u, k.Channel.User) {
+			out = append(out, s.consumerJSON(k))
+		}
 	}
 	writeList(w, r, out)
 }

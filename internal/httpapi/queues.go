@@ -59,7 +59,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 // getQueue is GET /api/queues/{vhost}/{name}: the queue with its
-// consumers.
+// consumers, on every node.
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
@@ -72,10 +72,8 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	obj := s.queueJSON(v.Name(), q)
 	consumers := []map[string]any{}
-	for _, k := range consumersOf(s.amqp.Connections()) {
-		if k.conn.VHost == v.Name() && k.info.Queue == q.Name {
-			consumers = append(consumers, s.consumerJSON(k))
-		}
+	for _, k := range s.consumers(w, r, v.Name(), q.Name) {
+		consumers = append(consumers, s.consumerJSON(k))
 	}
 	obj["consumer_details"], obj["incoming"], obj["deliveries"] = consumers, []any{}, []any{}
 	writeJSON(w, http.StatusOK, obj)

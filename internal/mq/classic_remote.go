@@ -19,7 +19,9 @@ import (
 // node as a leader that never changes: a message routed to it is
 // forwarded there and confirmed once the home node has it durable (a
 // transient one: once it is enqueued there), under an id the home node
-// takes it once by; consumers and basic.get are sessions there; purge,
+// takes it once by (in memory: a repeat after the home node restarted is
+// enqueued again, at least once as in RabbitMQ, see docs/replication.md);
+// consumers and basic.get are sessions there; purge,
 // delete and a declare's counts are calls. A classic queue has no Raft
 // group, so the calls go to the home node itself (ClusterConfig.CallNode,
 // answered by answerCall), not to a group's replica.
@@ -138,14 +140,22 @@ func (rq *remoteQueue) ask(req *remoteRequest) (*remoteReply, error) {
 
 // answerCall answers a call another node made to this one
 // (ClusterConfig.HandleCalls): a request to a classic queue that lives
-// here, or for the figures of the queues this node serves.
+// here, for the figures of the queues this node serves, or for the
+// consumers of its clients.
 func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
 	}
-	if req.Op == opStats {
+	switch req.Op {
+	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
+	case opConsumers:
+		reply, err := r.listedConsumers(req.VHost, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(reply)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
 }

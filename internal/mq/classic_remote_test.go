@@ -68,10 +68,15 @@ func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
 	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
 	envs := make([]*env, nodes)
+	ids := make([]int32, nodes)
+	for i := range ids {
+		ids[i] = int32(i + 1)
+	}
 	for i := range envs {
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
 		calls.config(cc, d.node)
+		cc.Nodes = func() []int32 { return ids }
 		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
 	}
 	return envs, calls
@@ -230,5 +235,40 @@ func TestForwardsSentInOrder(t *testing.T) {
 	got := envs[0].drain("billing")
 	if len(got) != 2 || got[0][0] != '1' || got[1][0] != '2' {
 		t.Fatalf("node 1's queue holds %d messages, first %c; want 2, in the order published", len(got), got[0][0])
+	}
+}
+
+// TestClassicForwardRepeatedAfterHomeCrash: a classic queue's home node
+// takes a forward repeated with the same id once, but its ids are in
+// memory only: repeated after the home node crashed and restarted, the
+// forward is enqueued again. At least once, never lost, as documented
+// (docs/replication.md): RabbitMQ nacks a publish whose classic queue's
+// node failed, and its publisher's republish is a duplicate too.
+func TestClassicForwardRepeatedAfterHomeCrash(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home := envs[0]
+	home.declareQueue("billing", true)
+	m := persistent("", "billing", "m")
+	props, err := encodeProperties(m) // persistent: logged, and there after the crash
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &remoteRequest{Op: opPublish, Queue: home.queueNamed("billing").id, VHost: "/", Name: "billing",
+		Batches: encodeStored(m, props, 1), Forward: 42}
+	serve := func() {
+		t.Helper()
+		if r := home.r.serveClassic(context.Background(), req); r.Error != "" || r.NotServed {
+			t.Fatalf("forward 42: %+v", r)
+		}
+	}
+	serve()
+	serve() // its answer lost: taken once
+	if n := home.messages("billing"); n != 1 {
+		t.Fatalf("node 1 holds %d messages after a repeated forward, want 1", n)
+	}
+	home.crash()
+	serve()
+	if got := home.drain("billing"); !slices.Equal(got, []string{"m", "m"}) {
+		t.Fatalf("after node 1's crash and the forward's repeat it holds %q, want the message twice", got)
 	}
 }

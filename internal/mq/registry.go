@@ -136,6 +136,9 @@ type Registry struct {
 	quorumReplicas map[*quorumReplica]struct{}
 	// proxies ends the sessions of quorum queues led elsewhere at Close.
 	proxies proxies
+	// consumerLister lists the consumers of this node's clients for other
+	// nodes (consumers_cluster.go); nil until the AMQP front end is up.
+	consumerLister atomic.Pointer[func() []ConsumerDetail]
 }
 
 // DefaultVHost is the virtual host every registry starts with.

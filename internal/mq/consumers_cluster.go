@@ -1,0 +1,170 @@
+package mq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
+)
+
+// Consumers of clients connected to other nodes (issue 14). A client's
+// consumer lives on the node its connection is on, whichever node serves
+// the queue, and only that node knows its channel and connection. The
+// management API lists the consumers of the whole cluster on any node, as
+// RabbitMQ's does: a listing asks every other node at once for those of
+// its clients (opConsumers, a node call answered by answerCall, with the
+// listing's vhost and queue to narrow the answer), and waits statsWait at
+// most, as a queue listing does. A node out of contact, or that does not
+// answer in time, is left out, and the listing names it, so that an
+// incomplete list is not taken for the whole. The consumers of this
+// node's own clients come from its AMQP front end, which lists them for
+// the other nodes too (ListConsumersWith).
+
+// opConsumers asks a node for the consumers of its clients: those of the
+// request's VHost and queue Name (empty: any).
+const opConsumers remoteOp = "consumers"
+
+// ConsumerDetail is a consumer of a client, with the channel it is on,
+// as the management API lists it.
+type ConsumerDetail struct {
+	VHost, Queue, Tag      string
+	AckRequired, Exclusive bool
+	Prefetch               int
+	Args                   amqpwire.Table
+	Channel                ConsumerChannel
+}
+
+// ConsumerChannel is the channel a consumer is on, and its connection.
+type ConsumerChannel struct {
+	Number     uint16 `json:"number"`
+	Connection string `json:"connection"` // the connection's name, "peer -> local"
+	User       string `json:"user"`
+	PeerHost   string `json:"peer_host"`
+	PeerPort   int    `json:"peer_port"`
+	// Node is the node the connection is on: 0 for this one (the node
+	// answering a listing leaves it out, its caller knows it).
+	Node int32 `json:"-"`
+}
+
+// listedConsumer is a ConsumerDetail in an opConsumers answer: its
+// arguments in AMQP's table encoding, which keeps their field types.
+type listedConsumer struct {
+	VHost       string          `json:"vhost"`
+	Queue       string          `json:"queue"`
+	Tag         string          `json:"tag"`
+	AckRequired bool            `json:"ack_required,omitempty"`
+	Exclusive   bool            `json:"exclusive,omitempty"`
+	Prefetch    int             `json:"prefetch,omitempty"`
+	Args        []byte          `json:"args,omitempty"`
+	Channel     ConsumerChannel `json:"channel"`
+}
+
+// consumersReply answers opConsumers. Error is remoteReply's: a node that
+// does not know the op (an older version) answers with one, and is not
+// taken to have no consumers.
+type consumersReply struct {
+	Consumers []listedConsumer `json:"consumers"`
+	Error     string           `json:"error,omitempty"`
+}
+
+// ListConsumersWith installs what lists the consumers of this node's
+// clients (the AMQP front end's), for the other nodes' listings.
+func (r *Registry) ListConsumersWith(fn func() []ConsumerDetail) {
+	r.consumerLister.Store(&fn)
+}
+
+// ConsumersElsewhere returns the consumers of clients connected to the
+// cluster's other nodes, of vhost and queue (empty: any), each with its
+// node, and the nodes out of contact or that did not answer in time
+// (left out). A single node has none.
+func (r *Registry) ConsumersElsewhere(ctx context.Context, vhost, queue string) (consumers []ConsumerDetail, unanswered []int32) {
+	c := r.cfg.Cluster
+	if c == nil || c.CallNode == nil || c.Nodes == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal(&remoteRequest{Op: opConsumers, VHost: vhost, Name: queue})
+	if err != nil {
+		panic(err) // a request of strings cannot fail to encode
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsWait)
+	defer cancel()
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, node := range c.Nodes() {
+		switch {
+		case node == r.nodeID():
+			continue
+		case !r.peerUp(node):
+			unanswered = append(unanswered, node)
+			continue
+		}
+		wg.Go(func() {
+			listed, err := r.consumersOf(ctx, node, data)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				unanswered = append(unanswered, node)
+				return
+			}
+			consumers = append(consumers, listed...)
+		})
+	}
+	wg.Wait()
+	slices.Sort(unanswered)
+	return consumers, unanswered
+}
+
+// consumersOf asks node for the consumers of its clients (req, encoded).
+func (r *Registry) consumersOf(ctx context.Context, node int32, req []byte) ([]ConsumerDetail, error) {
+	data, err := r.cfg.Cluster.CallNode(ctx, node, req)
+	if err != nil {
+		return nil, err
+	}
+	var reply consumersReply
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return nil, err
+	}
+	if reply.Error != "" {
+		return nil, errors.New(reply.Error)
+	}
+	out := make([]ConsumerDetail, len(reply.Consumers))
+	for i, l := range reply.Consumers {
+		var args amqpwire.Table
+		if len(l.Args) > 0 {
+			if args, _, err = amqpwire.ReadTable(l.Args); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = ConsumerDetail{VHost: l.VHost, Queue: l.Queue, Tag: l.Tag, AckRequired: l.AckRequired,
+			Exclusive: l.Exclusive, Prefetch: l.Prefetch, Args: args, Channel: l.Channel}
+		out[i].Channel.Node = node
+	}
+	return out, nil
+}
+
+// listedConsumers answers opConsumers: the consumers of this node's
+// clients of vhost and queue (empty: any).
+func (r *Registry) listedConsumers(vhost, queue string) (*consumersReply, error) {
+	reply := &consumersReply{Consumers: []listedConsumer{}}
+	fn := r.consumerLister.Load()
+	if fn == nil || r.closed.Load() {
+		return reply, nil
+	}
+	for _, k := range (*fn)() {
+		if vhost != "" && k.VHost != vhost || queue != "" && k.Queue != queue {
+			continue
+		}
+		args, err := amqpwire.AppendTable(nil, k.Args)
+		if err != nil {
+			return nil, err
+		}
+		reply.Consumers = append(reply.Consumers, listedConsumer{VHost: k.VHost, Queue: k.Queue, Tag: k.Tag,
+			AckRequired: k.AckRequired, Exclusive: k.Exclusive, Prefetch: k.Prefetch, Args: args, Channel: k.Channel})
+	}
+	return reply, nil
+}
