@@ -13,10 +13,10 @@ import (
 )
 
 // `wharf queues grow NODE [all|even]` and `wharf queues shrink NODE`:
-// rabbitmq-queues grow and shrink, over the management API. The changes
-// are recorded at once; each quorum queue's leader carries its own out,
-// and the command waits until /api/queues shows every queue's new
-// members.
+// rabbitmq-queues grow and shrink, over the management API. The API
+// answers once every change is applied, or after its own bound with the
+// ones still in progress, which each quorum queue's leader carries on: the
+// command then waits until /api/queues shows every queue's new members.
 
 func defineQueuesGrow(fs *flag.FlagSet) func(context.Context, *mgmtClient, []string, stdio) error {
 	vhosts := fs.String("vhost-pattern", "", "only queues of vhosts matching this regular expression")
@@ -72,6 +72,9 @@ type membershipChange struct {
 	Members []string `json:"members"`
 	Target  []string `json:"target"`
 	Error   *string  `json:"error"`
+	// Pending is a change recorded but not applied while the API waited:
+	// its leader carries it on, and the command waits for it.
+	Pending bool `json:"pending"`
 }
 
 // quorumQueueMembers is what /api/queues shows of a queue's membership.
@@ -98,10 +101,14 @@ func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, no
 	var pending []membershipChange
 	for _, c := range changes {
 		reason := ""
-		if c.Error != nil {
+		switch {
+		case c.Pending:
+			reason = "in progress"
+			pending = append(pending, c)
+		case c.Error != nil:
 			reason = *c.Error
 			refused = append(refused, fmt.Sprintf("%q in vhost %q", c.Name, c.VHost))
-		} else {
+		default:
 			pending = append(pending, c)
 		}
 		t.row(c.VHost, c.Name, strings.Join(c.Members, ","), strings.Join(c.Target, ","), reason)

@@ -1,10 +1,15 @@
 package mq
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/raft"
@@ -74,7 +79,7 @@ func TestQuorumGrowShrink(t *testing.T) {
 	}
 
 	newcomer := int32(n + 1)
-	changes, err := envs[n].r.GrowQuorumQueues(newcomer, QuorumSelection{})
+	changes, err := envs[n].r.GrowQuorumQueues(t.Context(), newcomer, QuorumSelection{})
 	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Contains(changes[0].Target, newcomer) {
 		t.Fatalf("grow: %+v, %v", changes, err)
 	}
@@ -86,13 +91,13 @@ func TestQuorumGrowShrink(t *testing.T) {
 	eventually(t, "the new replica caught up", func() bool {
 		return joined.store.HighWatermark() == envs[l].queueNamed("q").quorum.Load().store.HighWatermark()
 	})
-	if changes, _ := envs[0].r.GrowQuorumQueues(newcomer, QuorumSelection{}); len(changes) != 0 {
+	if changes, _ := envs[0].r.GrowQuorumQueues(t.Context(), newcomer, QuorumSelection{}); len(changes) != 0 {
 		t.Fatalf("growing again changed %+v", changes)
 	}
 
 	gone := int32(l + 1)
 	dir := envs[l].queueNamed("q").store.Dir()
-	changes, err = envs[n].r.ShrinkQuorumQueues(gone)
+	changes, err = envs[n].r.ShrinkQuorumQueues(t.Context(), gone)
 	if err != nil || len(changes) != 1 || changes[0].Err != nil || slices.Contains(changes[0].Target, gone) {
 		t.Fatalf("shrink: %+v, %v", changes, err)
 	}
@@ -119,14 +124,14 @@ func TestQuorumGrowShrink(t *testing.T) {
 func TestQuorumShrinkKeepsOneMember(t *testing.T) {
 	envs := newQuorumEnvs(t, 2, raft.NewMemNetwork())
 	l, _, _ := quorumRoles(t, envs, "q", 1)
-	changes, err := envs[0].r.ShrinkQuorumQueues(int32(l + 1))
+	changes, err := envs[0].r.ShrinkQuorumQueues(t.Context(), int32(l+1))
 	if err != nil || len(changes) != 1 || changes[0].Err == nil {
 		t.Fatalf("shrinking the only member: %+v, %v; want the queue's error", changes, err)
 	}
 	if d, _ := envs[0].v.QueueDetail("q"); d.Target != nil || len(d.Members) != 1 {
 		t.Fatalf("members %v, target %v after a refused shrink", d.Members, d.Target)
 	}
-	if _, err := envs[0].r.GrowQuorumQueues(9, QuorumSelection{}); err == nil {
+	if _, err := envs[0].r.GrowQuorumQueues(t.Context(), 9, QuorumSelection{}); err == nil {
 		t.Fatal("grew onto node 9, which is not in the cluster")
 	}
 }
@@ -149,14 +154,18 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 			net.Cut(uint64(n+1), uint64(i+1), true)
 		}
 	}
-	if changes, err := envs[l].r.GrowQuorumQueues(int32(n+1), QuorumSelection{}); err != nil || len(changes) != 1 || changes[0].Err != nil {
-		t.Fatalf("grow: %+v, %v", changes, err)
+	// The grow waits for its change until its context ends: recorded,
+	// not applied.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if changes, err := envs[l].r.GrowQuorumQueues(ctx, int32(n+1), QuorumSelection{}); err != nil || len(changes) != 1 || !errors.Is(changes[0].Err, ErrChangePending) {
+		t.Fatalf("grow: %+v, %v; want it pending", changes, err)
 	}
 	eventually(t, "the grow recorded", func() bool {
 		d, _ := envs[l].v.QueueDetail("q")
 		return d.Target != nil
 	})
-	changes, err := envs[l].r.ShrinkQuorumQueues(int32(n + 1))
+	changes, err := envs[l].r.ShrinkQuorumQueues(t.Context(), int32(n+1))
 	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Equal(slices.Sorted(slices.Values(changes[0].Target)), members) {
 		t.Fatalf("shrink during the grow: %+v, %v", changes, err)
 	}
@@ -173,4 +182,74 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 	if got := others[servingNode(t, others, "q")].drain("q"); len(got) != 100 {
 		t.Fatalf("the queue holds %d messages after the undone grow, want 100", len(got))
 	}
+}
+
+// TestQuorumChangeNotUndone: a grow written while the leader records the
+// grow before it as done, whose record lands after the new one (a stale
+// write: it undoes the new change), is written again by the grow waiting
+// for it, and both grows are applied.
+func TestQuorumChangeNotUndone(t *testing.T) {
+	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
+	quorumRoles(t, envs, "q", 3)
+	var outsiders []int32
+	for i, e := range envs {
+		if e.queueNamed("q").quorum.Load() == nil {
+			outsiders = append(outsiders, int32(i+1))
+		}
+	}
+	first, second := outsiders[0], outsiders[1]
+
+	// The leader's record of the first grow done is held back until the
+	// second grow is written.
+	defs := envs[0].cfg.Definitions.(nodeDefs).c
+	key := queueKey(DefaultVHost, "q")
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	delay := func(k string, value []byte) {
+		var rec queueRecord
+		if k != key || json.Unmarshal(value, &rec) != nil || rec.Target != nil || !slices.Contains(rec.Members, first) {
+			return
+		}
+		once.Do(func() {
+			close(arrived)
+			<-release
+		})
+	}
+	defs.delay.Store(&delay)
+
+	grow := func(node int32, at *env) <-chan []MembershipChange {
+		out := make(chan []MembershipChange, 1)
+		go func() {
+			changes, err := at.r.GrowQuorumQueues(t.Context(), node, QuorumSelection{})
+			if err != nil {
+				t.Errorf("grow onto %d: %v", node, err)
+			}
+			out <- changes
+		}()
+		return out
+	}
+	firstDone := grow(first, envs[0])
+	<-arrived
+	secondDone := grow(second, envs[1])
+	eventually(t, "the second grow recorded", func() bool {
+		value, _ := envs[0].cfg.Cluster.Get(key)
+		var rec queueRecord
+		return json.Unmarshal(value, &rec) == nil && slices.Contains(rec.Target, second)
+	})
+	close(release)
+
+	for _, done := range []<-chan []MembershipChange{firstDone, secondDone} {
+		if changes := <-done; len(changes) != 1 || changes[0].Err != nil {
+			t.Fatalf("grow: %+v, want it applied", changes)
+		}
+	}
+	eventually(t, "both grows applied on every node", func() bool {
+		for _, e := range envs {
+			d, err := e.v.QueueDetail("q")
+			if err != nil || d.Target != nil || len(d.Members) != 5 {
+				return false
+			}
+		}
+		return true
+	})
 }

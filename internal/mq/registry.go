@@ -136,6 +136,9 @@ type Registry struct {
 	quorumReplicas map[*quorumReplica]struct{}
 	// proxies ends the sessions of quorum queues led elsewhere at Close.
 	proxies proxies
+	// membersApplied wakes the callers waiting for membership changes
+	// (quorum_members.go).
+	membersApplied signal
 }
 
 // DefaultVHost is the virtual host every registry starts with.
