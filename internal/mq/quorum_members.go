@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -143,6 +144,38 @@ func (r *Registry) ShrinkQuorumQueues(ctx context.Context, node int32) ([]Member
 		}
 		return slices.DeleteFunc(slices.Clone(members), func(n int32) bool { return n == node }), nil
 	})
+}
+
+// ShrinkOff removes node from every quorum queue it is a member of and
+// waits until that is done or ctx ends, for the node's removal from the
+// cluster (broker.Broker.OnRemoveNode). It fails, naming the queues, if
+// the node is the only member of some (their messages would go with it),
+// or if a change is not applied in time or was undone.
+func (r *Registry) ShrinkOff(ctx context.Context, node int32) error {
+	changes, err := r.ShrinkQuorumQueues(ctx, node)
+	if err != nil {
+		return fmt.Errorf("still holds quorum queue replicas: %w", err)
+	}
+	var only, left []string
+	for _, c := range changes {
+		name := fmt.Sprintf("%q in vhost %q", c.Queue, c.VHost)
+		switch {
+		case c.Err == nil, errors.Is(c.Err, errQueueGone):
+		case errors.Is(c.Err, errLastMember):
+			only = append(only, name)
+		default:
+			left = append(left, fmt.Sprintf("%s (%v)", name, c.Err))
+		}
+	}
+	switch {
+	case len(only) > 0:
+		return fmt.Errorf("is the only member of quorum queues %s: grow them onto another node (wharf queues grow) or delete them first",
+			strings.Join(only, ", "))
+	case len(left) > 0:
+		return fmt.Errorf("still holds replicas of quorum queues %s; shrinking them off goes on (wharf queues shrink %d)",
+			strings.Join(left, ", "), node)
+	}
+	return nil
 }
 
 // targetFunc gives the target of a change of q whose members are, or

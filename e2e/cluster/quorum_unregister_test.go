@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestUnregisterBrokerShrinksQuorumQueues: three nodes and a fourth
+// joined; a quorum queue on all four, a one-member queue on node 4, and
+// Kafka's UnregisterBroker for node 4 sent straight from a client (not
+// `wharf cluster remove-node`, which shrinks first). It is refused,
+// INVALID_REQUEST naming the one-member queue, whose messages would go
+// with the node; once that queue is deleted, it succeeds, node 4 having
+// been shrunk off the other queue first: every node shows that queue on
+// the three left, and every confirmed message is consumed.
+func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	defer cancel()
+	nodes := startAPICluster(t, 3)
+	fourth := withAPI(t, joiningNode(t, nodes[0].node, 4))
+	fourth.start()
+	fourth.waitReady()
+	nodes = append(nodes, fourth)
+	logsOnFailure(t, []*node{nodes[0].node, nodes[1].node, nodes[2].node, fourth.node})
+	for _, a := range nodes {
+		waitBrokers(ctx, t, a.node, 4)
+	}
+
+	const queue, lonely = "everywhere", "lonely"
+	ch := channel(t, dialAMQP(t, nodes[0].amqp))
+	if _, err := ch.QueueDeclare(queue, true, false, false, false,
+		amqp.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": 4}); err != nil {
+		t.Fatal(err)
+	}
+	awaitMembers(ctx, t, nodes, queue, 1, 2, 3, 4)
+	onFourth := oneMemberQueueOn(ctx, t, ch, fourth, lonely)
+	confirmed := &confirmedSet{ids: map[int]bool{}}
+	if err := publishConfirmed(ctx, confirmChannel(t, nodes[1].amqp), queue, 0, 300, confirmed); err != nil {
+		t.Fatal(err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	unregister := func() (*kmsg.UnregisterBrokerResponse, error) {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = 4
+		return req.RequestWith(ctx, cl)
+	}
+	resp, err := unregister()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := ""
+	if resp.ErrorMessage != nil {
+		msg = *resp.ErrorMessage
+	}
+	if kerr.ErrorForCode(resp.ErrorCode) != kerr.InvalidRequest || !strings.Contains(msg, strconv.Quote(onFourth)) || !strings.Contains(msg, "only member") {
+		t.Fatalf("UnregisterBroker of node 4, the only member of %q: %v %q; want INVALID_REQUEST naming the queue", onFourth, kerr.ErrorForCode(resp.ErrorCode), msg)
+	}
+	t.Logf("refused: %s", msg)
+
+	if _, err := ch.QueueDelete(onFourth, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = unregister(); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("UnregisterBroker of node 4, its one-member queue deleted: %v %+v", err, resp)
+	}
+	awaitMembers(ctx, t, nodes[:3], queue, 1, 2, 3)
+	awaitRemovedExit(ctx, t, fourth.node)
+
+	conn, deliveries := consumeOn(t, nodes[2].amqp, queue, 100)
+	defer conn.Close()
+	got := map[int]bool{}
+	for len(got) < confirmed.len() {
+		select {
+		case d := <-deliveries:
+			i, _ := strconv.Atoi(string(d.Body))
+			got[i] = true
+			d.Ack(false)
+		case <-ctx.Done():
+			t.Fatalf("consumed %d of %d confirmed messages", len(got), confirmed.len())
+		}
+	}
+}
+
+// oneMemberQueueOn declares one-member quorum queues named prefix-N until
+// one is placed on node a (each goes to a node leading the fewest
+// queues, so a few do), deletes the others, and returns its name.
+func oneMemberQueueOn(ctx context.Context, t *testing.T, ch *amqp.Channel, a apiNode, prefix string) string {
+	t.Helper()
+	var others []string
+	defer func() {
+		for _, name := range others {
+			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for i := range 8 {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := ch.QueueDeclare(name, true, false, false, false,
+			amqp.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": 1}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := a.queue(ctx, name)
+		if err != nil || len(v.Members) != 1 {
+			t.Fatalf("%s: %+v, %v", name, v, err)
+		}
+		if v.Members[0] == wharfName(a.id) {
+			return name
+		}
+		others = append(others, name)
+	}
+	t.Fatalf("no one-member quorum queue was placed on node %d", a.id)
+	return ""
+}
