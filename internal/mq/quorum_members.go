@@ -302,7 +302,10 @@ func (w *changeWait) check(targetOf targetFunc) {
 	case rec.Change == w.change && slices.Equal(rec.Target, w.Target):
 		// In progress.
 	case rec.Change == w.change && rec.Target == nil && slices.Equal(rec.Members, w.Target):
-		w.done = true
+		// Done once this node follows it too, so that what it shows of
+		// the queue is the change applied.
+		ms := w.q.membership.Load()
+		w.done = ms.Target == nil && slices.Equal(ms.Members, rec.Members)
 	default:
 		// A write made from an older record landed after this change's
 		// and undid it: it is written again, from the record as it is.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +253,31 @@ func TestQuorumChangeNotUndone(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestQuorumShrinkOff: a node's removal shrinks it off every quorum
+// queue, and is refused, the queue named, while the node is a queue's
+// only member; once that queue is gone it succeeds.
+func TestQuorumShrinkOff(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	l, _, _ := quorumRoles(t, envs, "lonely", 1)
+	node := int32(l + 1)
+	if _, err := envs[0].v.DeclareQueue(QueueDef{Name: "q", Durable: true,
+		Args: amqpwire.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}}, false); err != nil {
+		t.Fatal(err)
+	}
+	placedLeader(t, envs, "q")
+	err := envs[0].r.ShrinkOff(t.Context(), node)
+	if err == nil || !strings.Contains(err.Error(), `"lonely" in vhost "/"`) || !strings.Contains(err.Error(), "only member") {
+		t.Fatalf("shrinking node %d, lonely's only member, off: %v", node, err)
+	}
+	if d, err := envs[0].v.QueueDetail("q"); err != nil || len(d.Members) != 2 || slices.Contains(d.Members, node) || d.Target != nil {
+		t.Fatalf("q after the shrink off node %d: members %v, target %v, %v", node, d.Members, d.Target, err)
+	}
+	if _, err := envs[l].v.DeleteQueue("lonely", false, false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := envs[0].r.ShrinkOff(t.Context(), node); err != nil {
+		t.Fatalf("shrinking node %d off again, lonely gone: %v", node, err)
+	}
 }
