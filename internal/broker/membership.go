@@ -396,14 +396,20 @@ func (b *Broker) RemoveNode(id int32) error {
 	return nil
 }
 
-// moveOthersOff runs the removal hook for node id, if one is installed,
-// for as long as a metadata write may take.
+// removalHookWait bounds the removal hook: UnregisterBroker has no
+// timeout field, and Kafka clients give such a request 10 s (franz-go's
+// RequestTimeoutOverhead) or 30 s (request.timeout.ms), the removal
+// itself included; a hook that runs out refuses, and a second try finds
+// less to do.
+const removalHookWait = 5 * time.Second
+
+// moveOthersOff runs the removal hook for node id, if one is installed.
 func (b *Broker) moveOthersOff(id int32) error {
 	fn := b.removalHook.Load()
 	if fn == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(b.meta.ctx, b.meta.writeTimeout)
+	ctx, cancel := context.WithTimeout(b.meta.ctx, removalHookWait)
 	defer cancel()
 	return (*fn)(ctx, id)
 }
