@@ -19,9 +19,9 @@ import (
 // Kafka's UnregisterBroker for node 4 sent straight from a client (not
 // `wharf cluster remove-node`, which shrinks first). It is refused,
 // INVALID_REQUEST naming the one-member queue, whose messages would go
-// with the node; once that queue is deleted, it succeeds, node 4 having
-// been shrunk off the other queue first: every node shows that queue on
-// the three left, and every confirmed message is consumed.
+// with the node, after shrinking node 4 off the other queue; once that
+// queue is deleted, it succeeds: every node shows the other queue on the
+// three left, node 4 exits, and every confirmed message is consumed.
 func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four broker processes")
@@ -73,6 +73,8 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 		t.Fatalf("UnregisterBroker of node 4, the only member of %q: %v %q; want INVALID_REQUEST naming the queue", onFourth, kerr.ErrorForCode(resp.ErrorCode), msg)
 	}
 	t.Logf("refused: %s", msg)
+	// The refusal came after the shrinks it could make, as remove-node's.
+	awaitMembers(ctx, t, nodes, queue, 1, 2, 3)
 
 	if _, err := ch.QueueDelete(onFourth, false, false, false); err != nil {
 		t.Fatal(err)
