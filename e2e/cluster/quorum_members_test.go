@@ -227,7 +227,15 @@ func TestQuorumQueueMembership(t *testing.T) {
 	consumer := nodes[remaining[0]-1]
 	publish(consumer, 800, 1000)
 
-	conn, deliveries := consumeOn(t, consumer.amqp, queue, 100)
+	consumeConfirmed(ctx, t, consumer.amqp, queue, confirmed)
+}
+
+// consumeConfirmed consumes queue on the node at addr until it has as
+// many messages as were confirmed, and fails the test if any confirmed
+// one is not among them.
+func consumeConfirmed(ctx context.Context, t *testing.T, addr, queue string, confirmed *confirmedSet) {
+	t.Helper()
+	conn, deliveries := consumeOn(t, addr, queue, 100)
 	defer conn.Close()
 	got := map[int]bool{}
 	for len(got) < confirmed.len() {

@@ -85,19 +85,7 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 	awaitMembers(ctx, t, nodes[:3], queue, 1, 2, 3)
 	awaitRemovedExit(ctx, t, fourth.node)
 
-	conn, deliveries := consumeOn(t, nodes[2].amqp, queue, 100)
-	defer conn.Close()
-	got := map[int]bool{}
-	for len(got) < confirmed.len() {
-		select {
-		case d := <-deliveries:
-			i, _ := strconv.Atoi(string(d.Body))
-			got[i] = true
-			d.Ack(false)
-		case <-ctx.Done():
-			t.Fatalf("consumed %d of %d confirmed messages", len(got), confirmed.len())
-		}
-	}
+	consumeConfirmed(ctx, t, nodes[2].amqp, queue, confirmed)
 }
 
 // oneMemberQueueOn declares one-member quorum queues named prefix-N until
