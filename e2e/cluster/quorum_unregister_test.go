@@ -29,14 +29,8 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
 	defer cancel()
 	nodes := startAPICluster(t, 3)
-	fourth := withAPI(t, joiningNode(t, nodes[0].node, 4))
-	fourth.start()
-	fourth.waitReady()
-	nodes = append(nodes, fourth)
-	logsOnFailure(t, []*node{nodes[0].node, nodes[1].node, nodes[2].node, fourth.node})
-	for _, a := range nodes {
-		waitBrokers(ctx, t, a.node, 4)
-	}
+	nodes = joinFourth(ctx, t, nodes)
+	fourth := nodes[3]
 
 	const queue, lonely = "everywhere", "lonely"
 	ch := channel(t, dialAMQP(t, nodes[0].amqp))
