@@ -121,6 +121,9 @@ type Registry struct {
 	// follower applies the definitions other nodes write (cluster.go);
 	// nil on a single node.
 	follower *follower
+	// membersApplied wakes the callers waiting for quorum queue
+	// membership changes (quorum_members.go).
+	membersApplied signal
 
 	// Stream queues: which queue owns which topic, and the consumers'
 	// reader goroutines (stopped by streamStop at Close).
@@ -136,9 +139,6 @@ type Registry struct {
 	quorumReplicas map[*quorumReplica]struct{}
 	// proxies ends the sessions of quorum queues led elsewhere at Close.
 	proxies proxies
-	// membersApplied wakes the callers waiting for membership changes
-	// (quorum_members.go).
-	membersApplied signal
 }
 
 // DefaultVHost is the virtual host every registry starts with.
