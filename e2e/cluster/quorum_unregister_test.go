@@ -39,7 +39,7 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitMembers(ctx, t, nodes, queue, 1, 2, 3, 4)
-	onFourth := oneMemberQueueOn(ctx, t, ch, fourth, lonely)
+	onFourth := oneMemberQueueOn(ctx, t, ch, nodes[0], fourth.id, lonely)
 	confirmed := &confirmedSet{ids: map[int]bool{}}
 	if err := publishConfirmed(ctx, confirmChannel(t, nodes[1].amqp), queue, 0, 300, confirmed); err != nil {
 		t.Fatal(err)
@@ -50,10 +50,12 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// Sent to node 1: a client may send it to any broker, but the node
+	// removed answers only until it applies its removal.
 	unregister := func() (*kmsg.UnregisterBrokerResponse, error) {
 		req := kmsg.NewPtrUnregisterBrokerRequest()
 		req.BrokerID = 4
-		return req.RequestWith(ctx, cl)
+		return req.RequestWith(ctx, cl.SeedBrokers()[0])
 	}
 	resp, err := unregister()
 	if err != nil {
@@ -82,10 +84,11 @@ func TestUnregisterBrokerShrinksQuorumQueues(t *testing.T) {
 	consumeConfirmed(ctx, t, nodes[2].amqp, queue, confirmed)
 }
 
-// oneMemberQueueOn declares one-member quorum queues named prefix-N until
-// one is placed on node a (each goes to a node leading the fewest
-// queues, so a few do), deletes the others, and returns its name.
-func oneMemberQueueOn(ctx context.Context, t *testing.T, ch *amqp.Channel, a apiNode, prefix string) string {
+// oneMemberQueueOn declares one-member quorum queues named prefix-N on
+// ch, a channel to node a, until one is placed on node id (each goes to a
+// node leading the fewest queues, so a few do), deletes the others, and
+// returns its name.
+func oneMemberQueueOn(ctx context.Context, t *testing.T, ch *amqp.Channel, a apiNode, id int, prefix string) string {
 	t.Helper()
 	var others []string
 	defer func() {
@@ -105,11 +108,11 @@ func oneMemberQueueOn(ctx context.Context, t *testing.T, ch *amqp.Channel, a api
 		if err != nil || len(v.Members) != 1 {
 			t.Fatalf("%s: %+v, %v", name, v, err)
 		}
-		if v.Members[0] == wharfName(a.id) {
+		if v.Members[0] == wharfName(id) {
 			return name
 		}
 		others = append(others, name)
 	}
-	t.Fatalf("no one-member quorum queue was placed on node %d", a.id)
+	t.Fatalf("no one-member quorum queue was placed on node %d", id)
 	return ""
 }
