@@ -66,7 +66,7 @@ func printQuorumQueues(ctx context.Context, api *mgmtClient, out io.Writer) erro
 // the node may have no quorum queues to leave. A queue whose only member
 // the node is stops the removal: its messages would go with the node.
 func shrinkOff(ctx context.Context, api *mgmtClient, node int32, out io.Writer) error {
-	refused, err := changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, out)
+	refused, err := changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, false, out)
 	switch {
 	case noAPIAnswer(err):
 		_, err = fmt.Fprintf(out, "Quorum queues not shrunk (pass --http-server if node %d holds replicas): %v\n", node, err)

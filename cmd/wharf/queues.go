@@ -15,9 +15,9 @@ func queuesCommands() []apiCommand {
 		{"get", "QUEUE [--count 1] [--ackmode ack_requeue_true] [--vhost /]", "show messages from the head of a queue", defineQueuesGet},
 		{"purge", "QUEUE [--vhost /]", "remove a queue's ready messages", defineQueuesPurge},
 		{"delete", "QUEUE [--if-empty] [--if-unused] [--vhost /]", "delete a queue", defineQueuesDelete},
-		{"grow", "NODE [all|even] [--vhost-pattern RE] [--queue-pattern RE]",
+		{"grow", "NODE [all|even] [--vhost-pattern RE] [--queue-pattern RE] [--membership promotable] [--errors-only]",
 			"add a node as a member to the quorum queues that lack it (all, or those with an even number of members)", defineQueuesGrow},
-		{"shrink", "NODE", "remove a node's replica from every quorum queue, never below one member", defineQueuesShrink},
+		{"shrink", "NODE [--errors-only]", "remove a node's replica from every quorum queue, never below one member", defineQueuesShrink},
 	}
 }
 

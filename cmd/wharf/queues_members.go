@@ -13,14 +13,16 @@ import (
 )
 
 // `wharf queues grow NODE [all|even]` and `wharf queues shrink NODE`:
-// rabbitmq-queues grow and shrink, over the management API. The changes
-// are recorded at once; each quorum queue's leader carries its own out,
-// and the command waits until /api/queues shows every queue's new
-// members.
+// rabbitmq-queues grow and shrink, over the management API. The API
+// answers once every change is applied, or after its own bound with the
+// ones still in progress, which each quorum queue's leader carries on: the
+// command then waits until /api/queues shows every queue's new members.
 
 func defineQueuesGrow(fs *flag.FlagSet) func(context.Context, *mgmtClient, []string, stdio) error {
 	vhosts := fs.String("vhost-pattern", "", "only queues of vhosts matching this regular expression")
 	queues := fs.String("queue-pattern", "", "only queues whose names match this regular expression")
+	membership := fs.String("membership", "promotable", "promotable or voter: either way a new member joins as a learner and votes once caught up")
+	errorsOnly := fs.Bool("errors-only", false, "list only the queues whose change failed")
 	return func(ctx context.Context, api *mgmtClient, args []string, std stdio) error {
 		strategy := "all"
 		switch {
@@ -32,17 +34,38 @@ func defineQueuesGrow(fs *flag.FlagSet) func(context.Context, *mgmtClient, []str
 		if strategy != "all" && strategy != "even" {
 			return usagef("the strategy is all or even, not %q", strategy)
 		}
+		if err := checkMembership(*membership); err != nil {
+			return err
+		}
 		node, err := nodeArg(args[0])
 		if err != nil {
 			return err
 		}
 		body := map[string]any{"strategy": strategy, "vhost_pattern": *vhosts, "queue_pattern": *queues}
-		_, err = changeQuorumMembers(ctx, api, http.MethodPost, node, "grow", body, std.out)
+		_, err = changeQuorumMembers(ctx, api, http.MethodPost, node, "grow", body, *errorsOnly, std.out)
 		return err
 	}
 }
 
+// checkMembership takes rabbitmq-queues grow's --membership values that
+// Wharf does as RabbitMQ's default, promotable: a new member is a learner
+// until it has caught up, then votes. RabbitMQ's voter counts in the
+// quorum at once, before it holds the log; Wharf does not do that, as the
+// quorum then depends on a member that lacks it, and it takes voter as
+// promotable, whose end is the same voter. A permanent non-voter it does
+// not keep.
+func checkMembership(m string) error {
+	switch m {
+	case "promotable", "voter":
+		return nil
+	case "non_voter":
+		return usagef("--membership non_voter: Wharf keeps no members that never vote; use promotable")
+	}
+	return usagef("--membership is promotable or voter, not %q", m)
+}
+
 func defineQueuesShrink(fs *flag.FlagSet) func(context.Context, *mgmtClient, []string, stdio) error {
+	errorsOnly := fs.Bool("errors-only", false, "list only the queues whose change failed")
 	return func(ctx context.Context, api *mgmtClient, args []string, std stdio) error {
 		if err := expectArgs(args, 1, "NODE"); err != nil {
 			return err
@@ -51,7 +74,7 @@ func defineQueuesShrink(fs *flag.FlagSet) func(context.Context, *mgmtClient, []s
 		if err != nil {
 			return err
 		}
-		_, err = changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, std.out)
+		_, err = changeQuorumMembers(ctx, api, http.MethodDelete, node, "shrink", nil, *errorsOnly, std.out)
 		return err
 	}
 }
@@ -72,6 +95,9 @@ type membershipChange struct {
 	Members []string `json:"members"`
 	Target  []string `json:"target"`
 	Error   *string  `json:"error"`
+	// Pending is a change recorded but not applied while the API waited:
+	// its leader carries it on, and the command waits for it.
+	Pending bool `json:"pending"`
 }
 
 // quorumQueueMembers is what /api/queues shows of a queue's membership.
@@ -85,10 +111,11 @@ type quorumQueueMembers struct {
 }
 
 // changeQuorumMembers asks the API to grow or shrink (action) the quorum
-// queues onto or off node, prints the changes, and waits until they are
-// done. It returns the queues that refused theirs (as rabbitmq-queues,
-// it lists them and does not fail for them).
-func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, node int32, action string, body any, out io.Writer) (refused []string, err error) {
+// queues onto or off node, prints the changes (errorsOnly: only those that
+// failed), and waits until they are done. It returns the queues that
+// refused theirs (as rabbitmq-queues, it lists them and does not fail for
+// them).
+func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, node int32, action string, body any, errorsOnly bool, out io.Writer) (refused []string, err error) {
 	var changes []membershipChange
 	path := apiPath("queues", "quorum", "replicas", "on", strconv.Itoa(int(node)), action)
 	if err := api.do(ctx, method, path, body, &changes); err != nil {
@@ -98,13 +125,19 @@ func changeQuorumMembers(ctx context.Context, api *mgmtClient, method string, no
 	var pending []membershipChange
 	for _, c := range changes {
 		reason := ""
-		if c.Error != nil {
+		switch {
+		case c.Pending:
+			reason = "in progress"
+			pending = append(pending, c)
+		case c.Error != nil:
 			reason = *c.Error
 			refused = append(refused, fmt.Sprintf("%q in vhost %q", c.Name, c.VHost))
-		} else {
+		default:
 			pending = append(pending, c)
 		}
-		t.row(c.VHost, c.Name, strings.Join(c.Members, ","), strings.Join(c.Target, ","), reason)
+		if !errorsOnly || (c.Error != nil && !c.Pending) {
+			t.row(c.VHost, c.Name, strings.Join(c.Members, ","), strings.Join(c.Target, ","), reason)
+		}
 	}
 	if len(changes) == 0 {
 		_, err := fmt.Fprintf(out, "No quorum queue to %s\n", action)

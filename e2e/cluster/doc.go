@@ -97,6 +97,11 @@
 //     remove-node 4` (which shrinks the queue off node 4 first) between
 //     publishes with confirms: /api/queues on every node shows the
 //     leader, members and online members at each step, lost = 0.
+//   - TestUnregisterBrokerShrinksQuorumQueues: Kafka's UnregisterBroker
+//     sent straight from a client for a joined fourth node: refused
+//     (INVALID_REQUEST, the queue named) while node 4 is a quorum queue's
+//     only member, after shrinking it off another queue; with that queue
+//     deleted it succeeds; lost = 0.
 //   - TestQueueFiguresOnEveryNode: a classic queue on node 2 (10 ready,
 //     3 unacked by a consumer on node 1) and quorum queues led by each
 //     node show the same messages, ready, unacked and consumers through

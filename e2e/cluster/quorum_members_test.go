@@ -111,6 +111,22 @@ func awaitMembers(ctx context.Context, t *testing.T, nodes []apiNode, queue stri
 	}
 }
 
+// joinFourth starts node 4 with --join to the three nodes, waits until
+// every node lists four brokers, and returns the four (their logs shown
+// if the test fails).
+func joinFourth(ctx context.Context, t *testing.T, three []apiNode) []apiNode {
+	t.Helper()
+	fourth := withAPI(t, joiningNode(t, three[0].node, 4))
+	fourth.start()
+	fourth.waitReady()
+	nodes := append(slices.Clone(three), fourth)
+	logsOnFailure(t, []*node{nodes[0].node, nodes[1].node, nodes[2].node, fourth.node})
+	for _, a := range nodes {
+		waitBrokers(ctx, t, a.node, 4)
+	}
+	return nodes
+}
+
 // wharfCLI runs the wharf binary and fails the test if it fails.
 func wharfCLI(ctx context.Context, t *testing.T, bin string, args ...string) string {
 	t.Helper()
@@ -161,14 +177,8 @@ func TestQuorumQueueMembership(t *testing.T) {
 	}
 	publish(nodes[1], 0, 200)
 
-	fourth := withAPI(t, joiningNode(t, nodes[0].node, 4))
-	fourth.start()
-	fourth.waitReady()
-	nodes = append(nodes, fourth)
-	logsOnFailure(t, []*node{nodes[0].node, nodes[1].node, nodes[2].node, fourth.node})
-	for _, a := range nodes {
-		waitBrokers(ctx, t, a.node, 4)
-	}
+	nodes = joinFourth(ctx, t, nodes)
+	fourth := nodes[3]
 	// A joined node gets no replicas by itself (as in RabbitMQ); new
 	// queues are placed on it, leaders on the least loaded nodes.
 	ch := channel(t, dialAMQP(t, fourth.amqp))
@@ -227,7 +237,15 @@ func TestQuorumQueueMembership(t *testing.T) {
 	consumer := nodes[remaining[0]-1]
 	publish(consumer, 800, 1000)
 
-	conn, deliveries := consumeOn(t, consumer.amqp, queue, 100)
+	consumeConfirmed(ctx, t, consumer.amqp, queue, confirmed)
+}
+
+// consumeConfirmed consumes queue on the node at addr until it has as
+// many messages as were confirmed, and fails the test if any confirmed
+// one is not among them.
+func consumeConfirmed(ctx context.Context, t *testing.T, addr, queue string, confirmed *confirmedSet) {
+	t.Helper()
+	conn, deliveries := consumeOn(t, addr, queue, 100)
 	defer conn.Close()
 	got := map[int]bool{}
 	for len(got) < confirmed.len() {

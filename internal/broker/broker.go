@@ -99,7 +99,8 @@ type Broker struct {
 	registration  *BrokerInfo // guarded by regMu
 	shutdownBegun atomic.Bool
 
-	markerHook atomic.Pointer[TxnMarkerHook] // OnTxnMarker
+	markerHook  atomic.Pointer[TxnMarkerHook]   // OnTxnMarker
+	removalHook atomic.Pointer[NodeRemovalHook] // OnRemoveNode
 
 	// flusher fsyncs the partitions' logs in the background, every
 	// FlushInterval and ahead of it.

@@ -349,10 +349,24 @@ func refuseRemoved(dataDir string, id int32) error {
 // (or a reassignment's target) of some partition.
 var ErrNodeHoldsReplicas = errors.New("node holds replicas")
 
+// NodeRemovalHook moves what another core keeps on node id off it before
+// the node is removed, and returns once that is done (within ctx), or
+// why it cannot be.
+type NodeRemovalHook func(ctx context.Context, id int32) error
+
+// OnRemoveNode installs what RemoveNode runs before it records a
+// removal: the node installs the queueing core's, which shrinks the
+// node's quorum queue replicas away, so that a removal asked for
+// directly (UnregisterBroker from any Kafka admin client) leaves no
+// queue short of a member, as `wharf cluster remove-node` does not.
+func (b *Broker) OnRemoveNode(fn NodeRemovalHook) { b.removalHook.Store(&fn) }
+
 // RemoveNode records node id's removal from the cluster: it leaves the
 // metadata group (the controller takes it out), the broker list and the
-// nodes new replicas are placed on. Its replicas must have moved first
-// (Reassign; `wharf cluster remove-node` does both).
+// nodes new replicas are placed on. Its partition replicas must have
+// moved first (Reassign; `wharf cluster remove-node` does both); what
+// other cores keep on it is moved off here (OnRemoveNode), or the
+// removal is refused.
 func (b *Broker) RemoveNode(id int32) error {
 	if b.cfg.Cluster == nil {
 		return fmt.Errorf("%w: a single node cannot be removed", ErrUnknownNode)
@@ -369,6 +383,9 @@ func (b *Broker) RemoveNode(id int32) error {
 		return fmt.Errorf("%w: node %d still holds replicas of %s; move them first (wharf cluster remove-node moves them)",
 			ErrNodeHoldsReplicas, id, strings.Join(held, ", "))
 	}
+	if err := b.moveOthersOff(id); err != nil {
+		return fmt.Errorf("%w: node %d %v", ErrNodeHoldsReplicas, id, err)
+	}
 	if err := b.meta.write(nodeKeyPrefix+strconv.Itoa(int(id)), nodeRecord{NodeID: id, Addr: addr, Removed: true}); err != nil {
 		return err
 	}
@@ -377,6 +394,24 @@ func (b *Broker) RemoveNode(id int32) error {
 	}
 	b.logger.Info("node removed from the cluster", "node", id)
 	return nil
+}
+
+// removalHookWait bounds the removal hook: UnregisterBroker has no
+// timeout field, and Kafka clients give such a request 10 s (franz-go's
+// RequestTimeoutOverhead) or 30 s (request.timeout.ms), the removal
+// itself included; a hook that runs out refuses, and a second try finds
+// less to do.
+const removalHookWait = 5 * time.Second
+
+// moveOthersOff runs the removal hook for node id, if one is installed.
+func (b *Broker) moveOthersOff(id int32) error {
+	fn := b.removalHook.Load()
+	if fn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(b.meta.ctx, removalHookWait)
+	defer cancel()
+	return (*fn)(ctx, id)
 }
 
 // awaitLeftMetadataGroup waits until the controller has taken node id

@@ -1,22 +1,32 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // Quorum queue membership (RabbitMQ's quorum queue replica endpoints):
 // POST /api/queues/quorum/replicas/on/{node}/grow and DELETE
-// /api/queues/quorum/replicas/on/{node}/shrink. Both answer 200 with the
-// changes recorded, one object per queue ({vhost, name, members, target,
-// error}); each queue's leader then carries its change out, and
-// /api/queues shows the members as they change. (RabbitMQ answers grow
-// with 204; any client that takes a 2xx takes this.)
+// /api/queues/quorum/replicas/on/{node}/shrink. Both wait, as
+// RabbitMQ's do, until every change is applied, for at most
+// membershipWait, and answer 200 with one object per queue ({vhost, name,
+// members, target, error, pending}); pending (with its error) is a change
+// recorded but not applied in that time, which the queue's leader carries
+// on: /api/queues shows the members as they change. (RabbitMQ answers
+// grow with 204; any client that takes a 2xx takes this.)
+
+// membershipWait bounds how long a grow or shrink waits for its changes
+// (RabbitMQ's endpoints wait 30 s): shorter than the 15 s the wharf CLI
+// gives a management command, so that it gets the answer and waits for
+// what is pending itself.
+const membershipWait = 10 * time.Second
 
 // nodeName names cluster node id as /api/nodes names nodes: this
 // server's own name on a single node.
@@ -80,7 +90,9 @@ func (s *Server) growQuorumQueues(w http.ResponseWriter, r *http.Request) {
 		writeBadRequest(w, err.Error())
 		return
 	}
-	changes, err := s.reg.GrowQuorumQueues(node, sel)
+	ctx, cancel := context.WithTimeout(r.Context(), membershipWait)
+	defer cancel()
+	changes, err := s.reg.GrowQuorumQueues(ctx, node, sel)
 	s.writeMembershipChanges(w, changes, err)
 }
 
@@ -90,7 +102,9 @@ func (s *Server) shrinkQuorumQueues(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	changes, err := s.reg.ShrinkQuorumQueues(node)
+	ctx, cancel := context.WithTimeout(r.Context(), membershipWait)
+	defer cancel()
+	changes, err := s.reg.ShrinkQuorumQueues(ctx, node)
 	s.writeMembershipChanges(w, changes, err)
 }
 
@@ -128,7 +142,7 @@ func (s *Server) writeMembershipChanges(w http.ResponseWriter, changes []mq.Memb
 			reason = c.Err.Error()
 		}
 		out = append(out, map[string]any{"vhost": c.VHost, "name": c.Queue, "members": s.nodeNames(c.Members),
-			"target": s.nodeNames(c.Target), "error": reason})
+			"target": s.nodeNames(c.Target), "error": reason, "pending": errors.Is(c.Err, mq.ErrChangePending)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

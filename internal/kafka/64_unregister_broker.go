@@ -14,9 +14,12 @@ import (
 //
 // Removes a node from the cluster (broker.RemoveNode): KRaft's
 // `kafka-cluster.sh unregister`. Wharf refuses it, INVALID_REQUEST with
-// the partitions named, while the node still holds replicas: they move
-// first (AlterPartitionReassignments; `wharf cluster remove-node` does
-// both). It answers once the metadata group no longer counts the node,
+// the partitions named, while the node still holds partition replicas:
+// they move first (AlterPartitionReassignments; `wharf cluster
+// remove-node` does both). The node's quorum queue replicas are shrunk
+// away first, here too; INVALID_REQUEST, the queues named, if the node is
+// the only member of some, or they do not leave it in time. It answers
+// once the metadata group no longer counts the node,
 // which may then be stopped. An id that is no node of the cluster, or any id on a single
 // node, is BROKER_ID_NOT_REGISTERED. It needs ALTER on the cluster (else
 // CLUSTER_AUTHORIZATION_FAILED).

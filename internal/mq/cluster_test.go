@@ -20,6 +20,9 @@ type clusterDefs struct {
 	mu       sync.Mutex
 	live     map[string][]byte
 	watchers map[int32]func(key string)
+	// delay, if set, is called before every write is applied: a test
+	// holds a write back there, as a slow metadata log would.
+	delay atomic.Pointer[func(key string, value []byte)]
 }
 
 func newClusterDefs() *clusterDefs {
@@ -33,6 +36,9 @@ type nodeDefs struct {
 }
 
 func (d nodeDefs) write(key string, value []byte) error {
+	if delay := d.c.delay.Load(); delay != nil {
+		(*delay)(key, value)
+	}
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
 	if value == nil {

@@ -69,6 +69,11 @@ type queueRecord struct {
 	// Target is the members a grow or shrink in progress moves the
 	// group to (quorum_members.go); nil when none is.
 	Target []int32 `json:"target,omitempty"`
+	// Change counts the membership changes written (grow or shrink):
+	// the leader's record of a change done keeps it, so a record with a
+	// lower count than one written before is a stale write that undid
+	// that change (quorum_members.go).
+	Change uint64 `json:"change,omitempty"`
 	// Stream is a stream queue's topic (no storage directory then).
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`

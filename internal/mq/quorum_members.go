@@ -1,11 +1,14 @@
 package mq
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,12 +26,20 @@ import (
 // are the target, the leader records it as the queue's members; a node
 // no longer named closes and deletes its replica. At every step a
 // majority of the voters holds every committed command, so nothing
-// confirmed is lost. A new change replaces one in progress (current),
-// so a grow onto a node that never catches up can be shrunk away again;
-// should the leader record the old target just as a new one is written,
-// the new one is lost (the members recorded are still the group's
-// voters) and the operator runs it again. A joined node gets no replicas
-// by itself, as in RabbitMQ: the operator grows the queues onto it.
+// confirmed is lost. A new change replaces one in progress (it starts
+// from that one's target), so a grow onto a node that never catches up
+// can be shrunk away again. A joined node gets no replicas by itself, as
+// in RabbitMQ: the operator grows the queues onto it.
+//
+// The metadata log has no compare-and-set: a record is written whole,
+// and the leader recording a change as done may write just after a new
+// change was written from a record that showed the old one in progress,
+// undoing it. So a grow or shrink waits until its change is applied
+// (awaitChanges), as RabbitMQ's do, and writes it again if a stale write
+// undid it: each change counts up queueRecord.Change, which the leader's
+// record of a change done keeps, so a lower count (or the same count
+// with another target) is the sign. A later change that includes this
+// one is waited for instead; one that undoes it is reported.
 
 // quorumMembership is a quorum queue's members as recorded, and the
 // target of the change in progress (nil if none).
@@ -42,11 +53,11 @@ type quorumMembership struct {
 // the group to the latest target, whatever it reached of the last one;
 // so a grow onto a node that never catches up can be undone by a
 // shrink).
-func (ms *quorumMembership) current() []int32 {
-	if ms.Target != nil {
-		return ms.Target
+func (rec *queueRecord) current() []int32 {
+	if rec.Target != nil {
+		return rec.Target
 	}
-	return ms.Members
+	return rec.Members
 }
 
 // holds reports whether node holds, or is to hold, a replica.
@@ -63,8 +74,10 @@ func (q *queue) members() []int32 {
 	return nil
 }
 
-// MembershipChange is what GrowQuorumQueues or ShrinkQuorumQueues asked
-// of one quorum queue: its members becoming Target, or why not (Err).
+// MembershipChange is what GrowQuorumQueues or ShrinkQuorumQueues did
+// to one quorum queue: its members becoming Target, or why not (Err;
+// ErrChangePending if the change is recorded but was not applied in
+// time).
 type MembershipChange struct {
 	VHost, Queue    string
 	Members, Target []int32
@@ -75,7 +88,12 @@ type MembershipChange struct {
 var (
 	ErrNotClustered = errors.New("quorum queue membership changes need a cluster")
 	ErrUnknownNode  = errors.New("not a node of the cluster")
-	errLastMember   = errors.New("the node is the queue's only member")
+	// ErrChangePending is a change recorded but not yet applied when
+	// the caller stopped waiting: the queue's leader carries it on.
+	ErrChangePending = errors.New("the change is recorded but not applied yet; the queue's leader carries it on")
+	errLastMember    = errors.New("the node is the queue's only member")
+	errChangeUndone  = errors.New("another grow or shrink undid this change before it was applied")
+	errQueueGone     = errors.New("the queue was deleted")
 )
 
 // QuorumSelection picks the quorum queues a grow applies to: those of
@@ -87,16 +105,16 @@ type QuorumSelection struct {
 }
 
 // GrowQuorumQueues adds node as a member of the selected quorum queues
-// that lack it (rabbitmq-queues grow). It returns once the changes are
-// recorded; each queue's leader carries its change out.
-func (r *Registry) GrowQuorumQueues(node int32, sel QuorumSelection) ([]MembershipChange, error) {
+// that lack it (rabbitmq-queues grow), and waits until each change is
+// applied or ctx ends.
+func (r *Registry) GrowQuorumQueues(ctx context.Context, node int32, sel QuorumSelection) ([]MembershipChange, error) {
 	if r.cfg.Cluster == nil {
 		return nil, ErrNotClustered
 	}
 	if !slices.Contains(r.cfg.Cluster.Nodes(), node) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, NodeName(node))
 	}
-	return r.changeMembership(func(v *VHost, q *queue, members []int32) ([]int32, error) {
+	return r.changeMembership(ctx, func(v *VHost, q *queue, members []int32) ([]int32, error) {
 		switch {
 		case slices.Contains(members, node):
 			return nil, nil
@@ -106,17 +124,18 @@ func (r *Registry) GrowQuorumQueues(node int32, sel QuorumSelection) ([]Membersh
 			return nil, nil
 		}
 		return append(slices.Clone(members), node), nil
-	}), nil
+	})
 }
 
 // ShrinkQuorumQueues removes node's replica from every quorum queue that
-// has one, never below one member (rabbitmq-queues shrink); a queue it
-// leads hands its leadership on first.
-func (r *Registry) ShrinkQuorumQueues(node int32) ([]MembershipChange, error) {
+// has one, never below one member (rabbitmq-queues shrink), and waits
+// until each change is applied or ctx ends; a queue node leads hands its
+// leadership on first.
+func (r *Registry) ShrinkQuorumQueues(ctx context.Context, node int32) ([]MembershipChange, error) {
 	if r.cfg.Cluster == nil {
 		return nil, ErrNotClustered
 	}
-	return r.changeMembership(func(_ *VHost, _ *queue, members []int32) ([]int32, error) {
+	return r.changeMembership(ctx, func(_ *VHost, _ *queue, members []int32) ([]int32, error) {
 		switch {
 		case !slices.Contains(members, node):
 			return nil, nil
@@ -124,13 +143,63 @@ func (r *Registry) ShrinkQuorumQueues(node int32) ([]MembershipChange, error) {
 			return nil, errLastMember
 		}
 		return slices.DeleteFunc(slices.Clone(members), func(n int32) bool { return n == node }), nil
-	}), nil
+	})
 }
 
-// changeMembership records, for every quorum queue, the target that
-// targetOf gives it (nil: no change).
-func (r *Registry) changeMembership(targetOf func(v *VHost, q *queue, members []int32) ([]int32, error)) []MembershipChange {
-	var out []MembershipChange
+// ShrinkOff removes node from every quorum queue it is a member of and
+// waits until that is done or ctx ends, for the node's removal from the
+// cluster (broker.Broker.OnRemoveNode). It fails, naming the queues, if
+// the node is the only member of some (their messages would go with it),
+// or if a change is not applied in time or was undone.
+func (r *Registry) ShrinkOff(ctx context.Context, node int32) error {
+	changes, err := r.ShrinkQuorumQueues(ctx, node)
+	if err != nil {
+		return fmt.Errorf("still holds quorum queue replicas: %w", err)
+	}
+	var only, left []string
+	for _, c := range changes {
+		name := fmt.Sprintf("%q in vhost %q", c.Queue, c.VHost)
+		switch {
+		case c.Err == nil, errors.Is(c.Err, errQueueGone):
+		case errors.Is(c.Err, errLastMember):
+			only = append(only, name)
+		default:
+			left = append(left, fmt.Sprintf("%s (%v)", name, c.Err))
+		}
+	}
+	switch {
+	case len(only) > 0:
+		return fmt.Errorf("is the only member of quorum queues %s: grow them onto another node (wharf queues grow) or delete them first",
+			strings.Join(only, ", "))
+	case len(left) > 0:
+		return fmt.Errorf("still holds replicas of quorum queues %s; shrinking them off goes on (wharf queues shrink %d)",
+			strings.Join(left, ", "), node)
+	}
+	return nil
+}
+
+// targetFunc gives the target of a change of q whose members are, or
+// are moving to, members; nil and no error: nothing to change.
+type targetFunc func(v *VHost, q *queue, members []int32) ([]int32, error)
+
+// changeWait is one queue's change, until it is applied (done).
+type changeWait struct {
+	MembershipChange
+	v      *VHost
+	q      *queue
+	change uint64 // the record's Change this change is written under
+	done   bool
+}
+
+// changeMembership writes, for every quorum queue, the target that
+// targetOf gives it, and waits until each is applied or ctx ends.
+func (r *Registry) changeMembership(ctx context.Context, targetOf targetFunc) ([]MembershipChange, error) {
+	// Changes start from the records as the cluster has them, written on
+	// any node.
+	if err := r.cfg.Cluster.Barrier(); err != nil {
+		return nil, err
+	}
+	var ws []*changeWait
 	for _, v := range r.vhostList() {
 		v.defMu.Lock()
 		v.mu.RLock()
@@ -143,31 +212,137 @@ func (r *Registry) changeMembership(targetOf func(v *VHost, q *queue, members []
 		v.mu.RUnlock()
 		slices.SortFunc(qs, func(a, b *queue) int { return compareStrings(a.name, b.name) })
 		for _, q := range qs {
-			ms := q.membership.Load()
-			target, err := targetOf(v, q, ms.current())
-			if target == nil && err == nil {
-				continue
+			rec, ok := r.liveQueueRecord(queueKey(v.name, q.name), q.id)
+			w := &changeWait{MembershipChange: MembershipChange{VHost: v.name, Queue: q.name, Members: rec.Members}, v: v, q: q}
+			if ok && w.write(rec, targetOf) {
+				ws = append(ws, w)
 			}
-			c := MembershipChange{VHost: v.name, Queue: q.name, Members: ms.Members, Target: target, Err: err}
-			if err == nil {
-				c.Err = r.recordTarget(v, q, target)
-			}
-			out = append(out, c)
 		}
 		v.defMu.Unlock()
 	}
-	return out
+	r.awaitChanges(ctx, ws, targetOf)
+	out := make([]MembershipChange, len(ws))
+	for i, w := range ws {
+		out[i] = w.MembershipChange
+	}
+	return out, nil
 }
 
-// recordTarget writes target into q's record. Caller holds v.defMu.
-func (r *Registry) recordTarget(v *VHost, q *queue, target []int32) error {
-	key := queueKey(v.name, q.name)
-	rec, ok := r.liveQueueRecord(key, q.id)
-	if !ok {
-		return errors.New("the queue's record is gone")
+// write writes the target targetOf gives the queue whose record is rec,
+// or the error, and reports whether there was a change to make. Caller
+// holds w.v.defMu.
+func (w *changeWait) write(rec queueRecord, targetOf targetFunc) bool {
+	target, err := targetOf(w.v, w.q, rec.current())
+	if target == nil && err == nil {
+		return false
 	}
-	rec.Target = target
-	return r.defs.Put(key, mustJSON(rec))
+	w.Target, w.Err = target, err
+	if err == nil {
+		rec.Target, rec.Change = target, rec.Change+1
+		w.Err, w.change = w.q.r.defs.Put(queueKey(w.v.name, w.q.name), mustJSON(rec)), rec.Change
+	}
+	w.done = w.Err != nil
+	return true
+}
+
+// awaitChanges waits until every change of ws is applied, written again
+// if a stale write undid it (see the top of this file), or ctx ends or
+// the registry closes (ErrChangePending).
+func (r *Registry) awaitChanges(ctx context.Context, ws []*changeWait, targetOf targetFunc) {
+	for {
+		applied := r.membersApplied.wait() // before the records are read: no change goes unheard
+		left := 0
+		for _, w := range ws {
+			if !w.done {
+				w.check(targetOf)
+			}
+			if !w.done {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-applied:
+			continue
+		case <-time.After(membershipRetry): // the registry may be closing
+			if !r.closed.Load() {
+				continue
+			}
+		}
+		for _, w := range ws {
+			if !w.done {
+				w.Err, w.done = ErrChangePending, true
+			}
+		}
+		return
+	}
+}
+
+// check looks at the queue's record as this node applied it: done once
+// it shows the change applied (or one that includes it); written again
+// if a stale write undid it.
+func (w *changeWait) check(targetOf targetFunc) {
+	r := w.q.r
+	key := queueKey(w.v.name, w.q.name)
+	rec, ok := r.liveQueueRecord(key, w.q.id)
+	if ok && rec.Change > w.change {
+		// A later change: it carries this one if it leaves it nothing to do.
+		if target, err := targetOf(w.v, w.q, rec.current()); target != nil || err != nil {
+			w.Err, w.done = errChangeUndone, true
+			return
+		}
+		w.Target, w.change = rec.current(), rec.Change
+	}
+	switch {
+	case !ok:
+		w.Err, w.done = errQueueGone, true
+	case rec.Change == w.change && slices.Equal(rec.Target, w.Target):
+		// In progress.
+	case rec.Change == w.change && rec.Target == nil && slices.Equal(rec.Members, w.Target):
+		// Done once this node follows it too, so that what it shows of
+		// the queue is the change applied.
+		ms := w.q.membership.Load()
+		w.done = ms.Target == nil && slices.Equal(ms.Members, rec.Members)
+	default:
+		// A write made from an older record landed after this change's
+		// and undid it: it is written again, from the record as it is.
+		w.v.defMu.Lock()
+		defer w.v.defMu.Unlock()
+		if rec, ok = r.liveQueueRecord(key, w.q.id); !ok {
+			w.Err, w.done = errQueueGone, true
+		} else if !w.write(rec, targetOf) {
+			w.done = true // nothing left to change
+		}
+	}
+}
+
+// signal wakes every goroutine waiting on it (wait) each time notify is
+// called.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next notify.
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
 }
 
 // liveQueueRecord is the stored record under key, if it is still queue
@@ -188,6 +363,7 @@ func (r *Registry) liveQueueRecord(key, id string) (queueRecord, bool) {
 func (v *VHost) followMembership(q *queue, rec queueRecord) {
 	ms := &quorumMembership{Members: rec.Members, Target: rec.Target}
 	q.membership.Store(ms)
+	defer v.r.membersApplied.notify()
 	self := v.r.nodeID()
 	m := q.quorum.Load()
 	switch {

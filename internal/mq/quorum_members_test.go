@@ -1,9 +1,14 @@
 package mq
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -73,10 +78,14 @@ func TestQuorumGrowShrink(t *testing.T) {
 		})
 	}
 
+	// A caller that stops waiting at once has the change pending; the
+	// leader carries it out all the same.
 	newcomer := int32(n + 1)
-	changes, err := envs[n].r.GrowQuorumQueues(newcomer, QuorumSelection{})
-	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Contains(changes[0].Target, newcomer) {
-		t.Fatalf("grow: %+v, %v", changes, err)
+	stopped, stop := context.WithCancel(t.Context())
+	stop()
+	changes, err := envs[n].r.GrowQuorumQueues(stopped, newcomer, QuorumSelection{})
+	if err != nil || len(changes) != 1 || !errors.Is(changes[0].Err, ErrChangePending) || !slices.Contains(changes[0].Target, newcomer) {
+		t.Fatalf("grow: %+v, %v; want it pending", changes, err)
 	}
 	membersEverywhere("the queue grown onto every node", []int32{1, 2, 3, 4})
 	joined := envs[n].queueNamed("q").quorum.Load()
@@ -86,13 +95,13 @@ func TestQuorumGrowShrink(t *testing.T) {
 	eventually(t, "the new replica caught up", func() bool {
 		return joined.store.HighWatermark() == envs[l].queueNamed("q").quorum.Load().store.HighWatermark()
 	})
-	if changes, _ := envs[0].r.GrowQuorumQueues(newcomer, QuorumSelection{}); len(changes) != 0 {
+	if changes, _ := envs[0].r.GrowQuorumQueues(t.Context(), newcomer, QuorumSelection{}); len(changes) != 0 {
 		t.Fatalf("growing again changed %+v", changes)
 	}
 
 	gone := int32(l + 1)
 	dir := envs[l].queueNamed("q").store.Dir()
-	changes, err = envs[n].r.ShrinkQuorumQueues(gone)
+	changes, err = envs[n].r.ShrinkQuorumQueues(t.Context(), gone)
 	if err != nil || len(changes) != 1 || changes[0].Err != nil || slices.Contains(changes[0].Target, gone) {
 		t.Fatalf("shrink: %+v, %v", changes, err)
 	}
@@ -119,21 +128,22 @@ func TestQuorumGrowShrink(t *testing.T) {
 func TestQuorumShrinkKeepsOneMember(t *testing.T) {
 	envs := newQuorumEnvs(t, 2, raft.NewMemNetwork())
 	l, _, _ := quorumRoles(t, envs, "q", 1)
-	changes, err := envs[0].r.ShrinkQuorumQueues(int32(l + 1))
+	changes, err := envs[0].r.ShrinkQuorumQueues(t.Context(), int32(l+1))
 	if err != nil || len(changes) != 1 || changes[0].Err == nil {
 		t.Fatalf("shrinking the only member: %+v, %v; want the queue's error", changes, err)
 	}
 	if d, _ := envs[0].v.QueueDetail("q"); d.Target != nil || len(d.Members) != 1 {
 		t.Fatalf("members %v, target %v after a refused shrink", d.Members, d.Target)
 	}
-	if _, err := envs[0].r.GrowQuorumQueues(9, QuorumSelection{}); err == nil {
+	if _, err := envs[0].r.GrowQuorumQueues(t.Context(), 9, QuorumSelection{}); err == nil {
 		t.Fatal("grew onto node 9, which is not in the cluster")
 	}
 }
 
 // TestQuorumGrowOntoUnreachableUndone: a grow onto a node cut off from
 // the others never completes (its replica cannot catch up); a shrink of
-// that node replaces the change, and the queue is back on its members.
+// that node replaces the change, and the queue is back on its members;
+// the grow, still waiting, reports its change undone.
 func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 	net := raft.NewMemNetwork()
 	envs := newQuorumEnvs(t, 4, net)
@@ -149,14 +159,19 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 			net.Cut(uint64(n+1), uint64(i+1), true)
 		}
 	}
-	if changes, err := envs[l].r.GrowQuorumQueues(int32(n+1), QuorumSelection{}); err != nil || len(changes) != 1 || changes[0].Err != nil {
-		t.Fatalf("grow: %+v, %v", changes, err)
-	}
+	grown := make(chan []MembershipChange, 1)
+	go func() {
+		changes, err := envs[l].r.GrowQuorumQueues(t.Context(), int32(n+1), QuorumSelection{})
+		if err != nil {
+			t.Errorf("grow: %v", err)
+		}
+		grown <- changes
+	}()
 	eventually(t, "the grow recorded", func() bool {
 		d, _ := envs[l].v.QueueDetail("q")
 		return d.Target != nil
 	})
-	changes, err := envs[l].r.ShrinkQuorumQueues(int32(n + 1))
+	changes, err := envs[l].r.ShrinkQuorumQueues(t.Context(), int32(n+1))
 	if err != nil || len(changes) != 1 || changes[0].Err != nil || !slices.Equal(slices.Sorted(slices.Values(changes[0].Target)), members) {
 		t.Fatalf("shrink during the grow: %+v, %v", changes, err)
 	}
@@ -169,8 +184,108 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 		}
 		return envs[n].queueNamed("q").quorum.Load() == nil
 	})
+	if changes := <-grown; len(changes) != 1 || !errors.Is(changes[0].Err, errChangeUndone) {
+		t.Fatalf("the grow the shrink undid: %+v; want it reported undone", changes)
+	}
 	others := slices.Delete(slices.Clone(envs), n, n+1)
 	if got := others[servingNode(t, others, "q")].drain("q"); len(got) != 100 {
 		t.Fatalf("the queue holds %d messages after the undone grow, want 100", len(got))
+	}
+}
+
+// TestQuorumChangeNotUndone: a grow written while the leader records the
+// grow before it as done, whose record lands after the new one (a stale
+// write: it undoes the new change), is written again by the grow waiting
+// for it, and both grows are applied.
+func TestQuorumChangeNotUndone(t *testing.T) {
+	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
+	quorumRoles(t, envs, "q", 3)
+	var outsiders []int32
+	for i, e := range envs {
+		if e.queueNamed("q").quorum.Load() == nil {
+			outsiders = append(outsiders, int32(i+1))
+		}
+	}
+	first, second := outsiders[0], outsiders[1]
+
+	// The leader's record of the first grow done is held back until the
+	// second grow is written.
+	defs := envs[0].cfg.Definitions.(nodeDefs).c
+	key := queueKey(DefaultVHost, "q")
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	delay := func(k string, value []byte) {
+		var rec queueRecord
+		if k != key || json.Unmarshal(value, &rec) != nil || rec.Target != nil || !slices.Contains(rec.Members, first) {
+			return
+		}
+		once.Do(func() {
+			close(arrived)
+			<-release
+		})
+	}
+	defs.delay.Store(&delay)
+
+	grow := func(node int32, at *env) <-chan []MembershipChange {
+		out := make(chan []MembershipChange, 1)
+		go func() {
+			changes, err := at.r.GrowQuorumQueues(t.Context(), node, QuorumSelection{})
+			if err != nil {
+				t.Errorf("grow onto %d: %v", node, err)
+			}
+			out <- changes
+		}()
+		return out
+	}
+	firstDone := grow(first, envs[0])
+	<-arrived
+	secondDone := grow(second, envs[1])
+	eventually(t, "the second grow recorded", func() bool {
+		value, _ := envs[0].cfg.Cluster.Get(key)
+		var rec queueRecord
+		return json.Unmarshal(value, &rec) == nil && slices.Contains(rec.Target, second)
+	})
+	close(release)
+
+	for _, done := range []<-chan []MembershipChange{firstDone, secondDone} {
+		if changes := <-done; len(changes) != 1 || changes[0].Err != nil {
+			t.Fatalf("grow: %+v, want it applied", changes)
+		}
+	}
+	eventually(t, "both grows applied on every node", func() bool {
+		for _, e := range envs {
+			d, err := e.v.QueueDetail("q")
+			if err != nil || d.Target != nil || len(d.Members) != 5 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestQuorumShrinkOff: a node's removal shrinks it off every quorum
+// queue, and is refused, the queue named, while the node is a queue's
+// only member; once that queue is gone it succeeds.
+func TestQuorumShrinkOff(t *testing.T) {
+	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
+	l, _, _ := quorumRoles(t, envs, "lonely", 1)
+	node := int32(l + 1)
+	if _, err := envs[0].v.DeclareQueue(QueueDef{Name: "q", Durable: true,
+		Args: amqpwire.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}}, false); err != nil {
+		t.Fatal(err)
+	}
+	placedLeader(t, envs, "q")
+	err := envs[0].r.ShrinkOff(t.Context(), node)
+	if err == nil || !strings.Contains(err.Error(), `"lonely" in vhost "/"`) || !strings.Contains(err.Error(), "only member") {
+		t.Fatalf("shrinking node %d, lonely's only member, off: %v", node, err)
+	}
+	if d, err := envs[0].v.QueueDetail("q"); err != nil || len(d.Members) != 2 || slices.Contains(d.Members, node) || d.Target != nil {
+		t.Fatalf("q after the shrink off node %d: members %v, target %v, %v", node, d.Members, d.Target, err)
+	}
+	if _, err := envs[l].v.DeleteQueue("lonely", false, false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := envs[0].r.ShrinkOff(t.Context(), node); err != nil {
+		t.Fatalf("shrinking node %d off again, lonely gone: %v", node, err)
 	}
 }

@@ -121,6 +121,9 @@ type Registry struct {
 	// follower applies the definitions other nodes write (cluster.go);
 	// nil on a single node.
 	follower *follower
+	// membersApplied wakes the callers waiting for quorum queue
+	// membership changes (quorum_members.go).
+	membersApplied signal
 
 	// Stream queues: which queue owns which topic, and the consumers'
 	// reader goroutines (stopped by streamStop at Close).

@@ -105,6 +105,11 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 		return nil, fmt.Errorf("node: open message queues in %s: %w", cfg.DataDir, err)
 	}
 	streamOwners.Attach(queues)
+	if cfg.Cluster != nil {
+		// A node's removal shrinks its quorum queue replicas away first,
+		// however it is asked for.
+		b.OnRemoveNode(queues.ShrinkOff)
+	}
 	js, jsState, err := openJetStream(cfg, b, logger)
 	if err != nil {
 		if cerr := errors.Join(queues.Close(), b.Close()); cerr != nil {
