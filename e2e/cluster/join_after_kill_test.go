@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// joinAfterKillBound is how long after the metadata group elects a new
+// leader a node joining meanwhile may take to serve, with room for a
+// shared machine: the join's metadata record, forwarded to the dead
+// leader, used to wait out the 30 s metadata write timeout instead, and
+// the joining node then gave up.
+const joinAfterKillBound = 10 * time.Second
+
+// TestJoinRightAfterControllerKill (issue 13): the metadata group's
+// leader (the controller) is killed -9 and a fourth node is started at
+// once with --join naming a surviving node, whose write of the join
+// goes to the leader it knows, the dead one. It must give that forward
+// up once an election starts and send it to the new leader, so that the
+// new node serves within joinAfterKillBound of the election.
+func TestJoinRightAfterControllerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	killed := nodes[awaitController(ctx, t, nodes, 0)-1]
+	survivors := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == killed })
+	fourth := joiningNode(t, survivors[0], 4)
+	logsOnFailure(t, append(nodes[:3:3], fourth))
+
+	killAt := time.Now()
+	killed.kill()
+	fourth.start()
+	elected, served := awaitElectionAndServe(ctx, t, survivors, killed.id, fourth)
+	t.Logf("node %d (the controller) killed; a new controller %v later; node 4, joining through node %d, served %v later",
+		killed.id, elected.Sub(killAt).Round(time.Millisecond), survivors[0].id, served.Sub(killAt).Round(time.Millisecond))
+	if took := served.Sub(elected); took > joinAfterKillBound {
+		t.Errorf("node 4 served %v after the new controller was elected, more than %v", took.Round(time.Millisecond), joinAfterKillBound)
+	}
+}
+
+// TestJoinThroughKilledController (issue 13): as
+// TestJoinRightAfterControllerKill, but --join names the killed node:
+// the new node waits for it, and serves within joinAfterKillBound of its
+// restart.
+func TestJoinThroughKilledController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	killed := nodes[awaitController(ctx, t, nodes, 0)-1]
+	survivors := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == killed })
+	fourth := joiningNode(t, killed, 4)
+	logsOnFailure(t, append(nodes[:3:3], fourth))
+
+	killed.kill()
+	fourth.start()
+	awaitController(ctx, t, survivors, int32(killed.id))
+	restartAt := time.Now()
+	killed.start()
+	killed.waitReady()
+	back := time.Since(restartAt)
+	fourth.waitReady()
+	served := time.Since(restartAt)
+	t.Logf("node %d (the controller) killed and restarted once a new controller was elected: it served %v after its restart, node 4, joining through it, %v",
+		killed.id, back.Round(time.Millisecond), served.Round(time.Millisecond))
+	if served > joinAfterKillBound {
+		t.Errorf("node 4 served %v after node %d restarted, more than %v", served.Round(time.Millisecond), killed.id, joinAfterKillBound)
+	}
+}
+
+// awaitController waits until one of nodes names a controller other
+// than not in its Metadata, and returns its id.
+func awaitController(ctx context.Context, t *testing.T, nodes []*node, not int32) int {
+	t.Helper()
+	for {
+		for _, nd := range nodes {
+			if id := controllerOf(ctx, t, nd); id > 0 && id != not {
+				return int(id)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no node names a controller other than %d", not)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// controllerOf is the controller nd's Metadata names (-1 for none, or if
+// nd does not answer).
+func controllerOf(ctx context.Context, t *testing.T, nd *node) int32 {
+	md, err := nd.metadata(ctx, t)
+	if err != nil {
+		return -1
+	}
+	return md.ControllerID
+}
+
+// awaitElectionAndServe waits until a survivor names a controller other
+// than killed and joining serves, and returns when each happened.
+func awaitElectionAndServe(ctx context.Context, t *testing.T, survivors []*node, killed int, joining *node) (elected, served time.Time) {
+	t.Helper()
+	for elected.IsZero() || served.IsZero() {
+		if id := controllerOf(ctx, t, survivors[0]); elected.IsZero() && id > 0 && id != int32(killed) {
+			elected = time.Now()
+		}
+		if served.IsZero() {
+			if c, err := net.DialTimeout("tcp", joining.kafkaAddr, 250*time.Millisecond); err == nil {
+				c.Close()
+				served = time.Now()
+			}
+		}
+		select {
+		case <-joining.exited:
+			t.Fatalf("node %d exited before serving:\n%s", joining.id, joining.logTail())
+		case <-ctx.Done():
+			t.Fatalf("elected at %v, served at %v: %v", elected, served, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return elected, served
+}
