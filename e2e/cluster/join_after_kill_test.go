@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"net"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -126,4 +128,51 @@ func awaitElectionAndServe(ctx context.Context, t *testing.T, survivors []*node,
 		}
 	}
 	return elected, served
+}
+
+// statusBound is how long `wharf cluster status` may take on a loaded
+// machine against a node that answers: it used to wait out its 15 s
+// admin timeout on a request routed to a controller that was gone.
+const statusBound = 5 * time.Second
+
+// TestClusterStatusWithoutController: two of three nodes killed -9, the
+// survivor's metadata group has no leader and can elect none. `wharf
+// cluster status` against the survivor answers within statusBound, at
+// once (when the survivor still names the dead controller) and once the
+// survivor knows it is gone, saying then that the controller is unknown.
+func TestClusterStatusWithoutController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	survivor := nodes[awaitController(ctx, t, nodes, 0)%3] // not the controller
+	for _, nd := range nodes {
+		if nd != survivor {
+			nd.kill()
+		}
+	}
+	status := func(when string) string {
+		t.Helper()
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, survivor.bin, "cluster", "status", "--bootstrap-server", survivor.kafkaAddr).CombinedOutput()
+		took := time.Since(start)
+		t.Logf("wharf cluster status %s: %v after %v", when, err, took.Round(time.Millisecond))
+		if err != nil || took > statusBound {
+			t.Fatalf("wharf cluster status %s: %v after %v, want an answer within %v\n%s", when, err, took.Round(time.Millisecond), statusBound, out)
+		}
+		return string(out)
+	}
+	status("right after the kills")
+	for controllerOf(ctx, t, survivor) != -1 {
+		if ctx.Err() != nil {
+			t.Fatalf("node %d still names controller %d", survivor.id, controllerOf(ctx, t, survivor))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := status("once the survivor names no controller"); !strings.Contains(out, "controller unknown") {
+		t.Errorf("wharf cluster status does not say the controller is unknown:\n%s", out)
+	}
 }
