@@ -24,16 +24,9 @@ const joinAfterKillBound = 10 * time.Second
 // up once an election starts and send it to the new leader, so that the
 // new node serves within joinAfterKillBound of the election.
 func TestJoinRightAfterControllerKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts four broker processes")
-	}
-	nodes := startCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	killed := nodes[awaitController(ctx, t, nodes, 0)-1]
-	survivors := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == killed })
+	ctx, killed, survivors := startToKillController(t)
 	fourth := joiningNode(t, survivors[0], 4)
-	logsOnFailure(t, append(nodes[:3:3], fourth))
+	logsOnFailure(t, []*node{fourth})
 
 	killAt := time.Now()
 	killed.kill()
@@ -46,36 +39,21 @@ func TestJoinRightAfterControllerKill(t *testing.T) {
 	}
 }
 
-// TestJoinThroughKilledController (issue 13): as
-// TestJoinRightAfterControllerKill, but --join names the killed node:
-// the new node waits for it, and serves within joinAfterKillBound of its
-// restart.
-func TestJoinThroughKilledController(t *testing.T) {
+// startToKillController starts three nodes and returns a context for the
+// test (50 s), the node that is the controller and the two others; it
+// skips the test with -short.
+func startToKillController(t *testing.T) (ctx context.Context, controller *node, others []*node) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("starts four broker processes")
+		t.Skip("starts broker processes")
 	}
 	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	killed := nodes[awaitController(ctx, t, nodes, 0)-1]
-	survivors := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == killed })
-	fourth := joiningNode(t, killed, 4)
-	logsOnFailure(t, append(nodes[:3:3], fourth))
-
-	killed.kill()
-	fourth.start()
-	awaitController(ctx, t, survivors, int32(killed.id))
-	restartAt := time.Now()
-	killed.start()
-	killed.waitReady()
-	back := time.Since(restartAt)
-	fourth.waitReady()
-	served := time.Since(restartAt)
-	t.Logf("node %d (the controller) killed and restarted once a new controller was elected: it served %v after its restart, node 4, joining through it, %v",
-		killed.id, back.Round(time.Millisecond), served.Round(time.Millisecond))
-	if served > joinAfterKillBound {
-		t.Errorf("node 4 served %v after node %d restarted, more than %v", served.Round(time.Millisecond), killed.id, joinAfterKillBound)
-	}
+	t.Cleanup(cancel)
+	controller = nodes[awaitController(ctx, t, nodes, 0)-1]
+	others = slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == controller })
+	return ctx, controller, others
 }
 
 // awaitController waits until one of nodes names a controller other
@@ -141,19 +119,10 @@ const statusBound = 5 * time.Second
 // once (when the survivor still names the dead controller) and once the
 // survivor knows it is gone, saying then that the controller is unknown.
 func TestClusterStatusWithoutController(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three broker processes")
-	}
-	nodes := startCluster(t, 3)
-	logsOnFailure(t, nodes)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	survivor := nodes[awaitController(ctx, t, nodes, 0)%3] // not the controller
-	for _, nd := range nodes {
-		if nd != survivor {
-			nd.kill()
-		}
-	}
+	ctx, controller, others := startToKillController(t)
+	survivor := others[0]
+	controller.kill()
+	others[1].kill()
 	status := func(when string) string {
 		t.Helper()
 		start := time.Now()
