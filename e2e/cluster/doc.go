@@ -109,9 +109,9 @@
 //     the new one once an election starts, and node 4 serves within
 //     10 s of the election (logs both times after the kill).
 //   - TestClusterStatusWithoutController: two of three nodes killed -9;
-//     `wharf cluster status` on the survivor answers within 5 s, right
-//     away and once the survivor names no controller ("controller
-//     unknown").
+//     `wharf cluster status` on the survivor answers within 5 s, listing
+//     a quorum queue declared before, right away and once the survivor
+//     names no controller ("controller unknown").
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // joinAfterKillBound is how long after the metadata group elects a new
@@ -115,29 +117,50 @@ const statusBound = 5 * time.Second
 
 // TestClusterStatusWithoutController: two of three nodes killed -9, the
 // survivor's metadata group has no leader and can elect none. `wharf
-// cluster status` against the survivor answers within statusBound, at
-// once (when the survivor still names the dead controller) and once the
-// survivor knows it is gone, saying then that the controller is unknown.
+// cluster status` against the survivor (its Kafka listener and, for the
+// quorum queue declared before, its management API) answers within
+// statusBound, at once (when the survivor still names the dead
+// controller) and once the survivor knows it is gone, saying then that
+// the controller is unknown.
 func TestClusterStatusWithoutController(t *testing.T) {
-	ctx, controller, others := startToKillController(t)
-	survivor := others[0]
-	controller.kill()
-	others[1].kill()
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	nodes := startAPICluster(t, 3)
+	procs := make([]*node, len(nodes))
+	for i, nd := range nodes {
+		procs[i] = nd.node
+	}
+	logsOnFailure(t, procs)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	survivor := nodes[awaitController(ctx, t, procs, 0)%3] // not the controller
+	ch := channel(t, dialAMQP(t, survivor.amqp))
+	if _, err := ch.QueueDeclare("status-q", true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range procs {
+		if nd != survivor.node {
+			nd.kill()
+		}
+	}
 	status := func(when string) string {
 		t.Helper()
 		start := time.Now()
-		out, err := exec.CommandContext(ctx, survivor.bin, "cluster", "status", "--bootstrap-server", survivor.kafkaAddr).CombinedOutput()
+		out, err := exec.CommandContext(ctx, survivor.bin, "cluster", "status", "--bootstrap-server", survivor.kafkaAddr,
+			"--http-server", survivor.http).CombinedOutput()
 		took := time.Since(start)
 		t.Logf("wharf cluster status %s: %v after %v", when, err, took.Round(time.Millisecond))
-		if err != nil || took > statusBound {
-			t.Fatalf("wharf cluster status %s: %v after %v, want an answer within %v\n%s", when, err, took.Round(time.Millisecond), statusBound, out)
+		if err != nil || took > statusBound || !strings.Contains(string(out), "status-q") {
+			t.Fatalf("wharf cluster status %s: %v after %v, want an answer listing status-q within %v\n%s",
+				when, err, took.Round(time.Millisecond), statusBound, out)
 		}
 		return string(out)
 	}
 	status("right after the kills")
-	for controllerOf(ctx, t, survivor) != -1 {
+	for controllerOf(ctx, t, survivor.node) != -1 {
 		if ctx.Err() != nil {
-			t.Fatalf("node %d still names controller %d", survivor.id, controllerOf(ctx, t, survivor))
+			t.Fatalf("node %d still names controller %d", survivor.id, controllerOf(ctx, t, survivor.node))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
