@@ -191,17 +191,14 @@ func (b *Broker) NodeUp(node int32) bool {
 	return b.cfg.Cluster == nil || b.cfg.Cluster.PeerUp(node)
 }
 
-// Controller is the node leading the metadata group (a single node is
-// its own controller), -1 while none does or while its node is known to
-// be down: an election is due, and a client told of a dead controller
-// would send it requests that wait out their timeout, where one told of
-// none asks again for the next (as CallLeader does).
+// Controller is the node leading the metadata group, -1 while none does
+// (a single node is its own controller).
 func (b *Broker) Controller() int32 {
 	if b.meta.raft == nil {
 		return b.cfg.NodeID
 	}
 	leader, _, _ := b.meta.raft.Leadership()
-	if leader == 0 || !b.NodeUp(int32(leader)) {
+	if leader == 0 {
 		return -1
 	}
 	return int32(leader)

@@ -68,21 +68,3 @@ func TestAddNodeRightAfterLeaderDies(t *testing.T) {
 	}
 	t.Logf("node 4 recorded %v after the leader was cut off", took.Round(time.Millisecond))
 }
-
-// TestNoControllerWhileItsNodeIsDown: once a node knows the metadata
-// leader's node is down, before an election tells it of a new term, it
-// names no controller (Metadata's -1), so that clients ask again rather
-// than send requests to a dead node.
-func TestNoControllerWhileItsNodeIsDown(t *testing.T) {
-	c := newTestCluster(t, 3)
-	dead := c.leader()
-	member := c.broker(dead%3 + 1)
-	if got := member.Controller(); got != dead {
-		t.Fatalf("node %d names controller %d, want %d", member.cfg.NodeID, got, dead)
-	}
-	c.isolate(dead, true)
-	c.waitFor("the leader's node seen down", func() bool { return !member.NodeUp(dead) })
-	if got := member.Controller(); got != -1 {
-		t.Fatalf("node %d names controller %d, whose node it knows is down; want -1", member.cfg.NodeID, got)
-	}
-}
