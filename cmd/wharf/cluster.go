@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -78,7 +80,10 @@ func runCluster(ctx context.Context, args []string, std stdio) error {
 			if err := printClusterStatus(env.out, md); err != nil {
 				return err
 			}
-			moving, err := listReassignments(env.ctx, env.cl)
+			// Any Wharf node answers from the metadata it applied: the
+			// node asked answers while no controller is known, where
+			// the request routed to the controller would wait for one.
+			moving, err := listReassignments(env.ctx, seedRequestor{env.cl})
 			if err != nil {
 				return fmt.Errorf("cluster status: reassignments: %w", err)
 			}
@@ -128,7 +133,11 @@ func removeNode(ctx context.Context, env kafkaEnv, node int32) error {
 // are under-replicated (fewer replicas in sync than assigned) or have no
 // leader.
 func printClusterStatus(out io.Writer, md kadm.Metadata) error {
-	fmt.Fprintf(out, "Cluster %s, controller %d\n\n", md.Cluster, md.Controller)
+	controller := strconv.Itoa(int(md.Controller))
+	if md.Controller < 0 {
+		controller = "unknown (its metadata group elects a leader, or too few of its voters are up)"
+	}
+	fmt.Fprintf(out, "Cluster %s, controller %s\n\n", md.Cluster, controller)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NODE\tADDRESS\tROLE")
 	brokers := slices.Clone(md.Brokers)
@@ -163,6 +172,22 @@ func printClusterStatus(out io.Writer, md kadm.Metadata) error {
 	}
 	_, err := fmt.Fprintf(out, "\n%d under-replicated, %d without a leader\n", under, leaderless)
 	return err
+}
+
+// seedRequestor sends a request to the first seed broker that answers
+// it, not to the broker franz-go would route it to (the controller).
+type seedRequestor struct{ cl *kgo.Client }
+
+func (r seedRequestor) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	var errs []error
+	for _, seed := range r.cl.SeedBrokers() {
+		resp, err := seed.Request(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 func joinIDs(ids []int32) string {

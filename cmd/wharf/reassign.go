@@ -85,7 +85,7 @@ func alterAssignments(ctx context.Context, adm *kadm.Client, req kadm.AlterParti
 }
 
 // listReassignments lists every reassignment in progress.
-func listReassignments(ctx context.Context, cl *kgo.Client) ([]kmsg.ListPartitionReassignmentsResponseTopic, error) {
+func listReassignments(ctx context.Context, cl kmsg.Requestor) ([]kmsg.ListPartitionReassignmentsResponseTopic, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest() // no topics: all of them
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {

@@ -108,6 +108,15 @@
 //     /api/queues on every node, and /api/overview's and /api/vhosts'
 //     totals sum them; with node 2 killed -9, node 1 lists the classic
 //     queue as "down" without figures, each request within ~1 s.
+//   - TestJoinRightAfterControllerKill: the controller killed -9 and a
+//     fourth node started at once with --join naming a survivor: the
+//     join's metadata write, forwarded to the dead controller, goes to
+//     the new one once an election starts, and node 4 serves within
+//     10 s of the election (logs both times after the kill).
+//   - TestClusterStatusWithoutController: two of three nodes killed -9;
+//     `wharf cluster status` on the survivor answers within 5 s, listing
+//     a quorum queue declared before, right away and once the survivor
+//     names no controller ("controller unknown").
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
-	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // Fencing a node removed while it was down or cut off (issue 13).
@@ -146,12 +145,12 @@ func (b *Broker) metadataForwarded(ctx context.Context, data []byte) (int64, err
 	if node, ok := b.removedWriter(data); ok {
 		return -1, removedError(node)
 	}
-	if leader, _, leading := b.meta.raft.Leadership(); !leading {
-		return -1, &replica.NotLeaderError{Leader: leader}
-	}
+	// Once: a node that no longer leads answers so at once, and the
+	// forwarding node tries the new leader (Propose), where passing it
+	// on from here would keep both waiting until the write timed out.
 	ctx, cancel := context.WithTimeout(ctx, b.meta.writeTimeout)
 	defer cancel()
-	return b.meta.raft.Propose(ctx, data)
+	return b.meta.raft.AppendCommitted(ctx, data)
 }
 
 // removedWriter finds, in a forwarded batch, a record only its own node

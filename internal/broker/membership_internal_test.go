@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
 )
@@ -37,4 +38,33 @@ func TestRemovedNodeRegistersNoMore(t *testing.T) {
 	if _, ok := st.brokers[5]; !ok {
 		t.Fatal("node 5, never removed, did not register")
 	}
+}
+
+// TestAddNodeRightAfterLeaderDies (issue 13): a node asks a follower to
+// join right after the metadata leader is cut off from every node (as if
+// killed -9), before the follower knows: the join's record, forwarded
+// to the dead leader, goes to the new one once an election starts, and
+// AddNode succeeds well within the metadata write timeout, where it
+// used to wait it out and fail.
+func TestAddNodeRightAfterLeaderDies(t *testing.T) {
+	c := newTestCluster(t, 3)
+	dead := c.leader()
+	c.isolate(dead, true)
+	member := c.broker(dead%3 + 1)
+	if leader, _, _ := member.meta.raft.Leadership(); leader != uint64(dead) {
+		t.Fatalf("node %d knows leader %d, not %d, before the election", member.cfg.NodeID, leader, dead)
+	}
+	start := time.Now()
+	nodes, _, err := member.AddNode(4, "node4:19301")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("AddNode after the leader died: %v after %v", err, took)
+	}
+	if took >= clusterWriteTimeout/2 {
+		t.Fatalf("AddNode after the leader died took %v: it waited on the dead leader", took)
+	}
+	if nodes[4] != "node4:19301" {
+		t.Fatalf("AddNode answered nodes %v, without node 4", nodes)
+	}
+	t.Logf("node 4 recorded %v after the leader was cut off", took.Round(time.Millisecond))
 }

@@ -60,14 +60,21 @@ type joinReply struct {
 // it from one by its text.
 var errNotServingYet = errors.New("this node does not serve yet (it waits for its metadata quorum); ask again")
 
+// errJoinNotRecorded is a member's answer to a join request whose record
+// it could not write to the metadata log: while the metadata group
+// elects a leader (its leader just died), or has no quorum. The joining
+// node asks again, as a KRaft broker keeps trying its controllers.
+var errJoinNotRecorded = errors.New("this node could not record the join in the metadata log yet; ask again")
+
 // joinWaitReport is how often a node that cannot join yet says so.
 const joinWaitReport = 10 * time.Second
 
 // join asks the member at member to take node self, listening at addr,
 // in. It retries while the member cannot be reached or does not serve yet
 // (it may be starting too, or waiting for its metadata quorum after a
-// whole-cluster stop), for as long as that takes, as a KRaft broker
-// keeps trying its controllers, until ctx ends; not once it refused. It says so every joinWaitReport.
+// whole-cluster stop) or cannot record the join yet (its metadata group
+// elects a leader), for as long as that takes, as a KRaft broker keeps
+// trying its controllers, until ctx ends; not once it refused. It says so every joinWaitReport.
 func join(ctx context.Context, member string, self int32, addr net.Addr, logger *slog.Logger) (joinReply, error) {
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		return joinReply{}, fmt.Errorf("node: --cluster-addr %s names no host the other nodes can reach; a joining node must give one", addr)
@@ -87,7 +94,7 @@ func join(ctx context.Context, member string, self int32, addr net.Addr, logger 
 			logger.Info("joined the cluster", "via", member, "nodes", reply.Nodes)
 			return reply, nil
 		}
-		if errors.Is(err, raft.ErrJoinRefused) && !strings.Contains(err.Error(), errNotServingYet.Error()) {
+		if errors.Is(err, raft.ErrJoinRefused) && !askAgain(err) {
 			return joinReply{}, fmt.Errorf("node: %s refused to let node %d join: %w", member, self, err)
 		}
 		if time.Since(warned) >= joinWaitReport {
@@ -102,9 +109,20 @@ func join(ctx context.Context, member string, self int32, addr net.Addr, logger 
 	}
 }
 
+// askAgain reports whether a member's refusal of a join request asks
+// the joining node to ask again later. The transport carries a refusal
+// as text, so it is told by the text.
+func askAgain(refusal error) bool {
+	text := refusal.Error()
+	return strings.Contains(text, errNotServingYet.Error()) || strings.Contains(text, errJoinNotRecorded.Error())
+}
+
 // answerJoin answers a join request on a member.
 func answerJoin(b *broker.Broker, req joinRequest) ([]byte, error) {
 	nodes, end, err := b.AddNode(req.NodeID, req.Addr)
+	if errors.Is(err, broker.ErrStorage) {
+		return nil, fmt.Errorf("%w: %v", errJoinNotRecorded, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,20 @@ package node
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/raft"
 )
 
 // TestClusterNodesAtStart: what a cluster node takes for the cluster's
@@ -57,5 +64,42 @@ func TestClusterNodesAtStart(t *testing.T) {
 				t.Fatalf("nodes %v, %v; want %v", nodes, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestJoinAsksAgainWhileNotRecorded: a member that could not record the
+// join in the metadata log (its group electing a leader) is asked again
+// until it does, where a refusal for any other reason ends the join at
+// once.
+func TestJoinAsksAgainWhileNotRecorded(t *testing.T) {
+	member, err := raft.ListenTCP(raft.TCPConfig{NodeID: 1, ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	var asked atomic.Int32
+	refusal := fmt.Errorf("%w: storage error: write metadata: context deadline exceeded", errJoinNotRecorded)
+	member.SetJoinHandler(func(context.Context, []byte) ([]byte, error) {
+		if asked.Add(1) == 1 {
+			return nil, refusal
+		}
+		return json.Marshal(joinReply{Nodes: map[int32]string{1: "127.0.0.1:1", 4: "127.0.0.4:1"}, MetadataEnd: 7})
+	})
+	member.Start(discardEnvelopes{})
+	self := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 4), Port: 1}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	reply, err := join(ctx, member.Addr().String(), 4, self, slog.New(slog.DiscardHandler))
+	if err != nil || reply.MetadataEnd != 7 || asked.Load() != 2 {
+		t.Fatalf("join after a refusal to ask again: %+v, %v, asked %d times; want the reply on the second", reply, err, asked.Load())
+	}
+
+	asked.Store(0)
+	member.SetJoinHandler(func(context.Context, []byte) ([]byte, error) {
+		asked.Add(1)
+		return nil, errors.New("node id taken: node 4 is a member already, at 127.0.0.9:1")
+	})
+	if _, err := join(ctx, member.Addr().String(), 4, self, slog.New(slog.DiscardHandler)); err == nil || asked.Load() != 1 {
+		t.Fatalf("join refused for a taken id: %v, asked %d times; want the refusal, asked once", err, asked.Load())
 	}
 }

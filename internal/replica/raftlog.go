@@ -181,7 +181,7 @@ func (l *RaftLog) start(st *raftState, opt RaftOptions) error {
 		return err
 	}
 	l.group = g
-	g.SetForwardHandler(l.appendCommitted) // proposals forwarded by the other replicas (Propose)
+	g.SetForwardHandler(l.AppendCommitted) // proposals forwarded by the other replicas (Propose)
 	return nil
 }
 

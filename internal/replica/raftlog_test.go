@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -526,5 +528,71 @@ func TestRaftLeaderStuckLoop(t *testing.T) {
 	step()
 	if _, _, leading := l.Leadership(); !leading {
 		t.Fatalf("not leading once its loop ticks again: %+v", l.Group().Status())
+	}
+}
+
+// TestRaftLogProposeAfterLeaderDies: a follower proposes right after its
+// leader is cut off from everyone (as if killed -9), before it knows:
+// the forward to the dead leader, which never answers, is given up once
+// an election starts, and the batch is committed by the new leader long
+// before the proposal's own deadline.
+func TestRaftLogProposeAfterLeaderDies(t *testing.T) {
+	net := raft.NewMemNetwork()
+	logs := cluster(t, 3, net)
+	dead := leaderOf(t, logs)
+	deadID, _, _ := dead.Leadership()
+	for id := uint64(1); id <= 3; id++ {
+		net.Cut(deadID, id, true)
+		net.Cut(id, deadID, true)
+	}
+	follower := logs[deadID%3] // another node, which still takes deadID for the leader
+	if leader, _, _ := follower.Leadership(); leader != deadID {
+		t.Fatalf("the follower knows leader %d, not %d, before the election", leader, deadID)
+	}
+	const deadline = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	offset, err := follower.Propose(ctx, testBatch(3))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("propose after the leader died: %v after %v", err, took)
+	}
+	if took > deadline/2 {
+		t.Fatalf("propose after the leader died took %v: it waited on the dead leader", took)
+	}
+	if err := follower.WaitHighWatermark(ctx, offset+2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("committed %v after the leader was cut off", took.Round(time.Millisecond))
+}
+
+// TestRaftLogProposeRefusedAtOnce: the leader's refusal of a forwarded
+// proposal for any reason but leadership (here its handler's) is
+// returned at once, not tried again until the proposal's deadline; a
+// refusal because the node asked does not lead is tried again.
+func TestRaftLogProposeRefusedAtOnce(t *testing.T) {
+	logs := cluster(t, 3, raft.NewMemNetwork())
+	leader := leaderOf(t, logs)
+	follower := logs[0]
+	if follower == leader {
+		follower = logs[1]
+	}
+	var refusals atomic.Int32
+	leader.SetForwardHandler(func(ctx context.Context, data []byte) (int64, error) {
+		if refusals.Add(1) == 1 {
+			return -1, &replica.NotLeaderError{} // retried
+		}
+		return -1, errors.New("refused for the test")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := follower.Propose(ctx, testBatch(1))
+	if !errors.Is(err, raft.ErrForwarded) || !strings.Contains(err.Error(), "refused for the test") || ctx.Err() != nil {
+		t.Fatalf("a refused proposal: %v after %v, want the leader's refusal at once", err, time.Since(start))
+	}
+	if n := refusals.Load(); n != 2 {
+		t.Fatalf("the leader was asked %d times, want twice (not the leader, then refused)", n)
 	}
 }
