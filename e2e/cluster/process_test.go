@@ -22,6 +22,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the tests built, with its directory.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
 func wharfBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
