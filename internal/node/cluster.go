@@ -92,7 +92,13 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 	tr.SetJoinHandler(ch.answerJoin)
 	tr.Start(h)
 	h.Start()
-	ch.announcer = startAnnouncer(ctx, self, tr.Addr(), nodes, logger)
+	if joinedEnd == 0 {
+		// A node that joined just now needs no announcing: the join
+		// recorded its address in the metadata log, and the members,
+		// which have not applied it yet, would refuse an announcement
+		// from a node they do not count as a member.
+		ch.announcer = startAnnouncer(ctx, self, tr.Addr(), nodes, logger)
+	}
 	// The initial cluster's nodes are the metadata group's first voters,
 	// and name the cluster (its id) whatever joined or left since; a
 	// joining node has none: the controller's snapshot brings them.
