@@ -5,11 +5,9 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/rate"
 )
 
@@ -26,15 +24,17 @@ var exchangeTypes = []map[string]any{
 // overview is GET /api/overview: versions, the node's message totals and
 // rates, queue totals, object counts and listeners. As in RabbitMQ a user
 // who is not a monitor sees the totals of the vhosts and connections it
-// may see, and no node-wide message rates.
+// may see, and no node-wide message rates. The connections, channels and
+// consumers counted are every node's (connections), but those of nodes
+// that did not answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	conns := slices.DeleteFunc(s.amqp.Connections(), func(c amqp.ConnectionInfo) bool { return !seesConnection(u, c.User) })
+	conns, _ := s.connections(w, r) // no {vhost}: never refused
 	channels, consumers := 0, 0
 	for _, c := range conns {
 		channels += len(c.Channels)
 		for _, ch := range c.Channels {
-			consumers += len(ch.Consumers)
+			consumers += ch.Consumers
 		}
 	}
 	var messages, ready, unacked, queues, exchanges int64
@@ -112,7 +112,7 @@ func (s *Server) nodeJSON() map[string]any {
 		"disk_free":       res.DiskFree,
 		"disk_free_limit": max(res.DiskFreeLimit, 0),
 		"disk_free_alarm": res.DiskAlarm,
-		"sockets_used":    len(s.amqp.Connections()),
+		"sockets_used":    len(s.amqp.ConnectionDetails()),
 		"run_queue":       0,
 		"partitions":      []any{},
 		"rates_mode":      "basic",
