@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
 )
 
@@ -25,16 +26,18 @@ var exchangeTypes = []map[string]any{
 // rates, queue totals, object counts and listeners. As in RabbitMQ a user
 // who is not a monitor sees the totals of the vhosts and connections it
 // may see, and no node-wide message rates. The connections, channels and
-// consumers counted are every node's (connections), but those of nodes
-// that did not answer in time, which unansweredHeader names.
+// consumers counted are every node's, but those of nodes that did not
+// answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	conns, _ := s.connections(w, r) // no {vhost}: never refused
-	channels, consumers := 0, 0
-	for _, c := range conns {
-		channels += len(c.Channels)
-		for _, ch := range c.Channels {
-			consumers += ch.Consumers
+	elsewhere, unanswered := s.reg.ClientTotalsElsewhere(r.Context())
+	s.nameUnanswered(w, unanswered)
+	var clients mq.ClientTotals
+	for _, t := range append(mq.TotalsByUser(s.amqp.ConnectionDetails()), elsewhere...) {
+		if seesConnection(u, t.User) {
+			clients.Connections += t.Connections
+			clients.Channels += t.Channels
+			clients.Consumers += t.Consumers
 		}
 	}
 	var messages, ready, unacked, queues, exchanges int64
@@ -82,7 +85,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"message_stats":             messageStats,
 		"queue_totals":              statsObject(totals),
 		"object_totals": map[string]any{
-			"connections": len(conns), "channels": channels, "consumers": consumers, "queues": queues, "exchanges": exchanges,
+			"connections": clients.Connections, "channels": clients.Channels, "consumers": clients.Consumers,
+			"queues": queues, "exchanges": exchanges,
 		},
 		"listeners": listeners,
 		"contexts":  []any{},

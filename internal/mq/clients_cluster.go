@@ -50,7 +50,7 @@ type clientsRequest struct {
 // clientsOp reports whether op asks about a node's clients
 // (answerClients).
 func clientsOp(op remoteOp) bool {
-	return op == opConsumers || op == opConnections || op == opCloseConnection
+	return op == opConsumers || op == opConnections || op == opClientTotals || op == opCloseConnection
 }
 
 // answerClients answers another node's clientsRequest, encoded in data.
@@ -78,6 +78,8 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 			return nil, err
 		}
 		return json.Marshal(reply)
+	case opClientTotals:
+		return json.Marshal(&totalsReply{Totals: TotalsByUser(c.ConnectionDetails())})
 	case opCloseConnection:
 		return json.Marshal(&closeReply{Closed: c.CloseConnection(req.Name, req.Reason)})
 	}

@@ -14,7 +14,8 @@ import (
 // 14), asked of them as consumers are (clients_cluster.go): a listing of
 // connections or channels asks every other node at once for its clients'
 // connections (opConnections, narrowed to the listing's vhost or to one
-// connection's name), and DELETE /api/connections/{name} closes a
+// connection's name), /api/overview asks for their counts by user
+// (opClientTotals), and DELETE /api/connections/{name} closes a
 // connection on the node it is on (opCloseConnection).
 
 const (
@@ -24,6 +25,10 @@ const (
 	// opCloseConnection asks a node to close its client's connection
 	// Name, with Reason.
 	opCloseConnection remoteOp = "close-connection"
+	// opClientTotals asks a node how many connections, channels and
+	// consumers each user's clients have there: /api/overview's counts,
+	// polled by every open console, without every connection's details.
+	opClientTotals remoteOp = "client-totals"
 )
 
 // ConnectionDetail is a client's connection with its channels, as the
@@ -143,6 +148,57 @@ func listedConnections(c Clients, vhost, name string) (*connectionsReply, error)
 		reply.Connections = append(reply.Connections, listedConnection{ConnectionDetail: conn, ClientProperties: props})
 	}
 	return reply, nil
+}
+
+// ClientTotals counts a user's connections, with their channels and
+// consumers.
+type ClientTotals struct {
+	User        string `json:"user"`
+	Connections int    `json:"connections"`
+	Channels    int    `json:"channels"`
+	Consumers   int    `json:"consumers"`
+}
+
+// TotalsByUser counts conns by user, in no order.
+func TotalsByUser(conns []ConnectionDetail) []ClientTotals {
+	at := make(map[string]int) // a user's index in out
+	var out []ClientTotals
+	for _, c := range conns {
+		i, ok := at[c.User]
+		if !ok {
+			i, at[c.User] = len(out), len(out)
+			out = append(out, ClientTotals{User: c.User})
+		}
+		t := &out[i]
+		t.Connections++
+		t.Channels += len(c.Channels)
+		for _, ch := range c.Channels {
+			t.Consumers += ch.Consumers
+		}
+	}
+	return out
+}
+
+// totalsReply answers opClientTotals.
+type totalsReply struct {
+	Totals []ClientTotals `json:"totals"`
+	Error  string         `json:"error,omitempty"`
+}
+
+// ClientTotalsElsewhere returns the totals by user of the clients of the
+// cluster's other nodes (a user with clients on two nodes has two), and
+// the nodes out of contact or that did not answer in time (left out).
+func (r *Registry) ClientTotalsElsewhere(ctx context.Context) ([]ClientTotals, []int32) {
+	return fromOtherNodes(ctx, r, &clientsRequest{Op: opClientTotals}, func(_ int32, answer []byte) ([]ClientTotals, error) {
+		var reply totalsReply
+		if err := json.Unmarshal(answer, &reply); err != nil {
+			return nil, err
+		}
+		if reply.Error != "" {
+			return nil, errors.New(reply.Error)
+		}
+		return reply.Totals, nil
+	})
 }
 
 // ErrNodeUnanswered fails a request to another node that is out of

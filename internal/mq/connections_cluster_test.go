@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func (f *fakeClients) closes() []string {
 // TestConnectionsOfOtherNodes: node 3 lists the connections of the
 // clients of nodes 1 and 2, each with its node, channels, TLS and client
 // properties (their field types kept), narrowed to a vhost or a name by
-// the nodes themselves; it closes node 2's connection on node 2, with the
+// the nodes themselves, and their totals by user; it closes node 2's connection on node 2, with the
 // reason; node 2 out of contact is named, and a close there fails at once.
 func TestConnectionsOfOtherNodes(t *testing.T) {
 	envs, calls := newClassicEnvs(t, 3)
@@ -59,6 +60,7 @@ func TestConnectionsOfOtherNodes(t *testing.T) {
 	}
 	one := &fakeClients{connections: []ConnectionDetail{connection("/", 1001), connection("other", 1002)}}
 	two := &fakeClients{connections: []ConnectionDetail{connection("/", 2001)}}
+	two.connections[0].User = "carol"
 	envs[0].v.r.ServeClientsWith(one)
 	envs[1].v.r.ServeClientsWith(two)
 	envs[2].v.r.ServeClientsWith(&fakeClients{connections: []ConnectionDetail{connection("/", 3001)}})
@@ -92,6 +94,11 @@ func TestConnectionsOfOtherNodes(t *testing.T) {
 	}
 
 	ctx := context.Background()
+	totals, unanswered := node3.ClientTotalsElsewhere(ctx)
+	slices.SortFunc(totals, func(a, b ClientTotals) int { return strings.Compare(a.User, b.User) })
+	if got := fmt.Sprint(totals); got != "[{carol 1 1 3} {guest 2 2 6}]" || len(unanswered) != 0 {
+		t.Fatalf("node 3 counts %s, unanswered %v; want carol's 1 connection, 1 channel, 3 consumers and guest's 2, 2, 6", got, unanswered)
+	}
 	closed, err := node3.CloseConnectionOn(ctx, 2, "127.0.0.1:2001 -> 127.0.0.1:5672", "go away")
 	if err != nil || !closed || !slices.Equal(two.closes(), []string{"127.0.0.1:2001 -> 127.0.0.1:5672: go away"}) || len(one.closes()) != 0 {
 		t.Fatalf("a close of node 2's connection: %v, %v; node 2 closed %q, node 1 %q", closed, err, two.closes(), one.closes())
@@ -115,8 +122,10 @@ func TestClientsOfNodeWithoutFrontEnd(t *testing.T) {
 	envs, _ := newClassicEnvs(t, 2)
 	cs, unanswered := envs[1].v.r.ConnectionsElsewhere(context.Background(), "", "")
 	ks, _ := envs[1].v.r.ConsumersElsewhere(context.Background(), "", "")
+	ts, _ := envs[1].v.r.ClientTotalsElsewhere(context.Background())
 	closed, err := envs[1].v.r.CloseConnectionOn(context.Background(), 1, "a -> b", "x")
-	if len(cs) != 0 || len(ks) != 0 || len(unanswered) != 0 || closed || err != nil {
-		t.Fatalf("node 1 without a front end: connections %v, consumers %v, unanswered %v, close %v %v", cs, ks, unanswered, closed, err)
+	if len(cs) != 0 || len(ks) != 0 || len(ts) != 0 || len(unanswered) != 0 || closed || err != nil {
+		t.Fatalf("node 1 without a front end: connections %v, consumers %v, totals %v, unanswered %v, close %v %v",
+			cs, ks, ts, unanswered, closed, err)
 	}
 }
