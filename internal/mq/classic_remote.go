@@ -147,10 +147,10 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
 	}
-	switch {
-	case req.Op == opStats:
+	switch req.Op {
+	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
-	case clientsOp(req.Op):
+	case opConsumers, opConnections, opClientTotals, opCloseConnection:
 		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))

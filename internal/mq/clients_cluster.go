@@ -3,7 +3,7 @@ package mq
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"sync"
 
@@ -47,14 +47,19 @@ type clientsRequest struct {
 	Reason string `json:"reason,omitempty"` // opCloseConnection's
 }
 
-// clientsOp reports whether op asks about a node's clients
-// (answerClients).
-func clientsOp(op remoteOp) bool {
-	return op == opConsumers || op == opConnections || op == opClientTotals || op == opCloseConnection
+// clientsReply answers a clientsRequest: the field of its op. Error is
+// remoteReply's: a node that does not know the op (an older version)
+// answers with one, and is not taken to have no clients.
+type clientsReply struct {
+	Consumers   []listedConsumer   `json:"consumers,omitempty"`   // opConsumers
+	Connections []listedConnection `json:"connections,omitempty"` // opConnections
+	Totals      []ClientTotals     `json:"totals,omitempty"`      // opClientTotals
+	Closed      bool               `json:"closed,omitempty"`      // opCloseConnection
+	Error       string             `json:"error,omitempty"`
 }
 
-// answerClients answers another node's clientsRequest, encoded in data.
-// A node whose front end is not up yet, or that is closing, has no
+// answerClients answers another node's clientsRequest, encoded in data
+// (answerCall gives it those of the ops of clientsReply). A node whose front end is not up yet, or that is closing, has no
 // clients.
 func (r *Registry) answerClients(data []byte) ([]byte, error) {
 	var req clientsRequest
@@ -65,25 +70,22 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 	if p := r.clients.Load(); p != nil && !r.closed.Load() {
 		c = *p
 	}
+	var reply clientsReply
+	var err error
 	switch req.Op {
 	case opConsumers:
-		reply, err := listedConsumers(c, req.VHost, req.Name)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(reply)
+		reply.Consumers, err = listedConsumers(c, req.VHost, req.Name)
 	case opConnections:
-		reply, err := listedConnections(c, req.VHost, req.Name)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(reply)
+		reply.Connections, err = listedConnections(c, req.VHost, req.Name)
 	case opClientTotals:
-		return json.Marshal(&totalsReply{Totals: TotalsByUser(c.ConnectionDetails())})
+		reply.Totals = TotalsByUser(c.ConnectionDetails())
 	case opCloseConnection:
-		return json.Marshal(&closeReply{Closed: c.CloseConnection(req.Name, req.Reason)})
+		reply.Closed = c.CloseConnection(req.Name, req.Reason)
 	}
-	return nil, fmt.Errorf("mq: %q is not a question about clients", req.Op)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(&reply)
 }
 
 // noClients are those of a node without its front end.
@@ -98,14 +100,10 @@ func (noClients) CloseConnection(string, string) bool   { return false }
 // answers, and the nodes out of contact, that did not answer in time, or
 // whose answer decode refused, sorted. A single node asks none.
 func fromOtherNodes[T any](ctx context.Context, r *Registry, req *clientsRequest,
-	decode func(node int32, answer []byte) ([]T, error)) (got []T, unanswered []int32) {
+	decode func(node int32, reply *clientsReply) ([]T, error)) (got []T, unanswered []int32) {
 	c := r.cfg.Cluster
 	if c == nil || c.CallNode == nil || c.Nodes == nil {
 		return nil, nil
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		panic(err) // a request of strings cannot fail to encode
 	}
 	ctx, cancel := context.WithTimeout(ctx, statsWait)
 	defer cancel()
@@ -122,10 +120,10 @@ func fromOtherNodes[T any](ctx context.Context, r *Registry, req *clientsRequest
 			continue
 		}
 		wg.Go(func() {
-			answer, err := c.CallNode(ctx, node, data)
+			reply, err := r.askClientsOf(ctx, node, req)
 			var items []T
 			if err == nil {
-				items, err = decode(node, answer)
+				items, err = decode(node, reply)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -139,6 +137,31 @@ func fromOtherNodes[T any](ctx context.Context, r *Registry, req *clientsRequest
 	wg.Wait()
 	slices.Sort(unanswered)
 	return got, unanswered
+}
+
+// ErrNodeUnanswered fails a request to another node that is out of
+// contact or did not answer in time.
+var ErrNodeUnanswered = errors.New("mq: the node did not answer")
+
+// askClientsOf sends req to node and returns its answer, or the error
+// that refused it.
+func (r *Registry) askClientsOf(ctx context.Context, node int32, req *clientsRequest) (*clientsReply, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		panic(err) // a request of strings cannot fail to encode
+	}
+	answer, err := r.cfg.Cluster.CallNode(ctx, node, data)
+	if err != nil {
+		return nil, errors.Join(ErrNodeUnanswered, err)
+	}
+	var reply clientsReply
+	if err := json.Unmarshal(answer, &reply); err != nil {
+		return nil, err
+	}
+	if reply.Error != "" {
+		return nil, errors.New(reply.Error)
+	}
+	return &reply, nil
 }
 
 // readTable decodes an AMQP field table sent in a node call (nil if

@@ -2,8 +2,6 @@ package mq
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -91,19 +89,6 @@ type listedConnection struct {
 	ClientProperties []byte `json:"client_properties,omitempty"`
 }
 
-// connectionsReply answers opConnections; Error is remoteReply's (a node
-// that does not know the op answers with one).
-type connectionsReply struct {
-	Connections []listedConnection `json:"connections"`
-	Error       string             `json:"error,omitempty"`
-}
-
-// closeReply answers opCloseConnection.
-type closeReply struct {
-	Closed bool   `json:"closed"`
-	Error  string `json:"error,omitempty"`
-}
-
 // ConnectionsElsewhere returns the connections of clients of the
 // cluster's other nodes, of vhost, or the one(s) named name (empty: any),
 // each with its node, and the nodes out of contact or that did not answer
@@ -113,14 +98,7 @@ func (r *Registry) ConnectionsElsewhere(ctx context.Context, vhost, name string)
 }
 
 // decodeConnections reads node's answer to opConnections.
-func decodeConnections(node int32, answer []byte) ([]ConnectionDetail, error) {
-	var reply connectionsReply
-	if err := json.Unmarshal(answer, &reply); err != nil {
-		return nil, err
-	}
-	if reply.Error != "" {
-		return nil, errors.New(reply.Error)
-	}
+func decodeConnections(node int32, reply *clientsReply) ([]ConnectionDetail, error) {
 	out := make([]ConnectionDetail, len(reply.Connections))
 	for i, l := range reply.Connections {
 		props, err := readTable(l.ClientProperties)
@@ -135,8 +113,8 @@ func decodeConnections(node int32, answer []byte) ([]ConnectionDetail, error) {
 
 // listedConnections answers opConnections: c's connections of vhost, or
 // named name (empty: any).
-func listedConnections(c Clients, vhost, name string) (*connectionsReply, error) {
-	reply := &connectionsReply{Connections: []listedConnection{}}
+func listedConnections(c Clients, vhost, name string) ([]listedConnection, error) {
+	var out []listedConnection
 	for _, conn := range c.ConnectionDetails() {
 		if vhost != "" && conn.VHost != vhost || name != "" && conn.Name != name {
 			continue
@@ -145,9 +123,9 @@ func listedConnections(c Clients, vhost, name string) (*connectionsReply, error)
 		if err != nil {
 			return nil, err
 		}
-		reply.Connections = append(reply.Connections, listedConnection{ConnectionDetail: conn, ClientProperties: props})
+		out = append(out, listedConnection{ConnectionDetail: conn, ClientProperties: props})
 	}
-	return reply, nil
+	return out, nil
 }
 
 // ClientTotals counts a user's connections, with their channels and
@@ -179,56 +157,28 @@ func TotalsByUser(conns []ConnectionDetail) []ClientTotals {
 	return out
 }
 
-// totalsReply answers opClientTotals.
-type totalsReply struct {
-	Totals []ClientTotals `json:"totals"`
-	Error  string         `json:"error,omitempty"`
-}
-
 // ClientTotalsElsewhere returns the totals by user of the clients of the
 // cluster's other nodes (a user with clients on two nodes has two), and
 // the nodes out of contact or that did not answer in time (left out).
 func (r *Registry) ClientTotalsElsewhere(ctx context.Context) ([]ClientTotals, []int32) {
-	return fromOtherNodes(ctx, r, &clientsRequest{Op: opClientTotals}, func(_ int32, answer []byte) ([]ClientTotals, error) {
-		var reply totalsReply
-		if err := json.Unmarshal(answer, &reply); err != nil {
-			return nil, err
-		}
-		if reply.Error != "" {
-			return nil, errors.New(reply.Error)
-		}
+	return fromOtherNodes(ctx, r, &clientsRequest{Op: opClientTotals}, func(_ int32, reply *clientsReply) ([]ClientTotals, error) {
 		return reply.Totals, nil
 	})
 }
 
-// ErrNodeUnanswered fails a request to another node that is out of
-// contact or did not answer in time.
-var ErrNodeUnanswered = errors.New("mq: the node did not answer")
-
-// CloseConnectionOn closes the connection name of a client of node, another
-// node of the cluster, as CloseConnection does, and reports whether it was
-// open there; ErrNodeUnanswered if node did not answer within statsWait.
+// CloseConnectionOn closes the connection name of a client of node,
+// another node of the cluster, as CloseConnection does, and reports
+// whether it was open there; ErrNodeUnanswered if node is out of contact
+// or did not answer within statsWait.
 func (r *Registry) CloseConnectionOn(ctx context.Context, node int32, name, reason string) (bool, error) {
-	c := r.cfg.Cluster
-	if c == nil || c.CallNode == nil || !r.peerUp(node) {
+	if c := r.cfg.Cluster; c == nil || c.CallNode == nil || !r.peerUp(node) {
 		return false, ErrNodeUnanswered
-	}
-	data, err := json.Marshal(&clientsRequest{Op: opCloseConnection, Name: name, Reason: reason})
-	if err != nil {
-		panic(err) // a request of strings cannot fail to encode
 	}
 	ctx, cancel := context.WithTimeout(ctx, statsWait)
 	defer cancel()
-	answer, err := c.CallNode(ctx, node, data)
+	reply, err := r.askClientsOf(ctx, node, &clientsRequest{Op: opCloseConnection, Name: name, Reason: reason})
 	if err != nil {
-		return false, errors.Join(ErrNodeUnanswered, err)
-	}
-	var reply closeReply
-	if err := json.Unmarshal(answer, &reply); err != nil {
 		return false, err
-	}
-	if reply.Error != "" {
-		return false, errors.New(reply.Error)
 	}
 	return reply.Closed, nil
 }

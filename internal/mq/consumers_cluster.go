@@ -2,8 +2,6 @@ package mq
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
@@ -54,14 +52,6 @@ type listedConsumer struct {
 	Channel     ConsumerChannel `json:"channel"`
 }
 
-// consumersReply answers opConsumers. Error is remoteReply's: a node that
-// does not know the op (an older version) answers with one, and is not
-// taken to have no consumers.
-type consumersReply struct {
-	Consumers []listedConsumer `json:"consumers"`
-	Error     string           `json:"error,omitempty"`
-}
-
 // ConsumersElsewhere returns the consumers of clients connected to the
 // cluster's other nodes, of vhost and queue (empty: any), each with its
 // node, and the nodes out of contact or that did not answer in time
@@ -71,14 +61,7 @@ func (r *Registry) ConsumersElsewhere(ctx context.Context, vhost, queue string) 
 }
 
 // decodeConsumers reads node's answer to opConsumers.
-func decodeConsumers(node int32, answer []byte) ([]ConsumerDetail, error) {
-	var reply consumersReply
-	if err := json.Unmarshal(answer, &reply); err != nil {
-		return nil, err
-	}
-	if reply.Error != "" {
-		return nil, errors.New(reply.Error)
-	}
+func decodeConsumers(node int32, reply *clientsReply) ([]ConsumerDetail, error) {
 	out := make([]ConsumerDetail, len(reply.Consumers))
 	for i, l := range reply.Consumers {
 		args, err := readTable(l.Args)
@@ -94,8 +77,8 @@ func decodeConsumers(node int32, answer []byte) ([]ConsumerDetail, error) {
 
 // listedConsumers answers opConsumers: the consumers of c's clients of
 // vhost and queue (empty: any).
-func listedConsumers(c Clients, vhost, queue string) (*consumersReply, error) {
-	reply := &consumersReply{Consumers: []listedConsumer{}}
+func listedConsumers(c Clients, vhost, queue string) ([]listedConsumer, error) {
+	var out []listedConsumer
 	for _, k := range c.ConsumerDetails() {
 		if vhost != "" && k.VHost != vhost || queue != "" && k.Queue != queue {
 			continue
@@ -104,8 +87,8 @@ func listedConsumers(c Clients, vhost, queue string) (*consumersReply, error) {
 		if err != nil {
 			return nil, err
 		}
-		reply.Consumers = append(reply.Consumers, listedConsumer{VHost: k.VHost, Queue: k.Queue, Tag: k.Tag,
+		out = append(out, listedConsumer{VHost: k.VHost, Queue: k.Queue, Tag: k.Tag,
 			AckRequired: k.AckRequired, Exclusive: k.Exclusive, Prefetch: k.Prefetch, Args: args, Channel: k.Channel})
 	}
-	return reply, nil
+	return out, nil
 }
