@@ -107,7 +107,8 @@ func dialNamed(ctx context.Context, t *testing.T, addr string, who login, name s
 // and counts them in /api/overview's object_totals; carol sees her own
 // connection alone, there and in the totals. DELETE of node 2's
 // connection on node 3 closes it on node 2: the client gets 320
-// CONNECTION_FORCED with the X-Reason text.
+// CONNECTION_FORCED with the X-Reason text. Node 1 killed -9: node 3
+// names it in Wharf-Unanswered-Nodes, of a listing and of the totals.
 func TestConnectionsOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -234,5 +235,25 @@ func TestConnectionsOnEveryNode(t *testing.T) {
 	code, _, _, err = nodes[2].apiCall(ctx, guest, http.MethodDelete, "/api/connections/"+url.PathEscape(name2), "", nil)
 	if err != nil || code != http.StatusNotFound {
 		t.Fatalf("DELETE of the closed connection: %d, %v; want 404", code, err)
+	}
+
+	// Node 1 killed: node 3 names it, in the totals and in a listing, and
+	// answers within about a second.
+	nodes[0].kill()
+	eventually(ctx, t, "node 3's overview names node 1 unanswered", func() error {
+		var o totals
+		start := time.Now()
+		unanswered, err := nodes[2].apiGet(ctx, guest, "/api/overview", &o)
+		if took := time.Since(start); took > 1500*time.Millisecond {
+			t.Fatalf("/api/overview on node 3 took %v with node 1 dead", took)
+		}
+		if err == nil && (unanswered != wharfName(1) || fmt.Sprint(o.Objects) != "{0 0 0 1}") {
+			err = fmt.Errorf("node 3 counts %+v, unanswered %q", o.Objects, unanswered)
+		}
+		return err
+	})
+	var cs []listedConnection
+	if unanswered, err := nodes[2].apiGet(ctx, guest, "/api/connections", &cs); err != nil || len(cs) != 0 || unanswered != wharfName(1) {
+		t.Fatalf("with node 1 dead node 3 lists %v, unanswered %q, %v", cs, unanswered, err)
 	}
 }

@@ -1,15 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 // exchangeTypes are the exchange types mq routes, as /api/overview and
@@ -30,16 +33,15 @@ var exchangeTypes = []map[string]any{
 // answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	elsewhere, unanswered := s.reg.ClientTotalsElsewhere(r.Context())
-	s.nameUnanswered(w, unanswered)
-	var clients mq.ClientTotals
-	for _, t := range append(mq.TotalsByUser(s.amqp.ConnectionDetails()), elsewhere...) {
-		if seesConnection(u, t.User) {
-			clients.Connections += t.Connections
-			clients.Channels += t.Channels
-			clients.Consumers += t.Consumers
-		}
-	}
+	// The other nodes are asked for their clients while the queues'
+	// serving nodes are asked for their figures: a node that does not
+	// answer costs the request one wait, not two.
+	var (
+		clients    mq.ClientTotals
+		unanswered []int32
+		asked      sync.WaitGroup
+	)
+	asked.Go(func() { clients, unanswered = s.clientTotals(r.Context(), u) })
 	var messages, ready, unacked, queues, exchanges int64
 	vs := s.visibleVHosts(u)
 	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
@@ -48,6 +50,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		queues += int64(len(qs))
 		exchanges += int64(len(vs[i].Exchanges()))
 	}
+	asked.Wait()
+	s.nameUnanswered(w, unanswered)
 	totals := []rate.Stat{
 		{Name: "messages", Value: messages},
 		{Name: "messages_ready", Value: ready},
@@ -91,6 +95,22 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"listeners": listeners,
 		"contexts":  []any{},
 	})
+}
+
+// clientTotals counts the connections, channels and consumers of every
+// node's clients that u may see (seesConnection), and returns the nodes
+// that did not answer.
+func (s *Server) clientTotals(ctx context.Context, u users.User) (mq.ClientTotals, []int32) {
+	elsewhere, unanswered := s.reg.ClientTotalsElsewhere(ctx)
+	var sum mq.ClientTotals
+	for _, t := range append(mq.TotalsByUser(s.amqp.ConnectionDetails()), elsewhere...) {
+		if seesConnection(u, t.User) {
+			sum.Connections += t.Connections
+			sum.Channels += t.Channels
+			sum.Consumers += t.Consumers
+		}
+	}
+	return sum, unanswered
 }
 
 // nodeJSON is the one node, as /api/nodes shows it. mem_used and
