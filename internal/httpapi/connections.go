@@ -2,59 +2,95 @@ package httpapi
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/wharf-mq/wharf/internal/amqp"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
 // Connections, channels and consumers come from the AMQP front end
-// (Config.AMQP), one snapshot per request.
+// (Config.AMQP), one snapshot per request, and in a cluster from the
+// other nodes' (mq.Registry.ConnectionsElsewhere, ConsumersElsewhere):
+// every node shows the whole cluster's, as RabbitMQ's management API
+// does, each with its node. The nodes that did not answer in time are
+// left out, and named in the answer's unansweredHeader, so that a short
+// list is not taken for the cluster's.
 
-// connections returns the front end's connections the user may see
-// (seesConnection) sorted by name, those of the request's {vhost} only if
-// it names one (404 if it does not exist: ok false).
-func (s *Server) connections(w http.ResponseWriter, r *http.Request) ([]amqp.ConnectionInfo, bool) {
+// unansweredHeader names, in a listing of connections, channels or
+// consumers, the cluster nodes that were out of contact or did not answer
+// in time: their clients are missing from it.
+const unansweredHeader = "Wharf-Unanswered-Nodes"
+
+// nameUnanswered names the nodes of unanswered in w's unansweredHeader.
+func (s *Server) nameUnanswered(w http.ResponseWriter, unanswered []int32) {
+	if len(unanswered) > 0 {
+		w.Header().Set(unansweredHeader, strings.Join(s.nodeNames(unanswered), ", "))
+	}
+}
+
+// connections returns the connections of every node the user may see
+// (seesConnection), sorted by name, those of the request's {vhost} only
+// if it names one (404 if it does not exist: ok false).
+func (s *Server) connections(w http.ResponseWriter, r *http.Request) ([]mq.ConnectionDetail, bool) {
 	vhost := r.PathValue("vhost")
 	if vhost != "" {
 		if _, ok := s.vhostOf(w, r); !ok {
 			return nil, false
 		}
 	}
+	elsewhere, unanswered := s.reg.ConnectionsElsewhere(r.Context(), vhost, "")
+	s.nameUnanswered(w, unanswered)
 	u := requester(r)
-	conns := slices.DeleteFunc(s.amqp.Connections(), func(c amqp.ConnectionInfo) bool {
+	conns := slices.DeleteFunc(append(s.amqp.ConnectionDetails(), elsewhere...), func(c mq.ConnectionDetail) bool {
 		return vhost != "" && c.VHost != vhost || !seesConnection(u, c.User)
 	})
-	slices.SortFunc(conns, func(a, b amqp.ConnectionInfo) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(conns, func(a, b mq.ConnectionDetail) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Node, b.Node))
+	})
 	return conns, true
 }
 
 // connection returns the connection {connection} names, or answers 404
 // (401 to a user who may not see it: RabbitMQ's is_authorized_user).
-func (s *Server) connection(w http.ResponseWriter, r *http.Request) (amqp.ConnectionInfo, bool) {
-	for _, c := range s.amqp.Connections() {
-		if c.Name == r.PathValue("connection") {
-			if !seesConnection(requester(r), c.User) {
-				writeNotAuthorised(w, "User not authorised to access object")
-				return amqp.ConnectionInfo{}, false
-			}
+func (s *Server) connection(w http.ResponseWriter, r *http.Request) (mq.ConnectionDetail, bool) {
+	c, ok := s.connectionNamed(w, r, r.PathValue("connection"))
+	switch {
+	case !ok:
+		writeNotFound(w)
+	case !seesConnection(requester(r), c.User):
+		writeNotAuthorised(w, "User not authorised to access object")
+		ok = false
+	}
+	return c, ok
+}
+
+// connectionNamed returns the connection named name: this node's, or
+// another node's (the lowest's, should two have one of that name). If
+// none has it, it names the nodes that did not answer.
+func (s *Server) connectionNamed(w http.ResponseWriter, r *http.Request, name string) (mq.ConnectionDetail, bool) {
+	for _, c := range s.amqp.ConnectionDetails() {
+		if c.Name == name {
 			return c, true
 		}
 	}
-	writeNotFound(w)
-	return amqp.ConnectionInfo{}, false
+	elsewhere, unanswered := s.reg.ConnectionsElsewhere(r.Context(), "", name)
+	if len(elsewhere) == 0 {
+		s.nameUnanswered(w, unanswered)
+		return mq.ConnectionDetail{}, false
+	}
+	return slices.MinFunc(elsewhere, func(a, b mq.ConnectionDetail) int { return cmp.Compare(a.Node, b.Node) }), true
 }
 
-func (s *Server) connectionJSON(c amqp.ConnectionInfo) map[string]any {
+func (s *Server) connectionJSON(c mq.ConnectionDetail) map[string]any {
 	state := "running"
 	if c.Blocked {
 		state = "blocked"
 	}
 	obj := map[string]any{
-		"name": c.Name, "node": s.cfg.NodeName, "type": "network", "protocol": "AMQP 0-9-1", "state": state,
+		"name": c.Name, "node": s.nodeName(c.Node), "type": "network", "protocol": "AMQP 0-9-1", "state": state,
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.VHost, "auth_mechanism": c.AuthMechanism,
 		"host": c.Host, "port": c.Port, "peer_host": c.PeerHost, "peer_port": c.PeerPort,
 		"channels": len(c.Channels), "channel_max": c.ChannelMax, "frame_max": c.FrameMax,
@@ -89,9 +125,10 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// closeConnection is DELETE /api/connections/{connection}: the client
-// gets connection.close 320 CONNECTION_FORCED with the X-Reason header's
-// text, or RabbitMQ's "Closed via management plugin".
+// closeConnection is DELETE /api/connections/{connection}, on whichever
+// node the connection is: the client gets connection.close 320
+// CONNECTION_FORCED with the X-Reason header's text, or RabbitMQ's
+// "Closed via management plugin". 503 if its node does not answer.
 func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.connection(w, r)
 	if !ok {
@@ -105,11 +142,22 @@ func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = "Closed via management plugin"
 	}
-	if !s.amqp.CloseConnection(c.Name, reason) {
-		writeNotFound(w)
-		return
+	var closed bool
+	var err error
+	if c.Node == 0 {
+		closed = s.amqp.CloseConnection(c.Name, reason)
+	} else {
+		closed, err = s.reg.CloseConnectionOn(r.Context(), c.Node, c.Name, reason)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	switch {
+	case err != nil:
+		s.nameUnanswered(w, []int32{c.Node})
+		writeError(w, http.StatusServiceUnavailable, "node_unavailable", fmt.Sprintf("node %s did not answer", s.nodeName(c.Node)))
+	case !closed: // gone since it was looked up
+		writeNotFound(w)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // channelName is RabbitMQ's name of a channel: "connection (number)".
@@ -117,12 +165,12 @@ func channelName(connection string, number uint16) string {
 	return connection + " (" + strconv.Itoa(int(number)) + ")"
 }
 
-func (s *Server) channelJSON(c amqp.ConnectionInfo, ch amqp.ChannelInfo) map[string]any {
+func (s *Server) channelJSON(c mq.ConnectionDetail, ch mq.ChannelDetail) map[string]any {
 	return map[string]any{
-		"name": channelName(c.Name, ch.Number), "node": s.cfg.NodeName, "number": ch.Number, "state": "running",
+		"name": channelName(c.Name, ch.Number), "node": s.nodeName(c.Node), "number": ch.Number, "state": "running",
 		"user": c.User, "user_who_performed_action": c.User, "vhost": c.VHost,
 		"connection_details": map[string]any{"name": c.Name, "peer_host": c.PeerHost, "peer_port": c.PeerPort},
-		"consumer_count":     len(ch.Consumers), "prefetch_count": ch.Prefetch, "global_prefetch_count": ch.GlobalPrefetch,
+		"consumer_count":     ch.Consumers, "prefetch_count": ch.Prefetch, "global_prefetch_count": ch.GlobalPrefetch,
 		"confirm": ch.Confirm, "transactional": ch.Transactional,
 		"messages_unacknowledged": ch.Unacknowledged, "messages_unconfirmed": ch.Unconfirmed,
 		"messages_uncommitted": 0, "acks_uncommitted": 0, "pending_raft_commands": 0,
@@ -131,11 +179,11 @@ func (s *Server) channelJSON(c amqp.ConnectionInfo, ch amqp.ChannelInfo) map[str
 }
 
 // writeChannels answers with the channels of conns, sorted by name.
-func (s *Server) writeChannels(w http.ResponseWriter, r *http.Request, conns []amqp.ConnectionInfo) {
+func (s *Server) writeChannels(w http.ResponseWriter, r *http.Request, conns []mq.ConnectionDetail) {
 	out := []map[string]any{}
 	for _, c := range conns {
 		chans := slices.Clone(c.Channels)
-		slices.SortFunc(chans, func(a, b amqp.ChannelInfo) int { return cmp.Compare(a.Number, b.Number) })
+		slices.SortFunc(chans, func(a, b mq.ChannelDetail) int { return cmp.Compare(a.Number, b.Number) })
 		for _, ch := range chans {
 			out = append(out, s.channelJSON(c, ch))
 		}
@@ -153,25 +201,38 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request) {
 // listConnectionChannels is GET /api/connections/{connection}/channels.
 func (s *Server) listConnectionChannels(w http.ResponseWriter, r *http.Request) {
 	if c, ok := s.connection(w, r); ok {
-		s.writeChannels(w, r, []amqp.ConnectionInfo{c})
+		s.writeChannels(w, r, []mq.ConnectionDetail{c})
 	}
 }
 
-// getChannel is GET /api/channels/{channel}, named "connection (number)".
+// getChannel is GET /api/channels/{channel}, named "connection (number)",
+// on whichever node its connection is.
 func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
-	for _, c := range s.amqp.Connections() {
-		for _, ch := range c.Channels {
-			if channelName(c.Name, ch.Number) == r.PathValue("channel") {
-				if !seesConnection(requester(r), c.User) {
-					writeNotAuthorised(w, "User not authorised to access object")
-					return
-				}
-				writeJSON(w, http.StatusOK, s.channelJSON(c, ch))
-				return
-			}
-		}
+	connection, number, ok := cutChannelName(r.PathValue("channel"))
+	var c mq.ConnectionDetail
+	if ok {
+		c, ok = s.connectionNamed(w, r, connection)
 	}
-	writeNotFound(w)
+	i := slices.IndexFunc(c.Channels, func(ch mq.ChannelDetail) bool { return ch.Number == number })
+	switch {
+	case !ok || i < 0:
+		writeNotFound(w)
+	case !seesConnection(requester(r), c.User):
+		writeNotAuthorised(w, "User not authorised to access object")
+	default:
+		writeJSON(w, http.StatusOK, s.channelJSON(c, c.Channels[i]))
+	}
+}
+
+// cutChannelName splits a channel's name (channelName) into its
+// connection's name and its number.
+func cutChannelName(name string) (connection string, number uint16, ok bool) {
+	i := strings.LastIndex(name, " (")
+	if i < 0 || !strings.HasSuffix(name, ")") {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(name[i+2:len(name)-1], 10, 16)
+	return name[:i], uint16(n), err == nil
 }
 
 // consumers returns the consumers of vhost and queue (empty: any), on
@@ -183,10 +244,8 @@ func (s *Server) getChannel(w http.ResponseWriter, r *http.Request) {
 // the cluster's.
 func (s *Server) consumers(w http.ResponseWriter, r *http.Request, vhost, queue string) []mq.ConsumerDetail {
 	elsewhere, unanswered := s.reg.ConsumersElsewhere(r.Context(), vhost, queue)
-	if len(unanswered) > 0 {
-		w.Header().Set(unansweredHeader, strings.Join(s.nodeNames(unanswered), ", "))
-	}
-	all := append(amqp.ConsumerDetails(s.amqp.Connections()), elsewhere...)
+	s.nameUnanswered(w, unanswered)
+	all := append(s.amqp.ConsumerDetails(), elsewhere...)
 	all = slices.DeleteFunc(all, func(k mq.ConsumerDetail) bool {
 		return vhost != "" && k.VHost != vhost || queue != "" && k.Queue != queue
 	})
@@ -197,11 +256,6 @@ func (s *Server) consumers(w http.ResponseWriter, r *http.Request, vhost, queue 
 	})
 	return all
 }
-
-// unansweredHeader names, in a listing of consumers, the cluster nodes
-// that were out of contact or did not answer in time: their clients'
-// consumers are missing from it.
-const unansweredHeader = "Wharf-Unanswered-Nodes"
 
 func (s *Server) consumerJSON(k mq.ConsumerDetail) map[string]any {
 	ch := k.Channel

@@ -1,16 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/amqp"
+	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
+	"github.com/wharf-mq/wharf/internal/users"
 )
 
 // exchangeTypes are the exchange types mq routes, as /api/overview and
@@ -26,17 +28,20 @@ var exchangeTypes = []map[string]any{
 // overview is GET /api/overview: versions, the node's message totals and
 // rates, queue totals, object counts and listeners. As in RabbitMQ a user
 // who is not a monitor sees the totals of the vhosts and connections it
-// may see, and no node-wide message rates.
+// may see, and no node-wide message rates. The connections, channels and
+// consumers counted are every node's, but those of nodes that did not
+// answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	conns := slices.DeleteFunc(s.amqp.Connections(), func(c amqp.ConnectionInfo) bool { return !seesConnection(u, c.User) })
-	channels, consumers := 0, 0
-	for _, c := range conns {
-		channels += len(c.Channels)
-		for _, ch := range c.Channels {
-			consumers += len(ch.Consumers)
-		}
-	}
+	// The other nodes are asked for their clients while the queues'
+	// serving nodes are asked for their figures: a node that does not
+	// answer costs the request one wait, not two.
+	var (
+		clients    mq.ClientTotals
+		unanswered []int32
+		asked      sync.WaitGroup
+	)
+	asked.Go(func() { clients, unanswered = s.clientTotals(r.Context(), u) })
 	var messages, ready, unacked, queues, exchanges int64
 	vs := s.visibleVHosts(u)
 	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
@@ -45,6 +50,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		queues += int64(len(qs))
 		exchanges += int64(len(vs[i].Exchanges()))
 	}
+	asked.Wait()
+	s.nameUnanswered(w, unanswered)
 	totals := []rate.Stat{
 		{Name: "messages", Value: messages},
 		{Name: "messages_ready", Value: ready},
@@ -82,11 +89,28 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"message_stats":             messageStats,
 		"queue_totals":              statsObject(totals),
 		"object_totals": map[string]any{
-			"connections": len(conns), "channels": channels, "consumers": consumers, "queues": queues, "exchanges": exchanges,
+			"connections": clients.Connections, "channels": clients.Channels, "consumers": clients.Consumers,
+			"queues": queues, "exchanges": exchanges,
 		},
 		"listeners": listeners,
 		"contexts":  []any{},
 	})
+}
+
+// clientTotals counts the connections, channels and consumers of every
+// node's clients that u may see (seesConnection), and returns the nodes
+// that did not answer.
+func (s *Server) clientTotals(ctx context.Context, u users.User) (mq.ClientTotals, []int32) {
+	elsewhere, unanswered := s.reg.ClientTotalsElsewhere(ctx)
+	var sum mq.ClientTotals
+	for _, t := range append(mq.TotalsByUser(s.amqp.ConnectionDetails()), elsewhere...) {
+		if seesConnection(u, t.User) {
+			sum.Connections += t.Connections
+			sum.Channels += t.Channels
+			sum.Consumers += t.Consumers
+		}
+	}
+	return sum, unanswered
 }
 
 // nodeJSON is the one node, as /api/nodes shows it. mem_used and
@@ -112,7 +136,7 @@ func (s *Server) nodeJSON() map[string]any {
 		"disk_free":       res.DiskFree,
 		"disk_free_limit": max(res.DiskFreeLimit, 0),
 		"disk_free_alarm": res.DiskAlarm,
-		"sockets_used":    len(s.amqp.Connections()),
+		"sockets_used":    len(s.amqp.ConnectionDetails()),
 		"run_queue":       0,
 		"partitions":      []any{},
 		"rates_mode":      "basic",

@@ -82,7 +82,8 @@ type Config struct {
 // AMQPFrontEnd is what the API reads from and asks of the AMQP front end;
 // *amqp.Server implements it.
 type AMQPFrontEnd interface {
-	Connections() []amqp.ConnectionInfo
+	ConnectionDetails() []mq.ConnectionDetail
+	ConsumerDetails() []mq.ConsumerDetail
 	CloseConnection(name, reason string) bool
 	CloseVHostConnections(vhost, reason string)
 	CloseUserConnections(user, reason string)
@@ -254,11 +255,12 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 // message totals, no alarms.
 type noAMQP struct{ reg *mq.Registry }
 
-func (noAMQP) Connections() []amqp.ConnectionInfo   { return nil }
-func (noAMQP) CloseConnection(string, string) bool  { return false }
-func (noAMQP) CloseVHostConnections(string, string) {}
-func (noAMQP) CloseUserConnections(string, string)  {}
-func (noAMQP) MessageStats() []rate.Stat            { return nil }
+func (noAMQP) ConnectionDetails() []mq.ConnectionDetail { return nil }
+func (noAMQP) ConsumerDetails() []mq.ConsumerDetail     { return nil }
+func (noAMQP) CloseConnection(string, string) bool      { return false }
+func (noAMQP) CloseVHostConnections(string, string)     {}
+func (noAMQP) CloseUserConnections(string, string)      {}
+func (noAMQP) MessageStats() []rate.Stat                { return nil }
 func (n noAMQP) Resources() amqp.Resources {
 	return amqp.Resources{MemoryUsed: n.reg.MemoryUsed(), DiskFree: -1}
 }

@@ -140,8 +140,8 @@ func (rq *remoteQueue) ask(req *remoteRequest) (*remoteReply, error) {
 
 // answerCall answers a call another node made to this one
 // (ClusterConfig.HandleCalls): a request to a classic queue that lives
-// here, for the figures of the queues this node serves, or for the
-// consumers of its clients.
+// here, for the figures of the queues this node serves, or about its
+// clients (answerClients).
 func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
@@ -150,12 +150,8 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	switch req.Op {
 	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
-	case opConsumers:
-		reply, err := r.listedConsumers(req.VHost, req.Name)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(reply)
+	case opConsumers, opConnections, opClientTotals, opCloseConnection:
+		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
 }

@@ -2,26 +2,16 @@ package mq
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"slices"
-	"sync"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Consumers of clients connected to other nodes (issue 14). A client's
 // consumer lives on the node its connection is on, whichever node serves
-// the queue, and only that node knows its channel and connection. The
-// management API lists the consumers of the whole cluster on any node, as
-// RabbitMQ's does: a listing asks every other node at once for those of
-// its clients (opConsumers, a node call answered by answerCall, with the
-// listing's vhost and queue to narrow the answer), and waits statsWait at
-// most, as a queue listing does. A node out of contact, or that does not
-// answer in time, is left out, and the listing names it, so that an
-// incomplete list is not taken for the whole. The consumers of this
-// node's own clients come from its AMQP front end, which lists them for
-// the other nodes too (ListConsumersWith).
+// the queue, and only that node knows its channel and connection. A
+// listing of consumers asks every other node at once for those of its
+// clients (opConsumers, with the listing's vhost and queue to narrow the
+// answer), as clients_cluster.go tells.
 
 // opConsumers asks a node for the consumers of its clients: those of the
 // request's VHost and queue Name (empty: any).
@@ -62,83 +52,21 @@ type listedConsumer struct {
 	Channel     ConsumerChannel `json:"channel"`
 }
 
-// consumersReply answers opConsumers. Error is remoteReply's: a node that
-// does not know the op (an older version) answers with one, and is not
-// taken to have no consumers.
-type consumersReply struct {
-	Consumers []listedConsumer `json:"consumers"`
-	Error     string           `json:"error,omitempty"`
-}
-
-// ListConsumersWith installs what lists the consumers of this node's
-// clients (the AMQP front end's), for the other nodes' listings.
-func (r *Registry) ListConsumersWith(fn func() []ConsumerDetail) {
-	r.consumerLister.Store(&fn)
-}
-
 // ConsumersElsewhere returns the consumers of clients connected to the
 // cluster's other nodes, of vhost and queue (empty: any), each with its
 // node, and the nodes out of contact or that did not answer in time
 // (left out). A single node has none.
-func (r *Registry) ConsumersElsewhere(ctx context.Context, vhost, queue string) (consumers []ConsumerDetail, unanswered []int32) {
-	c := r.cfg.Cluster
-	if c == nil || c.CallNode == nil || c.Nodes == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(&remoteRequest{Op: opConsumers, VHost: vhost, Name: queue})
-	if err != nil {
-		panic(err) // a request of strings cannot fail to encode
-	}
-	ctx, cancel := context.WithTimeout(ctx, statsWait)
-	defer cancel()
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for _, node := range c.Nodes() {
-		switch {
-		case node == r.nodeID():
-			continue
-		case !r.peerUp(node):
-			unanswered = append(unanswered, node)
-			continue
-		}
-		wg.Go(func() {
-			listed, err := r.consumersOf(ctx, node, data)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				unanswered = append(unanswered, node)
-				return
-			}
-			consumers = append(consumers, listed...)
-		})
-	}
-	wg.Wait()
-	slices.Sort(unanswered)
-	return consumers, unanswered
+func (r *Registry) ConsumersElsewhere(ctx context.Context, vhost, queue string) ([]ConsumerDetail, []int32) {
+	return fromOtherNodes(ctx, r, &clientsRequest{Op: opConsumers, VHost: vhost, Name: queue}, decodeConsumers)
 }
 
-// consumersOf asks node for the consumers of its clients (req, encoded).
-func (r *Registry) consumersOf(ctx context.Context, node int32, req []byte) ([]ConsumerDetail, error) {
-	data, err := r.cfg.Cluster.CallNode(ctx, node, req)
-	if err != nil {
-		return nil, err
-	}
-	var reply consumersReply
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return nil, err
-	}
-	if reply.Error != "" {
-		return nil, errors.New(reply.Error)
-	}
+// decodeConsumers reads node's answer to opConsumers.
+func decodeConsumers(node int32, reply *clientsReply) ([]ConsumerDetail, error) {
 	out := make([]ConsumerDetail, len(reply.Consumers))
 	for i, l := range reply.Consumers {
-		var args amqpwire.Table
-		if len(l.Args) > 0 {
-			if args, _, err = amqpwire.ReadTable(l.Args); err != nil {
-				return nil, err
-			}
+		args, err := readTable(l.Args)
+		if err != nil {
+			return nil, err
 		}
 		out[i] = ConsumerDetail{VHost: l.VHost, Queue: l.Queue, Tag: l.Tag, AckRequired: l.AckRequired,
 			Exclusive: l.Exclusive, Prefetch: l.Prefetch, Args: args, Channel: l.Channel}
@@ -147,15 +75,11 @@ func (r *Registry) consumersOf(ctx context.Context, node int32, req []byte) ([]C
 	return out, nil
 }
 
-// listedConsumers answers opConsumers: the consumers of this node's
-// clients of vhost and queue (empty: any).
-func (r *Registry) listedConsumers(vhost, queue string) (*consumersReply, error) {
-	reply := &consumersReply{Consumers: []listedConsumer{}}
-	fn := r.consumerLister.Load()
-	if fn == nil || r.closed.Load() {
-		return reply, nil
-	}
-	for _, k := range (*fn)() {
+// listedConsumers answers opConsumers: the consumers of c's clients of
+// vhost and queue (empty: any).
+func listedConsumers(c Clients, vhost, queue string) ([]listedConsumer, error) {
+	var out []listedConsumer
+	for _, k := range c.ConsumerDetails() {
 		if vhost != "" && k.VHost != vhost || queue != "" && k.Queue != queue {
 			continue
 		}
@@ -163,8 +87,8 @@ func (r *Registry) listedConsumers(vhost, queue string) (*consumersReply, error)
 		if err != nil {
 			return nil, err
 		}
-		reply.Consumers = append(reply.Consumers, listedConsumer{VHost: k.VHost, Queue: k.Queue, Tag: k.Tag,
+		out = append(out, listedConsumer{VHost: k.VHost, Queue: k.Queue, Tag: k.Tag,
 			AckRequired: k.AckRequired, Exclusive: k.Exclusive, Prefetch: k.Prefetch, Args: args, Channel: k.Channel})
 	}
-	return reply, nil
+	return out, nil
 }

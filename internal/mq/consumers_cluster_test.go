@@ -23,11 +23,9 @@ func TestConsumersOfOtherNodes(t *testing.T) {
 			Args:    amqpwire.Table{"x-priority": int32(3)},
 			Channel: ConsumerChannel{Number: 1, Connection: fmt.Sprintf("127.0.0.1:%d -> 127.0.0.1:5672", port), User: "guest", PeerHost: "127.0.0.1", PeerPort: port}}
 	}
-	envs[0].v.r.ListConsumersWith(func() []ConsumerDetail {
-		return []ConsumerDetail{consumer("orders", "a", 1001), consumer("audit", "b", 1002)}
-	})
-	envs[1].v.r.ListConsumersWith(func() []ConsumerDetail { return []ConsumerDetail{consumer("orders", "c", 2001)} })
-	envs[2].v.r.ListConsumersWith(func() []ConsumerDetail { return []ConsumerDetail{consumer("orders", "own", 3001)} })
+	envs[0].v.r.ServeClientsWith(&fakeClients{consumers: []ConsumerDetail{consumer("orders", "a", 1001), consumer("audit", "b", 1002)}})
+	envs[1].v.r.ServeClientsWith(&fakeClients{consumers: []ConsumerDetail{consumer("orders", "c", 2001)}})
+	envs[2].v.r.ServeClientsWith(&fakeClients{consumers: []ConsumerDetail{consumer("orders", "own", 3001)}})
 
 	listed := func(vhost, queue string) ([]string, []int32) {
 		ks, unanswered := envs[2].v.r.ConsumersElsewhere(context.Background(), vhost, queue)

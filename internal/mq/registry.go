@@ -139,9 +139,10 @@ type Registry struct {
 	quorumReplicas map[*quorumReplica]struct{}
 	// proxies ends the sessions of quorum queues led elsewhere at Close.
 	proxies proxies
-	// consumerLister lists the consumers of this node's clients for other
-	// nodes (consumers_cluster.go); nil until the AMQP front end is up.
-	consumerLister atomic.Pointer[func() []ConsumerDetail]
+	// clients tells other nodes of this node's clients, and closes their
+	// connections for them (clients_cluster.go); nil until the AMQP front
+	// end is up.
+	clients atomic.Pointer[Clients]
 }
 
 // DefaultVHost is the virtual host every registry starts with.

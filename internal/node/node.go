@@ -28,7 +28,6 @@ import (
 	"github.com/wharf-mq/wharf/internal/group"
 	"github.com/wharf-mq/wharf/internal/httpapi"
 	"github.com/wharf-mq/wharf/internal/kafka"
-	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/nats"
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/replica"
@@ -320,8 +319,8 @@ func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 			amqpCfg.Version = version.String()
 		}
 		n.amqpServer = amqp.NewServer(c.queues, amqpCfg)
-		// Other nodes' management listings ask this node for its clients' consumers.
-		c.queues.ListConsumersWith(func() []mq.ConsumerDetail { return amqp.ConsumerDetails(n.amqpServer.Connections()) })
+		// Other nodes' management API asks this node about its clients.
+		c.queues.ServeClientsWith(n.amqpServer)
 		if amqpLn != nil {
 			n.serve("amqp", func() error { return n.amqpServer.Serve(n.limited("amqp", amqpLn)) })
 			logger.Info("amqp listener started", "addr", n.AMQPAddr())
