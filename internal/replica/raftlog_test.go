@@ -177,6 +177,48 @@ func TestRaftLogReplicates(t *testing.T) {
 	}
 }
 
+// TestRaftLogAppendKeepsNoHoldOnItsInput: what a caller appends, then
+// overwrites (a produce request's buffer, used again), is committed and
+// written as it was appended.
+func TestRaftLogAppendKeepsNoHoldOnItsInput(t *testing.T) {
+	logs := cluster(t, 3, raft.NewMemNetwork())
+	l := leaderOf(t, logs)
+	want := testBatch(3)
+	var acks []replica.Appended
+	for range 20 {
+		buf := slices.Clone(want)
+		a, err := l.Append(buf, replica.AppendOptions{AckCommitted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(buf)
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if err := a.Ack.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range logs {
+		waitHW(t, f, 60)
+		for off := int64(0); off < 60; off += 3 {
+			s, err := f.Read(off, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Bytes()
+			s.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := record.Records(b)
+			if err != nil || len(recs) != 3 || string(recs[0].Value) != "v" {
+				t.Fatalf("batch at %d on a replica: %d records, %v", off, len(recs), err)
+			}
+		}
+	}
+}
+
 // appendCommitted appends count batches of two records on the leader and
 // waits for the last to be committed; it returns the end offset.
 func appendCommitted(t testing.TB, l *replica.RaftLog, count int) int64 {
