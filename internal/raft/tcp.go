@@ -29,8 +29,9 @@ import (
 // helloMagic starts every connection: "wharf raft", then the version of
 // the frames that follow. Version 2: a ping carries its host's
 // incarnation (quiesce.go). Version 3: Raft messages in the transport's
-// own encoding, record batches outside the frame's checksum (frame.go). A peer of another version is refused at the
-// hello, with a message that says so, rather than misreading its frames.
+// own encoding, record batches under their own CRCs (frame.go). A peer of
+// another version is refused at the hello, with a message that says so,
+// rather than misreading its frames.
 var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 3}
 
 // TCPConfig configures a TCP transport.
