@@ -43,9 +43,10 @@ import (
 // themselves (writev), not copied into a buffer, and the reader's entries
 // alias the frame it read.
 //
-// A frame whose checks fail, or whose meta part does not decode to
+// A frame whose own check fails, or whose meta part does not decode to
 // exactly its length, breaks the connection: the receiver cannot trust
-// where the next frame starts.
+// where the next frame starts. An envelope with a batch whose CRC fails
+// is left out (errBadBatch).
 
 // frameHeader is the lengths and the checksum.
 const frameHeader = 12
@@ -64,6 +65,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errBadFrame is a frame that failed its checks.
 var errBadFrame = errors.New("raft: bad frame")
+
+// errBadBatch is a frame that passed its own check, with a record batch
+// that failed the batch's: the envelope carrying it is left out and the
+// rest of the frame stands (its structure is sound). Damage on the way is
+// then repaired as Raft sends the envelope again; a batch damaged in the
+// leader's log stops only its group from reaching this follower, not
+// every group sharing the connection.
+var errBadBatch = errors.New("raft: a record batch failed its CRC")
 
 // frameEncoder encodes frames, reusing its buffers from one to the next.
 // A frame it returns is valid until the next encode.
@@ -284,7 +293,8 @@ func isBatch(e *pb.Entry) bool {
 // readFrame reads one frame from r and decodes it. A frame with batches
 // is read into a buffer of its own, which its entries' data alias; one
 // without is read into buf (grown as needed), which the caller may use
-// again, and returned.
+// again, and returned. With errBadBatch the envelopes are those that
+// passed.
 func readFrame(r io.Reader, buf []byte) ([]Envelope, []byte, error) {
 	var head [frameHeader]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -314,7 +324,7 @@ func readFrame(r io.Reader, buf []byte) ([]Envelope, []byte, error) {
 }
 
 // decodePayload decodes a frame's meta part and checks it, with the
-// batches it names in data, against crc.
+// batches it names in data, against crc, then the batches' own CRCs.
 func decodePayload(meta, data []byte, crc uint32) ([]Envelope, error) {
 	d := decoder{b: meta, data: data}
 	count := d.uvarint()
@@ -326,6 +336,7 @@ func decodePayload(meta, data []byte, crc uint32) ([]Envelope, error) {
 		envs = make([]Envelope, 0, count)
 	}
 	for i := uint64(0); i < count && d.err == nil; i++ {
+		d.env = len(envs)
 		e := Envelope{Kind: Kind(d.byte()), Group: d.uvarint()}
 		switch e.Kind {
 		case KindRaft:
@@ -358,32 +369,58 @@ func decodePayload(meta, data []byte, crc uint32) ([]Envelope, error) {
 	if d.err == nil {
 		sum := crc32.Checksum(meta, castagnoli)
 		for _, b := range d.batches {
-			sum = crc32.Update(sum, castagnoli, b[:batchPrefix])
+			sum = crc32.Update(sum, castagnoli, b.data[:batchPrefix])
 		}
 		if sum != crc {
 			d.fail("checksum mismatch")
 		}
 	}
-	for _, b := range d.batches {
-		if d.err != nil {
-			break
-		}
-		if _, err := record.Verify(b); err != nil {
-			d.fail("entry data: %v", err)
-		}
-	}
 	if d.err != nil {
 		return nil, d.err
 	}
-	return envs, nil
+	return verifyBatches(envs, d.batches)
+}
+
+// verifyBatches checks the batches' own CRCs and leaves out the envelopes
+// of those that fail (errBadBatch).
+func verifyBatches(envs []Envelope, batches []frameBatch) ([]Envelope, error) {
+	var bad map[int]error
+	for _, b := range batches {
+		if _, err := record.Verify(b.data); err != nil {
+			if bad == nil {
+				bad = map[int]error{}
+			}
+			bad[b.env] = err
+		}
+	}
+	if bad == nil {
+		return envs, nil
+	}
+	kept := envs[:0]
+	var errs []error
+	for i, e := range envs {
+		if err, ok := bad[i]; ok {
+			errs = append(errs, fmt.Errorf("%w: group %d: %w", errBadBatch, e.Group, err))
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return kept, errors.Join(errs...)
 }
 
 // decoder reads a frame's meta part, and takes the batches it names from
 // its data part, keeping the first error.
 type decoder struct {
 	b, data []byte
-	batches [][]byte // taken from data
+	env     int          // the envelope being decoded
+	batches []frameBatch // taken from data
 	err     error
+}
+
+// frameBatch is a batch of a frame and the envelope it is in.
+type frameBatch struct {
+	env  int
+	data []byte
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -446,7 +483,7 @@ func (d *decoder) batch(n uint64) []byte {
 	}
 	b := d.data[:n]
 	d.data = d.data[n:]
-	d.batches = append(d.batches, b)
+	d.batches = append(d.batches, frameBatch{env: d.env, data: b})
 	return b
 }
 

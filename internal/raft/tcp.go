@@ -423,8 +423,18 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 // read hands every frame read from r to the host.
 func (t *TCPTransport) read(p *tcpPeer, r *bufio.Reader) error {
 	var buf []byte
+	var warned time.Time
 	for {
 		envs, b, err := readFrame(r, buf)
+		if errors.Is(err, errBadBatch) {
+			// A batch damaged in its leader's log comes again with every
+			// resend: a warning every minute is enough.
+			if time.Since(warned) > time.Minute {
+				t.logger.Warn("left out Raft messages carrying a damaged record batch", "peer", p.id, "err", err)
+				warned = time.Now()
+			}
+			err = nil
+		}
 		if err != nil {
 			return err
 		}
