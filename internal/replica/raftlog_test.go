@@ -218,18 +218,27 @@ func TestRaftLogAppendKeepsNoHoldOnItsInput(t *testing.T) {
 // waits for the last to be committed; it returns the end offset.
 func appendCommitted(t testing.TB, l *replica.RaftLog, count int) int64 {
 	t.Helper()
+	end, err := tryAppendCommitted(l, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// tryAppendCommitted is appendCommitted returning what failed.
+func tryAppendCommitted(l *replica.RaftLog, count int) (int64, error) {
 	var last replica.Appended
 	for range count {
 		a, err := l.Append(testBatch(2), replica.AppendOptions{AckCommitted: true})
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		last = a
 	}
 	if err := last.Ack.Wait(context.Background()); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	return last.LastOffset + 1
+	return last.LastOffset + 1, nil
 }
 
 // waitHW waits for l's high watermark to reach hw.
