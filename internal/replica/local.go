@@ -115,6 +115,17 @@ func (l *Local) AppendAt(batches []byte, epoch int32) (Appended, error) {
 	return Appended{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, LogAppendTime: -1, Commit: c, Ack: c}, nil
 }
 
+// appendVerified is AppendAt for batches verified already: a Raft
+// replica's, which its leader's callers validated (see Log.Append) and a
+// transport between nodes checked on the way (raft.Transport).
+func (l *Local) appendVerified(batches []byte, epoch int32) error {
+	if _, err := l.log.AppendAtVerified(batches, epoch); err != nil {
+		return err
+	}
+	l.epoch.Store(epoch)
+	return nil
+}
+
 // TruncateTo cuts the log at offset (see Log.TruncateTo); appends after
 // it carry the epoch of the last batch that stays.
 func (l *Local) TruncateTo(offset int64) error {

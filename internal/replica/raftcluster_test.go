@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -125,13 +126,33 @@ func (c *tcpCluster) leader(g int, timeout time.Duration) *tcpNode {
 	return nil
 }
 
+// appendCommitted appends count batches to group g (0-based) through its
+// leader and waits for the last to be committed; it returns the end
+// offset. With ticks of 10 ms an election may come in between under
+// -race on a busy machine: the appends then go again through the next
+// leader.
+func (c *tcpCluster) appendCommitted(g, count int) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		end, err := tryAppendCommitted(c.leader(g, 10*time.Second).logs[g], count)
+		switch {
+		case err == nil:
+			return end
+		case !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrAppendRefused) && !errors.Is(err, replica.ErrTruncated):
+			c.t.Fatal(err)
+		case time.Now().After(deadline):
+			c.t.Fatalf("no append to group %d committed in 30s: %v", g+1, err)
+		}
+	}
+}
+
 // TestRaftLogOverTCP: a 3-node cluster over loopback TCP replicates, and
 // when its leader stops another takes over with everything committed.
 func TestRaftLogOverTCP(t *testing.T) {
 	c := newTCPCluster(t, 3, 2, raft.Config{TickInterval: 10 * time.Millisecond})
 	for g := range 2 {
-		l := c.leader(g, 10*time.Second)
-		end := appendCommitted(t, l.logs[g], 30)
+		end := c.appendCommitted(g, 30)
 		for _, n := range c.nodes {
 			waitHW(t, n.logs[g], end)
 		}
@@ -143,7 +164,7 @@ func TestRaftLogOverTCP(t *testing.T) {
 	if l == old {
 		t.Fatal("the stopped node still leads")
 	}
-	end = appendCommitted(t, l.logs[0], 10)
+	end = c.appendCommitted(0, 10)
 	c.restart(old)
 	waitHW(t, old.logs[0], end)
 }

@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -76,35 +77,23 @@ func TestRaftLogCompaction(t *testing.T) {
 			for i := range 3 {
 				open(i)
 			}
-			leader := leaderOf(t, logs)
-			if leader == logs[2] {
-				logs[2].Group().TransferLeadership(1)
-				leader = leaderOf(t, logs[:2])
-			}
 			want := map[string]string{} // every key's latest value
-			write := func(rounds int) int64 {
-				var last replica.Appended
+			write := func(live []*replica.RaftLog, rounds int) int64 {
+				var end int64
 				for range rounds {
 					recs := tc.batch(rng, len(want)+rng.IntN(1<<20))
 					for _, r := range recs {
 						want[string(r.Key)] = string(r.Value)
 					}
-					a, err := leader.Append(record.NewBatch(time.Now().UnixMilli(), recs), replica.AppendOptions{AckCommitted: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					last = a
+					end = appendAcked(t, live, recs)
 				}
-				if err := last.Ack.Wait(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				return last.LastOffset + 1
+				return end
 			}
 
-			end := write(40)
+			end := write(logs, 40)
 			waitHW(t, logs[2], end)
 			stop(2)
-			end = write(80)
+			end = write(logs[:2], 80)
 			for _, l := range logs[:2] {
 				waitHW(t, l, end)
 				before := l.Size()
@@ -130,8 +119,7 @@ func TestRaftLogCompaction(t *testing.T) {
 			for i := range 3 {
 				open(i)
 			}
-			leader = leaderOf(t, logs)
-			end = write(20)
+			end = write(logs, 20)
 			for _, l := range logs {
 				waitHW(t, l, end)
 				if _, err := l.Compact(context.Background(), time.Now()); err != nil {
@@ -140,6 +128,31 @@ func TestRaftLogCompaction(t *testing.T) {
 				checkLatest(t, l, want)
 			}
 		})
+	}
+}
+
+// appendAcked appends a batch of recs through whichever of logs leads
+// until it is acknowledged, and returns the offset after it. With ticks of
+// 10 ms an election may come between finding the leader and the ack (under
+// -race on a busy machine): the batch is appended again through the next
+// leader, and may then be in the log twice, which changes no key's latest
+// value.
+func appendAcked(t *testing.T, logs []*replica.RaftLog, recs []record.Record) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, err := leaderOf(t, logs).Append(record.NewBatch(time.Now().UnixMilli(), recs), replica.AppendOptions{AckCommitted: true})
+		if err == nil {
+			err = a.Ack.Wait(context.Background())
+		}
+		switch {
+		case err == nil:
+			return a.LastOffset + 1
+		case !errors.Is(err, replica.ErrNotLeader) && !errors.Is(err, replica.ErrAppendRefused) && !errors.Is(err, replica.ErrTruncated):
+			t.Fatal(err)
+		case time.Now().After(deadline):
+			t.Fatalf("no append of the batch acknowledged in 30s: %v", err)
+		}
 	}
 }
 

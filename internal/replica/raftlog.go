@@ -217,7 +217,6 @@ func (l *RaftLog) Append(batches []byte, opt AppendOptions) (Appended, error) {
 	if l.closed.Load() {
 		return Appended{}, ErrClosed
 	}
-	batches = append([]byte(nil), batches...) // Raft keeps the entries beyond this call
 	heads, err := splitHeaders(batches)
 	if err != nil {
 		return Appended{}, err
@@ -249,6 +248,9 @@ func (l *RaftLog) Append(batches []byte, opt AppendOptions) (Appended, error) {
 		ents[i] = &pb.Entry{Data: b}
 		next += h.count
 	}
+	// The entries alias batches, which the caller may use again once
+	// Append returns: etcd raft copies what it is proposed, so no copy is
+	// made here (TestRaftLogAppendKeepsNoHoldOnItsInput).
 	if err := l.group.Propose(s.Term, ents); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return Appended{}, &NotLeaderError{Leader: l.group.Status().Leader}

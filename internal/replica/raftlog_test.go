@@ -179,22 +179,67 @@ func TestRaftLogReplicates(t *testing.T) {
 	}
 }
 
+// TestRaftLogAppendKeepsNoHoldOnItsInput: what a caller appends, then
+// overwrites (a produce request's buffer, used again), is committed and
+// written as it was appended.
+func TestRaftLogAppendKeepsNoHoldOnItsInput(t *testing.T) {
+	logs := cluster(t, 3, raft.NewMemNetwork())
+	l := leaderOf(t, logs)
+	want := testBatch(3)
+	var acks []replica.Appended
+	for range 20 {
+		buf := slices.Clone(want)
+		a, err := l.Append(buf, replica.AppendOptions{AckCommitted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(buf)
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if err := a.Ack.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range logs {
+		waitHW(t, f, 60)
+		vals := readValues(t, f)
+		for _, v := range vals {
+			if !strings.Contains(v, ":v@") {
+				t.Fatalf("a replica holds %v, not the values appended", vals)
+			}
+		}
+		if len(vals) != 60 {
+			t.Fatalf("a replica holds %d records, want 60", len(vals))
+		}
+	}
+}
+
 // appendCommitted appends count batches of two records on the leader and
 // waits for the last to be committed; it returns the end offset.
 func appendCommitted(t testing.TB, l *replica.RaftLog, count int) int64 {
 	t.Helper()
+	end, err := tryAppendCommitted(l, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// tryAppendCommitted is appendCommitted returning what failed.
+func tryAppendCommitted(l *replica.RaftLog, count int) (int64, error) {
 	var last replica.Appended
 	for range count {
 		a, err := l.Append(testBatch(2), replica.AppendOptions{AckCommitted: true})
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		last = a
 	}
 	if err := last.Ack.Wait(context.Background()); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	return last.LastOffset + 1
+	return last.LastOffset + 1, nil
 }
 
 // waitHW waits for l's high watermark to reach hw.

@@ -290,6 +290,11 @@ func isBatchEntry(e *pb.Entry) bool {
 // appendBatches writes entries of one term, each one batch at the offset
 // it carries, with one write. It writes nothing, and says so, while the
 // batch barrier is not durable. Caller holds mu.
+//
+// The batches are not verified again: the leader's come from appends its
+// callers validated, a follower's were checked as they arrived. On a
+// follower they usually lie back to back in the frame that brought them,
+// and are written from there; otherwise they are copied together first.
 func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) {
 	if len(ents) == 0 {
 		return true, nil
@@ -298,9 +303,10 @@ func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) 
 		return false, nil
 	}
 	next := r.endOf(r.lastIndex())
-	r.buf = r.buf[:0]
 	added := make([]slot, 0, len(ents))
-	for _, e := range ents {
+	var run []byte // the batches, while they lie back to back
+	adjoined := true
+	for i, e := range ents {
 		h, err := record.ParseHeader(e.GetData())
 		if err != nil || h.Size() != len(e.GetData()) {
 			return false, fmt.Errorf("replica: entry %d is not one record batch (%d bytes): %v", e.GetIndex(), len(e.GetData()), err)
@@ -309,14 +315,38 @@ func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) 
 			return false, fmt.Errorf("replica: entry %d holds offsets from %d, the log continues at %d", e.GetIndex(), h.BaseOffset, next)
 		}
 		next = h.LastOffset() + 1
-		r.buf = append(r.buf, e.GetData()...)
 		added = append(added, slot{end: next, term: e.GetTerm()})
+		if i == 0 {
+			run = e.GetData()
+		} else if adjoined {
+			run, adjoined = adjoin(run, e.GetData())
+		}
 	}
-	if _, err := r.local.AppendAt(r.buf, int32(ents[0].GetTerm())); err != nil {
+	if !adjoined {
+		r.buf = r.buf[:0]
+		for _, e := range ents {
+			r.buf = append(r.buf, e.GetData()...)
+		}
+		run = r.buf
+	}
+	if err := r.local.appendVerified(run, int32(ents[0].GetTerm())); err != nil {
 		return false, err
 	}
 	r.slots = append(r.slots, added...)
 	return true, nil
+}
+
+// adjoin returns run extended over b if b lies right after it in the same
+// buffer (run's capacity reaches over b), and reports whether it does.
+func adjoin(run, b []byte) ([]byte, bool) {
+	n := len(run)
+	if len(b) == 0 || cap(run)-n < len(b) {
+		return run, false
+	}
+	if ext := run[:n+len(b)]; &ext[n] == &b[0] {
+		return ext, true
+	}
+	return run, false
 }
 
 // appendSideEntry records an entry without records in the state file.

@@ -99,13 +99,26 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 // that do not continue the log are ErrOffsetMismatch. Like Append it does
 // not wait for an fsync.
 func (l *Log) AppendAt(records []byte, epoch int32) (AppendResult, error) {
+	return l.appendAt(records, epoch, true)
+}
+
+// AppendAtVerified is AppendAt for batches the caller has verified
+// already (a Raft follower's, checked as they arrived from the leader):
+// their CRCs are not computed again.
+func (l *Log) AppendAtVerified(records []byte, epoch int32) (AppendResult, error) {
+	return l.appendAt(records, epoch, false)
+}
+
+func (l *Log) appendAt(records []byte, epoch int32, verify bool) (AppendResult, error) {
 	batches, err := splitBatches(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	for i, b := range batches {
-		if _, err := record.Verify(records[b.pos : b.pos+b.head.size]); err != nil {
-			return AppendResult{}, fmt.Errorf("seglog: batch at byte %d of the append: %w", b.pos, err)
+		if verify {
+			if _, err := record.Verify(records[b.pos : b.pos+b.head.size]); err != nil {
+				return AppendResult{}, fmt.Errorf("seglog: batch at byte %d of the append: %w", b.pos, err)
+			}
 		}
 		if i > 0 && b.head.baseOffset != batches[i-1].head.lastOffset+1 {
 			return AppendResult{}, fmt.Errorf("%w: batch at offset %d follows one ending at %d",
@@ -158,9 +171,15 @@ func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) e
 	next := l.end
 	for i := range batches {
 		b := &batches[i]
+		// Only what differs is written: a batch stamped already (a Raft
+		// replica's entry) may be read meanwhile by others holding it.
 		raw := records[b.pos : b.pos+b.head.size]
-		record.SetBaseOffset(raw, next)
-		record.SetPartitionLeaderEpoch(raw, epoch)
+		if b.head.baseOffset != next {
+			record.SetBaseOffset(raw, next)
+		}
+		if b.head.epoch != epoch {
+			record.SetPartitionLeaderEpoch(raw, epoch)
+		}
 		b.head.lastOffset += next - b.head.baseOffset
 		b.head.baseOffset = next
 		b.head.epoch = epoch
