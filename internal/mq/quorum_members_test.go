@@ -193,11 +193,11 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 	}
 }
 
-// TestQuorumChangeNotUndone: a grow written while the leader records the
-// grow before it as done, whose record lands after the new one (a stale
-// write: it undoes the new change), is written again by the grow waiting
-// for it, and both grows are applied.
-func TestQuorumChangeNotUndone(t *testing.T) {
+// TestQuorumChangeWrittenAgain: two grows made from the same record on
+// two nodes: the one whose write lands second is ignored (the record
+// changed since it was read), and the grow waiting for it writes it
+// again, from the record as it is; both grows are applied.
+func TestQuorumChangeWrittenAgain(t *testing.T) {
 	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
 	quorumRoles(t, envs, "q", 3)
 	var outsiders []int32
@@ -208,15 +208,15 @@ func TestQuorumChangeNotUndone(t *testing.T) {
 	}
 	first, second := outsiders[0], outsiders[1]
 
-	// The leader's record of the first grow done is held back until the
-	// second grow is written.
+	// The first grow's write is held back until the second grow is
+	// written.
 	defs := envs[0].cfg.Definitions.(nodeDefs).c
 	key := queueKey(DefaultVHost, "q")
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	delay := func(k string, value []byte) {
 		var rec queueRecord
-		if k != key || json.Unmarshal(value, &rec) != nil || rec.Target != nil || !slices.Contains(rec.Members, first) {
+		if k != key || json.Unmarshal(value, &rec) != nil || !slices.Contains(rec.Target, first) {
 			return
 		}
 		once.Do(func() {
@@ -288,4 +288,113 @@ func TestQuorumShrinkOff(t *testing.T) {
 	if err := envs[0].r.ShrinkOff(t.Context(), node); err != nil {
 		t.Fatalf("shrinking node %d off again, lonely gone: %v", node, err)
 	}
+}
+
+// TestQuorumDeletedNotBroughtBack: the leader's record of a grow done,
+// held back until the queue was deleted on another node, is ignored as
+// it lands: the queue stays deleted, on every node.
+func TestQuorumDeletedNotBroughtBack(t *testing.T) {
+	envs := newQuorumEnvs(t, 4, raft.NewMemNetwork())
+	_, member, n := quorumRoles(t, envs, "q", 3)
+	newcomer := int32(n + 1)
+	defs := envs[0].cfg.Definitions.(nodeDefs).c
+	key := queueKey(DefaultVHost, "q")
+	isDone := func(k string, value []byte) bool {
+		var rec queueRecord
+		return k == key && json.Unmarshal(value, &rec) == nil && rec.Target == nil && slices.Contains(rec.Members, newcomer)
+	}
+	held, release, through := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var holding, passing sync.Once
+	delay := func(k string, value []byte) {
+		if isDone(k, value) {
+			holding.Do(func() {
+				close(held)
+				<-release
+			})
+		}
+	}
+	after := func(k string, value []byte) {
+		if isDone(k, value) {
+			passing.Do(func() { close(through) })
+		}
+	}
+	defs.delay.Store(&delay)
+	defs.after.Store(&after)
+
+	stopped, stop := context.WithCancel(t.Context())
+	stop() // the grow is written, and carried on by the leader
+	if changes, err := envs[n].r.GrowQuorumQueues(stopped, newcomer, QuorumSelection{}); err != nil || len(changes) != 1 {
+		t.Fatalf("grow: %+v, %v", changes, err)
+	}
+	<-held
+	if _, err := envs[member].v.DeleteQueue("q", false, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-through
+
+	if value, live := envs[0].cfg.Cluster.Get(key); live {
+		t.Fatalf("the deleted queue's record is back: %s", value)
+	}
+	// Every node follows the definitions in their order: once the next
+	// one is everywhere, so is the queue's deletion.
+	envs[0].declareExchange("after", "direct", true, nil)
+	for i, e := range envs {
+		eventually(t, fmt.Sprintf("node %d followed", i+1), func() bool { return e.v.exchange("after") != nil })
+		if e.v.queue("q") != nil {
+			t.Fatalf("node %d lists the deleted queue", i+1)
+		}
+	}
+}
+
+// TestQuorumStaleDoneIgnored: the leader's record of a grow done, held
+// back until a second grow was written whose caller stopped waiting (no
+// one would write it again), is ignored as it lands, and the second grow
+// is applied too.
+func TestQuorumStaleDoneIgnored(t *testing.T) {
+	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
+	quorumRoles(t, envs, "q", 3)
+	var outsiders []int32
+	for i, e := range envs {
+		if e.queueNamed("q").quorum.Load() == nil {
+			outsiders = append(outsiders, int32(i+1))
+		}
+	}
+	first, second := outsiders[0], outsiders[1]
+
+	defs := envs[0].cfg.Definitions.(nodeDefs).c
+	key := queueKey(DefaultVHost, "q")
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	delay := func(k string, value []byte) {
+		var rec queueRecord
+		if k == key && json.Unmarshal(value, &rec) == nil && rec.Target == nil && slices.Contains(rec.Members, first) {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+		}
+	}
+	defs.delay.Store(&delay)
+
+	stopped, stop := context.WithCancel(t.Context())
+	stop() // neither caller waits: the leader carries the changes on
+	if changes, err := envs[0].r.GrowQuorumQueues(stopped, first, QuorumSelection{}); err != nil || len(changes) != 1 {
+		t.Fatalf("grow onto %d: %+v, %v", first, changes, err)
+	}
+	<-held
+	if changes, err := envs[1].r.GrowQuorumQueues(stopped, second, QuorumSelection{}); err != nil || len(changes) != 1 {
+		t.Fatalf("grow onto %d: %+v, %v", second, changes, err)
+	}
+	close(release)
+
+	eventually(t, "both grows applied on every node", func() bool {
+		for _, e := range envs {
+			d, err := e.v.QueueDetail("q")
+			if err != nil || d.Target != nil || len(d.Members) != 5 {
+				return false
+			}
+		}
+		return true
+	})
 }
