@@ -328,39 +328,50 @@ func TestQuorumShrinkOff(t *testing.T) {
 }
 
 // TestQuorumDeletedNotBroughtBack: the leader's record of a grow done,
-// held back until the queue was deleted on another node, is ignored as
-// it lands: the queue stays deleted, on every node.
+// held back until the queue was deleted on another node (and there
+// declared again, a classic queue under a new id), is ignored as it
+// lands: the queue stays deleted (or the new one), on every node.
 func TestQuorumDeletedNotBroughtBack(t *testing.T) {
-	envs := newQuorumEnvs(t, 4, raft.NewMemNetwork())
-	_, member, n := quorumRoles(t, envs, "q", 3)
-	newcomer := int32(n + 1)
-	w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool {
-		return rec.Target == nil && slices.Contains(rec.Members, newcomer)
-	})
+	for _, again := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deleted", true: "declared again"}[again], func(t *testing.T) {
+			envs := newQuorumEnvs(t, 4, raft.NewMemNetwork())
+			_, member, n := quorumRoles(t, envs, "q", 3)
+			old := envs[member].queueNamed("q").id
+			newcomer := int32(n + 1)
+			w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool {
+				return rec.Target == nil && slices.Contains(rec.Members, newcomer)
+			})
 
-	stopped, stop := context.WithCancel(t.Context())
-	stop() // the grow is written, and carried on by the leader
-	if changes, err := envs[n].r.GrowQuorumQueues(stopped, newcomer, QuorumSelection{}); err != nil || len(changes) != 1 {
-		t.Fatalf("grow: %+v, %v", changes, err)
-	}
-	<-w.held
-	if _, err := envs[member].v.DeleteQueue("q", false, false, 0); err != nil {
-		t.Fatal(err)
-	}
-	w.release()
-	<-w.through
+			stopped, stop := context.WithCancel(t.Context())
+			stop() // the grow is written, and carried on by the leader
+			if changes, err := envs[n].r.GrowQuorumQueues(stopped, newcomer, QuorumSelection{}); err != nil || len(changes) != 1 {
+				t.Fatalf("grow: %+v, %v", changes, err)
+			}
+			<-w.held
+			if _, err := envs[member].v.DeleteQueue("q", false, false, 0); err != nil {
+				t.Fatal(err)
+			}
+			if again {
+				envs[member].declareQueue("q", true)
+			}
+			w.release()
+			<-w.through
 
-	if value, live := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q")); live {
-		t.Fatalf("the deleted queue's record is back: %s", value)
-	}
-	// Every node follows the definitions in their order: once the next
-	// one is everywhere, so is the queue's deletion.
-	envs[0].declareExchange("after", "direct", true, nil)
-	for i, e := range envs {
-		eventually(t, fmt.Sprintf("node %d followed", i+1), func() bool { return e.v.exchange("after") != nil })
-		if e.v.queue("q") != nil {
-			t.Fatalf("node %d lists the deleted queue", i+1)
-		}
+			value, live := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q"))
+			var rec queueRecord
+			if live != again || live && (json.Unmarshal(value, &rec) != nil || rec.ID == old || rec.Members != nil) {
+				t.Fatalf("the queue's record is %s (live %v), want the deleted queue's gone", value, live)
+			}
+			// Every node follows the definitions in their order: once the
+			// next one is everywhere, so is the queue's deletion.
+			envs[0].declareExchange("after", "direct", true, nil)
+			for i, e := range envs {
+				eventually(t, fmt.Sprintf("node %d followed", i+1), func() bool { return e.v.exchange("after") != nil })
+				if q := e.v.queue("q"); q != nil && (!again || q.id == old || q.membership.Load() != nil) {
+					t.Fatalf("node %d lists the deleted queue", i+1)
+				}
+			}
+		})
 	}
 }
 
