@@ -51,7 +51,8 @@ func (s *DefinitionStore) Put(key string, value []byte) error {
 // by a read before the write). A write that records progress on a value
 // read earlier (a quorum queue's membership change) so cannot bring back a
 // key deleted meanwhile, or undo a newer value. It returns once this node
-// applied (or ignored) it: Get tells which.
+// applied (or ignored) it: Get tells which. In a cluster the key's
+// followers hear of an ignored one too, with the value as it stays.
 func (s *DefinitionStore) PutIf(key string, value, prev []byte) error {
 	if value == nil {
 		value = []byte{}
