@@ -372,6 +372,9 @@ func (b *Broker) applyRecord(r record.Record) error {
 	key, value := string(r.Key), r.Value
 	b.mu.Lock()
 	err := b.state.apply(r)
+	if strings.HasPrefix(key, definitionPrefix) {
+		value = b.state.definitions[key[len(definitionPrefix):]] // as applied: a PutIf may have been ignored
+	}
 	b.mu.Unlock()
 	if err != nil {
 		return err

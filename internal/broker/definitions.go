@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // definitionPrefix marks the metadata records of the definition store.
@@ -41,15 +45,55 @@ func (s *DefinitionStore) Put(key string, value []byte) error {
 	return s.write(key, value)
 }
 
+// PutIf stores value under key durably if, when the write is applied, key's
+// live value is prev; else the write is ignored, on every node alike (the
+// metadata log's compare-and-set, decided as each node applies it, never
+// by a read before the write). A write that records progress on a value
+// read earlier (a quorum queue's membership change) so cannot bring back a
+// key deleted meanwhile, or undo a newer value. It returns once this node
+// applied (or ignored) it: Get tells which. In a cluster the key's
+// followers hear of an ignored one too, with the value as it stays.
+func (s *DefinitionStore) PutIf(key string, value, prev []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	sum := sha256.Sum256(prev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.write(key, value, record.RecordHeader{Key: definitionIfHeader, Value: sum[:]})
+}
+
+// definitionIfHeader is the header of a PutIf record: the SHA-256 of the
+// value its key must have for the record to apply.
+const definitionIfHeader = "def-if"
+
+// definitionApplies reports whether a definition record with headers
+// applies to its key, whose live value is live (ok false: none).
+func definitionApplies(headers []record.RecordHeader, live []byte, ok bool) bool {
+	for _, h := range headers {
+		if h.Key == definitionIfHeader {
+			sum := sha256.Sum256(live)
+			return ok && bytes.Equal(h.Value, sum[:])
+		}
+	}
+	return true
+}
+
 // write writes a definition (value nil: its tombstone) and returns once
 // this node applied it: in a cluster the apply loop did; on a single node
 // it is applied here, under mu, so in the order of the writes.
-func (s *DefinitionStore) write(key string, value []byte) error {
-	if err := s.meta.writeRaw(definitionPrefix+key, value); err != nil {
+func (s *DefinitionStore) write(key string, value []byte, headers ...record.RecordHeader) error {
+	r := record.Record{Key: []byte(definitionPrefix + key), Value: value, Headers: headers}
+	if err := s.meta.writeBatch([]record.Record{r}); err != nil {
 		return err
 	}
 	if s.meta.raft == nil {
-		s.applied(key, value)
+		s.liveMu.Lock()
+		live, ok := s.live[key]
+		s.liveMu.Unlock()
+		if definitionApplies(headers, live, ok) {
+			s.applied(key, value)
+		}
 	}
 	return nil
 }

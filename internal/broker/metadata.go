@@ -281,10 +281,14 @@ func (st *metadataState) apply(r record.Record) error {
 		}
 		st.producerIDBlockEnd = r.BlockEnd
 	case strings.HasPrefix(key, definitionPrefix):
-		if value == nil {
-			delete(st.definitions, key[len(definitionPrefix):])
-		} else {
-			st.definitions[key[len(definitionPrefix):]] = value
+		k := key[len(definitionPrefix):]
+		live, ok := st.definitions[k]
+		switch {
+		case !definitionApplies(r.Headers, live, ok): // a PutIf whose condition failed
+		case value == nil:
+			delete(st.definitions, k)
+		default:
+			st.definitions[k] = value
 		}
 	case strings.HasPrefix(key, brokerKeyPrefix), strings.HasPrefix(key, producerIDBlockKey):
 		return st.applyCluster(key, value)

@@ -56,6 +56,10 @@ type ClusterConfig struct {
 	Watch func(fn func(key string))
 	// Get returns a key's live value.
 	Get func(key string) ([]byte, bool)
+	// PutIf stores value under key if, when each node applies the write,
+	// key's live value is prev; else every node ignores it. It returns
+	// once this node applied or ignored it (broker.DefinitionStore.PutIf).
+	PutIf func(key string, value, prev []byte) error
 	// Barrier returns once this node applied every definition committed
 	// anywhere before the call.
 	Barrier func() error

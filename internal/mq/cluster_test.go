@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,6 +24,9 @@ type clusterDefs struct {
 	// delay, if set, is called before every write is applied: a test
 	// holds a write back there, as a slow metadata log would.
 	delay atomic.Pointer[func(key string, value []byte)]
+	// after, if set, is called once a write was applied or ignored: a
+	// test learns there that a write it held back is through.
+	after atomic.Pointer[func(key string, value []byte)]
 }
 
 func newClusterDefs() *clusterDefs {
@@ -36,11 +40,24 @@ type nodeDefs struct {
 }
 
 func (d nodeDefs) write(key string, value []byte) error {
+	return d.writeIf(key, value, func([]byte, bool) bool { return true })
+}
+
+// writeIf writes value under key if applies, given the key's live value
+// as the write is applied, holds; else it ignores the write, as the
+// metadata log does a PutIf whose condition fails.
+func (d nodeDefs) writeIf(key string, value []byte, applies func(live []byte, ok bool) bool) error {
 	if delay := d.c.delay.Load(); delay != nil {
 		(*delay)(key, value)
 	}
+	if after := d.c.after.Load(); after != nil {
+		defer (*after)(key, value)
+	}
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
+	if live, ok := d.c.live[key]; !applies(live, ok) {
+		return nil
+	}
 	if value == nil {
 		delete(d.c.live, key)
 	} else {
@@ -86,6 +103,9 @@ func (d nodeDefs) cluster() *ClusterConfig {
 			defer d.c.mu.Unlock()
 			v, ok := d.c.live[key]
 			return slices.Clone(v), ok
+		},
+		PutIf: func(key string, value, prev []byte) error {
+			return d.writeIf(key, slices.Clone(value), func(live []byte, ok bool) bool { return ok && bytes.Equal(live, prev) })
 		},
 		Barrier: func() error { return nil }, // every write is applied everywhere before it returns
 	}

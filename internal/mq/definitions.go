@@ -71,8 +71,9 @@ type queueRecord struct {
 	Target []int32 `json:"target,omitempty"`
 	// Change counts the membership changes written (grow or shrink):
 	// the leader's record of a change done keeps it, so a record with a
-	// lower count than one written before is a stale write that undid
-	// that change (quorum_members.go).
+	// lower count than a change written shows that change's write
+	// ignored, the record having changed since it was read
+	// (quorum_members.go).
 	Change uint64 `json:"change,omitempty"`
 	// Stream is a stream queue's topic (no storage directory then).
 	Stream     string `json:"stream,omitempty"`

@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,15 +32,19 @@ import (
 // can be shrunk away again. A joined node gets no replicas by itself, as
 // in RabbitMQ: the operator grows the queues onto it.
 //
-// The metadata log has no compare-and-set: a record is written whole,
-// and the leader recording a change as done may write just after a new
-// change was written from a record that showed the old one in progress,
-// undoing it. So a grow or shrink waits until its change is applied
-// (awaitChanges), as RabbitMQ's do, and writes it again if a stale write
-// undid it: each change counts up queueRecord.Change, which the leader's
-// record of a change done keeps, so a lower count (or the same count
-// with another target) is the sign. A later change that includes this
-// one is waited for instead; one that undoes it is reported.
+// A record is written whole, from the record as read, so every write of
+// membership (a change, the leader's record of one done) is conditional
+// (ClusterConfig.PutIf): every node ignores it, as it applies it, unless
+// the record is still the one it was made from. A write that lands after
+// the queue was deleted (and maybe declared again, under a new id) so
+// cannot bring the queue back, and the leader's record of a change done,
+// held up until a new change was written, cannot undo that one. A grow or
+// shrink waits until its change is applied (awaitChanges), as RabbitMQ's
+// do, and writes it again from the record as it is if its write was
+// ignored: each change counts up queueRecord.Change, which the leader's
+// record of a change done keeps, so a lower count (or the same count with
+// another target) is the sign. A later change that includes this one is
+// waited for instead; one that undoes it is reported.
 
 // quorumMembership is a quorum queue's members as recorded, and the
 // target of the change in progress (nil if none).
@@ -212,9 +217,9 @@ func (r *Registry) changeMembership(ctx context.Context, targetOf targetFunc) ([
 		v.mu.RUnlock()
 		slices.SortFunc(qs, func(a, b *queue) int { return compareStrings(a.name, b.name) })
 		for _, q := range qs {
-			rec, ok := r.liveQueueRecord(queueKey(v.name, q.name), q.id)
+			rec, raw, ok := r.liveQueueRecord(queueKey(v.name, q.name), q.id)
 			w := &changeWait{MembershipChange: MembershipChange{VHost: v.name, Queue: q.name, Members: rec.Members}, v: v, q: q}
-			if ok && w.write(rec, targetOf) {
+			if ok && w.write(rec, raw, targetOf) {
 				ws = append(ws, w)
 			}
 		}
@@ -228,10 +233,10 @@ func (r *Registry) changeMembership(ctx context.Context, targetOf targetFunc) ([
 	return out, nil
 }
 
-// write writes the target targetOf gives the queue whose record is rec,
-// or the error, and reports whether there was a change to make. Caller
-// holds w.v.defMu.
-func (w *changeWait) write(rec queueRecord, targetOf targetFunc) bool {
+// write writes the target targetOf gives the queue whose record is rec
+// (stored as raw), or the error, and reports whether there was a change
+// to make. Caller holds w.v.defMu.
+func (w *changeWait) write(rec queueRecord, raw []byte, targetOf targetFunc) bool {
 	target, err := targetOf(w.v, w.q, rec.current())
 	if target == nil && err == nil {
 		return false
@@ -239,15 +244,15 @@ func (w *changeWait) write(rec queueRecord, targetOf targetFunc) bool {
 	w.Target, w.Err = target, err
 	if err == nil {
 		rec.Target, rec.Change = target, rec.Change+1
-		w.Err, w.change = w.q.r.defs.Put(queueKey(w.v.name, w.q.name), mustJSON(rec)), rec.Change
+		w.Err, w.change = w.q.r.cfg.Cluster.PutIf(queueKey(w.v.name, w.q.name), mustJSON(rec), raw), rec.Change
 	}
 	w.done = w.Err != nil
 	return true
 }
 
 // awaitChanges waits until every change of ws is applied, written again
-// if a stale write undid it (see the top of this file), or ctx ends or
-// the registry closes (ErrChangePending).
+// if its write was ignored (see the top of this file), or ctx ends or the
+// registry closes (ErrChangePending).
 func (r *Registry) awaitChanges(ctx context.Context, ws []*changeWait, targetOf targetFunc) {
 	for {
 		applied := r.membersApplied.wait() // before the records are read: no change goes unheard
@@ -283,11 +288,11 @@ func (r *Registry) awaitChanges(ctx context.Context, ws []*changeWait, targetOf 
 
 // check looks at the queue's record as this node applied it: done once
 // it shows the change applied (or one that includes it); written again
-// if a stale write undid it.
+// if its write was ignored.
 func (w *changeWait) check(targetOf targetFunc) {
 	r := w.q.r
 	key := queueKey(w.v.name, w.q.name)
-	rec, ok := r.liveQueueRecord(key, w.q.id)
+	rec, _, ok := r.liveQueueRecord(key, w.q.id)
 	if ok && rec.Change > w.change {
 		// A later change: it carries this one if it leaves it nothing to do.
 		if target, err := targetOf(w.v, w.q, rec.current()); target != nil || err != nil {
@@ -307,13 +312,15 @@ func (w *changeWait) check(targetOf targetFunc) {
 		ms := w.q.membership.Load()
 		w.done = ms.Target == nil && slices.Equal(ms.Members, rec.Members)
 	default:
-		// A write made from an older record landed after this change's
-		// and undid it: it is written again, from the record as it is.
+		// Another write made from the record this change was made from
+		// landed first, and this change's was ignored: it is written
+		// again, from the record as it is.
 		w.v.defMu.Lock()
 		defer w.v.defMu.Unlock()
-		if rec, ok = r.liveQueueRecord(key, w.q.id); !ok {
+		rec, raw, ok := r.liveQueueRecord(key, w.q.id)
+		if !ok {
 			w.Err, w.done = errQueueGone, true
-		} else if !w.write(rec, targetOf) {
+		} else if !w.write(rec, raw, targetOf) {
 			w.done = true // nothing left to change
 		}
 	}
@@ -345,15 +352,15 @@ func (s *signal) notify() {
 	}
 }
 
-// liveQueueRecord is the stored record under key, if it is still queue
+// liveQueueRecord is the stored record under key, and its stored form
+// (raw: a membership write is conditional on it), if it is still queue
 // id's.
-func (r *Registry) liveQueueRecord(key, id string) (queueRecord, bool) {
-	var rec queueRecord
-	value, live := r.cfg.Cluster.Get(key)
-	if !live || json.Unmarshal(value, &rec) != nil || rec.ID != id {
-		return queueRecord{}, false
+func (r *Registry) liveQueueRecord(key, id string) (rec queueRecord, raw []byte, ok bool) {
+	raw, live := r.cfg.Cluster.Get(key)
+	if !live || json.Unmarshal(raw, &rec) != nil || rec.ID != id {
+		return queueRecord{}, nil, false
 	}
-	return rec, true
+	return rec, raw, true
 }
 
 // followMembership brings q, a quorum queue already here, in line with
@@ -483,18 +490,23 @@ func (m *quorumReplica) caughtUp(ids []uint64, caughtUp func(id, lag uint64) boo
 }
 
 // completeMembership records target as the queue's members, once the
-// group's voters are target.
+// group's voters are target, unless the record changed meanwhile (the
+// queue deleted, or a new change written): then the write is ignored,
+// and run steps on towards what the record says.
 func (m *quorumReplica) completeMembership(target []int32) {
 	q := m.q
 	key := queueKey(q.vh.name, q.name)
-	rec, ok := q.r.liveQueueRecord(key, q.id)
+	rec, raw, ok := q.r.liveQueueRecord(key, q.id)
 	if !ok || !slices.Equal(rec.Target, target) {
 		return // deleted, or recorded already
 	}
 	rec.Members, rec.Target = target, nil
-	if err := q.r.defs.Put(key, mustJSON(rec)); err != nil {
+	done := mustJSON(rec)
+	if err := q.r.cfg.Cluster.PutIf(key, done, raw); err != nil {
 		q.r.logger.Warn("mq: recording a quorum queue's new members failed; retrying", "queue", q.name, "err", err)
 		return
 	}
-	q.r.logger.Info("mq: quorum queue membership changed", "queue", q.name, "vhost", q.vh.name, "members", target)
+	if now, _ := q.r.cfg.Cluster.Get(key); bytes.Equal(now, done) {
+		q.r.logger.Info("mq: quorum queue membership changed", "queue", q.name, "vhost", q.vh.name, "members", target)
+	}
 }

@@ -193,38 +193,18 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 	}
 }
 
-// TestQuorumChangeNotUndone: a grow written while the leader records the
-// grow before it as done, whose record lands after the new one (a stale
-// write: it undoes the new change), is written again by the grow waiting
-// for it, and both grows are applied.
-func TestQuorumChangeNotUndone(t *testing.T) {
+// TestQuorumChangeWrittenAgain: two grows made from the same record on
+// two nodes: the one whose write lands second is ignored (the record
+// changed since it was read), and the grow waiting for it writes it
+// again, from the record as it is; both grows are applied.
+func TestQuorumChangeWrittenAgain(t *testing.T) {
 	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
 	quorumRoles(t, envs, "q", 3)
-	var outsiders []int32
-	for i, e := range envs {
-		if e.queueNamed("q").quorum.Load() == nil {
-			outsiders = append(outsiders, int32(i+1))
-		}
-	}
+	outsiders := outsidersOf(envs, "q")
 	first, second := outsiders[0], outsiders[1]
-
-	// The leader's record of the first grow done is held back until the
-	// second grow is written.
-	defs := envs[0].cfg.Definitions.(nodeDefs).c
-	key := queueKey(DefaultVHost, "q")
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	delay := func(k string, value []byte) {
-		var rec queueRecord
-		if k != key || json.Unmarshal(value, &rec) != nil || rec.Target != nil || !slices.Contains(rec.Members, first) {
-			return
-		}
-		once.Do(func() {
-			close(arrived)
-			<-release
-		})
-	}
-	defs.delay.Store(&delay)
+	// The first grow's write is held back until the second grow is
+	// written.
+	w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool { return slices.Contains(rec.Target, first) })
 
 	grow := func(node int32, at *env) <-chan []MembershipChange {
 		out := make(chan []MembershipChange, 1)
@@ -238,29 +218,86 @@ func TestQuorumChangeNotUndone(t *testing.T) {
 		return out
 	}
 	firstDone := grow(first, envs[0])
-	<-arrived
+	<-w.held
 	secondDone := grow(second, envs[1])
 	eventually(t, "the second grow recorded", func() bool {
-		value, _ := envs[0].cfg.Cluster.Get(key)
+		value, _ := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q"))
 		var rec queueRecord
 		return json.Unmarshal(value, &rec) == nil && slices.Contains(rec.Target, second)
 	})
-	close(release)
+	w.release()
 
 	for _, done := range []<-chan []MembershipChange{firstDone, secondDone} {
 		if changes := <-done; len(changes) != 1 || changes[0].Err != nil {
 			t.Fatalf("grow: %+v, want it applied", changes)
 		}
 	}
-	eventually(t, "both grows applied on every node", func() bool {
+	membersEverywhere(t, envs, "q", 5)
+}
+
+// outsidersOf are the nodes that hold no replica of quorum queue name.
+func outsidersOf(envs []*env, name string) []int32 {
+	var out []int32
+	for i, e := range envs {
+		if e.queueNamed(name).quorum.Load() == nil {
+			out = append(out, int32(i+1))
+		}
+	}
+	return out
+}
+
+// membersEverywhere waits until every node shows quorum queue name with
+// n members and no change in progress.
+func membersEverywhere(t *testing.T, envs []*env, name string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d members of %s on every node", n, name), func() bool {
 		for _, e := range envs {
-			d, err := e.v.QueueDetail("q")
-			if err != nil || d.Target != nil || len(d.Members) != 5 {
+			d, err := e.v.QueueDetail(name)
+			if err != nil || d.Target != nil || len(d.Members) != n {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// heldWrite is a write of a queue's record held back, as a slow metadata
+// log would (clusterDefs.delay): held is closed once it is, through once
+// it was applied or ignored after release.
+type heldWrite struct {
+	held, through chan struct{}
+	release       func()
+}
+
+// holdRecordWrite holds back the first write of queue name's record that
+// match picks, until release (at the test's end at the latest).
+func holdRecordWrite(t *testing.T, envs []*env, name string, match func(queueRecord) bool) *heldWrite {
+	defs := envs[0].cfg.Definitions.(nodeDefs).c
+	key := queueKey(DefaultVHost, name)
+	picks := func(k string, value []byte) bool {
+		var rec queueRecord
+		return k == key && json.Unmarshal(value, &rec) == nil && match(rec)
+	}
+	release := make(chan struct{})
+	w := &heldWrite{held: make(chan struct{}), through: make(chan struct{}), release: sync.OnceFunc(func() { close(release) })}
+	t.Cleanup(w.release)
+	var holding, passing sync.Once
+	delay := func(k string, value []byte) {
+		if picks(k, value) {
+			holding.Do(func() {
+				close(w.held)
+				<-release
+			})
+		}
+	}
+	after := func(k string, value []byte) {
+		if picks(k, value) {
+			passing.Do(func() { close(w.through) })
+		}
+	}
+	defs.delay.Store(&delay)
+	defs.after.Store(&after)
+	return w
 }
 
 // TestQuorumShrinkOff: a node's removal shrinks it off every quorum
@@ -288,4 +325,78 @@ func TestQuorumShrinkOff(t *testing.T) {
 	if err := envs[0].r.ShrinkOff(t.Context(), node); err != nil {
 		t.Fatalf("shrinking node %d off again, lonely gone: %v", node, err)
 	}
+}
+
+// TestQuorumDeletedNotBroughtBack: the leader's record of a grow done,
+// held back until the queue was deleted on another node (and there
+// declared again, a classic queue under a new id), is ignored as it
+// lands: the queue stays deleted (or the new one), on every node.
+func TestQuorumDeletedNotBroughtBack(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deleted", true: "declared again"}[again], func(t *testing.T) {
+			envs := newQuorumEnvs(t, 4, raft.NewMemNetwork())
+			_, member, n := quorumRoles(t, envs, "q", 3)
+			old := envs[member].queueNamed("q").id
+			newcomer := int32(n + 1)
+			w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool {
+				return rec.Target == nil && slices.Contains(rec.Members, newcomer)
+			})
+
+			stopped, stop := context.WithCancel(t.Context())
+			stop() // the grow is written, and carried on by the leader
+			if changes, err := envs[n].r.GrowQuorumQueues(stopped, newcomer, QuorumSelection{}); err != nil || len(changes) != 1 {
+				t.Fatalf("grow: %+v, %v", changes, err)
+			}
+			<-w.held
+			if _, err := envs[member].v.DeleteQueue("q", false, false, 0); err != nil {
+				t.Fatal(err)
+			}
+			if again {
+				envs[member].declareQueue("q", true)
+			}
+			w.release()
+			<-w.through
+
+			value, live := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q"))
+			var rec queueRecord
+			if live != again || live && (json.Unmarshal(value, &rec) != nil || rec.ID == old || rec.Members != nil) {
+				t.Fatalf("the queue's record is %s (live %v), want the deleted queue's gone", value, live)
+			}
+			// Every node follows the definitions in their order: once the
+			// next one is everywhere, so is the queue's deletion.
+			envs[0].declareExchange("after", "direct", true, nil)
+			for i, e := range envs {
+				eventually(t, fmt.Sprintf("node %d followed", i+1), func() bool { return e.v.exchange("after") != nil })
+				if q := e.v.queue("q"); q != nil && (!again || q.id == old || q.membership.Load() != nil) {
+					t.Fatalf("node %d lists the deleted queue", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestQuorumStaleDoneIgnored: the leader's record of a grow done, held
+// back until a second grow was written whose caller stopped waiting (no
+// one would write it again), is ignored as it lands, and the second grow
+// is applied too.
+func TestQuorumStaleDoneIgnored(t *testing.T) {
+	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
+	quorumRoles(t, envs, "q", 3)
+	outsiders := outsidersOf(envs, "q")
+	first, second := outsiders[0], outsiders[1]
+	w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool {
+		return rec.Target == nil && slices.Contains(rec.Members, first)
+	})
+
+	stopped, stop := context.WithCancel(t.Context())
+	stop() // neither caller waits: the leader carries the changes on
+	if changes, err := envs[0].r.GrowQuorumQueues(stopped, first, QuorumSelection{}); err != nil || len(changes) != 1 {
+		t.Fatalf("grow onto %d: %+v, %v", first, changes, err)
+	}
+	<-w.held
+	if changes, err := envs[1].r.GrowQuorumQueues(stopped, second, QuorumSelection{}); err != nil || len(changes) != 1 {
+		t.Fatalf("grow onto %d: %+v, %v", second, changes, err)
+	}
+	w.release()
+	membersEverywhere(t, envs, "q", 5)
 }

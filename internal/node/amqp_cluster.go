@@ -32,7 +32,7 @@ func mqCluster(cfg Config, b *broker.Broker, bc *broker.ClusterConfig, ch *clust
 		return bc.OpenPartitionLog(dir, group, members, rc, nil)
 	}
 	watch := func(fn func(key string)) { defs.Watch(mqDefinitions, fn) }
-	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, Barrier: defs.Barrier,
+	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, PutIf: defs.PutIf, Barrier: defs.Barrier,
 		Nodes: nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
 		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
 			return ch.host.Call(ctx, group, uint64(node), data)
