@@ -341,12 +341,13 @@ func (q *queue) dispatchLocked(fresh *entry) {
 				continue
 			}
 		}
-		s := q.offerLocked(q.deliveryLocked(e))
+		d := q.deliveryLocked(e)
+		s := q.offerLocked(d)
 		if s == nil {
 			break
 		}
 		q.ready.popLevel(l)
-		q.handOverLocked(e, s, s.spec.NoAck)
+		q.handOverLocked(e, d, s, s.spec.NoAck)
 		popped = true
 	}
 	if popped {
@@ -365,14 +366,21 @@ func (q *queue) deliveryLocked(e *entry) *Delivery {
 }
 
 // handOverLocked records that e (already off the ready list) was handed to
-// consumer s, or to basic.get when s is nil.
-func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
+// consumer s, or to basic.get when s is nil, as d: a quorum queue's d
+// gets the handout it waits on, its deliver command (and settle, without
+// acks) being logged.
+func (q *queue) handOverLocked(e *entry, d *Delivery, s *Subscription, noAck bool) {
 	q.stats.handedOver(s != nil, noAck, e.redelivered)
 	if e.offset >= 0 {
 		q.store.DeliveredLocked(e.offset)
 	}
 	if noAck {
 		q.settleLocked(e)
+	}
+	if m := q.quorum.Load(); m != nil {
+		d.handout = m.store.HandoutLocked()
+	}
+	if noAck {
 		return
 	}
 	if s != nil {

@@ -320,14 +320,16 @@ func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnComma
 // their commit, often under way already, is all a handout needs.
 // Waiting proposes what is pending at once, so many handouts share one
 // append.
-func (s *Store) HandoutLocked() replica.Target {
+func (s *Store) HandoutLocked() Handout {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &handout{sv: s.term, upTo: s.handedOut}
+	return Handout{sv: s.term, upTo: s.handedOut}
 }
 
-// handout is the commit of a service's records below upTo.
-type handout struct {
+// Handout is the commit of a service's records below upTo
+// (HandoutLocked). The zero Handout waits for nothing: a message of a
+// queue that is not replicated.
+type Handout struct {
 	sv   *service
 	upTo int64
 }
@@ -335,8 +337,12 @@ type handout struct {
 // Sync waits until the records below h.upTo are committed, or fails if
 // they will not be (the term's proposal was refused, the queue stopped
 // being served here, or no quorum answered in syncWait).
-func (h *handout) Sync() error {
-	sv, st := h.sv, h.sv.s
+func (h Handout) Sync() error {
+	sv := h.sv
+	if sv == nil {
+		return nil
+	}
+	st := sv.s
 	st.mu.Lock()
 	if sv == st.term && sv.proposed < h.upTo {
 		st.flushLocked()
@@ -356,6 +362,16 @@ func (h *handout) Sync() error {
 		return err
 	}
 	return waitCommit(commit) // none left covering upTo: the last append found it committed
+}
+
+// Passed reports, without waiting, whether the replica's high watermark
+// is past h's records. It does not tell whose records those are (after a
+// change of leader they may be another term's): Sync does, at once then.
+// Handouts of one service pass in the order they were made, so a
+// consumer that waited for one (Sync) finds the next ones already
+// committed with Passed, and checks only the last with Sync.
+func (h Handout) Passed() bool {
+	return h.sv == nil || h.upTo <= h.sv.s.log.HighWatermark()
 }
 
 // NoteForwardLocked logs that the messages of forwarded publish id were

@@ -194,7 +194,7 @@ func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	}
 
 	s.mu.Lock()
-	stale := &handout{sv: s.term, upTo: s.end + 1} // a command the Replay below drops unproposed
+	stale := Handout{sv: s.term, upTo: s.end + 1} // a command the Replay below drops unproposed
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -240,7 +240,7 @@ func TestHandoutCoversOnlyHandoutCommands(t *testing.T) {
 	h, dir := startHost(t), t.TempDir()
 	s := openLeading(t, h, dir)
 	off := enqueue(t, s, "a", "b", "c")
-	upTo := func() int64 { return s.HandoutLocked().(*handout).upTo }
+	upTo := func() int64 { return s.HandoutLocked().upTo }
 	s.DeliveredLocked(off["a"])
 	afterDeliver := s.end
 	enqueue(t, s, "d")
