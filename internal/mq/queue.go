@@ -174,16 +174,15 @@ const (
 )
 
 // publish appends one copy of a message: to the messages log first if
-// batch is not nil (a persistent message in a durable queue), then to the
+// stored is not nil (a persistent message in a durable queue), then to the
 // ready list, and dispatches; then it applies the length limit and the
-// message's TTL. now (ms) is the enqueue time, also the batch's
-// timestamp; 0 if the caller did not need the clock (nor does the queue
-// then, unless it has TTLs or limits). With holdBack the batch is only
-// buffered (queueStore.BufferLocked), to be written with the queue's
-// other held-back messages before the fsync a confirm waits for; without,
-// it is written now. logged is what the confirm must wait for in this
+// message's TTL. now (ms) is the enqueue time, also stored's; 0 if the
+// caller did not need the clock (nor does the queue then, unless it has
+// TTLs or limits). With holdBack the message is only buffered
+// (logLocked), to be written with the queue's other held-back messages
+// before the fsync a confirm waits for; without, it is written now. logged is what the confirm must wait for in this
 // queue (nil: nothing); backlog is the queue's ready length afterwards.
-func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
+func (q *queue) publish(h *held, stored *storedMessage, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
@@ -207,12 +206,8 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		level:     uint8(o.level(h.msg.Properties.Priority)),
 		expiresAt: q.expiryOf(h.msg, now),
 	}
-	if batch != nil && q.logs(h.msg) {
-		if holdBack {
-			e.offset, err = q.store.BufferLocked(batch)
-		} else {
-			e.offset, err = q.store.AppendLocked(batch)
-		}
+	if stored != nil && q.logs(h.msg) {
+		e.offset, err = q.logLocked(stored, holdBack)
 		switch {
 		case err != nil && q.quorum.Load() != nil:
 			return refused, nil, q.ready.Len(), nil // its term of service failed (it stops serving here): a nack
@@ -241,6 +236,24 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		q.armHeadsLocked()
 	}
 	return taken, logged, q.ready.Len(), nil
+}
+
+// logLocked logs a message in the queue's store and returns its offset:
+// buffered with holdBack, else written now. A quorum queue's store takes
+// the message as a record of its next batch; the local one the message's
+// batch.
+func (q *queue) logLocked(sm *storedMessage, holdBack bool) (int64, error) {
+	if m := q.quorum.Load(); m != nil {
+		if holdBack {
+			return m.store.BufferLocked(sm.msg, sm.at)
+		}
+		return m.store.AppendLocked(sm.msg, sm.at)
+	}
+	bs := q.store.(batchStore)
+	if holdBack {
+		return bs.BufferLocked(sm.encoded())
+	}
+	return bs.AppendLocked(sm.encoded())
 }
 
 // logs reports whether the queue keeps m in its messages log.

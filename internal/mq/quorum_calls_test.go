@@ -72,7 +72,7 @@ func TestQuorumRepeatedForwardTakenOnce(t *testing.T) {
 	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
 	l, _, _ := quorumRoles(t, envs, "q", 3)
 	m := envs[l].queueNamed("q").quorum.Load()
-	batch := encodeStored(persistent("", "q", "once"), nil, 1)
+	batch := newStoredMessage(persistent("", "q", "once"), nil, 1).encoded()
 	req := &remoteRequest{Op: opPublish, Queue: m.q.id, Batches: batch, Forward: 42}
 	for range 3 {
 		if r := m.serve(context.Background(), req); r.Error != "" {
@@ -92,7 +92,7 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	envs := newQuorumEnvs(t, 3, net)
 	l, _, _ := quorumRoles(t, envs, "q", 3)
 	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
-		Batches: encodeStored(persistent("", "q", "once"), nil, 1), Forward: 42}
+		Batches: newStoredMessage(persistent("", "q", "once"), nil, 1).encoded(), Forward: 42}
 	if r := envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
 		t.Fatal(r.Error)
 	}

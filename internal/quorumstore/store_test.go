@@ -31,7 +31,7 @@ func enqueue(t *testing.T, s *Store, bodies ...string) map[string]int64 {
 	t.Helper()
 	off := map[string]int64{}
 	for _, body := range bodies {
-		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
+		o, err := s.BufferLocked(queuestore.Message{Body: []byte(body)}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

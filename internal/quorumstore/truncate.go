@@ -33,7 +33,7 @@ func (s *Store) TruncateLocked(below int64) {
 	past := below > s.truncatedAt && s.term.failure == nil
 	if past {
 		s.truncatedAt = below
-		s.closeCommandsLocked()
+		s.closeBatchLocked()
 		s.pending = append(s.pending, record.NewBatch(time.Now().UnixMilli(), []record.Record{truncateCommand(below)})...)
 		s.end++
 	}
