@@ -21,8 +21,8 @@
 //   - settle(offset): it is done with (ack, discard, dead-lettered);
 //   - truncate(offset): every message below it is settled; each replica
 //     cuts its log below it once committed (truncate.go). It is a batch
-//     of its own, which the truncator finds by its first bytes without
-//     decoding the messages and commands around it;
+//     of its own, which the truncator finds by its header without
+//     reading the messages and commands around it;
 //   - forward(id): the messages before it in its term were a publish
 //     another node forwarded under that id: a new leader takes a repeat
 //     of it for done (Forwards).
