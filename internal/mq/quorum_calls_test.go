@@ -65,6 +65,40 @@ func TestQuorumRepeatedPullAnsweredAgain(t *testing.T) {
 	}
 }
 
+// TestQuorumPullAnswersCommittedDeliveries: a pull answers with the
+// deliveries whose deliver commands are committed, without waiting for
+// those of deliveries made after them (here never committed: the leader
+// is cut off from its followers), which stay in the session for a later
+// pull (or for the next leader to return).
+func TestQuorumPullAnswersCommittedDeliveries(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	m := envs[l].queueNamed("q").quorum.Load()
+	waitDurable(t, envs[l].publish(persistent("", "q", "first")))
+	waitDurable(t, envs[l].publish(persistent("", "q", "second")))
+	ctx := context.Background()
+	settle := func(limit int, create bool) {
+		req := &remoteRequest{Op: opSettle, Queue: m.q.id, Session: 7, Create: create, Limit: limit, Spec: &remoteSpec{Tag: "c"}}
+		if r := m.serve(ctx, req); r.Error != "" || r.Gone {
+			t.Fatalf("settle: %+v", r)
+		}
+	}
+	settle(1, true) // "first" goes to the session
+	m.q.mu.Lock()
+	handout := m.store.HandoutLocked()
+	m.q.mu.Unlock()
+	if err := handout.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	isolate(net, len(envs), l, true)
+	settle(2, false) // "second" goes to the session; its deliver command cannot commit
+	r := m.serve(ctx, &remoteRequest{Op: opPull, Queue: m.q.id, Session: 7, Pull: 1, Limit: 2})
+	if len(r.Deliveries) != 1 || string(r.Deliveries[0].Body) != "first" {
+		t.Fatalf("pull: %+v, want the first message alone", r)
+	}
+}
+
 // TestQuorumRepeatedForwardTakenOnce: a forwarded publish repeated with
 // the same id (its answer was lost, or held up in a partition) is
 // enqueued once.
