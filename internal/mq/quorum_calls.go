@@ -132,6 +132,9 @@ type remoteDelivery struct {
 	RoutingKey  string   `json:"routing_key"`
 	Properties  []byte   `json:"properties,omitempty"`
 	Body        []byte   `json:"body"`
+	// message is the message itself, for a call answered on this node
+	// (the leader's own clients): decodeRemote takes it as it is.
+	message *Message
 }
 
 // sessionTimeout is how long a leader keeps a session its calling node
@@ -636,7 +639,7 @@ func deliveriesReply(ds []*Delivery) *remoteReply {
 		m := d.Message
 		props, _ := encodeProperties(m) // it was encoded when published
 		r.Deliveries[i] = remoteDelivery{Tag: d.Tag, Redelivered: d.Redelivered, Exchange: m.Exchange,
-			RoutingKey: m.RoutingKey, Properties: props, Body: m.Body}
+			RoutingKey: m.RoutingKey, Properties: props, Body: m.Body, message: m}
 	}
 	return r
 }
