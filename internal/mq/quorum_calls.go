@@ -587,10 +587,15 @@ func (s *servedSession) get() *remoteReply {
 // getReply is basic.get on the leader (or home node) for a client of any
 // node, answered once the message may leave the node (its handout, a
 // quorum queue's). If it may not, the message goes back to the queue (it
-// was not handed out; one got without ack is settled already, and is lost
-// if that settle commits later), and the get fails.
+// was not handed out), and the get fails. A quorum queue's message got
+// without ack is taken as with ack, and settled only once its deliver
+// command is committed: settled at once, it would be lost with a get
+// that fails, once that settle commits. (Should the leader change before
+// the settle commits, the next one returns it, redelivered, as one a
+// consumer held.)
 func getReply(q *queue, noAck bool) *remoteReply {
-	d, ok, err := q.get(noAck)
+	settleLater := noAck && q.quorum.Load() != nil
+	d, ok, err := q.get(noAck && !settleLater)
 	switch {
 	case err != nil:
 		return errorReply(err)
@@ -598,10 +603,14 @@ func getReply(q *queue, noAck bool) *remoteReply {
 		return &remoteReply{}
 	}
 	if err := d.handout.Sync(); err != nil {
-		if !noAck {
+		if !noAck || settleLater {
 			q.vh.Requeue(q.name, d.Tag)
 		}
 		return errorReply(errInternal("commit a delivery of a quorum queue", err))
+	}
+	if settleLater {
+		q.vh.Ack(q.name, d.Tag)
+		q.stats.gotWithoutAck()
 	}
 	r := deliveriesReply([]*Delivery{d})
 	r.Count = d.MessageCount

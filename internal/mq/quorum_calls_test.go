@@ -99,6 +99,38 @@ func TestQuorumPullAnswersCommittedDeliveries(t *testing.T) {
 	}
 }
 
+// TestQuorumFailedGetWithoutAckReturnsMessage: a basic.get without ack
+// whose delivery cannot be committed (every node is cut off from the
+// others) fails, and its message stays in the queue rather than being
+// settled unsent: once the leader is back in contact with its followers
+// (which are still cut off from each other, so that it leads again and
+// its log, commands of the failed get included, is the one committed),
+// the message is there, redelivered.
+func TestQuorumFailedGetWithoutAckReturnsMessage(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	waitDurable(t, envs[l].publish(persistent("", "q", "m")))
+	m := envs[l].queueNamed("q").quorum.Load()
+	for a := range envs {
+		isolate(net, len(envs), a, true)
+	}
+	if r := m.serve(context.Background(), &remoteRequest{Op: opGet, Queue: m.q.id, NoAck: true}); r.Error == "" {
+		t.Fatalf("get without ack answered %+v while its delivery cannot commit", r)
+	}
+	isolate(net, len(envs), l, false)
+	eventually(t, "the message got again", func() bool {
+		d, ok, err := envs[l].v.Get("q", true, 1)
+		if err != nil || !ok {
+			return false
+		}
+		if string(d.Message.Body) != "m" || !d.Redelivered {
+			t.Fatalf("got %q (redelivered %v), want m, redelivered", d.Message.Body, d.Redelivered)
+		}
+		return true
+	})
+}
+
 // TestQuorumRepeatedForwardTakenOnce: a forwarded publish repeated with
 // the same id (its answer was lost, or held up in a partition) is
 // enqueued once.
