@@ -1,11 +1,13 @@
 package mq
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -180,8 +182,9 @@ const (
 // caller did not need the clock (nor does the queue then, unless it has
 // TTLs or limits). With holdBack the message is only buffered
 // (logLocked), to be written with the queue's other held-back messages
-// before the fsync a confirm waits for; without, it is written now. logged is what the confirm must wait for in this
-// queue (nil: nothing); backlog is the queue's ready length afterwards.
+// before the fsync a confirm waits for; without, it is written now.
+// logged is what the confirm must wait for in this queue (nil:
+// nothing); backlog is the queue's ready length afterwards.
 func (q *queue) publish(h *held, stored *storedMessage, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
@@ -243,17 +246,19 @@ func (q *queue) publish(h *held, stored *storedMessage, now int64, holdBack bool
 // the message as a record of its next batch; the local one the message's
 // batch.
 func (q *queue) logLocked(sm *storedMessage, holdBack bool) (int64, error) {
-	if m := q.quorum.Load(); m != nil {
+	switch st := q.store.(type) {
+	case *quorumstore.Store:
 		if holdBack {
-			return m.store.BufferLocked(sm.msg, sm.at)
+			return st.BufferLocked(sm.msg, sm.at)
 		}
-		return m.store.AppendLocked(sm.msg, sm.at)
+		return st.AppendLocked(sm.msg, sm.at)
+	case batchStore:
+		if holdBack {
+			return st.BufferLocked(sm.encoded())
+		}
+		return st.AppendLocked(sm.encoded())
 	}
-	bs := q.store.(batchStore)
-	if holdBack {
-		return bs.BufferLocked(sm.encoded())
-	}
-	return bs.AppendLocked(sm.encoded())
+	return 0, fmt.Errorf("mq: queue store %T takes no messages", q.store)
 }
 
 // logs reports whether the queue keeps m in its messages log.
