@@ -225,10 +225,11 @@ func (q *queue) takeForward(batches []byte, _ uint64) error {
 		if err != nil {
 			return err
 		}
-		if !q.logs(msg) {
-			batch = nil // a transient message lives in memory only
+		var stored *storedMessage
+		if q.logs(msg) { // a transient message lives in memory only
+			stored = &storedMessage{msg: sm, at: ts, batch: batch}
 		}
-		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, false)
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, stored, ts, false)
 		switch {
 		case err != nil:
 			return err

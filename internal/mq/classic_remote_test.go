@@ -218,8 +218,8 @@ func TestForwardsSentInOrder(t *testing.T) {
 	envs[1].messages("billing") // node 2 has the queue
 	rq := envs[1].queueNamed("billing").remote
 	big := strings.Repeat("x", callBytes/2+1)
-	first := rq.forwardBatch(encodeStored(persistent("", "billing", "1"+big), nil, 1))
-	second := rq.forwardBatch(encodeStored(persistent("", "billing", "2"+big), nil, 1))
+	first := rq.forwardBatch(newStoredMessage(persistent("", "billing", "1"+big), nil, 1).encoded())
+	second := rq.forwardBatch(newStoredMessage(persistent("", "billing", "2"+big), nil, 1).encoded())
 	if first == second {
 		t.Fatal("one forward holds both batches")
 	}

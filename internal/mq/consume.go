@@ -305,7 +305,7 @@ func (q *queue) get(noAck bool) (*Delivery, bool, error) {
 		}
 		d := q.deliveryLocked(e)
 		d.MessageCount = q.ready.Len()
-		q.handOverLocked(e, nil, noAck)
+		q.handOverLocked(e, d, nil, noAck)
 		q.armHeadsLocked()
 		return d, true, nil
 	}

@@ -119,7 +119,7 @@
 // The front end flushes whenever its reader would otherwise wait. A
 // Publisher's persistent messages to durable queues are enqueued at once,
 // their offsets known, but their log records are held back in the queue's
-// store (queueStore.BufferLocked) and written as one append per queue,
+// store (queue.logLocked) and written as one append per queue,
 // right before the fsync, so a fanout to many queues costs no write per
 // message and queue on the reader's path.
 //

@@ -103,14 +103,14 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 // fsync wait are left to pub's next flush.
 func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult, error) {
 	var now int64 // read only when needed: the clock is not free
-	var batch []byte
+	var stored *storedMessage
 	if needsLog(m, qs) {
 		now = v.r.nowMs()
 		props, err := encodeProperties(m)
 		if err != nil {
 			return PublishResult{}, amqpwire.Errorf(amqpwire.CodePreconditionFailed, "cannot encode message properties: %v", err)
 		}
-		batch = encodeStored(m, props, now)
+		stored = newStoredMessage(m, props, now)
 	}
 	h := &held{msg: m, size: int64(len(m.Body))}
 	var res PublishResult
@@ -159,12 +159,12 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 		if q.forwards() && q.remote.homeDown() {
 			continue // as in RabbitMQ, a queue whose node is down takes nothing: not routed there
 		}
-		if batch != nil && q.forwards() {
+		if stored != nil && q.forwards() {
 			res.Routed++
-			stores = append(stores, q.remote.forwardBatch(batch)) // the confirm waits for the leader's answer
+			stores = append(stores, q.remote.forwardBatch(stored.encoded())) // the confirm waits for the leader's answer
 			continue
 		}
-		out, logged, backlog, err := q.publish(h, batch, now, pub != nil)
+		out, logged, backlog, err := q.publish(h, stored, now, pub != nil)
 		if err != nil {
 			v.r.logger.Error("mq: append to queue log", "queue", q.name, "vhost", v.name, "err", err)
 			if firstErr == nil {

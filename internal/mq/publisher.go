@@ -23,7 +23,7 @@ import (
 // Messages to other queues are enqueued at once, as by VHost.Publish,
 // except that the log records of durable queues' messages are held back in
 // each queue, to be written by the syncer before the fsync their confirms
-// wait for (queueStore.BufferLocked): one write per queue and sync round
+// wait for (queue.logLocked): one write per queue and sync round
 // rather than one per message and queue.
 // Until Flush, held-back stream records are not in their streams (not
 // readable, not counted); a confirm waits for the flush, so the front end

@@ -1,11 +1,13 @@
 package mq
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -174,16 +176,16 @@ const (
 )
 
 // publish appends one copy of a message: to the messages log first if
-// batch is not nil (a persistent message in a durable queue), then to the
+// stored is not nil (a persistent message in a durable queue), then to the
 // ready list, and dispatches; then it applies the length limit and the
-// message's TTL. now (ms) is the enqueue time, also the batch's
-// timestamp; 0 if the caller did not need the clock (nor does the queue
-// then, unless it has TTLs or limits). With holdBack the batch is only
-// buffered (queueStore.BufferLocked), to be written with the queue's
-// other held-back messages before the fsync a confirm waits for; without,
-// it is written now. logged is what the confirm must wait for in this
-// queue (nil: nothing); backlog is the queue's ready length afterwards.
-func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
+// message's TTL. now (ms) is the enqueue time, also stored's; 0 if the
+// caller did not need the clock (nor does the queue then, unless it has
+// TTLs or limits). With holdBack the message is only buffered
+// (logLocked), to be written with the queue's other held-back messages
+// before the fsync a confirm waits for; without, it is written now.
+// logged is what the confirm must wait for in this queue (nil:
+// nothing); backlog is the queue's ready length afterwards.
+func (q *queue) publish(h *held, stored *storedMessage, now int64, holdBack bool) (out publishOutcome, logged replica.Target, backlog int, err error) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.deleted {
@@ -207,12 +209,8 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		level:     uint8(o.level(h.msg.Properties.Priority)),
 		expiresAt: q.expiryOf(h.msg, now),
 	}
-	if batch != nil && q.logs(h.msg) {
-		if holdBack {
-			e.offset, err = q.store.BufferLocked(batch)
-		} else {
-			e.offset, err = q.store.AppendLocked(batch)
-		}
+	if stored != nil && q.logs(h.msg) {
+		e.offset, err = q.logLocked(stored, holdBack)
 		switch {
 		case err != nil && q.quorum.Load() != nil:
 			return refused, nil, q.ready.Len(), nil // its term of service failed (it stops serving here): a nack
@@ -241,6 +239,26 @@ func (q *queue) publish(h *held, batch []byte, now int64, holdBack bool) (out pu
 		q.armHeadsLocked()
 	}
 	return taken, logged, q.ready.Len(), nil
+}
+
+// logLocked logs a message in the queue's store and returns its offset:
+// buffered with holdBack, else written now. A quorum queue's store takes
+// the message as a record of its next batch; the local one the message's
+// batch.
+func (q *queue) logLocked(sm *storedMessage, holdBack bool) (int64, error) {
+	switch st := q.store.(type) {
+	case *quorumstore.Store:
+		if holdBack {
+			return st.BufferLocked(sm.msg, sm.at)
+		}
+		return st.AppendLocked(sm.msg, sm.at)
+	case batchStore:
+		if holdBack {
+			return st.BufferLocked(sm.encoded())
+		}
+		return st.AppendLocked(sm.encoded())
+	}
+	return 0, fmt.Errorf("mq: queue store %T takes no messages", q.store)
 }
 
 // logs reports whether the queue keeps m in its messages log.
@@ -341,12 +359,13 @@ func (q *queue) dispatchLocked(fresh *entry) {
 				continue
 			}
 		}
-		s := q.offerLocked(q.deliveryLocked(e))
+		d := q.deliveryLocked(e)
+		s := q.offerLocked(d)
 		if s == nil {
 			break
 		}
 		q.ready.popLevel(l)
-		q.handOverLocked(e, s, s.spec.NoAck)
+		q.handOverLocked(e, d, s, s.spec.NoAck)
 		popped = true
 	}
 	if popped {
@@ -365,14 +384,21 @@ func (q *queue) deliveryLocked(e *entry) *Delivery {
 }
 
 // handOverLocked records that e (already off the ready list) was handed to
-// consumer s, or to basic.get when s is nil.
-func (q *queue) handOverLocked(e *entry, s *Subscription, noAck bool) {
+// consumer s, or to basic.get when s is nil, as d: a quorum queue's d
+// gets the handout it waits on, its deliver command (and settle, without
+// acks) being logged.
+func (q *queue) handOverLocked(e *entry, d *Delivery, s *Subscription, noAck bool) {
 	q.stats.handedOver(s != nil, noAck, e.redelivered)
 	if e.offset >= 0 {
 		q.store.DeliveredLocked(e.offset)
 	}
 	if noAck {
 		q.settleLocked(e)
+	}
+	if m := q.quorum.Load(); m != nil {
+		d.handout = m.store.HandoutLocked()
+	}
+	if noAck {
 		return
 	}
 	if s != nil {

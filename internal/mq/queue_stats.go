@@ -36,6 +36,14 @@ func (st *queueStats) handedOver(consumer, noAck, redelivered bool) {
 	}
 }
 
+// gotWithoutAck counts a basic.get taken with ack (handedOver) and
+// settled at once, a quorum queue's without ack (getReply), as one
+// without ack.
+func (st *queueStats) gotWithoutAck() {
+	st.got.Add(^uint64(0)) // minus one
+	st.gotNoAck.Add(1)
+}
+
 // QueueStats is a queue's details with its message counters and rates.
 type QueueStats struct {
 	QueueDetail

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
 // Calls to a quorum queue's leader (issue 14). A node that does not serve
@@ -133,6 +132,9 @@ type remoteDelivery struct {
 	RoutingKey  string   `json:"routing_key"`
 	Properties  []byte   `json:"properties,omitempty"`
 	Body        []byte   `json:"body"`
+	// message is the message itself, for a call answered on this node
+	// (the leader's own clients): decodeRemote takes it as it is.
+	message *Message
 }
 
 // sessionTimeout is how long a leader keeps a session its calling node
@@ -156,10 +158,6 @@ type served struct {
 	// take publishes into the queue the messages of a forward (opPublish)
 	// and returns once they are durable: committed, for a quorum queue.
 	take func(batches []byte, id uint64) error
-	// handedOut waits until what the queue handed out so far may leave
-	// this node: a quorum queue's deliver commands are committed
-	// (queue.handedOut). Nil: at once.
-	handedOut func() error
 }
 
 // answer answers a call another node made to this replica (decoded;
@@ -218,7 +216,7 @@ func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 		return &remoteReply{}
 	case opGet:
 		if req.NoAck {
-			return getReply(q, m.handedOut, true)
+			return getReply(q, true)
 		}
 	}
 	s, reply := m.session(req)
@@ -248,7 +246,7 @@ func (m *served) session(req *remoteRequest) (*servedSession, *remoteReply) {
 	if !req.Create {
 		return nil, &remoteReply{Gone: true}
 	}
-	s := &servedSession{id: req.Session, q: m.q, handedOut: m.handedOut, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
+	s := &servedSession{id: req.Session, q: m.q, held: make(map[QueueTag]bool), wake: make(chan struct{}, 1)}
 	if req.Spec != nil {
 		s.noAck = req.Spec.NoAck
 		sub, err := m.q.subscribe(ConsumeSpec{Tag: req.Spec.Tag, Exclusive: req.Spec.Exclusive, NoAck: req.Spec.NoAck,
@@ -357,12 +355,11 @@ func (ss *sessions) takeAll() []*servedSession {
 // or gets from the queue for its clients: a Consumer of the queue whose
 // deliveries wait for the next pull.
 type servedSession struct {
-	id        uint64
-	q         *queue
-	handedOut func() error  // served.handedOut
-	sub       *Subscription // nil for basic.get only
-	noAck     bool          // its consumer's deliveries are settled when handed over
-	expiry    *time.Timer
+	id     uint64
+	q      *queue
+	sub    *Subscription // nil for basic.get only
+	noAck  bool          // its consumer's deliveries are settled when handed over
+	expiry *time.Timer
 
 	mu       sync.Mutex
 	limit    int      // the most deliveries it may hold (countLocked)
@@ -480,35 +477,29 @@ func (s *servedSession) pull(ctx context.Context, n uint64) *remoteReply {
 	return reply
 }
 
-// take answers with what the session buffered (up to callBytes) once
-// its deliver commands are committed, waiting up to pullWait for a first
-// delivery.
+// take answers with what the session buffered (up to callBytes) whose
+// deliver commands are committed, waiting for the first one's commit and
+// up to pullWait for a first delivery. The others stay buffered for the
+// next pull, their commit under way: a pull does not wait for the
+// deliveries made while it waited, and the calling node's next pull
+// overlaps their commit.
 func (s *servedSession) take(ctx context.Context) *remoteReply {
 	timer := time.NewTimer(pullWait)
 	defer timer.Stop()
 	for {
-		s.mu.Lock()
-		n, size := 0, 0
-		for n < len(s.buffered) && (n == 0 || size+len(s.buffered[n].Message.Body) <= callBytes) {
-			size += len(s.buffered[n].Message.Body)
-			n++
-		}
-		ds, ended := s.buffered[:n:n], s.ended
-		s.buffered = s.buffered[n:]
-		timedOut, timeout := s.timedOut, s.timeout
-		s.timedOut = 0
-		s.mu.Unlock()
+		ds, ended, timedOut, timeout := s.takeBuffered()
 		if ended {
 			return &remoteReply{Gone: true}
 		}
-		if len(ds) > 0 && !s.committed(ds) {
+		n, ok := s.committed(ds)
+		if !ok {
 			select { // they wait in buffered for the next pull
 			case <-timer.C:
 			case <-ctx.Done():
 			}
 			return &remoteReply{TimedOut: timedOut, Timeout: timeout}
 		}
-		if len(ds) > 0 || timedOut != 0 {
+		if ds = ds[:n]; len(ds) > 0 || timedOut != 0 {
 			r := deliveriesReply(ds)
 			r.TimedOut, r.Timeout = timedOut, timeout
 			return r
@@ -523,32 +514,68 @@ func (s *servedSession) take(ctx context.Context) *remoteReply {
 	}
 }
 
-// committed waits until the deliver commands of ds, just taken from
-// buffered, are committed (a quorum queue's). If they are not, ds go back
-// to the front of buffered (the queue is losing its quorum here: it stops
-// serving, or the next pull tries again) and it reports false.
-func (s *servedSession) committed(ds []*Delivery) bool {
-	if s.handedOut == nil {
-		return true
-	}
-	err := s.handedOut()
-	if err == nil {
-		return true
-	}
+// takeBuffered takes the deliveries buffered, up to callBytes, and the
+// delivery past the consumer timeout not told yet. It holds the queue's
+// lock too, so that each delivery taken has its handout: a delivery is
+// buffered (TryDeliver) and handed over (handOverLocked) in one hold of
+// that lock.
+func (s *servedSession) takeBuffered() (ds []*Delivery, ended bool, timedOut QueueTag, timeout time.Duration) {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
 	s.mu.Lock()
-	if !s.ended {
-		s.buffered = append(ds, s.buffered...)
+	defer s.mu.Unlock()
+	n, size := 0, 0
+	for n < len(s.buffered) && (n == 0 || size+len(s.buffered[n].Message.Body) <= callBytes) {
+		size += len(s.buffered[n].Message.Body)
+		n++
 	}
-	s.mu.Unlock()
-	s.q.r.logger.Warn("mq: deliveries of a quorum queue wait: their deliver commands are not committed",
-		"queue", s.q.name, "vhost", s.q.vh.name, "err", err)
-	return false
+	ds = s.buffered[:n:n]
+	s.buffered = s.buffered[n:]
+	timedOut, timeout = s.timedOut, s.timeout
+	s.timedOut = 0
+	return ds, s.ended, timedOut, timeout
+}
+
+// committed waits until the deliver command of ds[0], just taken from
+// buffered, is committed (a quorum queue's), and returns how many of ds,
+// from the first, are committed; the others go back to the front of
+// buffered. If the first is not committed, all go back (the queue is
+// losing its quorum here: it stops serving, or the next pull tries
+// again) and it reports false.
+func (s *servedSession) committed(ds []*Delivery) (int, bool) {
+	if len(ds) == 0 {
+		return 0, true
+	}
+	n := 0
+	err := ds[0].handout.Sync()
+	if err == nil {
+		n = 1
+		for n < len(ds) && ds[n].handout.Passed() {
+			n++
+		}
+		if n > 1 && ds[n-1].handout.Sync() != nil { // passed, but not this term's records
+			n = 1
+		}
+	}
+	if n < len(ds) {
+		s.mu.Lock()
+		if !s.ended {
+			s.buffered = append(ds[n:], s.buffered...)
+		}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		s.q.r.logger.Warn("mq: deliveries of a quorum queue wait: their deliver commands are not committed",
+			"queue", s.q.name, "vhost", s.q.vh.name, "err", err)
+		return 0, false
+	}
+	return n, true
 }
 
 // get is basic.get for the calling node, the message held by the
 // session.
 func (s *servedSession) get() *remoteReply {
-	reply := getReply(s.q, s.handedOut, false)
+	reply := getReply(s.q, false)
 	if len(reply.Deliveries) > 0 {
 		s.mu.Lock()
 		s.held[reply.Deliveries[0].Tag] = true
@@ -558,39 +585,36 @@ func (s *servedSession) get() *remoteReply {
 }
 
 // getReply is basic.get on the leader (or home node) for a client of any
-// node, answered once the message may leave the node (handedOut, if
-// any). If it may not, the message goes back to the queue (it was not
-// handed out; one got without ack is settled already, and is lost if that
-// settle commits later), and the get fails.
-func getReply(q *queue, handedOut func() error, noAck bool) *remoteReply {
-	d, ok, err := q.get(noAck)
+// node, answered once the message may leave the node (its handout, a
+// quorum queue's). If it may not, the message goes back to the queue (it
+// was not handed out), and the get fails. A quorum queue's message got
+// without ack is taken as with ack, and settled only once its deliver
+// command is committed: settled at once, it would be lost with a get
+// that fails, once that settle commits. (Should the leader change before
+// the settle commits, the next one returns it, redelivered, as one a
+// consumer held.)
+func getReply(q *queue, noAck bool) *remoteReply {
+	settleLater := noAck && q.quorum.Load() != nil
+	d, ok, err := q.get(noAck && !settleLater)
 	switch {
 	case err != nil:
 		return errorReply(err)
 	case !ok:
 		return &remoteReply{}
 	}
-	if handedOut != nil {
-		if err := handedOut(); err != nil {
-			if !noAck {
-				q.vh.Requeue(q.name, d.Tag)
-			}
-			return errorReply(errInternal("commit a delivery of a quorum queue", err))
+	if err := d.handout.Sync(); err != nil {
+		if !noAck || settleLater {
+			q.vh.Requeue(q.name, d.Tag)
 		}
+		return errorReply(errInternal("commit a delivery of a quorum queue", err))
+	}
+	if settleLater {
+		q.vh.Ack(q.name, d.Tag)
+		q.stats.gotWithoutAck()
 	}
 	r := deliveriesReply([]*Delivery{d})
 	r.Count = d.MessageCount
 	return r
-}
-
-// handedOut waits until every command q handed to its store so far is
-// committed: the deliveries made so far may leave the node
-// (quorumstore.Store.HandoutLocked).
-func (q *queue) handedOut(store *quorumstore.Store) error {
-	q.mu.Lock()
-	t := store.HandoutLocked()
-	q.mu.Unlock()
-	return t.Sync()
 }
 
 // end ends the session: its consumer is cancelled, and with requeue what
@@ -624,7 +648,7 @@ func deliveriesReply(ds []*Delivery) *remoteReply {
 		m := d.Message
 		props, _ := encodeProperties(m) // it was encoded when published
 		r.Deliveries[i] = remoteDelivery{Tag: d.Tag, Redelivered: d.Redelivered, Exchange: m.Exchange,
-			RoutingKey: m.RoutingKey, Properties: props, Body: m.Body}
+			RoutingKey: m.RoutingKey, Properties: props, Body: m.Body, message: m}
 	}
 	return r
 }

@@ -65,6 +65,72 @@ func TestQuorumRepeatedPullAnsweredAgain(t *testing.T) {
 	}
 }
 
+// TestQuorumPullAnswersCommittedDeliveries: a pull answers with the
+// deliveries whose deliver commands are committed, without waiting for
+// those of deliveries made after them (here never committed: the leader
+// is cut off from its followers), which stay in the session for a later
+// pull (or for the next leader to return).
+func TestQuorumPullAnswersCommittedDeliveries(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	m := envs[l].queueNamed("q").quorum.Load()
+	waitDurable(t, envs[l].publish(persistent("", "q", "first")))
+	waitDurable(t, envs[l].publish(persistent("", "q", "second")))
+	ctx := context.Background()
+	settle := func(limit int, create bool) {
+		req := &remoteRequest{Op: opSettle, Queue: m.q.id, Session: 7, Create: create, Limit: limit, Spec: &remoteSpec{Tag: "c"}}
+		if r := m.serve(ctx, req); r.Error != "" || r.Gone {
+			t.Fatalf("settle: %+v", r)
+		}
+	}
+	settle(1, true) // "first" goes to the session
+	m.q.mu.Lock()
+	handout := m.store.HandoutLocked()
+	m.q.mu.Unlock()
+	if err := handout.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	isolate(net, len(envs), l, true)
+	settle(2, false) // "second" goes to the session; its deliver command cannot commit
+	r := m.serve(ctx, &remoteRequest{Op: opPull, Queue: m.q.id, Session: 7, Pull: 1, Limit: 2})
+	if len(r.Deliveries) != 1 || string(r.Deliveries[0].Body) != "first" {
+		t.Fatalf("pull: %+v, want the first message alone", r)
+	}
+}
+
+// TestQuorumFailedGetWithoutAckReturnsMessage: a basic.get without ack
+// whose delivery cannot be committed (every node is cut off from the
+// others) fails, and its message stays in the queue rather than being
+// settled unsent: once the leader is back in contact with its followers
+// (which are still cut off from each other, so that it leads again and
+// its log, commands of the failed get included, is the one committed),
+// the message is there, redelivered.
+func TestQuorumFailedGetWithoutAckReturnsMessage(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	waitDurable(t, envs[l].publish(persistent("", "q", "m")))
+	m := envs[l].queueNamed("q").quorum.Load()
+	for a := range envs {
+		isolate(net, len(envs), a, true)
+	}
+	if r := m.serve(context.Background(), &remoteRequest{Op: opGet, Queue: m.q.id, NoAck: true}); r.Error == "" {
+		t.Fatalf("get without ack answered %+v while its delivery cannot commit", r)
+	}
+	isolate(net, len(envs), l, false)
+	eventually(t, "the message got again", func() bool {
+		d, ok, err := envs[l].v.Get("q", true, 1)
+		if err != nil || !ok {
+			return false
+		}
+		if string(d.Message.Body) != "m" || !d.Redelivered {
+			t.Fatalf("got %q (redelivered %v), want m, redelivered", d.Message.Body, d.Redelivered)
+		}
+		return true
+	})
+}
+
 // TestQuorumRepeatedForwardTakenOnce: a forwarded publish repeated with
 // the same id (its answer was lost, or held up in a partition) is
 // enqueued once.
@@ -72,7 +138,7 @@ func TestQuorumRepeatedForwardTakenOnce(t *testing.T) {
 	envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
 	l, _, _ := quorumRoles(t, envs, "q", 3)
 	m := envs[l].queueNamed("q").quorum.Load()
-	batch := encodeStored(persistent("", "q", "once"), nil, 1)
+	batch := newStoredMessage(persistent("", "q", "once"), nil, 1).encoded()
 	req := &remoteRequest{Op: opPublish, Queue: m.q.id, Batches: batch, Forward: 42}
 	for range 3 {
 		if r := m.serve(context.Background(), req); r.Error != "" {
@@ -92,7 +158,7 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	envs := newQuorumEnvs(t, 3, net)
 	l, _, _ := quorumRoles(t, envs, "q", 3)
 	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
-		Batches: encodeStored(persistent("", "q", "once"), nil, 1), Forward: 42}
+		Batches: newStoredMessage(persistent("", "q", "once"), nil, 1).encoded(), Forward: 42}
 	if r := envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
 		t.Fatal(r.Error)
 	}

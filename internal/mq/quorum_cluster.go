@@ -156,7 +156,7 @@ type quorumReplica struct {
 func (r *Registry) startQuorumReplica(q *queue, s *quorumstore.Store, log *replica.RaftLog) *quorumReplica {
 	m := &quorumReplica{q: q, store: s, group: log.Group(), retarget: make(chan struct{}, 1),
 		placed: make(chan struct{}), done: make(chan struct{})}
-	m.served = &served{q: q, take: m.takeForward, handedOut: func() error { return q.handedOut(s) }}
+	m.served = &served{q: q, take: m.takeForward}
 	q.quorum.Store(m)
 	r.quorumMu.Lock()
 	r.quorumReplicas[m] = struct{}{}

@@ -37,7 +37,8 @@ func (m *quorumReplica) takeForward(batches []byte, id uint64) error {
 		if err != nil {
 			return err
 		}
-		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, batch, ts, true)
+		stored := &storedMessage{msg: sm, at: ts, batch: batch}
+		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, stored, ts, true)
 		switch {
 		case err != nil:
 			return err

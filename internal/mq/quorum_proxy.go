@@ -92,17 +92,14 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 	if rq.classic() {
 		req.VHost, req.Name = rq.q.vh.name, rq.q.name
 	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
+	var data []byte // req encoded, once a call leaves this node
 	var hint int32
 	for attempt := 1; ; attempt++ {
 		if rq.homeDown() {
 			return nil, errHomeUnreachable
 		}
 		node := rq.target(hint)
-		reply, err := rq.send(ctx, node, req, data)
+		reply, err := rq.send(ctx, node, req, &data)
 		switch {
 		case err == nil && !reply.NotServed:
 			rq.setLeader(node)
@@ -217,8 +214,9 @@ func (rq *remoteQueue) setLeader(node int32) {
 }
 
 // send makes one attempt of a call on node: on this node's own replica
-// it is answered here.
-func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest, data []byte) (*remoteReply, error) {
+// it is answered here, without encoding; else req goes encoded as *data
+// (encoded by the first attempt that needs it).
+func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest, data *[]byte) (*remoteReply, error) {
 	q := rq.q
 	timeout := callAttempt
 	if req.Op == opPull {
@@ -229,13 +227,20 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 	if m := q.quorum.Load(); node == q.r.nodeID() && m != nil {
 		return m.serve(actx, req), nil
 	}
+	if *data == nil {
+		b, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		*data = b
+	}
 	go rq.abandonWhenGone(actx, cancel, node)
 	var out []byte
 	var err error
 	if rq.classic() {
-		out, err = q.r.cfg.Cluster.CallNode(actx, node, data)
+		out, err = q.r.cfg.Cluster.CallNode(actx, node, *data)
 	} else {
-		out, err = q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, data)
+		out, err = q.r.cfg.Cluster.Call(actx, quorumGroup(q.id), node, *data)
 	}
 	if err != nil {
 		return nil, err
@@ -490,6 +495,9 @@ func (f *remoteForward) Sync() error {
 // decodeRemote makes a delivery of a message a session took (its tag is
 // set when it is held here).
 func decodeRemote(q *queue, rd remoteDelivery) (*Delivery, error) {
+	if rd.message != nil { // answered on this node: not encoded
+		return &Delivery{Queue: q.name, Redelivered: rd.Redelivered, Message: rd.message}, nil
+	}
 	m := &Message{Exchange: rd.Exchange, RoutingKey: rd.RoutingKey, RawProperties: rd.Properties, Body: rd.Body}
 	if len(m.RawProperties) > 0 {
 		if err := m.Properties.Decode(m.RawProperties); err != nil {

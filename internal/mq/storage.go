@@ -14,13 +14,10 @@ import (
 // store's, never made up by the queue, and every change to a logged
 // message's fate (enqueued, delivered, settled, returned) is told to the
 // store, so that it can be replayed from the log alone. Methods named
-// ...Locked are called with the queue's lock held.
+// ...Locked are called with the queue's lock held. How a store takes a
+// message differs (queue.logLocked): the local one as a batch
+// (batchStore), a quorum queue's as a record of its next batch.
 type queueStore interface {
-	// BufferLocked gives a message batch (encodeStored) its offset and
-	// holds it back, to be written with the queue's other held-back
-	// messages before the next Sync; AppendLocked writes it now.
-	BufferLocked(batch []byte) (off int64, err error)
-	AppendLocked(batch []byte) (off int64, err error)
 	// DeliveredLocked records that the message at off was handed out.
 	DeliveredLocked(off int64)
 	// SettleLocked records that the message at off is done with;
@@ -43,12 +40,36 @@ type queueStore interface {
 	Dir() string
 }
 
-// encodeStored builds the batch a persistent message is logged as in
-// queue stores, with its encoded properties, enqueued at now (ms).
-func encodeStored(m *Message, props []byte, now int64) []byte {
-	return queuestore.EncodeMessage(queuestore.Message{
-		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Properties: props, Body: m.Body,
-	}, now)
+// batchStore is how the local store takes a message: BufferLocked gives a
+// message batch (storedMessage.encoded) its offset and holds it back, to
+// be written with the queue's other held-back messages before the next
+// Sync; AppendLocked writes it now.
+type batchStore interface {
+	BufferLocked(batch []byte) (off int64, err error)
+	AppendLocked(batch []byte) (off int64, err error)
+}
+
+// storedMessage is a persistent message as queue stores log it, made once
+// per publish: with its encoded properties, enqueued at (ms). The batch
+// the local store and a forward take is encoded once, when first asked
+// for; a quorum queue's store takes the message as it is.
+type storedMessage struct {
+	msg   queuestore.Message
+	at    int64
+	batch []byte
+}
+
+// newStoredMessage is m, with its encoded properties, enqueued at (ms).
+func newStoredMessage(m *Message, props []byte, at int64) *storedMessage {
+	return &storedMessage{msg: queuestore.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Properties: props, Body: m.Body}, at: at}
+}
+
+// encoded is the batch the message is logged as in a local store.
+func (sm *storedMessage) encoded() []byte {
+	if sm.batch == nil {
+		sm.batch = queuestore.EncodeMessage(sm.msg, sm.at)
+	}
+	return sm.batch
 }
 
 // encodeProperties returns the raw property list a message is logged with.

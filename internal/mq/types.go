@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
 // ConnID identifies a client connection (the owner of exclusive queues).
@@ -106,6 +107,10 @@ type Delivery struct {
 	// MessageCount is, for Get, the number of ready messages left
 	// (basic.get-ok's message-count); 0 for consumer deliveries.
 	MessageCount int
+	// handout is, for a quorum queue of the cluster, the commit the
+	// delivery waits on before it leaves the leader (handOverLocked sets
+	// it, under the queue's lock).
+	handout quorumstore.Handout
 }
 
 // Consumer receives deliveries; the front end's channel implements it.

@@ -43,14 +43,20 @@ var (
 // stores. Its timestamp is the enqueue time (unix ms): TTLs count from
 // it, also after a restart.
 func EncodeMessage(m Message, enqueued int64) []byte {
-	return record.NewBatch(enqueued, []record.Record{{
+	return record.NewBatch(enqueued, []record.Record{MessageRecord(m)})
+}
+
+// MessageRecord is the record a message is logged as (EncodeMessage's,
+// and a quorum queue's enqueue record, in a batch with others).
+func MessageRecord(m Message) record.Record {
+	return record.Record{
 		Value: m.Body,
 		Headers: []record.RecordHeader{
 			{Key: hdrExchange, Value: []byte(m.Exchange)},
 			{Key: hdrRoutingKey, Value: []byte(m.RoutingKey)},
 			{Key: hdrProperties, Value: m.Properties},
 		},
-	}})
+	}
 }
 
 // DecodeMessage rebuilds a message from its record (as EncodeMessage

@@ -65,10 +65,9 @@ func isMessage(r record.Record) bool { return r.Key == nil }
 // soleKey returns, from its first bytes only, the key of the one record
 // batch holds (nil for a record without a key: a message), and false
 // if batch holds more records, or is compressed or malformed. The
-// truncator reads every batch of the log, mostly messages and commands
-// it has no use for, and decoding each one's records would cost more
-// than the rest of its pass: a truncate command travels alone in its
-// batch (TruncateLocked), the one kind of batch it decodes.
+// truncator reads the small batches of one record, the ones that may be
+// a truncate command (which travels alone in its batch: TruncateLocked),
+// and decodes only those that are.
 func soleKey(h record.Header, batch []byte) ([]byte, bool) {
 	if h.LastOffsetDelta != 0 || h.Compression() != record.None || len(batch) <= record.HeaderSize {
 		return nil, false

@@ -9,8 +9,8 @@
 //
 // Every record of the log is one command (commands.go):
 //
-//   - enqueue: a message, as queuestore.EncodeMessage logs it (no key;
-//     the batch timestamp is the enqueue time);
+//   - enqueue: a message, as queuestore.MessageRecord makes it (no key;
+//     the record's timestamp is the enqueue time);
 //   - deliver(offset): the message was assigned to a consumer or
 //     basic.get; it leaves the leader only once this is committed
 //     (HandoutLocked, which waits for the deliver commands so far, not
@@ -21,8 +21,8 @@
 //   - settle(offset): it is done with (ack, discard, dead-lettered);
 //   - truncate(offset): every message below it is settled; each replica
 //     cuts its log below it once committed (truncate.go). It is a batch
-//     of its own, which the truncator finds by its first bytes without
-//     decoding the messages and commands around it;
+//     of its own, which the truncator finds by its header without
+//     reading the messages and commands around it;
 //   - forward(id): the messages before it in its term were a publish
 //     another node forwarded under that id: a new leader takes a repeat
 //     of it for done (Forwards).
@@ -30,10 +30,13 @@
 // A message's offset is the offset of its enqueue record; the other
 // commands take offsets too, so a queue's message offsets have gaps.
 // On the leader the queue appends commands in its own order (under the
-// queue's lock); the store buffers them and proposes them to the group
-// in one append per flush: at every publisher confirm (Sync, which then
-// waits for the commit: a majority of the members has the message
-// fsynced), and as soon as its flusher goroutine runs otherwise.
+// queue's lock); the store buffers them, messages and commands alike, as
+// the records of one batch, and proposes them to the group in one append
+// per flush (a batch is an entry of the group's log: a few large ones
+// cost the members less than many small ones): at every publisher
+// confirm (Sync, which then waits for the commit: a majority of the
+// members has the message fsynced), and as soon as its flusher goroutine
+// runs otherwise.
 //
 // # Taking over
 //

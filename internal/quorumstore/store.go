@@ -22,10 +22,14 @@ type Store struct {
 
 	mu sync.Mutex
 	// pending holds the record batches not yet proposed, in queue order,
-	// and commands the records not yet closed into a batch (they follow
-	// pending's batches).
-	pending  []byte
-	commands []record.Record
+	// and open the records not yet closed into a batch (they follow
+	// pending's batches), the first of them at openAt (unix ms). Messages
+	// and commands share a batch: each batch is an entry of the group's
+	// log, and a few large entries cost the members less than many small
+	// ones.
+	pending []byte
+	open    record.Builder
+	openAt  int64
 	// end is the offset after the last record handed to the store in the
 	// term served: what the next record gets once proposed.
 	end int64
@@ -182,24 +186,53 @@ func (s *Store) signal() {
 	}
 }
 
-// closeCommandsLocked turns the open command records into a batch at the
-// end of pending. Caller holds mu.
-func (s *Store) closeCommandsLocked() {
-	if len(s.commands) == 0 {
+// addRecordLocked adds r, of time ts (unix ms), to the open batch; it
+// takes the next offset. Caller holds mu.
+func (s *Store) addRecordLocked(r record.Record, ts int64) {
+	if s.open.Len() == 0 {
+		s.openAt = ts
+	}
+	r.TimestampDelta = ts - s.openAt
+	s.open.Append(r)
+	s.end++
+	if s.open.Size() >= maxBatchBytes {
+		s.closeBatchLocked()
+	}
+}
+
+// addCommandLocked adds a command record, of now, to the open batch.
+// Caller holds mu.
+func (s *Store) addCommandLocked(r record.Record) { s.addRecordLocked(r, time.Now().UnixMilli()) }
+
+// maxBatchBytes is the size past which the open batch is closed before
+// the next flush: a bound on the entries of the group's log (a single
+// larger message makes a larger one).
+const maxBatchBytes = 1 << 20
+
+// closeBatchLocked turns the open records into a batch at the end of
+// pending. Caller holds mu.
+func (s *Store) closeBatchLocked() {
+	if s.open.Len() == 0 {
 		return
 	}
-	s.pending = append(s.pending, record.NewBatch(time.Now().UnixMilli(), s.commands)...)
-	s.commands = nil
+	s.pending = append(s.pending, s.open.Build(s.openAt)...)
+	s.open.Reset()
+}
+
+// dropPendingLocked forgets what was not proposed. Caller holds mu.
+func (s *Store) dropPendingLocked() {
+	s.pending = nil
+	s.open.Reset()
 }
 
 // flushLocked proposes everything pending in one append. A refused
 // proposal fails the term served (Failed). Caller holds mu.
 func (s *Store) flushLocked() error {
 	if s.term.failure != nil {
-		s.pending, s.commands = nil, nil
+		s.dropPendingLocked()
 		return s.term.failure
 	}
-	s.closeCommandsLocked()
+	s.closeBatchLocked()
 	if len(s.pending) == 0 {
 		return nil
 	}
@@ -235,20 +268,14 @@ func (s *Store) flushLocked() error {
 // flush to the next.
 const maxReusedPending = 4 << 20
 
-// addBatchLocked buffers a batch of records (an enqueue) and returns the
-// offset of its first record. Caller holds mu.
-func (s *Store) addBatchLocked(batch []byte) (int64, error) {
+// addMessageLocked buffers the enqueue of m at at (unix ms) and returns
+// its offset. Caller holds mu.
+func (s *Store) addMessageLocked(m queuestore.Message, at int64) (int64, error) {
 	if s.term.failure != nil {
 		return 0, s.term.failure
 	}
-	h, err := record.ParseHeader(batch)
-	if err != nil {
-		return 0, err
-	}
-	s.closeCommandsLocked()
 	off := s.end
-	s.pending = append(s.pending, batch...)
-	s.end += int64(h.LastOffsetDelta) + 1
+	s.addRecordLocked(queuestore.MessageRecord(m), at)
 	return off, nil
 }
 
@@ -257,8 +284,7 @@ func (s *Store) addBatchLocked(batch []byte) (int64, error) {
 func (s *Store) addCommand(r record.Record, added func()) {
 	s.mu.Lock()
 	if s.term.failure == nil {
-		s.commands = append(s.commands, r)
-		s.end++
+		s.addCommandLocked(r)
 		if added != nil {
 			added()
 		}
@@ -267,21 +293,21 @@ func (s *Store) addCommand(r record.Record, added func()) {
 	s.signal()
 }
 
-// BufferLocked gives an enqueue batch (queuestore.EncodeMessage) its
-// offset and buffers it; the next flush proposes it.
-func (s *Store) BufferLocked(batch []byte) (int64, error) {
+// BufferLocked gives the enqueue of m at at (unix ms: its enqueue time)
+// its offset and buffers it; the next flush proposes it.
+func (s *Store) BufferLocked(m queuestore.Message, at int64) (int64, error) {
 	s.mu.Lock()
-	off, err := s.addBatchLocked(batch)
+	off, err := s.addMessageLocked(m, at)
 	s.mu.Unlock()
 	s.signal()
 	return off, err
 }
 
 // AppendLocked is BufferLocked proposing at once.
-func (s *Store) AppendLocked(batch []byte) (int64, error) {
+func (s *Store) AppendLocked(m queuestore.Message, at int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	off, err := s.addBatchLocked(batch)
+	off, err := s.addMessageLocked(m, at)
 	if err == nil {
 		err = s.flushLocked()
 	}
@@ -320,14 +346,16 @@ func (s *Store) NoteReturnLocked(off int64, n uint32) { s.addCommand(returnComma
 // their commit, often under way already, is all a handout needs.
 // Waiting proposes what is pending at once, so many handouts share one
 // append.
-func (s *Store) HandoutLocked() replica.Target {
+func (s *Store) HandoutLocked() Handout {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &handout{sv: s.term, upTo: s.handedOut}
+	return Handout{sv: s.term, upTo: s.handedOut}
 }
 
-// handout is the commit of a service's records below upTo.
-type handout struct {
+// Handout is the commit of a service's records below upTo
+// (HandoutLocked). The zero Handout waits for nothing: a message of a
+// queue that is not replicated.
+type Handout struct {
 	sv   *service
 	upTo int64
 }
@@ -335,8 +363,12 @@ type handout struct {
 // Sync waits until the records below h.upTo are committed, or fails if
 // they will not be (the term's proposal was refused, the queue stopped
 // being served here, or no quorum answered in syncWait).
-func (h *handout) Sync() error {
-	sv, st := h.sv, h.sv.s
+func (h Handout) Sync() error {
+	sv := h.sv
+	if sv == nil {
+		return nil
+	}
+	st := sv.s
 	st.mu.Lock()
 	if sv == st.term && sv.proposed < h.upTo {
 		st.flushLocked()
@@ -358,14 +390,23 @@ func (h *handout) Sync() error {
 	return waitCommit(commit) // none left covering upTo: the last append found it committed
 }
 
+// Passed reports, without waiting, whether the replica's high watermark
+// is past h's records. It does not tell whose records those are (after a
+// change of leader they may be another term's): Sync does, at once then.
+// Handouts of one service pass in the order they were made, so a
+// consumer that waited for one (Sync) finds the next ones already
+// committed with Passed, and checks only the last with Sync.
+func (h Handout) Passed() bool {
+	return h.sv == nil || h.upTo <= h.sv.s.log.HighWatermark()
+}
+
 // NoteForwardLocked logs that the messages of forwarded publish id were
 // handed to the store in service t (TargetLocked), unless the queue
 // stopped being served in t since: once it is committed, so are they.
 func (s *Store) NoteForwardLocked(t replica.Target, id uint64) {
 	s.mu.Lock()
 	if t == replica.Target(s.term) && s.term.failure == nil {
-		s.commands = append(s.commands, forwardCommand(id))
-		s.end++
+		s.addCommandLocked(forwardCommand(id))
 	}
 	s.mu.Unlock()
 }
@@ -590,10 +631,10 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if (len(s.pending) > 0 || len(s.commands) > 0) && s.term.failure == nil {
+	if (len(s.pending) > 0 || s.open.Len() > 0) && s.term.failure == nil {
 		s.term.failure = errSuperseded
 	}
-	s.pending, s.commands = nil, nil
+	s.dropPendingLocked()
 	s.end = s.log.EndOffset()
 	s.handedOut = s.end // committed: Replay waited for it
 	s.term = &service{s: s, proposed: s.end}
@@ -607,8 +648,7 @@ func (s *Store) Replay(ctx context.Context) error {
 		}
 		if m.delivered { // its consumer was on the previous leader
 			m.returns++
-			s.commands = append(s.commands, returnCommand(off, m.returns))
-			s.end++
+			s.addCommandLocked(returnCommand(off, m.returns))
 		}
 		s.unsettled = append(s.unsettled, unsettledMessage{off: off, redelivered: m.delivered || m.returned, returns: m.returns})
 	}

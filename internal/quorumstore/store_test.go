@@ -31,7 +31,7 @@ func enqueue(t *testing.T, s *Store, bodies ...string) map[string]int64 {
 	t.Helper()
 	off := map[string]int64{}
 	for _, body := range bodies {
-		o, err := s.BufferLocked(queuestore.EncodeMessage(queuestore.Message{Body: []byte(body)}, 1))
+		o, err := s.BufferLocked(queuestore.Message{Body: []byte(body)}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	}
 
 	s.mu.Lock()
-	stale := &handout{sv: s.term, upTo: s.end + 1} // a command the Replay below drops unproposed
+	stale := Handout{sv: s.term, upTo: s.end + 1} // a command the Replay below drops unproposed
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -240,7 +240,7 @@ func TestHandoutCoversOnlyHandoutCommands(t *testing.T) {
 	h, dir := startHost(t), t.TempDir()
 	s := openLeading(t, h, dir)
 	off := enqueue(t, s, "a", "b", "c")
-	upTo := func() int64 { return s.HandoutLocked().(*handout).upTo }
+	upTo := func() int64 { return s.HandoutLocked().upTo }
 	s.DeliveredLocked(off["a"])
 	afterDeliver := s.end
 	enqueue(t, s, "d")
@@ -260,5 +260,48 @@ func TestHandoutCoversOnlyHandoutCommands(t *testing.T) {
 	}
 	if hw := s.HighWatermark(); hw < afterSettle {
 		t.Errorf("handout returned with the high watermark at %d, below %d", hw, afterSettle)
+	}
+}
+
+// TestFlushProposesOneBatch: the messages and commands buffered between
+// two flushes go to the group as one batch (one entry of its log), each
+// message with its own enqueue time, and a truncate in a batch of its own.
+func TestFlushProposesOneBatch(t *testing.T) {
+	s := openLeading(t, startHost(t), t.TempDir())
+	defer s.Close()
+	at := map[string]int64{"a": 1000, "b": 1005, "c": 990}
+	s.mu.Lock() // no flush in between
+	var off []int64
+	for _, body := range []string{"a", "b", "c"} {
+		o, err := s.addMessageLocked(queuestore.Message{Body: []byte(body)}, at[body])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = append(off, o)
+		s.addCommandLocked(deliverCommand(o))
+	}
+	s.addCommandLocked(settleCommand(off[0]))
+	s.mu.Unlock()
+	s.TruncateLocked(off[1])
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var batches []int32 // records of each
+	if err := s.walkBatches(0, func(h record.Header, _ []byte) (bool, error) {
+		batches = append(batches, h.LastOffsetDelta+1)
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 2 || batches[0] != 7 || batches[1] != 1 {
+		t.Fatalf("the log holds batches of %v records, want [7 1]: the flush's records, then the truncate", batches)
+	}
+	if err := s.Scan(0, func(_, ts int64, m queuestore.Message) bool {
+		if want := at[string(m.Body)]; ts != want {
+			t.Errorf("message %s enqueued at %d, want %d", m.Body, ts, want)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,9 @@
 package quorumstore
 
 import (
+	"encoding/binary"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -33,7 +36,7 @@ func (s *Store) TruncateLocked(below int64) {
 	past := below > s.truncatedAt && s.term.failure == nil
 	if past {
 		s.truncatedAt = below
-		s.closeCommandsLocked()
+		s.closeBatchLocked()
 		s.pending = append(s.pending, record.NewBatch(time.Now().UnixMilli(), []record.Record{truncateCommand(below)})...)
 		s.end++
 	}
@@ -66,21 +69,13 @@ func (s *Store) applyTruncates(from int64) int64 {
 	from = max(from, s.log.StartOffset())
 	hw := s.log.HighWatermark()
 	below := int64(-1)
-	if err := s.walkBatches(from, func(h record.Header, batch []byte) (bool, error) {
-		if key, ok := soleKey(h, batch); !ok || string(key) != string(truncateKey) {
-			return true, nil // not a truncate, which travels alone
-		}
-		recs, err := record.Records(batch)
+	for off := from; off < hw; {
+		next, b, err := s.scanTruncates(off)
 		if err != nil {
-			return false, err
+			s.logger.Warn("quorumstore: reading the log for truncations failed; retrying", "from", from, "err", err)
+			return from
 		}
-		if off, _, err := decodeCommand(recs[0].Value); err == nil {
-			below = max(below, off)
-		}
-		return true, nil
-	}); err != nil {
-		s.logger.Warn("quorumstore: reading the log for truncations failed; retrying", "from", from, "err", err)
-		return from
+		off, below = next, max(below, b)
 	}
 	if below > s.log.StartOffset() {
 		if _, err := s.log.DeleteBefore(below); err != nil {
@@ -89,4 +84,94 @@ func (s *Store) applyTruncates(from int64) int64 {
 		}
 	}
 	return hw
+}
+
+// truncateScanBytes is how much of the log one read of the truncator
+// spans. It reads the batches' headers, not what lies between them, so
+// a read may span much.
+const truncateScanBytes = 64 << 20
+
+// maxTruncateBatch is the most bytes a batch holding a truncate alone
+// takes (with room to spare).
+const maxTruncateBatch = 256
+
+// scanTruncates reads the committed batches of one read of the log from
+// the one holding off, and returns the offset after the last one and the
+// highest offset a truncate among them names (-1: none). Of each batch
+// it reads the header, and the rest only if the header says it may be a
+// truncate, which travels alone (TruncateLocked): one small uncompressed
+// record. The messages and commands around them, most of the log, stay
+// unread.
+func (s *Store) scanTruncates(off int64) (next, below int64, err error) {
+	sl, err := s.log.Read(off, truncateScanBytes)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sl.Release()
+	next, below = off, -1
+	var head [record.HeaderSize]byte
+	for _, c := range sl.Chunks {
+		for pos := c.Pos; pos < c.Pos+c.Len; {
+			if _, err := c.File.ReadAt(head[:], pos); err != nil {
+				return 0, 0, err
+			}
+			size, last, lone, err := peekHeader(head[:])
+			if err != nil {
+				return 0, 0, err
+			}
+			if lone && size <= maxTruncateBatch {
+				b, err := readTruncate(c.File, pos, size)
+				if err != nil {
+					return 0, 0, err
+				}
+				below = max(below, b)
+			}
+			next = last + 1
+			pos += int64(size)
+		}
+	}
+	if next == off {
+		return 0, 0, fmt.Errorf("quorumstore: no record at offset %d below %d", off, s.log.HighWatermark())
+	}
+	return next, below, nil
+}
+
+// peekHeader reads, from the header of a batch (its first
+// record.HeaderSize bytes), its size, its last offset, and whether it
+// holds one uncompressed record (record.ParseHeader wants the whole
+// batch).
+func peekHeader(head []byte) (size int, last int64, lone bool, err error) {
+	be := binary.BigEndian
+	length := int32(be.Uint32(head[8:]))
+	if length < record.HeaderSize-record.LogOverhead {
+		return 0, 0, false, fmt.Errorf("quorumstore: a batch of the log says it has %d bytes", length)
+	}
+	h := record.Header{Attributes: int16(be.Uint16(head[21:])), LastOffsetDelta: int32(be.Uint32(head[23:]))}
+	last = int64(be.Uint64(head[0:])) + int64(h.LastOffsetDelta)
+	return record.LogOverhead + int(length), last, h.LastOffsetDelta == 0 && h.Compression() == record.None, nil
+}
+
+// readTruncate reads the batch of size bytes at pos of f and returns the
+// offset it names if it is a truncate, else -1.
+func readTruncate(f *os.File, pos int64, size int) (int64, error) {
+	batch := make([]byte, size)
+	if _, err := f.ReadAt(batch, pos); err != nil {
+		return 0, err
+	}
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	if key, ok := soleKey(h, batch); !ok || string(key) != string(truncateKey) {
+		return -1, nil
+	}
+	recs, err := record.Records(batch)
+	if err != nil {
+		return 0, err
+	}
+	off, _, err := decodeCommand(recs[0].Value)
+	if err != nil {
+		return -1, nil // not a truncate after all
+	}
+	return off, nil
 }
