@@ -254,7 +254,7 @@ func TestClassicForwardRepeatedAfterHomeCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &remoteRequest{Op: opPublish, Queue: home.queueNamed("billing").id, VHost: "/", Name: "billing",
-		Batches: encodeStored(m, props, 1), Forward: 42}
+		Batches: newStoredMessage(m, props, 1).encoded(), Forward: 42}
 	serve := func() {
 		t.Helper()
 		if r := home.r.serveClassic(context.Background(), req); r.Error != "" || r.NotServed {
