@@ -20,6 +20,11 @@
 //     partition never added to the transaction, or sent after the
 //     transaction ended, is refused INVALID_TXN_STATE; after the
 //     coordinator's node is killed, the producer goes on.
+//   - TestTxnVerifyCoordinatorKilled: the coordinator killed -9 just
+//     before a batch of its open transaction reaches another node's
+//     partition: the leader gives the dead coordinator's verification up
+//     when the election starts and asks the new one, answering well within
+//     the verification's 5 s bound, which it used to wait out.
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
 //   - TestMinInsyncReplicasCluster: a topic's min.insync.replicas (set at
