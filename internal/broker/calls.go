@@ -172,10 +172,22 @@ func (p *Partition) leadershipSignals() (replica, metadata <-chan struct{}) {
 	return replica, metadata
 }
 
-// liveLeader is the partition's leader as this node sees it, -1 while
-// none is known or its node is known to be down.
+// liveLeader is the partition's leader as this node sees it (Leadership,
+// without the replicas in sync, which a watch woken by every append of a
+// busy partition has no use for), -1 while none is known or its node is
+// known to be down.
 func (p *Partition) liveLeader() int32 {
-	leader, _, _ := p.Leadership(p.broker.cfg.NodeID)
+	leader := p.broker.cfg.NodeID // a single node leads every partition
+	switch {
+	case p.remote:
+		leader, _ = p.broker.reportedLeader(p.topic, p.index)
+	case p.raft != nil:
+		id, _, _ := p.raft.Leadership()
+		leader = int32(id)
+		if id == 0 {
+			leader = -1
+		}
+	}
 	if leader < 0 || !p.broker.NodeUp(leader) {
 		return -1
 	}

@@ -119,7 +119,7 @@ func TestCallLeaderAfterLeaderDies(t *testing.T) {
 			if took > deadline/2 {
 				t.Fatalf("the call took %v: it waited on the dead leader", took)
 			}
-			t.Logf("node %d answered node %d (remote: %v) %v after leader %d was cut off",
+			t.Logf("node %d answered the call from node %d (no replica there: %v) %v after leader %d was cut off",
 				out[0], caller, p.CheckLeader() != nil && !slices.Contains(p.Replicas(), caller), took.Round(time.Millisecond), leader)
 		})
 	}
