@@ -193,6 +193,59 @@ func TestTxnVerifyCoordinatorKilled(t *testing.T) {
 	}
 }
 
+// TestTxnMarkersLeaderKilled: a partition's leader is killed (SIGKILL)
+// just as the transaction that wrote to it commits. The coordinator, on
+// another node, forwards the partition's marker to the dead leader; it
+// gives it up as soon as the partition's election starts and has the new
+// leader write it, so the producer's next transaction is taken in about
+// a second, where it waited for the forward's 10 s bound and the
+// coordinator's next sweep.
+func TestTxnMarkersLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	seeds := seedsOf(nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	const topic, txnID = "marked", "marked-writer"
+	admin := newAdmin(t, seeds)
+	createTopicN(ctx, t, admin, topic, 3)
+	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	coordinator := txnCoordinator(ctx, t, admin, txnID, -1)
+	pid, epoch := initTxnProducer(ctx, t, raw, txnID)
+	p, leader := partitionLedElsewhere(ctx, t, admin, topic, coordinator)
+	addTxnPartition(ctx, t, raw, txnID, pid, epoch, topic, p)
+	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnProduceRequest(txnID, pid, epoch, topic, p, 0)); code != 0 {
+		t.Fatalf("the transaction's batch: %v", kerr.ErrorForCode(code))
+	}
+
+	nodes[leader-1].kill()
+	start := time.Now()
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, true
+	retryTxnCall(ctx, t, "EndTxn", func() (int16, error) {
+		resp, err := end.RequestWith(ctx, raw)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	})
+	addTxnPartition(ctx, t, raw, txnID, pid, epoch, topic, p) // waits out the markers of the first
+	took := time.Since(start)
+	t.Logf("the next transaction was taken %v after node %d, the leader of %s-%d, was killed (coordinator: node %d)",
+		took.Round(time.Millisecond), leader, topic, p, coordinator)
+	if took > 6*time.Second {
+		t.Fatalf("the next transaction waited %v for the marker forwarded to the dead leader", took)
+	}
+}
+
 // initTxnProducer initialises transactional id id with raw (kmsg) and
 // returns its producer id and epoch.
 func initTxnProducer(ctx context.Context, t *testing.T, raw *kgo.Client, id string) (pid int64, epoch int16) {
