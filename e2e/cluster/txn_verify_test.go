@@ -145,24 +145,11 @@ func TestTxnVerifyCoordinatorKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	nodes := startCluster(t, 3)
-	logsOnFailure(t, nodes)
-	seeds := seedsOf(nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-
 	const topic, txnID = "verified", "verified-writer"
-	admin := newAdmin(t, seeds)
-	createTopicN(ctx, t, admin, topic, 3)
-	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	coordinator := txnCoordinator(ctx, t, admin, txnID, -1)
-	pid, epoch := initTxnProducer(ctx, t, raw, txnID)
-	p, leader := partitionLedElsewhere(ctx, t, admin, topic, coordinator)
-	addTxnPartition(ctx, t, raw, txnID, pid, epoch, topic, p)
+	x := openTxnElsewhere(ctx, t, topic, txnID)
+	raw, admin, coordinator, leader, p, pid, epoch := x.raw, x.admin, x.coordinator, x.leader, x.p, x.pid, x.epoch
 	md, err := admin.Metadata(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +158,7 @@ func TestTxnVerifyCoordinatorKilled(t *testing.T) {
 	req.Topics[0].TopicID = md.Topics[topic].ID
 	req.Acks = 1 // the answer waits for the verification, not for the followers, one of which is killed
 
-	nodes[coordinator-1].kill()
+	x.nodes[coordinator-1].kill()
 	start := time.Now()
 	resp, err := raw.Broker(int(leader)).Request(ctx, req)
 	took := time.Since(start)
@@ -204,29 +191,16 @@ func TestTxnMarkersLeaderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
 	}
-	nodes := startCluster(t, 3)
-	logsOnFailure(t, nodes)
-	seeds := seedsOf(nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-
 	const topic, txnID = "marked", "marked-writer"
-	admin := newAdmin(t, seeds)
-	createTopicN(ctx, t, admin, topic, 3)
-	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	coordinator := txnCoordinator(ctx, t, admin, txnID, -1)
-	pid, epoch := initTxnProducer(ctx, t, raw, txnID)
-	p, leader := partitionLedElsewhere(ctx, t, admin, topic, coordinator)
-	addTxnPartition(ctx, t, raw, txnID, pid, epoch, topic, p)
+	x := openTxnElsewhere(ctx, t, topic, txnID)
+	raw, admin, coordinator, leader, p, pid, epoch := x.raw, x.admin, x.coordinator, x.leader, x.p, x.pid, x.epoch
 	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnProduceRequest(txnID, pid, epoch, topic, p, 0)); code != 0 {
 		t.Fatalf("the transaction's batch: %v", kerr.ErrorForCode(code))
 	}
 
-	nodes[leader-1].kill()
+	x.nodes[leader-1].kill()
 	start := time.Now()
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, true
@@ -244,6 +218,41 @@ func TestTxnMarkersLeaderKilled(t *testing.T) {
 	if took > 6*time.Second {
 		t.Fatalf("the next transaction waited %v for the marker forwarded to the dead leader", took)
 	}
+}
+
+// txnElsewhere is a transaction open on three processes, which added
+// partition p of topic, led by another node than the id's coordinator.
+type txnElsewhere struct {
+	nodes               []*node
+	admin               *kadm.Client
+	raw                 *kgo.Client // for kmsg requests
+	coordinator, leader int32
+	p                   int32
+	pid                 int64
+	epoch               int16
+}
+
+// openTxnElsewhere starts three processes, creates topic (RF3, three
+// partitions), initialises transactional id id and opens a transaction
+// of it on a partition led by another node than its coordinator.
+func openTxnElsewhere(ctx context.Context, t *testing.T, topic, id string) *txnElsewhere {
+	t.Helper()
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	seeds := seedsOf(nodes)
+	x := &txnElsewhere{nodes: nodes, admin: newAdmin(t, seeds)}
+	createTopicN(ctx, t, x.admin, topic, 3)
+	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	x.raw = raw
+	x.coordinator = txnCoordinator(ctx, t, x.admin, id, -1)
+	x.pid, x.epoch = initTxnProducer(ctx, t, raw, id)
+	x.p, x.leader = partitionLedElsewhere(ctx, t, x.admin, topic, x.coordinator)
+	addTxnPartition(ctx, t, raw, id, x.pid, x.epoch, topic, x.p)
+	return x
 }
 
 // initTxnProducer initialises transactional id id with raw (kmsg) and
