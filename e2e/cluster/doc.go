@@ -20,6 +20,16 @@
 //     partition never added to the transaction, or sent after the
 //     transaction ended, is refused INVALID_TXN_STATE; after the
 //     coordinator's node is killed, the producer goes on.
+//   - TestTxnVerifyCoordinatorKilled: the coordinator killed -9 just
+//     before a batch of its open transaction reaches another node's
+//     partition: the leader gives the dead coordinator's verification up
+//     when the election starts and asks the new one, answering well within
+//     the verification's 5 s bound, which it used to wait out.
+//   - TestTxnMarkersLeaderKilled: a partition's leader killed -9 as the
+//     transaction that wrote to it commits: the coordinator gives the
+//     marker it forwarded up when the partition's election starts and has
+//     the new leader write it; the next transaction is taken in about a
+//     second, not after the forward's 10 s.
 //   - TestEveryNodeKnowsEveryLeader: every node names every partition's
 //     leader, replica or not, and none that was killed.
 //   - TestMinInsyncReplicasCluster: a topic's min.insync.replicas (set at

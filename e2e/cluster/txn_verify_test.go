@@ -95,30 +95,11 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	}
 	defer raw.Close()
 	hc := txnCoordinator(ctx, t, admin, hangingID, -1)
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(hangingID), 30000
-	var pid int64
-	var epoch int16
-	retryTxnCall(ctx, t, "InitProducerId", func() (int16, error) {
-		resp, err := init.RequestWith(ctx, raw)
-		if err != nil {
-			return 0, err
-		}
-		pid, epoch = resp.ProducerID, resp.ProducerEpoch
-		return resp.ErrorCode, nil
-	})
+	pid, epoch := initTxnProducer(ctx, t, raw, hangingID)
 	p, leader = partitionLedElsewhere(ctx, t, admin, topic, hc)
 	t.Logf("%s (producer %d) is coordinated by node %d; %s-%d is led by node %d", hangingID, pid, hc, topic, p, leader)
 	txnBatch := func(seq int32) *kmsg.ProduceRequest {
-		req := kmsg.NewPtrProduceRequest()
-		req.TransactionID, req.Acks, req.TimeoutMillis = kmsg.StringPtr(hangingID), -1, 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, txnRecordBatch([]byte("hanging"), pid, epoch, seq)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return req
+		return txnProduceRequest(hangingID, pid, epoch, topic, p, seq)
 	}
 	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(0)); code != kerr.InvalidTxnState.Code {
 		t.Fatalf("a transactional batch for a partition never added to the transaction: got %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
@@ -126,19 +107,7 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 
 	// Added, the batch is taken; once the transaction is aborted, a late
 	// batch is refused again.
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.Version = 3
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = hangingID, pid, epoch
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = topic, []int32{p}
-	add.Topics = append(add.Topics, at)
-	retryTxnCall(ctx, t, "AddPartitionsToTxn", func() (int16, error) {
-		resp, err := add.RequestWith(ctx, raw)
-		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("%v: %+v", err, resp)
-		}
-		return resp.Topics[0].Partitions[0].ErrorCode, nil
-	})
+	addTxnPartition(ctx, t, raw, hangingID, pid, epoch, topic, p)
 	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnBatch(0)); code != 0 {
 		t.Fatalf("a transactional batch for a partition added to the transaction: %v", kerr.ErrorForCode(code))
 	}
@@ -163,6 +132,177 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	t.Logf("killed node %d; %s is now coordinated by node %d", coordinator, txnID, moved)
 	runTxns(9, 15)
 	checkCommitted()
+}
+
+// TestTxnVerifyCoordinatorKilled: the coordinator of a transactional id
+// is killed (SIGKILL) just before a batch of its open transaction reaches
+// a partition led by another node, which verifies it with the
+// coordinator. The leader gives the dead coordinator up as soon as the
+// election of its partition of __transaction_state starts, and asks the
+// new one: the batch is answered well before the verification's own
+// bound (txn.VerifyTimeout, 5 s), which it used to wait out.
+func TestTxnVerifyCoordinatorKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	const topic, txnID = "verified", "verified-writer"
+	x := openTxnElsewhere(ctx, t, topic, txnID)
+	raw, admin, coordinator, leader, p, pid, epoch := x.raw, x.admin, x.coordinator, x.leader, x.p, x.pid, x.epoch
+	md, err := admin.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := txnProduceRequest(txnID, pid, epoch, topic, p, 0)
+	req.Topics[0].TopicID = md.Topics[topic].ID
+	req.Acks = 1 // the answer waits for the verification, not for the followers, one of which is killed
+
+	x.nodes[coordinator-1].kill()
+	start := time.Now()
+	resp, err := raw.Broker(int(leader)).Request(ctx, req)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("produce to node %d after the coordinator was killed: %v", leader, err)
+	}
+	code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	t.Logf("node %d answered %v %v after coordinator %d was killed", leader, kerr.ErrorForCode(code), took.Round(time.Millisecond), coordinator)
+	if took > 4*time.Second {
+		t.Fatalf("the batch was answered after %v: the leader waited on the dead coordinator", took)
+	}
+	if code != 0 && !kerr.IsRetriable(kerr.ErrorForCode(code)) {
+		t.Fatalf("the batch was refused %v", kerr.ErrorForCode(code))
+	}
+	if code != 0 { // the new coordinator was still loading: the producer retries
+		if code = produceToLeader(ctx, t, raw, admin, topic, p, txnProduceRequest(txnID, pid, epoch, topic, p, 0)); code != 0 {
+			t.Fatalf("the batch, retried: %v", kerr.ErrorForCode(code))
+		}
+	}
+}
+
+// TestTxnMarkersLeaderKilled: a partition's leader is killed (SIGKILL)
+// just as the transaction that wrote to it commits. The coordinator, on
+// another node, forwards the partition's marker to the dead leader; it
+// gives it up as soon as the partition's election starts and has the new
+// leader write it, so the producer's next transaction is taken in about
+// a second, where it waited for the forward's 10 s bound and the
+// coordinator's next sweep.
+func TestTxnMarkersLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	const topic, txnID = "marked", "marked-writer"
+	x := openTxnElsewhere(ctx, t, topic, txnID)
+	raw, admin, coordinator, leader, p, pid, epoch := x.raw, x.admin, x.coordinator, x.leader, x.p, x.pid, x.epoch
+	if code := produceToLeader(ctx, t, raw, admin, topic, p, txnProduceRequest(txnID, pid, epoch, topic, p, 0)); code != 0 {
+		t.Fatalf("the transaction's batch: %v", kerr.ErrorForCode(code))
+	}
+
+	x.nodes[leader-1].kill()
+	start := time.Now()
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, true
+	retryTxnCall(ctx, t, "EndTxn", func() (int16, error) {
+		resp, err := end.RequestWith(ctx, raw)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	})
+	addTxnPartition(ctx, t, raw, txnID, pid, epoch, topic, p) // waits out the markers of the first
+	took := time.Since(start)
+	t.Logf("the next transaction was taken %v after node %d, the leader of %s-%d, was killed (coordinator: node %d)",
+		took.Round(time.Millisecond), leader, topic, p, coordinator)
+	if took > 6*time.Second {
+		t.Fatalf("the next transaction waited %v for the marker forwarded to the dead leader", took)
+	}
+}
+
+// txnElsewhere is a transaction open on three processes, which added
+// partition p of topic, led by another node than the id's coordinator.
+type txnElsewhere struct {
+	nodes               []*node
+	admin               *kadm.Client
+	raw                 *kgo.Client // for kmsg requests
+	coordinator, leader int32
+	p                   int32
+	pid                 int64
+	epoch               int16
+}
+
+// openTxnElsewhere starts three processes, creates topic (RF3, three
+// partitions), initialises transactional id id and opens a transaction
+// of it on a partition led by another node than its coordinator.
+func openTxnElsewhere(ctx context.Context, t *testing.T, topic, id string) *txnElsewhere {
+	t.Helper()
+	nodes := startCluster(t, 3)
+	logsOnFailure(t, nodes)
+	seeds := seedsOf(nodes)
+	x := &txnElsewhere{nodes: nodes, admin: newAdmin(t, seeds)}
+	createTopicN(ctx, t, x.admin, topic, 3)
+	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	x.raw = raw
+	x.coordinator = txnCoordinator(ctx, t, x.admin, id, -1)
+	x.pid, x.epoch = initTxnProducer(ctx, t, raw, id)
+	x.p, x.leader = partitionLedElsewhere(ctx, t, x.admin, topic, x.coordinator)
+	addTxnPartition(ctx, t, raw, id, x.pid, x.epoch, topic, x.p)
+	return x
+}
+
+// initTxnProducer initialises transactional id id with raw (kmsg) and
+// returns its producer id and epoch.
+func initTxnProducer(ctx context.Context, t *testing.T, raw *kgo.Client, id string) (pid int64, epoch int16) {
+	t.Helper()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 30000
+	retryTxnCall(ctx, t, "InitProducerId", func() (int16, error) {
+		resp, err := init.RequestWith(ctx, raw)
+		if err != nil {
+			return 0, err
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return resp.ErrorCode, nil
+	})
+	return pid, epoch
+}
+
+// addTxnPartition adds partition p of topic to id's open transaction
+// (AddPartitionsToTxn v3, as a client sends it).
+func addTxnPartition(ctx context.Context, t *testing.T, raw *kgo.Client, id string, pid int64, epoch int16, topic string, p int32) {
+	t.Helper()
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = topic, []int32{p}
+	add.Topics = append(add.Topics, at)
+	retryTxnCall(ctx, t, "AddPartitionsToTxn", func() (int16, error) {
+		resp, err := add.RequestWith(ctx, raw)
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return 0, fmt.Errorf("%v: %+v", err, resp)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode, nil
+	})
+}
+
+// txnProduceRequest is one transactional batch of id's producer (pid,
+// epoch; sequence seq) for partition p of topic, acks=all.
+func txnProduceRequest(id string, pid int64, epoch int16, topic string, p int32, seq int32) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = kmsg.StringPtr(id), -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, txnRecordBatch([]byte(id), pid, epoch, seq)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
 
 // countMissing counts the values of want not in got.

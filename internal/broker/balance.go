@@ -77,16 +77,18 @@ func (p *Partition) ElectPreferredLeader(ctx context.Context) error {
 	if err := p.preferredStopping(preferred); err != nil {
 		return err
 	}
-	retry := time.NewTicker(transferRetry)
-	defer retry.Stop()
 	for {
-		changed := p.broker.LeadershipChanged()
+		// Asked again after transferRetry, or as soon as the leadership
+		// moves: a new leader (the preferred one, or not) is known from
+		// this node's replica or, on a node holding none, from the
+		// leader's record in the metadata log.
+		seen := p.liveLeader()
 		p.transferLeadership(ctx, leader, preferred)
-		select {
-		case <-ctx.Done():
+		retry, cancel := context.WithTimeout(ctx, transferRetry)
+		p.awaitLeaderChange(retry, seen)
+		cancel()
+		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %s-%d: leadership not handed to node %d in time", ErrRequestTimedOut, p.topic.name, p.index, preferred)
-		case <-changed:
-		case <-retry.C:
 		}
 		if leader, _, _ = p.Leadership(self); leader == preferred {
 			return nil
@@ -111,7 +113,9 @@ func (p *Partition) preferredStopping(preferred int32) error {
 // transferLeadership asks the partition's leader to hand its leadership
 // to node to: through its own replica if this node holds one (a follower
 // passes the request on to the leader, as Raft does), else forwarded to
-// the leader over the cluster's transport.
+// the leader over the cluster's transport, a forward given up once the
+// leadership moves (a leader that died does not answer; the next try
+// asks the next one).
 // A failure is left to the caller's next try.
 func (p *Partition) transferLeadership(ctx context.Context, leader, to int32) {
 	if p.raft != nil {
@@ -124,6 +128,8 @@ func (p *Partition) transferLeadership(ctx context.Context, leader, to int32) {
 	data, _ := json.Marshal(partitionForward{TransferTo: to}) // plain fields: cannot fail
 	ctx, cancel := context.WithTimeout(ctx, transferRetry)
 	defer cancel()
+	ctx, stop := p.whileLeads(ctx, leader)
+	defer stop()
 	if _, err := p.broker.cfg.Cluster.Forward(ctx, partitionGroup(p.topic.id, p.index), leader, data); err != nil && ctx.Err() == nil {
 		p.broker.logger.Debug("forwarding a leadership transfer failed; retrying", "topic", p.topic.name,
 			"partition", p.index, "leader", leader, "err", err)

@@ -2,7 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/raft"
 )
 
 // Calls to a partition's leader. Some questions only the leader of an
@@ -37,20 +42,156 @@ func (p *Partition) called(ctx context.Context, _ uint64, data []byte) ([]byte, 
 // handler (HandlePartitionCalls) answers, and waits for the answer
 // until ctx ends. ErrNotLeader at once while no leader is known or the
 // leader's node is known to be down (the caller retries later rather
-// than wait on it); only in a cluster.
+// than wait on it); only in a cluster. A leader that stops leading
+// before it answers (it died, or handed over) is given up as soon as this
+// node sees it, and the call goes to the next leader (atLeader): what is
+// sent this way must be safe to handle twice (a verification is a
+// question, which changes nothing).
 func (p *Partition) CallLeader(ctx context.Context, data []byte) ([]byte, error) {
 	b := p.broker
 	if b.cfg.Cluster == nil || b.cfg.Cluster.Call == nil {
 		return nil, fmt.Errorf("%s-%d: calls need a cluster", p.topic.name, p.index)
 	}
-	leader, _, _ := p.Leadership(b.cfg.NodeID)
-	switch {
-	case leader < 0:
-		return nil, fmt.Errorf("%w: %s-%d has no leader", ErrNotLeader, p.topic.name, p.index)
-	case !b.NodeUp(leader):
-		return nil, fmt.Errorf("%w: node %d, the leader of %s-%d, is down", ErrNotLeader, leader, p.topic.name, p.index)
+	var out []byte
+	err := p.atLeader(ctx, func(ctx context.Context, leader int32) (err error) {
+		if leader == b.cfg.NodeID { // this node took over meanwhile
+			out, err = p.called(ctx, uint64(leader), data)
+		} else {
+			out, err = b.cfg.Cluster.Call(ctx, partitionGroup(p.topic.id, p.index), leader, data)
+		}
+		return err
+	})
+	return out, err
+}
+
+// errLeaderMoved ends a request to a partition's leader once this node
+// takes another node, or none, for the leader.
+var errLeaderMoved = errors.New("the partition's leadership moved while the request waited")
+
+// atLeader runs send, a request to the partition's leader, with a
+// context that ends as soon as this node no longer takes that node for
+// the leader (whileLeads): a leader killed -9 never answers, and the
+// election that replaces it is the first this node hears of its death.
+// Then, as when the node asked answers that it does not lead (elected,
+// it takes requests only once it committed in its term), it sends again
+// to the leader then, once one is known, until ctx ends; any other
+// failure is returned at once. It fails with ErrNotLeader at once if no
+// leader (in contact) is known at the start, and once ctx ends after a
+// move. send is called with this node's id when this node leads.
+func (p *Partition) atLeader(ctx context.Context, send func(ctx context.Context, leader int32) error) error {
+	leader := p.liveLeader()
+	if leader < 0 {
+		return fmt.Errorf("%w: %s-%d has no leader in contact", ErrNotLeader, p.topic.name, p.index)
 	}
-	return b.cfg.Cluster.Call(ctx, partitionGroup(p.topic.id, p.index), leader, data)
+	for {
+		lctx, stop := p.whileLeads(ctx, leader)
+		err := send(lctx, leader)
+		moved := errors.Is(context.Cause(lctx), errLeaderMoved)
+		stop()
+		switch {
+		case err == nil:
+			return nil
+		case moved:
+			p.broker.logger.Debug("the partition's leader changed during a request; asking the next one",
+				"topic", p.topic.name, "partition", p.index, "leader", leader)
+		case refusedNotLeader(err) && ctx.Err() == nil:
+			select {
+			case <-time.After(leaderRetry):
+			case <-ctx.Done():
+			}
+		default:
+			return err
+		}
+		if err := p.awaitLeaderChange(ctx, -1); err != nil {
+			return fmt.Errorf("%w: %s-%d: no leader after node %d: %v", ErrNotLeader, p.topic.name, p.index, leader, err)
+		}
+		leader = p.liveLeader()
+	}
+}
+
+// refusedNotLeader reports whether err is a node's answer that it does not
+// lead the partition: this node's own (ErrNotLeader), or another's, whose
+// answer is text (raft.ErrForwarded).
+func refusedNotLeader(err error) bool {
+	return errors.Is(err, ErrNotLeader) ||
+		errors.Is(err, raft.ErrForwarded) && strings.Contains(err.Error(), ErrNotLeader.Error())
+}
+
+// leaderRetry is how long atLeader waits before it asks again a node
+// that said it does not lead (yet): a pause, not the next change, which
+// on a busy partition comes with every append.
+const leaderRetry = 50 * time.Millisecond
+
+// whileLeads returns ctx, ended as well (with cause errLeaderMoved) once
+// this node sees the partition led by another node than leader, or by
+// none; stop ends its watch, and must be called.
+func (p *Partition) whileLeads(ctx context.Context, leader int32) (lctx context.Context, stop func()) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	go func() { // ends with lctx: at stop at the latest
+		if p.awaitLeaderChange(lctx, leader) == nil {
+			cancel(errLeaderMoved)
+		}
+	}()
+	return lctx, func() { cancel(nil) }
+}
+
+// awaitLeaderChange waits until the partition's leader, as liveLeader
+// has it, is another than leader, or ctx ends. It wakes on what changes
+// the leader: this node's replica's Raft state (an election starting, a
+// new leader), and the metadata applied here, where a leader records
+// itself for the nodes holding no replica (leadership.go). Nothing runs
+// while neither changes.
+func (p *Partition) awaitLeaderChange(ctx context.Context, leader int32) error {
+	for {
+		replica, metadata := p.leadershipSignals()
+		if p.liveLeader() != leader {
+			return nil
+		}
+		select {
+		case <-replica:
+		case <-metadata:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// leadershipSignals returns the channels the next changes that may
+// change the partition's leader close: its replica's Raft state or high
+// watermark (nil without a replica here: never closed), and the
+// application of metadata records, a leader's among them (nil on a
+// single node).
+func (p *Partition) leadershipSignals() (replica, metadata <-chan struct{}) {
+	if p.raft != nil {
+		replica = p.raft.Changed()
+	}
+	b := p.broker
+	b.mu.RLock()
+	metadata = b.applyChanged
+	b.mu.RUnlock()
+	return replica, metadata
+}
+
+// liveLeader is the partition's leader as this node sees it (Leadership,
+// without the replicas in sync, which a watch woken by every append of a
+// busy partition has no use for), -1 while none is known or its node is
+// known to be down.
+func (p *Partition) liveLeader() int32 {
+	leader := p.broker.cfg.NodeID // a single node leads every partition
+	switch {
+	case p.remote:
+		leader, _ = p.broker.reportedLeader(p.topic, p.index)
+	case p.raft != nil:
+		id, _, _ := p.raft.Leadership()
+		leader = int32(id)
+		if id == 0 {
+			leader = -1
+		}
+	}
+	if leader < 0 || !p.broker.NodeUp(leader) {
+		return -1
+	}
+	return leader
 }
 
 // Calls to a node. Some calls are addressed to a node rather than to a

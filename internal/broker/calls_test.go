@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -35,4 +37,116 @@ func TestNodeCallsBesideTheRemovalQuestion(t *testing.T) {
 	if _, err := c.broker(1).CallNode(ctx, 2, "echo", nil); err == nil {
 		t.Fatal("a call to a removed handler was answered")
 	}
+}
+
+// deadLeaderTopic creates topic "dead" (one partition, three replicas) on
+// c and waits until every node knows the partition's leader; it returns
+// the leader and a node that does not lead, holding no replica if one
+// such node exists.
+func deadLeaderTopic(t *testing.T, c *testCluster) (leader, caller int32) {
+	t.Helper()
+	if _, err := c.broker(1).CreateTopic(TopicSpec{Name: "dead", Partitions: 1, ReplicationFactor: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	partition := func(id int32) *Partition {
+		tp, err := c.broker(id).Topic("dead")
+		if err != nil {
+			return nil
+		}
+		p, _ := tp.Partition(0)
+		return p
+	}
+	c.waitFor("every node to know the partition's leader", func() bool {
+		leader = -1
+		for _, id := range c.ids {
+			p := partition(id)
+			if p == nil {
+				return false
+			}
+			l, _, _ := p.Leadership(id)
+			if l < 0 || leader >= 0 && l != leader {
+				return false
+			}
+			leader = l
+		}
+		return true
+	})
+	for _, id := range c.ids {
+		if id != leader && (caller == 0 || !slices.Contains(partition(id).Replicas(), id)) {
+			caller = id
+		}
+	}
+	return leader, caller
+}
+
+// TestCallLeaderAfterLeaderDies: a partition leader that dies (cut off
+// from every node) while a call to it waits is given up as soon as the
+// caller sees another leader elected, and the call is answered by that
+// one, long before the call's deadline; from a replica of the partition,
+// which sees the election, and from a node holding none, which reads the
+// new leader's record in the metadata log.
+func TestCallLeaderAfterLeaderDies(t *testing.T) {
+	for _, nodes := range []int{3, 4} {
+		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
+			c := newTestCluster(t, nodes)
+			leader, caller := deadLeaderTopic(t, c)
+			asked := make(chan struct{}, 1)
+			for _, id := range c.ids {
+				c.broker(id).HandlePartitionCalls("dead", func(ctx context.Context, p *Partition, data []byte) ([]byte, error) {
+					if id == leader { // dies before it answers
+						asked <- struct{}{}
+						<-ctx.Done()
+						return nil, ctx.Err()
+					}
+					return []byte{byte(id)}, nil
+				})
+			}
+			tp, _ := c.broker(caller).Topic("dead")
+			p, _ := tp.Partition(0)
+			const deadline = 10 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			go func() {
+				<-asked
+				c.isolate(leader, true)
+			}()
+			start := time.Now()
+			out, err := p.CallLeader(ctx, []byte("verify"))
+			took := time.Since(start)
+			if err != nil || len(out) != 1 || int32(out[0]) == leader {
+				t.Fatalf("call from node %d to dead leader %d: %q, %v after %v", caller, leader, out, err, took)
+			}
+			if took > deadline/2 {
+				t.Fatalf("the call took %v: it waited on the dead leader", took)
+			}
+			t.Logf("node %d answered the call from node %d (no replica there: %v) %v after leader %d was cut off",
+				out[0], caller, p.CheckLeader() != nil && !slices.Contains(p.Replicas(), caller), took.Round(time.Millisecond), leader)
+		})
+	}
+}
+
+// TestForwardedMarkerAfterLeaderDies: a transaction marker forwarded to a
+// partition leader that dies before it answers (cut off, its forward
+// lost) is written by the next leader, long before the forward's own
+// timeout (markerForwardTimeout).
+func TestForwardedMarkerAfterLeaderDies(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader, caller := deadLeaderTopic(t, c)
+	tp, _ := c.broker(caller).Topic("dead")
+	p, _ := tp.Partition(0)
+	c.isolate(leader, true) // the caller still takes it for the leader
+	if l, _, _ := p.Leadership(caller); l != leader || !c.broker(caller).NodeUp(leader) {
+		t.Fatalf("node %d saw leader %d go before the marker was sent (leader %d)", caller, leader, l)
+	}
+	start := time.Now()
+	err := p.WriteTxnMarker(7, 0, true, 0)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("marker forwarded to dead leader %d: %v after %v", leader, err, took)
+	}
+	if took > markerForwardTimeout/2 {
+		t.Fatalf("the marker took %v: it waited on the dead leader", took)
+	}
+	writer, _, _ := p.Leadership(caller)
+	t.Logf("marker written by node %d %v after leader %d was cut off", writer, took.Round(time.Millisecond), leader)
 }

@@ -107,13 +107,14 @@ func (c *testCluster) openBroker(id int32) (*Broker, error) {
 				return replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{Host: h, Group: 1, Members: voters,
 					Logger: slog.New(slog.DiscardHandler)})
 			},
-			OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config, _ func()) (*replica.RaftLog, error) {
+			OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config, stateChanged func()) (*replica.RaftLog, error) {
 				members := make([]uint64, len(replicas))
 				for i, r := range replicas {
 					members[i] = uint64(r)
 				}
 				return replica.OpenRaft(dir, lc, replica.RaftOptions{Host: h, Group: group, Members: members,
-					Logger: slog.New(slog.DiscardHandler)})
+					Logger:       slog.New(slog.DiscardHandler),
+					StateChanged: func(raft.Status) { stateChanged() }}) // leaders recorded, as a node does
 			},
 			PeerUp: func(node int32) bool { return node == id || h.PeerUp(uint64(node)) },
 			Forward: func(ctx context.Context, group uint64, node int32, data []byte) (int64, error) {

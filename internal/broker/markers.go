@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,10 +30,18 @@ type markerRequest struct {
 // what fails.
 const markerForwardTimeout = 10 * time.Second
 
-// forwardMarker has the partition's leader write m.
+// forwardMarker has the partition's leader write m. A leader that stops
+// leading before it answers (killed, or handing over) is given up as soon
+// as this node sees it, and the next leader is asked (atLeader), this
+// node itself if it leads then. Writing a marker again is safe: the
+// coordinator retries a marker that failed anyway, the transaction stays
+// in PrepareCommit or PrepareAbort until every marker is written, so the
+// producer cannot have opened another one on the partition meanwhile,
+// and a second marker for a producer with no open transaction there ends
+// nothing (readers skip control batches).
 func (p *Partition) forwardMarker(m markerRequest) error {
-	leader, _, _ := p.Leadership(p.broker.cfg.NodeID)
-	if leader < 0 || leader == p.broker.cfg.NodeID {
+	self := p.broker.cfg.NodeID
+	if leader := p.liveLeader(); leader < 0 || leader == self {
 		return fmt.Errorf("%w: %s-%d has no leader to write a transaction marker", ErrNotLeader, p.topic.name, p.index)
 	}
 	data, err := json.Marshal(partitionForward{Marker: &m})
@@ -41,13 +50,22 @@ func (p *Partition) forwardMarker(m markerRequest) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markerForwardTimeout)
 	defer cancel()
-	if _, err := p.broker.cfg.Cluster.Forward(ctx, partitionGroup(p.topic.id, p.index), leader, data); err != nil {
-		if strings.Contains(err.Error(), ErrInvalidProducerEpoch.Error()) {
-			return fmt.Errorf("%w: node %d: %v", ErrInvalidProducerEpoch, leader, err)
+	var asked int32
+	err = p.atLeader(ctx, func(ctx context.Context, leader int32) error {
+		asked = leader
+		if leader == self {
+			return p.writeMarkerHere(m)
 		}
-		return fmt.Errorf("%w: marker for %s-%d forwarded to node %d: %v", ErrNotLeader, p.topic.name, p.index, leader, err)
+		_, err := p.broker.cfg.Cluster.Forward(ctx, partitionGroup(p.topic.id, p.index), leader, data)
+		return err
+	})
+	switch {
+	case err == nil, asked == self, errors.Is(err, ErrInvalidProducerEpoch), errors.Is(err, ErrNotLeader):
+		return err // written, or refused here, or no leader left
+	case strings.Contains(err.Error(), ErrInvalidProducerEpoch.Error()):
+		return fmt.Errorf("%w: node %d: %v", ErrInvalidProducerEpoch, asked, err)
 	}
-	return nil
+	return fmt.Errorf("%w: marker for %s-%d forwarded to node %d: %v", ErrNotLeader, p.topic.name, p.index, asked, err)
 }
 
 // TxnMarkerHook hears of a transaction marker once it is durable in a

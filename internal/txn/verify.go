@@ -150,9 +150,10 @@ var verifyErrors = []error{ErrInvalidProducerIDMapping, ErrInvalidProducerEpoch,
 	ErrNotCoordinator, ErrCoordinatorLoadInProgress, ErrCoordinatorNotAvailable}
 
 // verifyRemote asks the leader of p, the coordinator of the request's id.
-// No answer in VerifyTimeout (the coordinator moved or its node is down)
-// is ErrNotCoordinator: the producer retries and the next attempt asks
-// the partition's new leader.
+// A leader that stops leading before it answers (its node killed) is
+// given up as soon as this node sees the leadership move, and the next
+// leader is asked (CallLeader): a question is safe to ask twice. No
+// answer in VerifyTimeout is ErrNotCoordinator: the producer retries.
 func (c *Coordinator) verifyRemote(ctx context.Context, p *broker.Partition, req verifyRequest) error {
 	data, err := json.Marshal(req)
 	if err != nil {
