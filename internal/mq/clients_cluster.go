@@ -37,12 +37,14 @@ func (r *Registry) ServeClientsWith(c Clients) {
 	r.clients.Store(&c)
 }
 
-// clientsRequest is a node call about another node's clients. Its op,
-// vhost and name are remoteRequest's, so answerCall tells it by its op.
+// clientsRequest is a node call about another node's clients, or about
+// the queues and exchanges only it has (local_cluster.go). Its op, vhost
+// and name are remoteRequest's, so answerCall tells it by its op.
 type clientsRequest struct {
 	Op    remoteOp `json:"op"`
 	VHost string   `json:"vhost,omitempty"` // empty: any
-	// Name is a queue's (opConsumers) or a connection's (empty: any).
+	// Name is a queue's (opConsumers, opLocalQueues), an exchange's
+	// (opLocalExchanges) or a connection's (empty: any).
 	Name   string `json:"name,omitempty"`
 	Reason string `json:"reason,omitempty"` // opCloseConnection's
 }
@@ -55,6 +57,8 @@ type clientsReply struct {
 	Connections []listedConnection `json:"connections,omitempty"` // opConnections
 	Totals      []ClientTotals     `json:"totals,omitempty"`      // opClientTotals
 	Closed      bool               `json:"closed,omitempty"`      // opCloseConnection
+	Queues      []listedQueue      `json:"queues,omitempty"`      // opLocalQueues
+	Exchanges   []listedExchange   `json:"exchanges,omitempty"`   // opLocalExchanges
 	Error       string             `json:"error,omitempty"`
 }
 
@@ -81,6 +85,14 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 		reply.Totals = TotalsByUser(c.ConnectionDetails())
 	case opCloseConnection:
 		reply.Closed = c.CloseConnection(req.Name, req.Reason)
+	case opLocalQueues:
+		if !r.closed.Load() {
+			reply.Queues, err = r.listedLocalQueues(req.VHost, req.Name)
+		}
+	case opLocalExchanges:
+		if !r.closed.Load() {
+			reply.Exchanges, err = r.listedLocalExchanges(req.VHost, req.Name)
+		}
 	}
 	if err != nil {
 		return nil, err
