@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,29 +30,37 @@ var exchangeTypes = []map[string]any{
 // rates, queue totals, object counts and listeners. As in RabbitMQ a user
 // who is not a monitor sees the totals of the vhosts and connections it
 // may see, and no node-wide message rates. The connections, channels and
-// consumers counted are every node's, but those of nodes that did not
-// answer in time, which unansweredHeader names.
+// consumers, queues and exchanges counted are every node's, but those of
+// nodes that did not answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	// The other nodes are asked for their clients while the queues'
-	// serving nodes are asked for their figures: a node that does not
-	// answer costs the request one wait, not two.
-	var (
-		clients    mq.ClientTotals
-		unanswered []int32
-		asked      sync.WaitGroup
-	)
-	asked.Go(func() { clients, unanswered = s.clientTotals(r.Context(), u) })
-	var messages, ready, unacked, queues, exchanges int64
+	// The other nodes are asked for their clients and transient
+	// exchanges while the queues' serving nodes and the other nodes'
+	// own queues are asked for: a node that does not answer costs the
+	// request one wait, not several.
 	vs := s.visibleVHosts(u)
-	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
+	var (
+		clients                         mq.ClientTotals
+		exchangeLists                   [][]mq.ExchangeDef
+		clientsUnanswered, xsUnanswered []int32
+		asked                           sync.WaitGroup
+	)
+	asked.Go(func() { clients, clientsUnanswered = s.clientTotals(r.Context(), u) })
+	asked.Go(func() { exchangeLists, xsUnanswered = s.reg.ExchangesOf(r.Context(), vs) })
+	var messages, ready, unacked, queues, exchanges int64
+	queueLists, unanswered := s.reg.QueueStats(r.Context(), vs)
+	for _, qs := range queueLists {
 		m, rd, un := sumDepths(qs)
 		messages, ready, unacked = messages+int64(m), ready+int64(rd), unacked+int64(un)
 		queues += int64(len(qs))
-		exchanges += int64(len(vs[i].Exchanges()))
 	}
 	asked.Wait()
-	s.nameUnanswered(w, unanswered)
+	for _, xs := range exchangeLists {
+		exchanges += int64(len(xs))
+	}
+	unanswered = append(append(unanswered, clientsUnanswered...), xsUnanswered...)
+	slices.Sort(unanswered)
+	s.nameUnanswered(w, slices.Compact(unanswered))
 	totals := []rate.Stat{
 		{Name: "messages", Value: messages},
 		{Name: "messages_ready", Value: ready},

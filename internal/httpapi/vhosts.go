@@ -68,8 +68,10 @@ func vhostJSON(v *mq.VHost, qs []mq.QueueStats) map[string]any {
 // listVHosts is GET /api/vhosts: those the user may see.
 func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 	vs := s.visibleVHosts(requester(r))
+	all, unanswered := s.reg.QueueStats(r.Context(), vs)
+	s.nameUnanswered(w, unanswered)
 	var out []map[string]any
-	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
+	for i, qs := range all {
 		out = append(out, vhostJSON(vs[i], qs))
 	}
 	writeList(w, r, out)
@@ -78,7 +80,9 @@ func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 // getVHost is GET /api/vhosts/{vhost}.
 func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 	if v, ok := s.vhostOf(w, r); ok {
-		writeJSON(w, http.StatusOK, vhostJSON(v, s.reg.QueueStats(r.Context(), []*mq.VHost{v})[0]))
+		all, unanswered := s.reg.QueueStats(r.Context(), []*mq.VHost{v})
+		s.nameUnanswered(w, unanswered)
+		writeJSON(w, http.StatusOK, vhostJSON(v, all[0]))
 	}
 }
 
