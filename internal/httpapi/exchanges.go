@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -75,7 +77,8 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request) {
 			writeNotFound(w)
 			return
 		}
-		x = others[0].ExchangeDef
+		// The lowest node's, should two have one of that name.
+		x = slices.MinFunc(others, func(a, b mq.NodeExchange) int { return cmp.Compare(a.Node, b.Node) }).ExchangeDef
 	}
 	obj := exchangeJSON(v, x)
 	obj["incoming"], obj["outgoing"] = []any{}, []any{}

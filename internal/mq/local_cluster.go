@@ -3,6 +3,7 @@ package mq
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -86,7 +87,7 @@ func (r *Registry) decodeQueues(node int32, reply *clientsReply) ([]NodeQueue, e
 		st.show(&l.Figures)
 		if v := r.vhostNamed(l.VHost); v != nil {
 			if p := v.policyFor(false, queueTypeOf(args), l.Name); p != nil {
-				st.Policy, st.PolicyDefinition = p.Name, p.Definition
+				st.Policy, st.PolicyDefinition = p.Name, maps.Clone(p.Definition)
 			}
 		}
 		out[i] = NodeQueue{VHost: l.VHost, QueueStats: st}
@@ -186,6 +187,24 @@ func compareNodeQueues(a, b QueueStats) int {
 	return cmp.Or(compareStrings(a.Name, b.Name), cmp.Compare(a.Node, b.Node))
 }
 
+// askedVHost is the vhost a listing of vs asks the other nodes about:
+// empty (any) unless it is of one vhost.
+func askedVHost(vs []*VHost) string {
+	if len(vs) == 1 {
+		return vs[0].name
+	}
+	return ""
+}
+
+// vhostIndexes maps the name of each of vs to its index.
+func vhostIndexes(vs []*VHost) map[string]int {
+	at := make(map[string]int, len(vs))
+	for i, v := range vs {
+		at[v.name] = i
+	}
+	return at
+}
+
 // withQueuesElsewhere adds to out, the statistics of the queues of each
 // of vs, the queues of others that only their node has, keeping each
 // vhost's sorted.
@@ -193,10 +212,7 @@ func withQueuesElsewhere(vs []*VHost, out [][]QueueStats, others []NodeQueue) {
 	if len(others) == 0 {
 		return
 	}
-	at := make(map[string]int, len(vs))
-	for i, v := range vs {
-		at[v.name] = i
-	}
+	at := vhostIndexes(vs)
 	for _, o := range others {
 		if i, ok := at[o.VHost]; ok {
 			out[i] = append(out[i], o.QueueStats)
@@ -212,18 +228,14 @@ func withQueuesElsewhere(vs []*VHost, out [][]QueueStats, others []NodeQueue) {
 // answer in time (theirs are missing).
 func (r *Registry) ExchangesOf(ctx context.Context, vs []*VHost) ([][]ExchangeDef, []int32) {
 	out := make([][]ExchangeDef, len(vs))
-	at := make(map[string]int, len(vs))
 	for i, v := range vs {
-		out[i], at[v.name] = v.Exchanges(), i
+		out[i] = v.Exchanges()
 	}
 	if len(vs) == 0 {
 		return out, nil
 	}
-	vhost := "" // any, unless the listing is of one vhost
-	if len(vs) == 1 {
-		vhost = vs[0].name
-	}
-	others, unanswered := r.ExchangesElsewhere(ctx, vhost, "")
+	others, unanswered := r.ExchangesElsewhere(ctx, askedVHost(vs), "")
+	at := vhostIndexes(vs)
 	for _, x := range others {
 		if i, ok := at[x.VHost]; ok {
 			out[i] = append(out[i], x.ExchangeDef)

@@ -82,11 +82,7 @@ func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) ([][]QueueStats,
 		asked      sync.WaitGroup
 	)
 	if len(vs) > 0 {
-		vhost := "" // any, unless the listing is of one vhost
-		if len(vs) == 1 {
-			vhost = vs[0].name
-		}
-		asked.Go(func() { others, unanswered = r.LocalQueuesElsewhere(ctx, vhost, "") })
+		asked.Go(func() { others, unanswered = r.LocalQueuesElsewhere(ctx, askedVHost(vs), "") })
 	}
 	r.askServingNodes(ctx, asks)
 	asked.Wait()
