@@ -34,37 +34,29 @@ var exchangeTypes = []map[string]any{
 // nodes that did not answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
-	// The other nodes are asked for their clients and transient
-	// exchanges while the queues' serving nodes and the other nodes'
-	// own queues are asked for: a node that does not answer costs the
-	// request one wait, not several.
-	vs := s.visibleVHosts(u)
+	// The other nodes are asked for their clients while the queues'
+	// serving nodes, and the other nodes for their own queues and
+	// exchanges, are asked: a node that does not answer costs the
+	// request one wait, not two.
 	var (
-		clients                         mq.ClientTotals
-		exchangeLists                   [][]mq.ExchangeDef
-		clientsUnanswered, xsUnanswered []int32
-		asked                           sync.WaitGroup
+		clients           mq.ClientTotals
+		clientsUnanswered []int32
+		asked             sync.WaitGroup
 	)
 	asked.Go(func() { clients, clientsUnanswered = s.clientTotals(r.Context(), u) })
-	asked.Go(func() { exchangeLists, xsUnanswered = s.reg.ExchangesOf(r.Context(), vs) })
-	var messages, ready, unacked, queues, exchanges int64
-	queueLists, unanswered := s.reg.QueueStats(r.Context(), vs)
-	for _, qs := range queueLists {
-		m, rd, un := sumDepths(qs)
-		messages, ready, unacked = messages+int64(m), ready+int64(rd), unacked+int64(un)
-		queues += int64(len(qs))
+	var sum mq.VHostTotals
+	vhostTotals, unanswered := s.reg.Totals(r.Context(), s.visibleVHosts(u))
+	for _, t := range vhostTotals {
+		sum.Add(t)
 	}
 	asked.Wait()
-	for _, xs := range exchangeLists {
-		exchanges += int64(len(xs))
-	}
-	unanswered = append(append(unanswered, clientsUnanswered...), xsUnanswered...)
+	unanswered = append(unanswered, clientsUnanswered...)
 	slices.Sort(unanswered)
 	s.nameUnanswered(w, slices.Compact(unanswered))
 	totals := []rate.Stat{
-		{Name: "messages", Value: messages},
-		{Name: "messages_ready", Value: ready},
-		{Name: "messages_unacknowledged", Value: unacked},
+		{Name: "messages", Value: int64(sum.Messages)},
+		{Name: "messages_ready", Value: int64(sum.Ready)},
+		{Name: "messages_unacknowledged", Value: int64(sum.Unacked)},
 	}
 	messageStats := map[string]any{}
 	if isMonitor(u) {
@@ -99,7 +91,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"queue_totals":              statsObject(totals),
 		"object_totals": map[string]any{
 			"connections": clients.Connections, "channels": clients.Channels, "consumers": clients.Consumers,
-			"queues": queues, "exchanges": exchanges,
+			"queues": sum.Queues, "exchanges": sum.Exchanges,
 		},
 		"listeners": listeners,
 		"contexts":  []any{},

@@ -32,17 +32,6 @@ func (s *Server) queueJSON(vhost string, q mq.QueueStats) map[string]any {
 	return obj
 }
 
-// sumDepths sums the messages, ready and unacknowledged messages of qs
-// (none of a queue shown down: its node gave no figures).
-func sumDepths(qs []mq.QueueStats) (messages, ready, unacked int) {
-	for _, q := range qs {
-		messages += q.Messages
-		ready += q.MessagesReady
-		unacked += q.MessagesUnacknowledged
-	}
-	return messages, ready, unacked
-}
-
 // listQueues is GET /api/queues[/{vhost}]: every node's queues, the
 // other nodes' transient and exclusive ones among them, but those of the
 // nodes unansweredHeader names.

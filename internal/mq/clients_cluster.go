@@ -53,12 +53,13 @@ type clientsRequest struct {
 // remoteReply's: a node that does not know the op (an older version)
 // answers with one, and is not taken to have no clients.
 type clientsReply struct {
-	Consumers   []listedConsumer   `json:"consumers,omitempty"`   // opConsumers
-	Connections []listedConnection `json:"connections,omitempty"` // opConnections
-	Totals      []ClientTotals     `json:"totals,omitempty"`      // opClientTotals
-	Closed      bool               `json:"closed,omitempty"`      // opCloseConnection
-	Queues      []listedQueue      `json:"queues,omitempty"`      // opLocalQueues
-	Exchanges   []listedExchange   `json:"exchanges,omitempty"`   // opLocalExchanges
+	Consumers   []listedConsumer   `json:"consumers,omitempty"`    // opConsumers
+	Connections []listedConnection `json:"connections,omitempty"`  // opConnections
+	Totals      []ClientTotals     `json:"totals,omitempty"`       // opClientTotals
+	Closed      bool               `json:"closed,omitempty"`       // opCloseConnection
+	Queues      []listedQueue      `json:"queues,omitempty"`       // opLocalQueues
+	Exchanges   []listedExchange   `json:"exchanges,omitempty"`    // opLocalExchanges
+	LocalTotals []VHostTotals      `json:"local_totals,omitempty"` // opLocalTotals
 	Error       string             `json:"error,omitempty"`
 }
 
@@ -92,6 +93,10 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 	case opLocalExchanges:
 		if !r.closed.Load() {
 			reply.Exchanges, err = r.listedLocalExchanges(req.VHost, req.Name)
+		}
+	case opLocalTotals:
+		if !r.closed.Load() {
+			reply.LocalTotals = r.localTotals(req.VHost)
 		}
 	}
 	if err != nil {

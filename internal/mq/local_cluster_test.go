@@ -12,8 +12,9 @@ import (
 // TestLocalQueuesOfOtherNodes: node 3 lists node 1's exclusive queue and
 // node 2's transient one beside the replicated durable queue, each with
 // its node, figures and arguments (their field types kept), finds one by
-// name, and lists node 1's transient exchange; with node 2 out of
-// contact, its queue is missing and node 2 named.
+// name, lists node 1's transient exchange, and counts them all in its
+// totals; with node 2 out of contact, its queue is missing and node 2
+// named.
 func TestLocalQueuesOfOtherNodes(t *testing.T) {
 	envs, calls := newClassicEnvs(t, 3)
 	envs[0].declareQueue("durable", true)
@@ -59,9 +60,19 @@ func TestLocalQueuesOfOtherNodes(t *testing.T) {
 		t.Fatalf("node 3 lists the other nodes' transient exchanges %+v, unanswered %v", xs, unanswered)
 	}
 
+	totals, unanswered := node3.r.Totals(context.Background(), []*VHost{node3})
+	wantTotals := VHostTotals{VHost: "/", Queues: 3, Exchanges: len(node3.Exchanges()) + 1, Messages: 2, Ready: 2}
+	if len(totals) != 1 || totals[0] != wantTotals || len(unanswered) != 0 {
+		t.Fatalf("node 3's totals %+v, unanswered %v; want %+v", totals, unanswered, wantTotals)
+	}
+
 	calls.setDown(2, true)
 	if got, unanswered := listed(); !slices.Equal(got, want[:2]) || !slices.Equal(unanswered, []int32{2}) {
 		t.Fatalf("with node 2 out of contact node 3 lists %q, unanswered %v", got, unanswered)
+	}
+	totals, unanswered = node3.r.Totals(context.Background(), []*VHost{node3})
+	if wantTotals.Queues--; totals[0] != wantTotals || !slices.Equal(unanswered, []int32{2}) {
+		t.Fatalf("with node 2 out of contact node 3's totals %+v, unanswered %v; want %+v", totals, unanswered, wantTotals)
 	}
 	if _, unanswered, err := node3.QueueStatsOf(context.Background(), "passing"); err == nil || !slices.Equal(unanswered, []int32{2}) {
 		t.Fatalf("node 3 looks for node 2's queue with node 2 out of contact: unanswered %v, %v", unanswered, err)

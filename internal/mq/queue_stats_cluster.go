@@ -61,6 +61,26 @@ type statsAsk struct {
 // (local_cluster.go), and the nodes that did not answer in time with
 // theirs (those are missing).
 func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) ([][]QueueStats, []int32) {
+	// The other nodes' own queues are asked for while the serving
+	// nodes are: a node that does not answer costs one wait, not two.
+	var (
+		others     []NodeQueue
+		unanswered []int32
+		asked      sync.WaitGroup
+	)
+	if len(vs) > 0 {
+		asked.Go(func() { others, unanswered = r.LocalQueuesElsewhere(ctx, askedVHost(vs), "") })
+	}
+	out := r.statsHere(ctx, vs)
+	asked.Wait()
+	withQueuesElsewhere(vs, out, others)
+	return out, unanswered
+}
+
+// statsHere returns, for each of vs, the statistics of the queues this
+// node has, sorted by name, each with the figures of the node serving
+// it.
+func (r *Registry) statsHere(ctx context.Context, vs []*VHost) [][]QueueStats {
 	now := time.Now()
 	out := make([][]QueueStats, len(vs))
 	var asks []statsAsk
@@ -74,20 +94,8 @@ func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) ([][]QueueStats,
 			}
 		}
 	}
-	// The other nodes' own queues are asked for while the serving
-	// nodes are: a node that does not answer costs one wait, not two.
-	var (
-		others     []NodeQueue
-		unanswered []int32
-		asked      sync.WaitGroup
-	)
-	if len(vs) > 0 {
-		asked.Go(func() { others, unanswered = r.LocalQueuesElsewhere(ctx, askedVHost(vs), "") })
-	}
 	r.askServingNodes(ctx, asks)
-	asked.Wait()
-	withQueuesElsewhere(vs, out, others)
-	return out, unanswered
+	return out
 }
 
 // QueueStatsOf returns one queue's statistics, with the figures of the
