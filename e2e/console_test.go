@@ -4,10 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,7 +200,10 @@ func TestConsoleInChromium(t *testing.T) {
 	must(d.Nack(false, false)) // to work.dlq
 
 	tab := newBrowser(t, chromium)
-	base := nodetest.HTTPURL(n)
+	// The console is reached through a proxy that can add what a node of
+	// a cluster adds when another did not answer: a single node never does.
+	var unanswered atomic.Bool
+	base := unansweringProxy(t, nodetest.HTTPURL(n), &unanswered)
 	browse(t, tab, "log in",
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#login-password")),
@@ -278,6 +286,21 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("work after the replay: %q %v %v", back.Body, ok, err)
 	}
 
+	browse(t, tab, "the connections' node and the notice of nodes that did not answer",
+		chromedp.Navigate(base+"/#/connections"),
+		waitText("#main thead th:nth-child(2)", contains("NODE")), // as the style shows it
+		waitText("#main tbody td:nth-child(2)", contains("wharf@")))
+	if _, err := chromedp.Run(tab, chromedp.WaitNotPresent(chromedp.CSS("#unanswered"))); err != nil {
+		t.Fatal(err)
+	}
+	unanswered.Store(true)
+	browse(t, tab, "a listing with a node that did not answer",
+		chromedp.Navigate(base+"/#/queues"),
+		waitText("#unanswered", contains("wharf@3")),
+		chromedp.Navigate(base+"/#/connections"),
+		waitText("#unanswered", contains("No answer in time from wharf@3")))
+	unanswered.Store(false)
+
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	browse(t, tab, "close the AMQP connection",
 		chromedp.Navigate(base+"/#/connections"),
@@ -310,6 +333,27 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		screenshot(t, tab, "overview")
 	}
+}
+
+// unansweringProxy serves target's HTTP API and console at the URL it
+// returns, adding Wharf-Unanswered-Nodes: wharf@3 to the API's answers
+// while unanswered is set.
+func unansweringProxy(t *testing.T, target string, unanswered *atomic.Bool) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if unanswered.Load() && strings.HasPrefix(r.Request.URL.Path, "/api/") {
+			r.Header.Set("Wharf-Unanswered-Nodes", "wharf@3")
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func committed(t *testing.T, adm *kadm.Client, group string) int64 {

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -40,31 +42,43 @@ func exchangeJSON(v *mq.VHost, x mq.ExchangeDef) map[string]any {
 	return out
 }
 
-// listExchanges is GET /api/exchanges[/{vhost}].
+// listExchanges is GET /api/exchanges[/{vhost}]: every node's exchanges,
+// the other nodes' transient ones among them (only the node that declared
+// one has it), but those of the nodes unansweredHeader names.
 func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request) {
 	vs, ok := s.vhostsOf(w, r)
 	if !ok {
 		return
 	}
+	all, unanswered := s.reg.ExchangesOf(r.Context(), vs)
+	s.nameUnanswered(w, unanswered)
 	out := []map[string]any{}
-	for _, v := range vs {
-		for _, x := range v.Exchanges() {
+	for i, v := range vs {
+		for _, x := range all[i] {
 			out = append(out, exchangeJSON(v, x))
 		}
 	}
 	writeList(w, r, out)
 }
 
-// getExchange is GET /api/exchanges/{vhost}/{name}.
+// getExchange is GET /api/exchanges/{vhost}/{name}: this node's exchange,
+// or another node's transient one.
 func (s *Server) getExchange(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
-	x, found := lookupExchange(v, exchangeName(r.PathValue("name")))
+	name := exchangeName(r.PathValue("name"))
+	x, found := lookupExchange(v, name)
 	if !found {
-		writeNotFound(w)
-		return
+		others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name)
+		if len(others) == 0 {
+			s.nameUnanswered(w, unanswered)
+			writeNotFound(w)
+			return
+		}
+		// The lowest node's, should two have one of that name.
+		x = slices.MinFunc(others, func(a, b mq.NodeExchange) int { return cmp.Compare(a.Node, b.Node) }).ExchangeDef
 	}
 	obj := exchangeJSON(v, x)
 	obj["incoming"], obj["outgoing"] = []any{}, []any{}

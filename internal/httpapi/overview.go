@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,33 +30,33 @@ var exchangeTypes = []map[string]any{
 // rates, queue totals, object counts and listeners. As in RabbitMQ a user
 // who is not a monitor sees the totals of the vhosts and connections it
 // may see, and no node-wide message rates. The connections, channels and
-// consumers counted are every node's, but those of nodes that did not
-// answer in time, which unansweredHeader names.
+// consumers, queues and exchanges counted are every node's, but those of
+// nodes that did not answer in time, which unansweredHeader names.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	u := requester(r)
 	// The other nodes are asked for their clients while the queues'
-	// serving nodes are asked for their figures: a node that does not
-	// answer costs the request one wait, not two.
+	// serving nodes, and the other nodes for their own queues and
+	// exchanges, are asked: a node that does not answer costs the
+	// request one wait, not two.
 	var (
-		clients    mq.ClientTotals
-		unanswered []int32
-		asked      sync.WaitGroup
+		clients           mq.ClientTotals
+		clientsUnanswered []int32
+		asked             sync.WaitGroup
 	)
-	asked.Go(func() { clients, unanswered = s.clientTotals(r.Context(), u) })
-	var messages, ready, unacked, queues, exchanges int64
-	vs := s.visibleVHosts(u)
-	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
-		m, rd, un := sumDepths(qs)
-		messages, ready, unacked = messages+int64(m), ready+int64(rd), unacked+int64(un)
-		queues += int64(len(qs))
-		exchanges += int64(len(vs[i].Exchanges()))
+	asked.Go(func() { clients, clientsUnanswered = s.clientTotals(r.Context(), u) })
+	var sum mq.VHostTotals
+	vhostTotals, unanswered := s.reg.Totals(r.Context(), s.visibleVHosts(u))
+	for _, t := range vhostTotals {
+		sum.Add(t)
 	}
 	asked.Wait()
-	s.nameUnanswered(w, unanswered)
+	unanswered = append(unanswered, clientsUnanswered...)
+	slices.Sort(unanswered)
+	s.nameUnanswered(w, slices.Compact(unanswered))
 	totals := []rate.Stat{
-		{Name: "messages", Value: messages},
-		{Name: "messages_ready", Value: ready},
-		{Name: "messages_unacknowledged", Value: unacked},
+		{Name: "messages", Value: int64(sum.Messages)},
+		{Name: "messages_ready", Value: int64(sum.Ready)},
+		{Name: "messages_unacknowledged", Value: int64(sum.Unacked)},
 	}
 	messageStats := map[string]any{}
 	if isMonitor(u) {
@@ -90,7 +91,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		"queue_totals":              statsObject(totals),
 		"object_totals": map[string]any{
 			"connections": clients.Connections, "channels": clients.Channels, "consumers": clients.Consumers,
-			"queues": queues, "exchanges": exchanges,
+			"queues": sum.Queues, "exchanges": sum.Exchanges,
 		},
 		"listeners": listeners,
 		"contexts":  []any{},

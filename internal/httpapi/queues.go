@@ -32,25 +32,18 @@ func (s *Server) queueJSON(vhost string, q mq.QueueStats) map[string]any {
 	return obj
 }
 
-// sumDepths sums the messages, ready and unacknowledged messages of qs
-// (none of a queue shown down: its node gave no figures).
-func sumDepths(qs []mq.QueueStats) (messages, ready, unacked int) {
-	for _, q := range qs {
-		messages += q.Messages
-		ready += q.MessagesReady
-		unacked += q.MessagesUnacknowledged
-	}
-	return messages, ready, unacked
-}
-
-// listQueues is GET /api/queues[/{vhost}].
+// listQueues is GET /api/queues[/{vhost}]: every node's queues, the
+// other nodes' transient and exclusive ones among them, but those of the
+// nodes unansweredHeader names.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	vs, ok := s.vhostsOf(w, r)
 	if !ok {
 		return
 	}
+	all, unanswered := s.reg.QueueStats(r.Context(), vs)
+	s.nameUnanswered(w, unanswered)
 	out := []map[string]any{}
-	for i, stats := range s.reg.QueueStats(r.Context(), vs) {
+	for i, stats := range all {
 		for _, q := range stats {
 			out = append(out, s.queueJSON(vs[i].Name(), q))
 		}
@@ -65,8 +58,9 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, err := v.QueueStatsOf(r.Context(), r.PathValue("name"))
+	q, unanswered, err := v.QueueStatsOf(r.Context(), r.PathValue("name"))
 	if err != nil {
+		s.nameUnanswered(w, unanswered)
 		writeNotFound(w)
 		return
 	}

@@ -55,22 +55,23 @@ func (s *Server) writeVHostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost
 }
 
 // vhostJSON is a vhost as /api/vhosts shows it, with the depths of its
-// queues (qs, as the nodes serving them count them) summed.
-func vhostJSON(v *mq.VHost, qs []mq.QueueStats) map[string]any {
-	messages, ready, unacked := sumDepths(qs)
+// queues (t, as the nodes serving them count them) summed.
+func vhostJSON(v *mq.VHost, t mq.VHostTotals) map[string]any {
 	return map[string]any{
 		"name": v.Name(), "description": "", "tags": []string{}, "tracing": false,
 		"metadata": map[string]any{"description": "", "tags": []string{}},
-		"messages": messages, "messages_ready": ready, "messages_unacknowledged": unacked,
+		"messages": t.Messages, "messages_ready": t.Ready, "messages_unacknowledged": t.Unacked,
 	}
 }
 
 // listVHosts is GET /api/vhosts: those the user may see.
 func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 	vs := s.visibleVHosts(requester(r))
+	totals, unanswered := s.reg.Totals(r.Context(), vs)
+	s.nameUnanswered(w, unanswered)
 	var out []map[string]any
-	for i, qs := range s.reg.QueueStats(r.Context(), vs) {
-		out = append(out, vhostJSON(vs[i], qs))
+	for i, t := range totals {
+		out = append(out, vhostJSON(vs[i], t))
 	}
 	writeList(w, r, out)
 }
@@ -78,7 +79,9 @@ func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
 // getVHost is GET /api/vhosts/{vhost}.
 func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 	if v, ok := s.vhostOf(w, r); ok {
-		writeJSON(w, http.StatusOK, vhostJSON(v, s.reg.QueueStats(r.Context(), []*mq.VHost{v})[0]))
+		totals, unanswered := s.reg.Totals(r.Context(), []*mq.VHost{v})
+		s.nameUnanswered(w, unanswered)
+		writeJSON(w, http.StatusOK, vhostJSON(v, totals[0]))
 	}
 }
 

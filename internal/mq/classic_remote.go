@@ -150,7 +150,7 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	switch req.Op {
 	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
-	case opConsumers, opConnections, opClientTotals, opCloseConnection:
+	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals:
 		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))

@@ -37,12 +37,14 @@ func (r *Registry) ServeClientsWith(c Clients) {
 	r.clients.Store(&c)
 }
 
-// clientsRequest is a node call about another node's clients. Its op,
-// vhost and name are remoteRequest's, so answerCall tells it by its op.
+// clientsRequest is a node call about another node's clients, or about
+// the queues and exchanges only it has (local_cluster.go). Its op, vhost
+// and name are remoteRequest's, so answerCall tells it by its op.
 type clientsRequest struct {
 	Op    remoteOp `json:"op"`
 	VHost string   `json:"vhost,omitempty"` // empty: any
-	// Name is a queue's (opConsumers) or a connection's (empty: any).
+	// Name is a queue's (opConsumers, opLocalQueues), an exchange's
+	// (opLocalExchanges) or a connection's (empty: any).
 	Name   string `json:"name,omitempty"`
 	Reason string `json:"reason,omitempty"` // opCloseConnection's
 }
@@ -51,10 +53,13 @@ type clientsRequest struct {
 // remoteReply's: a node that does not know the op (an older version)
 // answers with one, and is not taken to have no clients.
 type clientsReply struct {
-	Consumers   []listedConsumer   `json:"consumers,omitempty"`   // opConsumers
-	Connections []listedConnection `json:"connections,omitempty"` // opConnections
-	Totals      []ClientTotals     `json:"totals,omitempty"`      // opClientTotals
-	Closed      bool               `json:"closed,omitempty"`      // opCloseConnection
+	Consumers   []listedConsumer   `json:"consumers,omitempty"`    // opConsumers
+	Connections []listedConnection `json:"connections,omitempty"`  // opConnections
+	Totals      []ClientTotals     `json:"totals,omitempty"`       // opClientTotals
+	Closed      bool               `json:"closed,omitempty"`       // opCloseConnection
+	Queues      []listedQueue      `json:"queues,omitempty"`       // opLocalQueues
+	Exchanges   []listedExchange   `json:"exchanges,omitempty"`    // opLocalExchanges
+	LocalTotals []VHostTotals      `json:"local_totals,omitempty"` // opLocalTotals
 	Error       string             `json:"error,omitempty"`
 }
 
@@ -81,6 +86,18 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 		reply.Totals = TotalsByUser(c.ConnectionDetails())
 	case opCloseConnection:
 		reply.Closed = c.CloseConnection(req.Name, req.Reason)
+	case opLocalQueues:
+		if !r.closed.Load() {
+			reply.Queues, err = r.listedLocalQueues(req.VHost, req.Name)
+		}
+	case opLocalExchanges:
+		if !r.closed.Load() {
+			reply.Exchanges, err = r.listedLocalExchanges(req.VHost, req.Name)
+		}
+	case opLocalTotals:
+		if !r.closed.Load() {
+			reply.LocalTotals = r.localTotals(req.VHost)
+		}
 	}
 	if err != nil {
 		return nil, err

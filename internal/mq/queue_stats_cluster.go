@@ -1,8 +1,10 @@
 package mq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,8 +56,31 @@ type statsAsk struct {
 }
 
 // QueueStats returns, for each of vs, the statistics of its queues,
-// sorted by name, each with the figures of the node serving it.
-func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) [][]QueueStats {
+// sorted by name, each with the figures of the node serving it, the
+// other nodes' transient and exclusive queues among them
+// (local_cluster.go), and the nodes that did not answer in time with
+// theirs (those are missing).
+func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) ([][]QueueStats, []int32) {
+	// The other nodes' own queues are asked for while the serving
+	// nodes are: a node that does not answer costs one wait, not two.
+	var (
+		others     []NodeQueue
+		unanswered []int32
+		asked      sync.WaitGroup
+	)
+	if len(vs) > 0 {
+		asked.Go(func() { others, unanswered = r.LocalQueuesElsewhere(ctx, askedVHost(vs), "") })
+	}
+	out := r.statsHere(ctx, vs)
+	asked.Wait()
+	withQueuesElsewhere(vs, out, others)
+	return out, unanswered
+}
+
+// statsHere returns, for each of vs, the statistics of the queues this
+// node has, sorted by name, each with the figures of the node serving
+// it.
+func (r *Registry) statsHere(ctx context.Context, vs []*VHost) [][]QueueStats {
 	now := time.Now()
 	out := make([][]QueueStats, len(vs))
 	var asks []statsAsk
@@ -74,17 +99,24 @@ func (r *Registry) QueueStats(ctx context.Context, vs []*VHost) [][]QueueStats {
 }
 
 // QueueStatsOf returns one queue's statistics, with the figures of the
-// node serving it, or a 404 *Error.
-func (v *VHost) QueueStatsOf(ctx context.Context, name string) (QueueStats, error) {
+// node serving it, or a 404 *Error. A queue this node does not have is
+// looked for among the other nodes' transient and exclusive queues (the
+// lowest node's, should two have one of that name); if none has it, it
+// returns the nodes that did not answer as well.
+func (v *VHost) QueueStatsOf(ctx context.Context, name string) (QueueStats, []int32, error) {
 	q, err := v.lookupQueue(name)
 	if err != nil {
-		return QueueStats{}, err
+		others, unanswered := v.r.LocalQueuesElsewhere(ctx, v.name, name)
+		if len(others) == 0 {
+			return QueueStats{}, unanswered, err
+		}
+		return slices.MinFunc(others, func(a, b NodeQueue) int { return cmp.Compare(a.Node, b.Node) }).QueueStats, nil, nil
 	}
 	st := q.statsAt(time.Now())
 	if q.elsewhere() {
 		v.r.askServingNodes(ctx, []statsAsk{{q: q, st: &st}})
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // askServingNodes fills in the figures of asks from the nodes serving
@@ -155,8 +187,14 @@ func (r *Registry) servedFiguresOf(refs []servedRef) []*servedFigures {
 			continue
 		}
 		st := q.statsAt(now)
-		out[i] = &servedFigures{Ready: st.MessagesReady, Unacked: st.MessagesUnacknowledged, Consumers: st.Consumers,
-			State: st.State, MessageStats: st.MessageStats, Depth: st.Depth}
+		f := figuresOf(&st)
+		out[i] = &f
 	}
 	return out
+}
+
+// figuresOf is what the node serving a queue sends of its statistics st.
+func figuresOf(st *QueueStats) servedFigures {
+	return servedFigures{Ready: st.MessagesReady, Unacked: st.MessagesUnacknowledged, Consumers: st.Consumers,
+		State: st.State, MessageStats: st.MessageStats, Depth: st.Depth}
 }

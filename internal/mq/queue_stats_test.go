@@ -36,7 +36,7 @@ func TestQueueStatsCount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := e.v.QueueStatsOf(context.Background(), "q")
+	st, _, err := e.v.QueueStatsOf(context.Background(), "q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,10 @@ func TestQueueStatsCount(t *testing.T) {
 			t.Errorf("%s = %d, want %d", s.Name, s.Value, wantDepth[s.Name])
 		}
 	}
-	if all := e.v.r.QueueStats(context.Background(), []*VHost{e.v})[0]; len(all) != 1 || all[0].Name != "q" {
+	if all, _ := e.v.r.QueueStats(context.Background(), []*VHost{e.v}); len(all[0]) != 1 || all[0][0].Name != "q" {
 		t.Fatalf("QueueStats = %+v", all)
 	}
-	if _, err := e.v.QueueStatsOf(context.Background(), "nope"); err == nil {
+	if _, _, err := e.v.QueueStatsOf(context.Background(), "nope"); err == nil {
 		t.Fatal("QueueStatsOf a missing queue: no error")
 	}
 }
@@ -83,7 +83,8 @@ func TestQueueStatsOfOtherNodes(t *testing.T) {
 
 	figures := func(e *env) string {
 		var out []string
-		for _, st := range e.v.r.QueueStats(context.Background(), []*VHost{e.v})[0] {
+		all, _ := e.v.r.QueueStats(context.Background(), []*VHost{e.v})
+		for _, st := range all[0] {
 			out = append(out, fmt.Sprintf("%s %s %d/%d/%d %v", st.Name, st.State, st.MessagesReady,
 				st.MessagesUnacknowledged, st.Consumers, st.Depth))
 		}
@@ -104,11 +105,11 @@ func TestQueueStatsOfOtherNodes(t *testing.T) {
 
 	calls.setDown(2, true)
 	before = len(calls.ops(opStats))
-	st, err := envs[2].v.QueueStatsOf(context.Background(), "c")
+	st, _, err := envs[2].v.QueueStatsOf(context.Background(), "c")
 	if err != nil || st.State != "down" {
 		t.Fatalf("node 3 shows c, whose node 2 is out of contact, as %q, %v", st.State, err)
 	}
-	if st, err := envs[2].v.QueueStatsOf(context.Background(), "a"); err != nil || st.State != "running" || st.MessagesReady != 2 {
+	if st, _, err := envs[2].v.QueueStatsOf(context.Background(), "a"); err != nil || st.State != "running" || st.MessagesReady != 2 {
 		t.Fatalf("node 3 shows a of node 1 as %q with %d ready, %v", st.State, st.MessagesReady, err)
 	}
 	if asked := calls.ops(opStats)[before:]; len(asked) != 1 {

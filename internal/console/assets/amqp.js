@@ -1,17 +1,18 @@
 // AMQP pages over RabbitMQ's management API: queues (get, purge, publish,
 // moving dead letters back), exchanges, bindings, policies, connections.
 
-import { api, seg } from './api.js';
-import { h, replace, panel, table, card, field, action, confirmButton, num, rate, bytes, headerLines, notice } from './ui.js';
+import { api, listing, seg } from './api.js';
+import { h, replace, panel, table, card, field, action, confirmButton, num, rate, bytes, headerLines, notice, unansweredNotice } from './ui.js';
 
 const queueHref = q => `#/queues/${seg(q.vhost)}/${seg(q.name)}`;
 
 export async function queuesPage(main) {
-  const queues = await api('GET', 'queues');
-  replace(main, h('h1', {}, 'Queues'), panel(null, table([
+  const { data: queues, unanswered } = await listing('queues');
+  replace(main, h('h1', {}, 'Queues'), unansweredNotice(unanswered), panel(null, table([
     { title: 'Virtual host', value: q => q.vhost },
     { title: 'Queue', value: q => h('a', { href: queueHref(q) }, q.name) },
     { title: 'Type', value: q => q.type },
+    { title: 'Node', value: q => q.node || '–' },
     { title: 'State', value: q => h('span', { class: q.state === 'running' ? 'badge ok' : 'badge bad' }, q.state) },
     { title: 'Ready', value: q => num(q.messages_ready), num: true },
     { title: 'Unacked', value: q => num(q.messages_unacknowledged), num: true },
@@ -107,14 +108,14 @@ function purger(path, redraw) {
 }
 
 export async function exchangesPage(main) {
-  const exchanges = await api('GET', 'exchanges');
+  const { data: exchanges, unanswered } = await listing('exchanges');
   const choice = h('select', { id: 'exchange-choice' }, exchanges.filter(x => !x.internal).map(x =>
     h('option', { value: JSON.stringify([x.vhost, x.name]) }, `${x.vhost} ${x.name || '(AMQP default)'}`)));
   const slot = h('div');
   const pick = () => { const [v, n] = JSON.parse(choice.value || '["/",""]'); replace(slot, publisher(v, n, '', async () => {})); };
   choice.addEventListener('change', pick);
   pick();
-  replace(main, h('h1', {}, 'Exchanges'), panel(null, table([
+  replace(main, h('h1', {}, 'Exchanges'), unansweredNotice(unanswered), panel(null, table([
     { title: 'Virtual host', value: x => x.vhost },
     { title: 'Exchange', value: x => x.name || '(AMQP default)' },
     { title: 'Type', value: x => x.type },
@@ -169,12 +170,15 @@ export async function policiesPage(main) {
 }
 
 export async function connectionsPage(main) {
+  const missing = h('div');
   const list = h('div');
   const out = h('div');
   const draw = async () => {
-    const conns = await api('GET', 'connections');
+    const { data: conns, unanswered } = await listing('connections');
+    replace(missing, unansweredNotice(unanswered));
     replace(list, table([
       { title: 'Connection', value: c => c.name },
+      { title: 'Node', value: c => c.node },
       { title: 'Client', value: c => (c.client_properties || {}).connection_name || (c.client_properties || {}).product || '' },
       { title: 'User', value: c => c.user },
       { title: 'Virtual host', value: c => c.vhost },
@@ -190,5 +194,5 @@ export async function connectionsPage(main) {
     ], conns, 'No AMQP connections.'));
   };
   await draw();
-  replace(main, h('h1', {}, 'Connections'), panel(null, list, out));
+  replace(main, h('h1', {}, 'Connections'), missing, panel(null, list, out));
 }

@@ -25,11 +25,24 @@ export async function login(name, password) {
 
 // api sends one request below /api/ and returns its JSON (null for 204).
 export async function api(method, path, body) {
+  return (await call(method, path, body)).data;
+}
+
+// listing GETs path, a listing or count of the whole cluster's objects,
+// and returns its JSON with the nodes that did not answer in time (their
+// objects are missing from it): the Wharf-Unanswered-Nodes header, '' if
+// every node answered.
+export async function listing(path) {
+  const { data, headers } = await call('GET', path);
+  return { data, unanswered: headers.get('Wharf-Unanswered-Nodes') || '' };
+}
+
+async function call(method, path, body) {
   const headers = { Authorization: 'Basic ' + sessionStorage.getItem(key) };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const r = await fetch('/api/' + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (r.status === 401) { logout(); throw new Error('Logged out.'); }
-  if (r.status === 204) return null;
+  if (r.status === 204) return { data: null, headers: r.headers };
   const text = await r.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
@@ -37,7 +50,7 @@ export async function api(method, path, body) {
     const reason = data && (Array.isArray(data.reason) ? data.reason.join(' ') : data.reason);
     throw new Error(reason || `${method} ${path}: ${r.status}`);
   }
-  return data;
+  return { data, headers: r.headers };
 }
 
 // seg escapes one path segment: the vhost "/" is "%2F", as in RabbitMQ.

@@ -2,8 +2,8 @@
 // seconds. The history lives as long as the tab, so coming back to the
 // page shows the last minutes.
 
-import { api } from './api.js';
-import { h, replace, card, chart, bytes, num, rate } from './ui.js';
+import { api, listing } from './api.js';
+import { h, replace, card, chart, bytes, num, rate, unansweredNotice } from './ui.js';
 
 const historyLength = 90; // points: three minutes at one every two seconds
 const series = {};
@@ -17,7 +17,7 @@ function push(name, value) {
 }
 
 async function sample() {
-  const [overview, topics, groups] = await Promise.all([api('GET', 'overview'), api('GET', 'kafka/topics'), api('GET', 'kafka/groups')]);
+  const [{ data: overview, unanswered }, topics, groups] = await Promise.all([listing('overview'), api('GET', 'kafka/topics'), api('GET', 'kafka/groups')]);
   const totals = { at: Date.now(), records: 0, bytesIn: 0, bytesOut: 0, partitions: 0, topics: 0 };
   for (const t of topics) {
     totals.records += t.records; totals.bytesIn += t.bytes_in; totals.bytesOut += t.bytes_out;
@@ -36,14 +36,16 @@ async function sample() {
   const q = overview.queue_totals || {};
   push('queued', q.messages || 0);
   push('lag', groups.reduce((sum, g) => sum + g.lag, 0));
-  return { overview, totals, groups };
+  return { overview, unanswered, totals, groups };
 }
 
 export async function overviewPage(main) {
+  const missing = h('div');
   const counts = h('div', { class: 'cards' });
   const charts = h('div', { class: 'charts' });
-  replace(main, h('h1', {}, 'Overview'), counts, charts);
-  const draw = ({ overview, totals, groups }) => {
+  replace(main, h('h1', {}, 'Overview'), missing, counts, charts);
+  const draw = ({ overview, unanswered, totals, groups }) => {
+    replace(missing, unansweredNotice(unanswered));
     const o = overview.object_totals || {};
     const q = overview.queue_totals || {};
     replace(counts,

@@ -89,6 +89,14 @@ export function chart(title, points, format) {
 
 export function field(label, input) { return h('label', {}, label, input); }
 
+// unansweredNotice tells, above a listing, which cluster nodes did not
+// answer (nodes: the Wharf-Unanswered-Nodes header), nothing if all did.
+export function unansweredNotice(nodes) {
+  if (!nodes) return null;
+  return h('div', { class: 'notice error', role: 'status', id: 'unanswered' },
+    `No answer in time from ${nodes}: what is there is missing from this page.`);
+}
+
 export function notice(text, error) { return h('div', { class: error ? 'notice error' : 'notice', role: 'status' }, text); }
 
 // action runs fn on a click, showing its outcome (or error) in out.

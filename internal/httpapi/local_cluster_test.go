@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/mq"
+)
+
+// twoNodes opens the registries of a cluster of two nodes that share no
+// definitions (only their transient objects matter here) and reach each
+// other with node calls, node 1 while up is set; it returns each node's
+// API.
+func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Registry) {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		handlers = map[int32]func(context.Context, int32, []byte) ([]byte, error){}
+	)
+	var srvs [2]*httptest.Server
+	var regs [2]*mq.Registry
+	for i := range 2 {
+		id := int32(i + 1)
+		cc := &mq.ClusterConfig{
+			NodeID:  id,
+			Watch:   func(func(string)) {},
+			Get:     func(string) ([]byte, bool) { return nil, false },
+			Barrier: func() error { return nil },
+			Nodes:   func() []int32 { return []int32{1, 2} },
+			PeerUp:  func(node int32) bool { return node != 1 || up.Load() },
+			CallNode: func(ctx context.Context, to int32, data []byte) ([]byte, error) {
+				mu.Lock()
+				h := handlers[to]
+				mu.Unlock()
+				return h(ctx, id, data)
+			},
+			HandleCalls: func(fn func(context.Context, int32, []byte) ([]byte, error)) {
+				mu.Lock()
+				handlers[id] = fn
+				mu.Unlock()
+			},
+		}
+		reg, err := mq.Open(mq.Config{DataDir: t.TempDir(), Definitions: &memDefs{m: map[string][]byte{}}, Cluster: cc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close() })
+		srvs[i] = httptest.NewServer(New(reg, withUsers(t, Config{Version: "test"}, guestOnly)))
+		t.Cleanup(srvs[i].Close)
+		regs[i] = reg
+	}
+	return srvs, regs
+}
+
+// TestOtherNodesTransientObjects: node 2's API lists node 1's exclusive
+// queue (with its node and figures) and transient exchange, shows each
+// alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
+// are missing and node 1 is named in Wharf-Unanswered-Nodes.
+func TestOtherNodesTransientObjects(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srvs, regs := twoNodes(t, &up)
+	v1, err := regs[0].VHost("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.DeclareQueue(mq.QueueDef{Name: "scratch", Exclusive: true, Owner: 7}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.DeclareExchange(mq.ExchangeDef{Name: "events", Type: "topic"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(t, srvs[0], http.MethodPost, "/api/exchanges/%2F/amq.default/publish",
+		`{"routing_key":"scratch","payload":"m","payload_encoding":"string","properties":{}}`); code != http.StatusOK {
+		t.Fatalf("publish on node 1: %d %s", code, body)
+	}
+	node2 := srvs[1]
+	get := func(path string) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, node2.URL+path, nil)
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header, string(body)
+	}
+	for path, want := range map[string]string{
+		"/api/queues":               `"name":"scratch"`,
+		"/api/queues/%2F":           `"node":"wharf@1"`,
+		"/api/queues/%2F/scratch":   `"exclusive":true`,
+		"/api/exchanges":            `"name":"events"`,
+		"/api/exchanges/%2F/events": `"type":"topic"`,
+		"/api/overview":             `"queues":1`,
+		"/api/vhosts/%2F":           `"messages":1`,
+	} {
+		if code, h, body := get(path); code != http.StatusOK || !strings.Contains(body, want) || h.Get(unansweredHeader) != "" {
+			t.Errorf("GET %s on node 2: %d %s, unanswered %q; want %s", path, code, body, h.Get(unansweredHeader), want)
+		}
+	}
+	if _, _, body := get("/api/queues/%2F/scratch"); !strings.Contains(body, `"messages_ready":1`) {
+		t.Errorf("node 1's queue shown without its figures: %s", body)
+	}
+
+	up.Store(false)
+	for path, missing := range map[string]string{
+		"/api/queues":     `"name":"scratch"`,
+		"/api/exchanges":  `"name":"events"`,
+		"/api/overview":   `"queues":1`,
+		"/api/vhosts/%2F": `"messages":1`,
+	} {
+		if code, h, body := get(path); code != http.StatusOK || strings.Contains(body, missing) || h.Get(unansweredHeader) != "wharf@1" {
+			t.Errorf("GET %s on node 2 with node 1 out of contact: %d %s, unanswered %q", path, code, body, h.Get(unansweredHeader))
+		}
+	}
+	for _, path := range []string{"/api/queues/%2F/scratch", "/api/exchanges/%2F/events"} {
+		if code, h, _ := get(path); code != http.StatusNotFound || h.Get(unansweredHeader) != "wharf@1" {
+			t.Errorf("GET %s on node 2 with node 1 out of contact: %d, unanswered %q; want 404 naming wharf@1", path, code, h.Get(unansweredHeader))
+		}
+	}
+}
