@@ -390,7 +390,7 @@ func (r *Registry) followExchange(key string, value []byte, live bool) error {
 	v.defMu.Lock()
 	x := v.exchanges[name] // the maps change only under defMu, held here
 	if !live {
-		var cleanup deletions
+		cleanup := deletions{followed: true}
 		var err error
 		if x != nil && x.def.Durable && !x.builtin {
 			err = v.deleteExchangeLocked(x, &cleanup)
@@ -431,7 +431,7 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 		}
 	}
 	v.defMu.Lock()
-	var cleanup deletions
+	cleanup := deletions{followed: true}
 	err := func() error {
 		q := v.queues[name]
 		if q != nil && live && q.id == rec.ID && rec.Members != nil {

@@ -127,3 +127,47 @@ func holdFirstWrite(t *testing.T, envs []*env, key string) (held <-chan struct{}
 	defs.delay.Store(&delay)
 	return first, release
 }
+
+// TestClusterRedeclareFollowedLate: a node that follows a queue's
+// deletion and declaration again only once both are applied (it sees the
+// new record at once) replaces its queue with the new one and writes
+// nothing: the new queue's record and its binding stay.
+func TestClusterRedeclareFollowedLate(t *testing.T) {
+	envs := newClusterEnvs(t, 2)
+	envs[0].declareQueue("q", true)
+	envs[0].declareExchange("x", "direct", true, nil)
+	envs[0].bind("q", "x", "k", nil)
+	eventually(t, "node 2 follows", func() bool { return envs[1].v.queue("q") != nil })
+	old := envs[0].queueNamed("q").id
+
+	late := envs[1].v
+	late.defMu.Lock() // node 2's follower waits here
+	if _, err := envs[0].v.DeleteQueue("q", false, false, 0); err != nil {
+		late.defMu.Unlock()
+		t.Fatal(err)
+	}
+	envs[0].declareQueue("q", true)
+	envs[0].bind("q", "x", "k", nil)
+	late.defMu.Unlock()
+
+	renewed := envs[0].queueNamed("q").id
+	eventually(t, "node 2 holds the new queue", func() bool {
+		q := late.queue("q")
+		return q != nil && q.id == renewed && q.id != old
+	})
+	value, live := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q"))
+	var rec queueRecord
+	if !live || json.Unmarshal(value, &rec) != nil || rec.ID != renewed {
+		t.Fatalf("the queue's record is %s (live %v), want the new one, id %s", value, live, renewed)
+	}
+	n := 0
+	envs[0].cfg.Definitions.Load(func(key string, _ []byte) error {
+		if strings.HasPrefix(key, bindingKeyPrefix) {
+			n++
+		}
+		return nil
+	})
+	if n != 1 {
+		t.Fatalf("%d binding records, want the new queue's one", n)
+	}
+}

@@ -252,14 +252,16 @@ func (v *VHost) deleteExchangeLocked(x *exchange, cleanup *deletions) error {
 	for _, b := range x.bindings.Bindings() {
 		refs = append(refs, bindingRef{x, b})
 	}
-	for _, ref := range refs {
-		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
-			return err
+	if !cleanup.followed {
+		for _, ref := range refs {
+			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
+				return err
+			}
 		}
-	}
-	if x.def.Durable {
-		if err := v.r.defs.Delete(exchangeKey(v.name, x.def.Name)); err != nil {
-			return errInternal("delete exchange", err)
+		if x.def.Durable {
+			if err := v.r.defs.Delete(exchangeKey(v.name, x.def.Name)); err != nil {
+				return errInternal("delete exchange", err)
+			}
 		}
 	}
 	v.mu.Lock()

@@ -456,14 +456,16 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			}
 		}
 	}
-	for _, ref := range refs {
-		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
-			return err
+	if !cleanup.followed {
+		for _, ref := range refs {
+			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
+				return err
+			}
 		}
-	}
-	if q.def.Durable {
-		if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
-			return errInternal("delete queue", err)
+		if q.def.Durable {
+			if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
+				return errInternal("delete queue", err)
+			}
 		}
 	}
 	v.mu.Lock()
@@ -501,6 +503,11 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 type deletions struct {
 	cancelled []func()
 	stores    []queueStore
+	// followed marks deletions that follow the definitions (cluster.go):
+	// the node that made them wrote them, so nothing is written. A
+	// write would be wrong, too: the name may be defined again since,
+	// and its binding keys (made of names) be the new queue's.
+	followed bool
 }
 
 func (d *deletions) run(r *Registry) {
