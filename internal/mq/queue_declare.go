@@ -42,12 +42,13 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	switch {
 	case err != nil:
 		return QueueInfo{}, err
-	case !created:
-		return q.declared()
-	case q.stream != nil:
+	case q.stream != nil && created:
 		return q.info(), nil
 	}
-	q.awaitPlaced()
+	q.awaitPlaced() // a quorum queue another node's declare created just now too
+	if !created {
+		return q.declared()
+	}
 	return QueueInfo{Name: q.name}, nil
 }
 
