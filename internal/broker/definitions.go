@@ -46,25 +46,33 @@ func (s *DefinitionStore) Put(key string, value []byte) error {
 }
 
 // PutIf stores value under key durably if, when the write is applied, key's
-// live value is prev; else the write is ignored, on every node alike (the
-// metadata log's compare-and-set, decided as each node applies it, never
-// by a read before the write). A write that records progress on a value
-// read earlier (a quorum queue's membership change) so cannot bring back a
-// key deleted meanwhile, or undo a newer value. It returns once this node
-// applied (or ignored) it: Get tells which. In a cluster the key's
-// followers hear of an ignored one too, with the value as it stays.
+// live value is prev (prev nil: key has none); else the write is ignored,
+// on every node alike (the metadata log's compare-and-set, decided as
+// each node applies it, never by a read before the write). A write that
+// records progress on a value read earlier (a quorum queue's membership
+// change) so cannot bring back a key deleted meanwhile, or undo a newer
+// value; one with prev nil creates key, and of two nodes creating it at
+// once only the first applied does (a declaration of a new durable queue
+// or exchange). It returns once this node applied (or ignored) it: Get
+// tells which. In a cluster the key's followers hear of an ignored one
+// too, with the value as it stays.
 func (s *DefinitionStore) PutIf(key string, value, prev []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	sum := sha256.Sum256(prev)
+	var cond []byte // empty: key must have no value
+	if prev != nil {
+		sum := sha256.Sum256(prev)
+		cond = sum[:]
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(key, value, record.RecordHeader{Key: definitionIfHeader, Value: sum[:]})
+	return s.write(key, value, record.RecordHeader{Key: definitionIfHeader, Value: cond})
 }
 
 // definitionIfHeader is the header of a PutIf record: the SHA-256 of the
-// value its key must have for the record to apply.
+// value its key must have for the record to apply, or empty if the key
+// must have none.
 const definitionIfHeader = "def-if"
 
 // definitionApplies reports whether a definition record with headers
@@ -72,6 +80,9 @@ const definitionIfHeader = "def-if"
 func definitionApplies(headers []record.RecordHeader, live []byte, ok bool) bool {
 	for _, h := range headers {
 		if h.Key == definitionIfHeader {
+			if len(h.Value) == 0 {
+				return !ok
+			}
 			sum := sha256.Sum256(live)
 			return ok && bytes.Equal(h.Value, sum[:])
 		}

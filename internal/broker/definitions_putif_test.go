@@ -52,7 +52,7 @@ func TestDefinitionPutIfSingleNode(t *testing.T) {
 	if got, want := fmt.Sprint(putIfSteps(t, b.Definitions(), b.Definitions())), "[v1 v2 ]"; got != want {
 		t.Fatalf("the watcher heard %s, want %s", got, want)
 	}
-	if err := b.Definitions().PutIf("k", []byte("v5"), nil); err != nil { // no live value: ignored
+	if err := b.Definitions().PutIf("k", []byte("v5"), []byte("v2")); err != nil { // no live value: ignored
 		t.Fatal(err)
 	}
 	b.Close()
@@ -90,5 +90,78 @@ func TestDefinitionPutIfCluster(t *testing.T) {
 	}
 	if value, ok := b.Definitions().Get("k"); ok {
 		t.Fatalf("after a restart node 2 holds k = %q, want it deleted", value)
+	}
+}
+
+// createSteps creates key "c" through stores (round robin) with PutIf on
+// no value: the first creation applies, the second is ignored, and once
+// the key is deleted a third applies again. It returns the key's value
+// as stores[0] holds it after each step.
+func createSteps(t *testing.T, stores ...*DefinitionStore) []string {
+	t.Helper()
+	at := func(i int) *DefinitionStore { return stores[i%len(stores)] }
+	steps := []func() error{
+		func() error { return at(0).PutIf("c", []byte("a"), nil) }, // creates
+		func() error { return at(1).PutIf("c", []byte("b"), nil) }, // exists: ignored
+		func() error { return at(2).Delete("c") },
+		func() error { return at(3).PutIf("c", []byte("d"), nil) }, // creates again
+	}
+	var seen []string
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		if err := stores[0].Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		value, _ := stores[0].Get("c")
+		seen = append(seen, string(value))
+	}
+	return seen
+}
+
+// TestDefinitionPutIfAbsentSingleNode: a PutIf on no value creates a key
+// that has none and is ignored on one that has, also at replay.
+func TestDefinitionPutIfAbsentSingleNode(t *testing.T) {
+	dir := t.TempDir()
+	b := openTestBroker(t, dir)
+	if got, want := fmt.Sprint(createSteps(t, b.Definitions())), "[a a  d]"; got != want {
+		t.Fatalf("c was %s, want %s", got, want)
+	}
+	b.Close()
+	b = openTestBroker(t, dir)
+	defer b.Close()
+	if value, _ := b.Definitions().Get("c"); string(value) != "d" {
+		t.Fatalf("after a restart c is %q, want d", value)
+	}
+}
+
+// TestDefinitionPutIfAbsentCluster: of two nodes creating a key, the
+// first write applied wins on every node, and a restarted node's replay
+// decides the same.
+func TestDefinitionPutIfAbsentCluster(t *testing.T) {
+	c := newTestCluster(t, 3)
+	var stores []*DefinitionStore
+	for _, id := range c.ids {
+		stores = append(stores, c.broker(id).Definitions())
+	}
+	if got, want := fmt.Sprint(createSteps(t, stores...)), "[a a  d]"; got != want {
+		t.Fatalf("c was %s, want %s", got, want)
+	}
+	for i, s := range stores {
+		if err := s.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if value, _ := s.Get("c"); string(value) != "d" {
+			t.Fatalf("node %d holds c = %q, want d", i+1, value)
+		}
+	}
+	c.stop(2)
+	b, err := c.restart(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if value, _ := b.Definitions().Get("c"); string(value) != "d" {
+		t.Fatalf("after a restart node 2 holds c = %q, want d", value)
 	}
 }

@@ -162,6 +162,12 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		return &remoteReply{NotServed: true}
 	}
 	q := r.queueNamed(req.VHost, req.Name)
+	if (q == nil || q.id != req.Queue) && r.catchUp(queueKey(req.VHost, req.Name)) {
+		// Declared here just now, by a declare that has not added it
+		// yet: another node that lost the race to declare it asks for
+		// its counts (createDefinition).
+		q = r.queueNamed(req.VHost, req.Name)
+	}
 	switch {
 	case q == nil || q.id != req.Queue:
 		return errorReply(errNotFound("queue", req.Name, req.VHost)) // deleted (and maybe declared again)

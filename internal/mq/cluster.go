@@ -44,6 +44,15 @@ import (
 // (quorum_proxy.go), by the same machinery.
 // Transient exchanges and queues, and exclusive queues, are not in the
 // definition store: they exist only on the node that declared them.
+//
+// A new durable queue or exchange is created only if its name has no
+// definition when the write is applied (createDefinition): of two nodes
+// declaring the same name at once, the first write applied creates it,
+// on every node, and the other node's is ignored; that node then answers
+// as a declare of the existing queue or exchange (declare-ok if
+// equivalent, else 406), as RabbitMQ's transaction does. The declaration
+// writes its record before it creates anything else (a quorum queue's
+// group), so the loser has nothing to undo.
 
 // ClusterConfig makes a registry one node's view of a cluster's
 // definitions. The node wires it to the broker's definition store.
@@ -57,8 +66,9 @@ type ClusterConfig struct {
 	// Get returns a key's live value.
 	Get func(key string) ([]byte, bool)
 	// PutIf stores value under key if, when each node applies the write,
-	// key's live value is prev; else every node ignores it. It returns
-	// once this node applied or ignored it (broker.DefinitionStore.PutIf).
+	// key's live value is prev (prev nil: key has none); else every node
+	// ignores it. It returns once this node applied or ignored it
+	// (broker.DefinitionStore.PutIf).
 	PutIf func(key string, value, prev []byte) error
 	// Barrier returns once this node applied every definition committed
 	// anywhere before the call.
@@ -84,6 +94,28 @@ type ClusterConfig struct {
 	// HandleCalls installs what answers the requests other nodes send
 	// this one with CallNode; nil at Close.
 	HandleCalls func(fn func(ctx context.Context, from int32, data []byte) ([]byte, error))
+}
+
+// createDefinition stores value under key unless key has a definition
+// when the write is applied: in a cluster another node's declaration of
+// the name may have landed first (see the top of this file). It returns
+// key's value as this node applied it: value if created, else the
+// definition that was there. On a single node the caller, holding the
+// vhost's defMu, knows the name is new, and value is stored as is.
+func (r *Registry) createDefinition(key string, value []byte) ([]byte, error) {
+	if r.cfg.Cluster == nil {
+		return value, r.defs.Put(key, value)
+	}
+	for {
+		if err := r.cfg.Cluster.PutIf(key, value, nil); err != nil {
+			return nil, err
+		}
+		if live, ok := r.cfg.Cluster.Get(key); ok {
+			return live, nil
+		}
+		// The definition that was there was deleted since: create it
+		// again.
+	}
 }
 
 // follower queues the keys the store applied for the registry's follow
@@ -358,7 +390,7 @@ func (r *Registry) followExchange(key string, value []byte, live bool) error {
 	v.defMu.Lock()
 	x := v.exchanges[name] // the maps change only under defMu, held here
 	if !live {
-		var cleanup deletions
+		cleanup := deletions{followed: true}
 		var err error
 		if x != nil && x.def.Durable && !x.builtin {
 			err = v.deleteExchangeLocked(x, &cleanup)
@@ -399,7 +431,7 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 		}
 	}
 	v.defMu.Lock()
-	var cleanup deletions
+	cleanup := deletions{followed: true}
 	err := func() error {
 		q := v.queues[name]
 		if q != nil && live && q.id == rec.ID && rec.Members != nil {

@@ -105,7 +105,12 @@ func (d nodeDefs) cluster() *ClusterConfig {
 			return slices.Clone(v), ok
 		},
 		PutIf: func(key string, value, prev []byte) error {
-			return d.writeIf(key, slices.Clone(value), func(live []byte, ok bool) bool { return ok && bytes.Equal(live, prev) })
+			return d.writeIf(key, slices.Clone(value), func(live []byte, ok bool) bool {
+				if prev == nil {
+					return !ok
+				}
+				return ok && bytes.Equal(live, prev)
+			})
 		},
 		Barrier: func() error { return nil }, // every write is applied everywhere before it returns
 	}

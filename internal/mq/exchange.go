@@ -1,6 +1,9 @@
 package mq
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -103,9 +106,17 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 		if err != nil {
 			return errPrecondition("invalid arguments for %s: %v", resource("exchange", d.Name, v.name), err)
 		}
-		rec := exchangeRecord{VHost: v.name, Name: d.Name, Type: d.Type, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: args}
-		if err := v.r.defs.Put(exchangeKey(v.name, d.Name), mustJSON(rec)); err != nil {
+		rec := mustJSON(exchangeRecord{VHost: v.name, Name: d.Name, Type: d.Type, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: args})
+		live, err := v.r.createDefinition(exchangeKey(v.name, d.Name), rec)
+		if err != nil {
 			return errInternal("store exchange", err)
+		}
+		if !bytes.Equal(live, rec) { // another node's declare of the name landed first
+			x, err := v.existingExchange(live)
+			if err != nil {
+				return err
+			}
+			return v.exchangeEquivalent(x, d)
 		}
 	}
 	x = newExchange(d, kind)
@@ -114,6 +125,28 @@ func (v *VHost) DeclareExchange(d ExchangeDef, passive bool) error {
 	v.exchanges[d.Name] = x
 	v.mu.Unlock()
 	return nil
+}
+
+// existingExchange adds the exchange another node's definition value
+// names, as following it would (followExchange), for a declare whose own
+// definition was not created. Caller holds defMu.
+func (v *VHost) existingExchange(value []byte) (*exchange, error) {
+	var rec exchangeRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return nil, errInternal("read exchange", err)
+	}
+	x, err := exchangeFromRecord(rec)
+	switch {
+	case err != nil:
+		return nil, errInternal("read exchange", err)
+	case x == nil:
+		return nil, errInternal("read exchange", fmt.Errorf("unknown type %q", rec.Type))
+	}
+	v.mu.Lock()
+	v.applyExchangePolicyLocked(x)
+	v.exchanges[rec.Name] = x
+	v.mu.Unlock()
+	return x, nil
 }
 
 func (v *VHost) isDeleted() bool {
@@ -219,14 +252,16 @@ func (v *VHost) deleteExchangeLocked(x *exchange, cleanup *deletions) error {
 	for _, b := range x.bindings.Bindings() {
 		refs = append(refs, bindingRef{x, b})
 	}
-	for _, ref := range refs {
-		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
-			return err
+	if !cleanup.followed {
+		for _, ref := range refs {
+			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
+				return err
+			}
 		}
-	}
-	if x.def.Durable {
-		if err := v.r.defs.Delete(exchangeKey(v.name, x.def.Name)); err != nil {
-			return errInternal("delete exchange", err)
+		if x.def.Durable {
+			if err := v.r.defs.Delete(exchangeKey(v.name, x.def.Name)); err != nil {
+				return errInternal("delete exchange", err)
+			}
 		}
 	}
 	v.mu.Lock()

@@ -1,9 +1,11 @@
 package mq
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -36,54 +38,73 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 		}
 		return q.declared()
 	}
+	q, created, err := v.declareQueue(d)
+	switch {
+	case err != nil:
+		return QueueInfo{}, err
+	case q.stream != nil && created:
+		return q.info(), nil
+	}
+	q.awaitPlaced() // a quorum queue another node's declare created just now too
+	if !created {
+		return q.declared()
+	}
+	return QueueInfo{Name: q.name}, nil
+}
+
+// declareQueue is a declare that is not passive, under defMu: it returns
+// the queue and whether this declare created it; else it checked d as a
+// redeclaration of it. What it answers with (the counts, asked of another
+// node for a queue served there; a new quorum queue's placement) is
+// waited for without defMu.
+func (v *VHost) declareQueue(d QueueDef) (*queue, bool, error) {
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
 	if v.isDeleted() {
-		return QueueInfo{}, errNoVHost(v.name)
+		return nil, false, errNoVHost(v.name)
 	}
 	if q := v.queues[d.Name]; q != nil && d.Name != "" {
-		if q.crashed.Load() {
-			return QueueInfo{}, errCrashed(d.Name, v.name)
-		}
-		d.Durable = d.Durable && !d.Exclusive
-		if err := v.queueEquivalent(q, d); err != nil {
-			return QueueInfo{}, err
-		}
-		return q.declared()
+		return q, false, v.redeclared(q, d)
 	}
 	if kind := queueTypeOf(d.Args); kind != classicQueue && d.Name == "" {
-		return QueueInfo{}, errPrecondition("Cannot declare a server-named queue for type %s", kind.module())
+		return nil, false, errPrecondition("Cannot declare a server-named queue for type %s", kind.module())
 	}
 	if d.Name == "" {
 		d.Name = serverQueueName()
 	} else if strings.HasPrefix(d.Name, "amq.") {
-		return QueueInfo{}, errAccessRefused("queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+		return nil, false, errAccessRefused("queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
 	if err := checkQueueArgs(d.Name, v.name, d.Args); err != nil {
-		return QueueInfo{}, err
+		return nil, false, err
 	}
 	switch queueTypeOf(d.Args) {
 	case quorumQueue:
 		if err := checkQuorumProperties(d, v.name); err != nil {
-			return QueueInfo{}, err
+			return nil, false, err
 		}
 	case streamQueue:
 		if err := checkStreamProperties(d, v.name); err != nil {
-			return QueueInfo{}, err
+			return nil, false, err
 		}
 		q, err := v.createStreamQueue(d)
-		if err != nil {
-			return QueueInfo{}, err
-		}
-		return q.info(), nil
+		return q, err == nil, err
 	}
 	d.Durable = d.Durable && !d.Exclusive
-	q, err := v.createQueue(d)
-	if err != nil {
-		return QueueInfo{}, err
+	q, created, err := v.createQueue(d)
+	if err == nil && !created {
+		err = v.redeclared(q, d) // another node's declare of the name landed first
 	}
-	q.awaitPlaced()
-	return QueueInfo{Name: q.name}, nil
+	return q, created, err
+}
+
+// redeclared checks d, a declare of the existing queue q. Caller holds
+// defMu.
+func (v *VHost) redeclared(q *queue, d QueueDef) error {
+	if q.crashed.Load() {
+		return errCrashed(d.Name, v.name)
+	}
+	d.Durable = d.Durable && !d.Exclusive
+	return v.queueEquivalent(q, d)
 }
 
 // queueEquivalent checks a redeclaration as RabbitMQ's
@@ -152,11 +173,13 @@ func newStoreID() string {
 // createQueue makes a new queue. A durable one's definition is stored
 // first (durable when this returns); its logs are created with its first
 // logged message (see queuestore.Store), so declaring touches no queue
-// file.
+// file. In a cluster the name may have been defined by another node
+// meanwhile (createDefinition): then nothing is created, and createQueue
+// returns that queue, created false.
 // Caller holds defMu.
-func (v *VHost) createQueue(d QueueDef) (*queue, error) {
+func (v *VHost) createQueue(d QueueDef) (q *queue, created bool, err error) {
 	if v.r.closed.Load() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	var id string
 	var rec queueRecord
@@ -168,13 +191,17 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 			if v.r.cfg.Cluster != nil && queueTypeOf(d.Args) == quorumQueue {
 				rec.Node, rec.Members, rec.Group = 0, v.r.quorumMembers(d.Args), quorumGroup(id)
 			}
-			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
+			value := mustJSON(rec)
+			var live []byte
+			if live, err = v.r.createDefinition(queueKey(v.name, d.Name), value); err == nil && !bytes.Equal(live, value) {
+				q, err := v.existingQueue(live)
+				return q, false, err
+			}
 		}
 		if err != nil {
-			return nil, errInternal("store queue", err)
+			return nil, false, errInternal("store queue", err)
 		}
 	}
-	var q *queue
 	switch {
 	case rec.Members != nil:
 		q, _ = v.quorumQueue(d, rec) // served once its group elected this node
@@ -187,6 +214,28 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	q.arm()
 	v.mu.Lock()
 	v.queues[d.Name] = q
+	v.mu.Unlock()
+	return q, true, nil
+}
+
+// existingQueue builds the queue another node's definition value names,
+// as following it would (followQueue), for a declare whose own
+// definition was not created. Caller holds defMu.
+func (v *VHost) existingQueue(value []byte) (*queue, error) {
+	var rec queueRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return nil, errInternal("read queue", err)
+	}
+	q, _, err := v.queueFromRecord(rec)
+	switch {
+	case err != nil:
+		return nil, errInternal("open queue", err)
+	case q == nil:
+		return nil, errPrecondition("cannot declare %s: stream queues are not available on this node",
+			resource("queue", rec.Name, v.name))
+	}
+	v.mu.Lock()
+	v.queues[rec.Name] = q
 	v.mu.Unlock()
 	return q, nil
 }
@@ -408,14 +457,16 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			}
 		}
 	}
-	for _, ref := range refs {
-		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
-			return err
+	if !cleanup.followed {
+		for _, ref := range refs {
+			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
+				return err
+			}
 		}
-	}
-	if q.def.Durable {
-		if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
-			return errInternal("delete queue", err)
+		if q.def.Durable {
+			if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
+				return errInternal("delete queue", err)
+			}
 		}
 	}
 	v.mu.Lock()
@@ -453,6 +504,11 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 type deletions struct {
 	cancelled []func()
 	stores    []queueStore
+	// followed marks deletions that follow the definitions (cluster.go):
+	// the node that made them wrote them, so nothing is written. A
+	// write would be wrong, too: the name may be defined again since,
+	// and its binding keys (made of names) be the new queue's.
+	followed bool
 }
 
 func (d *deletions) run(r *Registry) {
