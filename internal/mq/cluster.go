@@ -42,8 +42,10 @@ import (
 // queues are replicated, served on their group's leader
 // (quorum_cluster.go) and reached from every node through it
 // (quorum_proxy.go), by the same machinery.
-// Transient exchanges and queues, and exclusive queues, are not in the
-// definition store: they exist only on the node that declared them.
+// Transient exchanges are not in the definition store: they exist only on
+// the node that declared them. Transient and exclusive classic queues
+// are, marked as such, reached from every node as durable classic queues
+// are (exclusive_cluster.go).
 
 // ClusterConfig makes a registry one node's view of a cluster's
 // definitions. The node wires it to the broker's definition store.
@@ -221,6 +223,7 @@ func (r *Registry) catchUpAtStart() bool {
 	for _, key := range r.follower.take() {
 		r.followDefinition(key)
 	}
+	r.dropStaleTransient()
 	r.setAsideStrays()
 	return true
 }
@@ -406,7 +409,7 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 			v.followMembership(q, rec) // a quorum queue's members may have changed
 			return nil
 		}
-		if q != nil && (!q.def.Durable || (live && q.id == rec.ID)) {
+		if q != nil && (!q.recorded() || (live && q.id == rec.ID)) {
 			return nil // up to date (or this node's transient queue of that name)
 		}
 		if q != nil { // deleted, or deleted and declared again

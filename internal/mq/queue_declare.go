@@ -160,6 +160,16 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	}
 	var id string
 	var rec queueRecord
+	if !d.Durable && v.r.recordsTransient() { // reached from every node (exclusive_cluster.go)
+		id = newStoreID()
+		rec, err := v.transientRecord(d, id)
+		if err == nil {
+			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
+		}
+		if err != nil {
+			return nil, errInternal("store queue", err)
+		}
+	}
 	if d.Durable {
 		id = newStoreID()
 		args, err := encodeArgs(d.Args)
@@ -298,7 +308,7 @@ func (q *queue) storeOwner() queuestore.Owner {
 // with ready messages are 406. Consumers get their Cancelled callback.
 // A classic queue of another node is deleted there (classic_remote.go).
 func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
-	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() { // maybe declared elsewhere just now
+	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() && !q.def.Exclusive { // maybe declared elsewhere just now
 		return q.remote.deleteRemote(ifUnused, ifEmpty)
 	}
 	return v.deleteHere(name, ifUnused, ifEmpty, conn)
@@ -413,7 +423,7 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			return err
 		}
 	}
-	if q.def.Durable {
+	if q.recorded() {
 		if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
 			return errInternal("delete queue", err)
 		}
