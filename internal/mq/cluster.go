@@ -42,10 +42,10 @@ import (
 // queues are replicated, served on their group's leader
 // (quorum_cluster.go) and reached from every node through it
 // (quorum_proxy.go), by the same machinery.
-// Transient exchanges are not in the definition store: they exist only on
-// the node that declared them. Transient and exclusive classic queues
-// are, marked as such, reached from every node as durable classic queues
-// are (exclusive_cluster.go).
+// Transient exchanges and queues are not in the definition store: they
+// exist only on the node that declared them. Exclusive queues are,
+// marked as such, reached from every node as durable classic queues are
+// (exclusive_cluster.go).
 
 // ClusterConfig makes a registry one node's view of a cluster's
 // definitions. The node wires it to the broker's definition store.
@@ -223,7 +223,7 @@ func (r *Registry) catchUpAtStart() bool {
 	for _, key := range r.follower.take() {
 		r.followDefinition(key)
 	}
-	r.dropStaleTransient()
+	r.dropStaleExclusive()
 	r.setAsideStrays()
 	return true
 }

@@ -79,10 +79,9 @@ type queueRecord struct {
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"`
-	// Transient and Exclusive mark a transient classic queue, recorded
-	// in a cluster only, so that every node routes to it
+	// Exclusive marks an exclusive (so transient) classic queue,
+	// recorded in a cluster only, so that every node routes to it
 	// (exclusive_cluster.go).
-	Transient bool `json:"transient,omitempty"`
 	Exclusive bool `json:"exclusive,omitempty"`
 }
 
@@ -258,10 +257,10 @@ func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error
 	if err != nil {
 		return nil, false, fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
 	}
-	def := QueueDef{Name: qr.Name, Durable: !qr.Transient, Exclusive: qr.Exclusive, AutoDelete: qr.AutoDelete, Args: args}
+	def := QueueDef{Name: qr.Name, Durable: !qr.Exclusive, Exclusive: qr.Exclusive, AutoDelete: qr.AutoDelete, Args: args}
 	switch {
-	case qr.Transient:
-		return v.transientFromRecord(def, qr), false, nil
+	case qr.Exclusive:
+		return v.exclusiveFromRecord(def, qr), false, nil
 	case queueTypeOf(args) == streamQueue:
 		q, err := v.loadStreamQueue(def, qr.Stream)
 		if err != nil {

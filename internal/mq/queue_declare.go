@@ -160,9 +160,9 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	}
 	var id string
 	var rec queueRecord
-	if !d.Durable && v.r.recordsTransient() { // reached from every node (exclusive_cluster.go)
+	if d.Exclusive && v.r.recordsExclusive() { // reached from every node (exclusive_cluster.go)
 		id = newStoreID()
-		rec, err := v.transientRecord(d, id)
+		rec, err := v.exclusiveRecord(d, id)
 		if err == nil {
 			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
 		}

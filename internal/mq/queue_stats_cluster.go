@@ -85,7 +85,7 @@ func (r *Registry) statsHere(ctx context.Context, vs []*VHost) [][]QueueStats {
 	out := make([][]QueueStats, len(vs))
 	var asks []statsAsk
 	for i, v := range vs {
-		// Another node's transient queues are in its own answer
+		// Another node's exclusive queues are in its own answer
 		// (local_cluster.go), not here, though recorded
 		// (exclusive_cluster.go).
 		qs := slices.DeleteFunc(v.sortedQueues(), func(q *queue) bool { return !q.def.Durable && q.elsewhere() })
