@@ -1,6 +1,9 @@
 package mq
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // Exclusive queues in a cluster (issue 14). In RabbitMQ an exclusive
 // queue is usable by its connection alone, but a message published on
@@ -36,6 +39,22 @@ import "sync"
 // connection of this node's has that id (ids count up from 1), and
 // queueEquivalent's owner+1 does not wrap to "none".
 const foreignOwner = ^ConnID(0) - 1
+
+// exclusiveIDPrefix starts an exclusive queue's id (it has no storage
+// directory): its home node tells by it that a message forwarded to one
+// it deleted meanwhile was for an exclusive queue.
+const exclusiveIDPrefix = "x-"
+
+// forwardToDeletedExclusive reports whether req, made to this node for a
+// queue it no longer has, forwards messages to an exclusive queue: those
+// are dropped and confirmed, as RabbitMQ confirms a message whose queue
+// was deleted before it got there. Subscribers come and go (their
+// queues with their connections): a publisher to their exchange is not
+// nacked for that. A durable queue's is nacked instead: the home node
+// may not have caught up with its definitions yet.
+func forwardToDeletedExclusive(req *remoteRequest) bool {
+	return req.Op == opPublish && strings.HasPrefix(req.Queue, exclusiveIDPrefix)
+}
 
 // staleQueues are the queues a node found recorded as its own exclusive
 // ones when it started, to delete once it caught up.

@@ -120,6 +120,35 @@ func TestExclusiveQueueRecordsDroppedAtRestart(t *testing.T) {
 	}
 }
 
+// TestForwardToDeletedExclusiveQueueConfirmed: a message node 2 forwards
+// to node 1's exclusive queue, deleted there before it arrives (its
+// connection closed, node 2 not told yet), is confirmed, as RabbitMQ
+// confirms a message whose queue was deleted: a publisher to a fanout
+// exchange is not nacked because a subscriber left.
+func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home, other := envs[0], envs[1]
+	home.declareExchange("news", "fanout", true, nil)
+	home.declareExclusive("sub", 7)
+	other.waitBound("sub")
+	q := home.v.queue("sub")
+	// Deleted on node 1 alone, as if node 2 had not followed the delete
+	// yet.
+	home.v.defMu.Lock()
+	home.v.mu.Lock()
+	delete(home.v.queues, "sub")
+	home.v.mu.Unlock()
+	home.v.defMu.Unlock()
+	res := other.publish(msg("news", "", "late"))
+	if res.Routed != 1 {
+		t.Fatalf("routed to %d queues, want node 1's placeholder", res.Routed)
+	}
+	waitDurable(t, res) // fails if nacked
+	home.v.mu.Lock()
+	home.v.queues["sub"] = q // so that the test ends as it began
+	home.v.mu.Unlock()
+}
+
 // waitBound waits until e follows another node's queue and a binding to
 // it.
 func (e *env) waitBound(queue string) {

@@ -161,7 +161,7 @@ func (v *VHost) createQueue(d QueueDef) (*queue, error) {
 	var id string
 	var rec queueRecord
 	if d.Exclusive && v.r.recordsExclusive() { // reached from every node (exclusive_cluster.go)
-		id = newStoreID()
+		id = exclusiveIDPrefix + newStoreID()
 		rec, err := v.exclusiveRecord(d, id)
 		if err == nil {
 			err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
