@@ -71,6 +71,13 @@ func (r *Registry) recordsExclusive() bool { return r.cfg.Cluster != nil }
 // durable exchanges) is in the definition store.
 func (q *queue) recorded() bool { return q.def.Durable || q.def.Exclusive && q.r.recordsExclusive() }
 
+// foreignExclusive reports whether q is the placeholder of another node's
+// exclusive queue. Only its home node deletes its records (no other may
+// delete it): deleting the placeholder here, as this node follows, must
+// not delete those of a queue of the same name declared since (a client
+// that reconnected elsewhere), which its records' keys are.
+func (q *queue) foreignExclusive() bool { return q.def.Exclusive && q.elsewhere() }
+
 // exclusiveRecord is the definition-store record of d, an exclusive
 // queue of this node (createQueue).
 func (v *VHost) exclusiveRecord(d QueueDef, id string) (queueRecord, error) {

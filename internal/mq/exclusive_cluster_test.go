@@ -149,6 +149,31 @@ func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
 	home.v.mu.Unlock()
 }
 
+// TestExclusivePlaceholderDeletedAlone: deleting the placeholder of
+// another node's exclusive queue (as a node does that follows its delete
+// late, the name declared again since) leaves the records under its
+// name alone: they are the home node's to delete.
+func TestExclusivePlaceholderDeletedAlone(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home, other := envs[0], envs[1]
+	home.declareExchange("news", "fanout", true, nil)
+	home.declareExclusive("sub", 7)
+	other.waitBound("sub")
+	v := other.v
+	v.defMu.Lock()
+	var cleanup deletions
+	err := v.deleteQueueLocked(v.queues["sub"], &cleanup)
+	v.defMu.Unlock()
+	cleanup.run(other.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(home.recordedKeys(queueKeyPrefix)) != 1 || len(home.recordedKeys(bindingKeyPrefix)) != 1 {
+		t.Fatalf("records left: %q %q, want the exclusive queue's and its binding's",
+			home.recordedKeys(queueKeyPrefix), home.recordedKeys(bindingKeyPrefix))
+	}
+}
+
 // waitBound waits until e follows another node's queue and a binding to
 // it.
 func (e *env) waitBound(queue string) {

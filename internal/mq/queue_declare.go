@@ -419,11 +419,14 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 		}
 	}
 	for _, ref := range refs {
+		if q.foreignExclusive() {
+			break // its records are its home node's to delete
+		}
 		if err := v.unstoreBinding(ref.src, ref.b); err != nil {
 			return err
 		}
 	}
-	if q.recorded() {
+	if q.recorded() && !q.foreignExclusive() {
 		if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
 			return errInternal("delete queue", err)
 		}
