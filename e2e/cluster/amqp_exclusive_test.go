@@ -138,3 +138,77 @@ func TestAMQPExclusiveQueuesAcrossNodes(t *testing.T) {
 		return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
 	})
 }
+
+// TestAMQPExclusiveQueueHomeNodeKilled: while the node of a subscriber's
+// exclusive queue is down, a publisher on another node still gets its
+// confirms (the queue is skipped, another subscriber gets them); once
+// that node restarted, its exclusive queue from before is gone on every
+// node, as RabbitMQ drops a node's transient queues.
+func TestAMQPExclusiveQueueHomeNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes, addrs := startAMQPCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	if err := channel(t, dialAMQP(t, addrs[0])).ExchangeDeclare("news", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	subscribe := func(addr string) (string, <-chan amqp.Delivery) {
+		ch := channel(t, dialAMQP(t, addr))
+		q, err := ch.QueueDeclare("", false, true, true, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.QueueBind(q.Name, "", "news", false, nil); err != nil {
+			t.Fatal(err)
+		}
+		deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Name, deliveries
+	}
+	gone, _ := subscribe(addrs[1])
+	_, d3 := subscribe(addrs[2])
+	pub := confirmChannel(t, addrs[0])
+	returns := pub.NotifyReturn(make(chan amqp.Return, 1))
+	publishRouted(t, ctx, pub, returns, "news", "", amqp.Publishing{Body: []byte("0")})
+
+	// Once node 1 sees node 2 down (a message forwarded as it went is
+	// nacked, its outcome unknown, as RabbitMQ nacks one whose queue's
+	// node went down), node 2's queue is skipped: every publish is
+	// confirmed.
+	nodes[1].kill()
+	waitFor(t, ctx, "node 1 skips node 2's queue", func() bool {
+		conf, err := pub.PublishWithDeferredConfirmWithContext(ctx, "news", "", false, false, amqp.Publishing{Body: []byte("probe")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked, err := conf.WaitContext(ctx)
+		return err == nil && acked
+	})
+	for i := 1; i < 20; i++ {
+		publishRouted(t, ctx, pub, returns, "news", "", amqp.Publishing{Body: []byte(strconv.Itoa(i))})
+	}
+	numbered := make(chan amqp.Delivery, 20)
+	go func() { // ends with node 3's connection, at cleanup
+		for d := range d3 {
+			if string(d.Body) != "probe" {
+				numbered <- d
+			}
+		}
+	}()
+	receiveInOrder(t, ctx, "node 3's subscriber", numbered, 0, 20, func(int, amqp.Delivery) {})
+
+	nodes[1].start()
+	nodes[1].waitReady()
+	var amqpErr *amqp.Error
+	for i, addr := range addrs {
+		conn := dialAMQP(t, addr)
+		waitFor(t, ctx, "node 2's exclusive queue from before its restart gone on node "+strconv.Itoa(i+1), func() bool {
+			_, err := channel(t, conn).QueueDeclarePassive(gone, false, false, true, false, nil)
+			return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
+		})
+	}
+}
