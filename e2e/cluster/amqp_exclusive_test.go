@@ -33,6 +33,25 @@ func publishRouted(t *testing.T, ctx context.Context, ch *amqp.Channel, returns 
 	}
 }
 
+// subscribe declares an exclusive server-named queue on conn, binds it to
+// exchange and consumes from it (no-ack, exclusive consumer).
+func subscribe(t *testing.T, conn *amqp.Connection, exchange string) (string, <-chan amqp.Delivery) {
+	t.Helper()
+	ch := channel(t, conn)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Name, deliveries
+}
+
 // TestAMQPExclusiveQueuesAcrossNodes: subscribers on nodes 2 and 3 bind
 // exclusive server-named queues to a fanout exchange and receive every
 // message a publisher of node 1 publishes, confirmed; an RPC client of
@@ -52,24 +71,9 @@ func TestAMQPExclusiveQueuesAcrossNodes(t *testing.T) {
 	if err := channel(t, c1).ExchangeDeclare("news", "fanout", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	subscribe := func(addr string) (*amqp.Connection, string, <-chan amqp.Delivery) {
-		conn := dialAMQP(t, addr)
-		ch := channel(t, conn)
-		q, err := ch.QueueDeclare("", false, true, true, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.QueueBind(q.Name, "", "news", false, nil); err != nil {
-			t.Fatal(err)
-		}
-		deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn, q.Name, deliveries
-	}
-	sub2, q2, d2 := subscribe(addrs[1])
-	_, _, d3 := subscribe(addrs[2])
+	sub2 := dialAMQP(t, addrs[1])
+	q2, d2 := subscribe(t, sub2, "news")
+	_, d3 := subscribe(t, dialAMQP(t, addrs[2]), "news")
 	pub := confirmChannel(t, addrs[0])
 	returns := pub.NotifyReturn(make(chan amqp.Return, 1))
 	const n = 100
@@ -154,23 +158,8 @@ func TestAMQPExclusiveQueueHomeNodeKilled(t *testing.T) {
 	if err := channel(t, dialAMQP(t, addrs[0])).ExchangeDeclare("news", "fanout", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	subscribe := func(addr string) (string, <-chan amqp.Delivery) {
-		ch := channel(t, dialAMQP(t, addr))
-		q, err := ch.QueueDeclare("", false, true, true, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.QueueBind(q.Name, "", "news", false, nil); err != nil {
-			t.Fatal(err)
-		}
-		deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q.Name, deliveries
-	}
-	gone, _ := subscribe(addrs[1])
-	_, d3 := subscribe(addrs[2])
+	gone, _ := subscribe(t, dialAMQP(t, addrs[1]), "news")
+	_, d3 := subscribe(t, dialAMQP(t, addrs[2]), "news")
 	pub := confirmChannel(t, addrs[0])
 	returns := pub.NotifyReturn(make(chan amqp.Return, 1))
 	publishRouted(t, ctx, pub, returns, "news", "", amqp.Publishing{Body: []byte("0")})
