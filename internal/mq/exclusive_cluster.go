@@ -35,8 +35,9 @@ import (
 // before: RabbitMQ 4.3 refuses them by default, and one of a name on
 // each node (a dead-letter target of each node's, say) keeps working.
 
-// foreignOwner owns the placeholder of another node's exclusive queue: no
-// connection of this node's has that id (ids count up from 1), and
+// foreignOwner owns the placeholder of another node's exclusive queue,
+// and one of this node's from before it started: no connection of this
+// node's has that id (ids count up from 1), and
 // queueEquivalent's owner+1 does not wrap to "none".
 const foreignOwner = ^ConnID(0) - 1
 
@@ -91,8 +92,8 @@ func (v *VHost) exclusiveRecord(d QueueDef, id string) (queueRecord, error) {
 // node's, a deleted queue kept until dropStaleExclusive deletes it and
 // its bindings.
 func (v *VHost) exclusiveFromRecord(d QueueDef, qr queueRecord) *queue {
+	d.Owner = foreignOwner // no connection's here
 	if qr.Node != v.r.nodeID() {
-		d.Owner = foreignOwner
 		return v.classicPlaceholder(d, qr.ID, qr.Node)
 	}
 	q := v.newQueue(d, qr.ID)
