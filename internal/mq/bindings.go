@@ -191,7 +191,7 @@ func (v *VHost) bindingRecordOf(src *exchange, b routing.Binding[dest]) (binding
 	durable := src.def.Durable && src.def.Name != ""
 	if b.Dest.q != nil {
 		rec.DestKind, rec.Destination = destQueue, b.Dest.q.name
-		durable = durable && b.Dest.q.def.Durable
+		durable = durable && b.Dest.q.recorded()
 	} else {
 		rec.DestKind, rec.Destination = destExchange, b.Dest.x.def.Name
 		durable = durable && b.Dest.x.def.Durable

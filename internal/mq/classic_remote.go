@@ -169,6 +169,8 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		q = r.queueNamed(req.VHost, req.Name)
 	}
 	switch {
+	case (q == nil || q.id != req.Queue) && forwardToDeletedExclusive(req):
+		return &remoteReply{} // dropped, confirmed (exclusive_cluster.go)
 	case q == nil || q.id != req.Queue:
 		return errorReply(errNotFound("queue", req.Name, req.VHost)) // deleted (and maybe declared again)
 	case q.membership.Load() != nil || q.stream != nil || q.elsewhere():

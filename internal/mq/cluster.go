@@ -42,8 +42,10 @@ import (
 // queues are replicated, served on their group's leader
 // (quorum_cluster.go) and reached from every node through it
 // (quorum_proxy.go), by the same machinery.
-// Transient exchanges and queues, and exclusive queues, are not in the
-// definition store: they exist only on the node that declared them.
+// Transient exchanges and queues are not in the definition store: they
+// exist only on the node that declared them. Exclusive queues are,
+// marked as such, reached from every node as durable classic queues are
+// (exclusive_cluster.go).
 //
 // A new durable queue or exchange is created only if its name has no
 // definition when the write is applied (createDefinition): of two nodes
@@ -253,6 +255,7 @@ func (r *Registry) catchUpAtStart() bool {
 	for _, key := range r.follower.take() {
 		r.followDefinition(key)
 	}
+	r.dropStaleExclusive()
 	r.setAsideStrays()
 	return true
 }
@@ -438,7 +441,7 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 			v.followMembership(q, rec) // a quorum queue's members may have changed
 			return nil
 		}
-		if q != nil && (!q.def.Durable || (live && q.id == rec.ID)) {
+		if q != nil && (!q.recorded() || (live && q.id == rec.ID)) {
 			return nil // up to date (or this node's transient queue of that name)
 		}
 		if q != nil { // deleted, or deleted and declared again

@@ -79,6 +79,10 @@ type queueRecord struct {
 	Stream     string `json:"stream,omitempty"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"`
+	// Exclusive marks an exclusive (so transient) classic queue,
+	// recorded in a cluster only, so that every node routes to it
+	// (exclusive_cluster.go).
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // Destination kinds of a binding record.
@@ -253,8 +257,10 @@ func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error
 	if err != nil {
 		return nil, false, fmt.Errorf("mq: queue %q arguments: %w", qr.Name, err)
 	}
-	def := QueueDef{Name: qr.Name, Durable: true, AutoDelete: qr.AutoDelete, Args: args}
+	def := QueueDef{Name: qr.Name, Durable: !qr.Exclusive, Exclusive: qr.Exclusive, AutoDelete: qr.AutoDelete, Args: args}
 	switch {
+	case qr.Exclusive:
+		return v.exclusiveFromRecord(def, qr), false, nil
 	case queueTypeOf(args) == streamQueue:
 		q, err := v.loadStreamQueue(def, qr.Stream)
 		if err != nil {

@@ -98,7 +98,7 @@ func (r *Registry) localTotals(vhost string) []VHostTotals {
 	for _, v := range r.vhostsOf(vhost) {
 		t := VHostTotals{VHost: v.name}
 		for _, q := range v.sortedQueues() {
-			if !q.def.Durable {
+			if !q.def.Durable && !q.elsewhere() { // not another node's exclusive one (exclusive_cluster.go)
 				d := q.detail()
 				t.Add(VHostTotals{Queues: 1, Messages: d.Messages, Ready: d.MessagesReady, Unacked: d.MessagesUnacknowledged})
 			}
@@ -188,7 +188,7 @@ func (r *Registry) listedLocalQueues(vhost, name string) ([]listedQueue, error) 
 	var out []listedQueue
 	for _, v := range r.vhostsOf(vhost) {
 		for _, q := range v.sortedQueues() {
-			if q.def.Durable || name != "" && q.name != name {
+			if q.def.Durable || q.elsewhere() || name != "" && q.name != name {
 				continue
 			}
 			args, err := amqpwire.AppendTable(nil, q.def.Args)

@@ -183,6 +183,22 @@ func (v *VHost) createQueue(d QueueDef) (q *queue, created bool, err error) {
 	}
 	var id string
 	var rec queueRecord
+	if d.Exclusive && v.r.recordsExclusive() { // reached from every node (exclusive_cluster.go)
+		id = exclusiveIDPrefix + newStoreID()
+		rec, err := v.exclusiveRecord(d, id)
+		var live, value []byte
+		if err == nil {
+			value = mustJSON(rec)
+			live, err = v.r.createDefinition(queueKey(v.name, d.Name), value)
+		}
+		if err != nil {
+			return nil, false, errInternal("store queue", err)
+		}
+		if !bytes.Equal(live, value) { // another node's of that name
+			q, err := v.existingQueue(live)
+			return q, false, err
+		}
+	}
 	if d.Durable {
 		id = newStoreID()
 		args, err := encodeArgs(d.Args)
@@ -347,7 +363,7 @@ func (q *queue) storeOwner() queuestore.Owner {
 // with ready messages are 406. Consumers get their Cancelled callback.
 // A classic queue of another node is deleted there (classic_remote.go).
 func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, conn ConnID) (int, error) {
-	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() { // maybe declared elsewhere just now
+	if q, _ := v.lookupQueue(name); q != nil && q.remote != nil && q.remote.classic() && !q.def.Exclusive { // maybe declared elsewhere just now
 		return q.remote.deleteRemote(ifUnused, ifEmpty)
 	}
 	return v.deleteHere(name, ifUnused, ifEmpty, conn)
@@ -457,13 +473,15 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			}
 		}
 	}
-	if !cleanup.followed {
+	// A deletion this node only follows writes nothing, and another
+	// node's exclusive queue's records are its home node's to delete.
+	if !cleanup.followed && !q.foreignExclusive() {
 		for _, ref := range refs {
 			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
 				return err
 			}
 		}
-		if q.def.Durable {
+		if q.recorded() {
 			if err := v.r.defs.Delete(queueKey(v.name, q.name)); err != nil {
 				return errInternal("delete queue", err)
 			}

@@ -85,7 +85,10 @@ func (r *Registry) statsHere(ctx context.Context, vs []*VHost) [][]QueueStats {
 	out := make([][]QueueStats, len(vs))
 	var asks []statsAsk
 	for i, v := range vs {
-		qs := v.sortedQueues()
+		// Another node's exclusive queues are in its own answer
+		// (local_cluster.go), not here, though recorded
+		// (exclusive_cluster.go).
+		qs := slices.DeleteFunc(v.sortedQueues(), func(q *queue) bool { return !q.def.Durable && q.elsewhere() })
 		out[i] = make([]QueueStats, len(qs))
 		for j, q := range qs {
 			out[i][j] = q.statsAt(now)

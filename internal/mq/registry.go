@@ -121,6 +121,7 @@ type Registry struct {
 	// follower applies the definitions other nodes write (cluster.go);
 	// nil on a single node.
 	follower *follower
+	stale    staleQueues // this node's exclusive queues from before it started (exclusive_cluster.go)
 	// membersApplied wakes the callers waiting for quorum queue
 	// membership changes (quorum_members.go).
 	membersApplied signal

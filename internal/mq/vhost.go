@@ -175,11 +175,11 @@ func (v *VHost) accessQueue(name string, conn ConnID) (*queue, error) {
 	if q.crashed.Load() {
 		return nil, errCrashed(name, v.name)
 	}
+	if q.def.Exclusive && q.def.Owner != conn { // another node's exclusive queue too
+		return nil, errLocked(name, v.name)
+	}
 	if q.elsewhere() {
 		return q, q.errElsewhere()
-	}
-	if q.def.Exclusive && q.def.Owner != conn {
-		return nil, errLocked(name, v.name)
 	}
 	return q, nil
 }

@@ -1,0 +1,127 @@
+package mq
+
+import (
+	"strings"
+	"sync"
+)
+
+// Exclusive queues in a cluster (issue 14). In RabbitMQ an exclusive
+// queue is usable by its connection alone, but a message published on
+// any node is routed to it: pub/sub (a subscriber's exclusive
+// server-named queue bound to an exchange) and RPC (a client's exclusive
+// reply queue, which the server answers through the default exchange)
+// rest on that. So in a cluster an exclusive queue is recorded in the
+// definition store as a durable classic queue is (queueRecord.Node its
+// home node), marked Exclusive, with its bindings from durable
+// exchanges; every other node holds a placeholder of it
+// (classicPlaceholder) that routes to it and forwards what is routed
+// there, confirmed once the home node enqueued it (in memory: nothing is
+// fsynced for it), and skips it while the home node is out of contact
+// (classic_remote.go).
+//
+// Only the owning connection uses it: another node's placeholder has an
+// owner no connection has (foreignOwner), so consuming, basic.get,
+// purging, binding, deleting or declaring it there is 405
+// RESOURCE_LOCKED, as for another connection's on its own node. When its
+// connection closes, or it is auto-deleted or expires, its home node
+// deletes its bindings' records, then its own, and every node follows.
+// It does not outlive its node (RabbitMQ drops a node's transient queues
+// when it goes down): the records a node finds of its own exclusive
+// queues when it starts are from before, and it deletes them, with their
+// bindings', once it caught up with the cluster (dropStaleExclusive);
+// until then they stand for nothing (a deleted queue takes no message).
+//
+// Transient queues that are not exclusive stay their node's alone, as
+// before: RabbitMQ 4.3 refuses them by default, and one of a name on
+// each node (a dead-letter target of each node's, say) keeps working.
+
+// foreignOwner owns the placeholder of another node's exclusive queue,
+// and one of this node's from before it started: no connection of this
+// node's has that id (ids count up from 1), and
+// queueEquivalent's owner+1 does not wrap to "none".
+const foreignOwner = ^ConnID(0) - 1
+
+// exclusiveIDPrefix starts an exclusive queue's id (it has no storage
+// directory): its home node tells by it that a message forwarded to one
+// it deleted meanwhile was for an exclusive queue.
+const exclusiveIDPrefix = "x-"
+
+// forwardToDeletedExclusive reports whether req, made to this node for a
+// queue it no longer has, forwards messages to an exclusive queue: those
+// are dropped and confirmed, as RabbitMQ confirms a message whose queue
+// was deleted before it got there. Subscribers come and go (their
+// queues with their connections): a publisher to their exchange is not
+// nacked for that. A durable queue's is nacked instead: the home node
+// may not have caught up with its definitions yet.
+func forwardToDeletedExclusive(req *remoteRequest) bool {
+	return req.Op == opPublish && strings.HasPrefix(req.Queue, exclusiveIDPrefix)
+}
+
+// staleQueues are the queues a node found recorded as its own exclusive
+// ones when it started, to delete once it caught up.
+type staleQueues struct {
+	mu sync.Mutex
+	qs []*queue
+}
+
+// recordsExclusive reports whether exclusive queues are recorded in the
+// definition store: in a cluster only.
+func (r *Registry) recordsExclusive() bool { return r.cfg.Cluster != nil }
+
+// recorded reports whether q's definition (and those of its bindings from
+// durable exchanges) is in the definition store.
+func (q *queue) recorded() bool { return q.def.Durable || q.def.Exclusive && q.r.recordsExclusive() }
+
+// foreignExclusive reports whether q is the placeholder of another node's
+// exclusive queue. Only its home node deletes its records (no other may
+// delete it): deleting the placeholder here, as this node follows, must
+// not delete those of a queue of the same name declared since (a client
+// that reconnected elsewhere), which its records' keys are.
+func (q *queue) foreignExclusive() bool { return q.def.Exclusive && q.elsewhere() }
+
+// exclusiveRecord is the definition-store record of d, an exclusive
+// queue of this node (createQueue).
+func (v *VHost) exclusiveRecord(d QueueDef, id string) (queueRecord, error) {
+	args, err := encodeArgs(d.Args)
+	return queueRecord{VHost: v.name, Name: d.Name, ID: id, Node: v.r.nodeID(), AutoDelete: d.AutoDelete, Args: args,
+		Exclusive: true}, err
+}
+
+// exclusiveFromRecord builds what a record of an exclusive queue stands
+// for here: another node's queue's placeholder, or, for one of this
+// node's, a deleted queue kept until dropStaleExclusive deletes it and
+// its bindings.
+func (v *VHost) exclusiveFromRecord(d QueueDef, qr queueRecord) *queue {
+	d.Owner = foreignOwner // no connection's here
+	if qr.Node != v.r.nodeID() {
+		return v.classicPlaceholder(d, qr.ID, qr.Node)
+	}
+	q := v.newQueue(d, qr.ID)
+	q.deleted = true
+	v.r.stale.mu.Lock()
+	v.r.stale.qs = append(v.r.stale.qs, q)
+	v.r.stale.mu.Unlock()
+	return q
+}
+
+// dropStaleExclusive deletes the records of this node's exclusive queues
+// from before it started, with their bindings' (catchUpAtStart): every
+// node follows.
+func (r *Registry) dropStaleExclusive() {
+	r.stale.mu.Lock()
+	qs := r.stale.qs
+	r.stale.qs = nil
+	r.stale.mu.Unlock()
+	for _, q := range qs {
+		v := q.vh
+		v.defMu.Lock()
+		var cleanup deletions
+		err := v.deleteQueueLocked(q, &cleanup) // nothing if another record replaced it
+		v.defMu.Unlock()
+		cleanup.run(r)
+		if err != nil {
+			r.logger.Error("mq: delete an exclusive queue of this node's from before it started",
+				"queue", q.name, "vhost", v.name, "err", err)
+		}
+	}
+}
