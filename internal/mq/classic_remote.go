@@ -162,10 +162,14 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		return &remoteReply{NotServed: true}
 	}
 	q := r.queueNamed(req.VHost, req.Name)
-	if (q == nil || q.id != req.Queue) && r.catchUp(queueKey(req.VHost, req.Name)) {
+	if (q == nil || q.id != req.Queue) && !forwardToDeletedExclusive(req) && r.catchUp(queueKey(req.VHost, req.Name)) {
 		// Declared here just now, by a declare that has not added it
 		// yet: another node that lost the race to declare it asks for
-		// its counts (createDefinition).
+		// its counts (createDefinition). Not for a forward to an
+		// exclusive queue: nothing is routed to one before its
+		// declare-ok (its bindings come after), so one missing here was
+		// deleted, and subscribers leaving must not cost a barrier per
+		// late message.
 		q = r.queueNamed(req.VHost, req.Name)
 	}
 	switch {
