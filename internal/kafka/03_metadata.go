@@ -27,6 +27,10 @@ import (
 func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = s.metadataBrokers(r.conn.listener)
+	listed := make(map[int32]bool, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		listed[b.NodeID] = true
+	}
 	clusterID := s.broker.ClusterID()
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.broker.Controller()
@@ -38,7 +42,7 @@ func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Res
 	if allTopics {
 		for _, t := range s.broker.Topics() {
 			if s.mayDo(r, opDescribe, resTopic, t.Name()) {
-				resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
+				resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req, listed))
 			}
 		}
 		return resp, nil
@@ -51,7 +55,7 @@ func (s *Server) handleMetadata(r *request, req *kmsg.MetadataRequest) (kmsg.Res
 			resp.Topics = append(resp.Topics, metadataTopicError(rt, err))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req))
+		resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req, listed))
 	}
 	return resp, nil
 }
@@ -112,8 +116,13 @@ func (s *Server) metadataBroker(l *Listener) kmsg.MetadataResponseBroker {
 	return b
 }
 
-// metadataTopic describes one existing topic and its partitions.
-func (s *Server) metadataTopic(r *request, t *broker.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+// metadataTopic describes one existing topic and its partitions. A
+// partition whose leader is not among the listed brokers (this node sees
+// its node down: an election is due) is LEADER_NOT_AVAILABLE with no
+// leader, as Kafka answers for a leader that is not alive: a client
+// cannot reach a broker the response does not list, and franz-go fails a
+// transactional produce to one ("unknown broker") rather than wait.
+func (s *Server) metadataTopic(r *request, t *broker.Topic, req *kmsg.MetadataRequest, listed map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name()
 	mt.Topic = &name
@@ -139,6 +148,8 @@ func (s *Server) metadataTopic(r *request, t *broker.Topic, req *kmsg.MetadataRe
 			mp.OfflineReplicas = []int32{node}
 		case mp.Leader < 0:
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		case !listed[mp.Leader]:
+			mp.Leader, mp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
