@@ -14,7 +14,8 @@ import (
 )
 
 // twoNodes opens the registries of a cluster of two nodes that share no
-// definitions (only their transient objects matter here) and reach each
+// definitions (only their transient objects matter here: exclusive
+// queues, which are recorded, are not among them) and reach each
 // other with node calls, node 1 while up is set; it returns each node's
 // API.
 func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Registry) {
@@ -58,7 +59,7 @@ func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Regist
 	return srvs, regs
 }
 
-// TestOtherNodesTransientObjects: node 2's API lists node 1's exclusive
+// TestOtherNodesTransientObjects: node 2's API lists node 1's transient
 // queue (with its node and figures) and transient exchange, shows each
 // alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
 // are missing and node 1 is named in Wharf-Unanswered-Nodes.
@@ -70,7 +71,7 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v1.DeclareQueue(mq.QueueDef{Name: "scratch", Exclusive: true, Owner: 7}, false); err != nil {
+	if _, err := v1.DeclareQueue(mq.QueueDef{Name: "scratch"}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := v1.DeclareExchange(mq.ExchangeDef{Name: "events", Type: "topic"}, false); err != nil {
@@ -99,7 +100,7 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/queues":               `"name":"scratch"`,
 		"/api/queues/%2F":           `"node":"wharf@1"`,
-		"/api/queues/%2F/scratch":   `"exclusive":true`,
+		"/api/queues/%2F/scratch":   `"durable":false`,
 		"/api/exchanges":            `"name":"events"`,
 		"/api/exchanges/%2F/events": `"type":"topic"`,
 		"/api/overview":             `"queues":1`,
