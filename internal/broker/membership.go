@@ -428,6 +428,13 @@ func (b *Broker) awaitLeftMetadataGroup(id int32) error {
 		}
 		select {
 		case <-ctx.Done():
+			if id == b.NodeID() && b.meta.ctx.Err() != nil {
+				// This node was asked to remove itself (a Kafka client
+				// sends UnregisterBroker to any broker it knows): it
+				// applied its removal and stopped, which is what the
+				// wait was for.
+				return nil
+			}
 			return fmt.Errorf("%w: node %d is recorded as removed, but the metadata group has not let it go yet: %v", ErrStorage, id, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
