@@ -193,48 +193,6 @@ func TestQuorumGrowOntoUnreachableUndone(t *testing.T) {
 	}
 }
 
-// TestQuorumChangeWrittenAgain: two grows made from the same record on
-// two nodes: the one whose write lands second is ignored (the record
-// changed since it was read), and the grow waiting for it writes it
-// again, from the record as it is; both grows are applied.
-func TestQuorumChangeWrittenAgain(t *testing.T) {
-	envs := newQuorumEnvs(t, 5, raft.NewMemNetwork())
-	quorumRoles(t, envs, "q", 3)
-	outsiders := outsidersOf(envs, "q")
-	first, second := outsiders[0], outsiders[1]
-	// The first grow's write is held back until the second grow is
-	// written.
-	w := holdRecordWrite(t, envs, "q", func(rec queueRecord) bool { return slices.Contains(rec.Target, first) })
-
-	grow := func(node int32, at *env) <-chan []MembershipChange {
-		out := make(chan []MembershipChange, 1)
-		go func() {
-			changes, err := at.r.GrowQuorumQueues(t.Context(), node, QuorumSelection{})
-			if err != nil {
-				t.Errorf("grow onto %d: %v", node, err)
-			}
-			out <- changes
-		}()
-		return out
-	}
-	firstDone := grow(first, envs[0])
-	<-w.held
-	secondDone := grow(second, envs[1])
-	eventually(t, "the second grow recorded", func() bool {
-		value, _ := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "q"))
-		var rec queueRecord
-		return json.Unmarshal(value, &rec) == nil && slices.Contains(rec.Target, second)
-	})
-	w.release()
-
-	for _, done := range []<-chan []MembershipChange{firstDone, secondDone} {
-		if changes := <-done; len(changes) != 1 || changes[0].Err != nil {
-			t.Fatalf("grow: %+v, want it applied", changes)
-		}
-	}
-	membersEverywhere(t, envs, "q", 5)
-}
-
 // outsidersOf are the nodes that hold no replica of quorum queue name.
 func outsidersOf(envs []*env, name string) []int32 {
 	var out []int32
