@@ -120,14 +120,19 @@ func (s *DefinitionStore) set(key string, value []byte) {
 	}
 }
 
-// Delete removes key durably.
+// Delete removes key durably. A key this node holds no value for gets
+// no tombstone; in a cluster, only once a barrier shows that no node
+// wrote one this node has not applied yet, or a key created on another
+// node just before would survive its deletion.
 func (s *DefinitionStore) Delete(key string) error {
+	if _, ok := s.Get(key); !ok {
+		if err := s.Barrier(); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.liveMu.Lock()
-	_, ok := s.live[key]
-	s.liveMu.Unlock()
-	if !ok {
+	if _, ok := s.Get(key); !ok {
 		return nil
 	}
 	return s.write(key, nil)
