@@ -217,10 +217,9 @@ func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []
 	if freshTxn {
 		p.fixTxnStart(first.ProducerID, res.BaseOffset)
 	}
-	now := time.Now().UnixMilli()
 	offset := res.BaseOffset
 	for _, h := range headers {
-		p.producers.record(h, offset, now)
+		p.producers.record(h, offset, batchTimestamp(h, opts.LogAppendTime))
 		offset += int64(h.LastOffsetDelta) + 1
 	}
 	return res, nil

@@ -320,14 +320,14 @@ func (p *Partition) TxnOngoing(producerID int64) bool {
 
 // noteEpoch makes epoch the producer's current epoch if it is newer,
 // starting its sequence history afresh (a marker written at a bumped
-// epoch fences the old one).
-func (s *producerStates) noteEpoch(producerID int64, epoch int16, nowMs int64) {
+// epoch fences the old one); tsMs is the batch's time (batchTimestamp).
+func (s *producerStates) noteEpoch(producerID int64, epoch int16, tsMs int64) {
 	e := s.byID[producerID]
 	if e == nil || epoch > e.Epoch {
-		s.byID[producerID] = &producerEntry{Epoch: epoch, LastAppendMs: nowMs}
+		s.byID[producerID] = &producerEntry{Epoch: epoch, LastTimestamp: tsMs}
 		return
 	}
-	e.LastAppendMs = nowMs
+	e.LastTimestamp = tsMs
 }
 
 // ReadCommitted is Read for read_committed consumers: only batches below
