@@ -264,8 +264,8 @@ func (p *Partition) loadProducers() error {
 	return nil
 }
 
-// maintainProducers forgets expired producers and snapshots the table if
-// the log grew since the last snapshot.
+// maintainProducers forgets expired producers and verifications, and
+// snapshots the table if the log grew since the last snapshot.
 func (p *Partition) maintainProducers(now time.Time) error {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
@@ -273,6 +273,7 @@ func (p *Partition) maintainProducers(now time.Time) error {
 	end := p.log.EndOffset()
 	p.txnMu.Lock()
 	p.producers.expire(cutoff, &p.txns)
+	p.txns.expireVerifications(cutoff)
 	p.txns.trim(p.log.StartOffset())
 	snap := producerSnapshot{Offset: end, Producers: p.producers.byID,
 		Ongoing: maps.Clone(p.txns.ongoing), Aborted: slices.Clone(p.txns.aborted)}
