@@ -383,11 +383,12 @@ func (g TxnGuard) TxnOpen() bool { return g.id == 0 }
 // StartTxnVerification begins the verification of a transactional batch
 // of the producer, before the coordinator is asked; the batch is then
 // appended with AppendVerified and this guard. The append is refused
-// ErrInvalidTxnState if a marker ended the producer's transaction here
-// in between (a guard taken while it was open), or if a marker or
-// another transactional batch of the producer was written since the
-// guard was taken (any other), unless that batch opened the transaction
-// again.
+// ErrInvalidTxnState unless the producer has a transaction open here by
+// then, or the guard is still its pending verification: a marker of the
+// producer written in between ends the transaction open when the guard
+// was taken, and spends a pending verification. A new leader's rebuilt
+// table has no pending verification: a batch verified before the
+// leadership moved away and back is refused too.
 func (p *Partition) StartTxnVerification(producerID int64) (TxnGuard, error) {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
