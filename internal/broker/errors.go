@@ -33,4 +33,9 @@ var (
 	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
 	ErrUnknownProducerID    = errors.New("unknown producer id")
+
+	// ErrInvalidTxnState is a transactional batch whose transaction ended
+	// on the partition after it was verified (TxnGuard); internal/txn
+	// answers the same error for a batch its coordinator refuses.
+	ErrInvalidTxnState = errors.New("invalid transaction state")
 )

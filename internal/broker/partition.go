@@ -146,6 +146,20 @@ func (p *Partition) awaitCommit(c replica.Commit) error {
 // (and waits for that original to be durable). records is not kept after
 // Append returns, so the caller may reuse its buffer.
 func (p *Partition) Append(records []byte, acks int16) (Produced, error) {
+	return p.append(records, acks, nil)
+}
+
+// AppendVerified is Append for a transactional batch verified with the
+// transaction coordinator under guard (StartTxnVerification): it is
+// refused ErrInvalidTxnState if the producer's transaction ended here
+// since.
+func (p *Partition) AppendVerified(records []byte, acks int16, guard TxnGuard) (Produced, error) {
+	return p.append(records, acks, &guard)
+}
+
+// append is Append, checking a transactional batch against guard unless
+// it is nil (no verification asked for).
+func (p *Partition) append(records []byte, acks int16, guard *TxnGuard) (Produced, error) {
 	log, err := p.online()
 	if err != nil {
 		return Produced{}, err
@@ -168,7 +182,7 @@ func (p *Partition) Append(records []byte, acks int16) (Produced, error) {
 			err = p.storageError("append to", err)
 		}
 	} else {
-		res, err = p.appendIdempotent(log, records, headers, opts)
+		res, err = p.appendIdempotent(log, records, headers, opts, guard)
 	}
 	if err != nil {
 		return Produced{}, err
@@ -187,8 +201,10 @@ func (p *Partition) Append(records []byte, acks int16) (Produced, error) {
 // appendIdempotent appends the batches of one idempotent producer, or
 // answers a retried batch with the offset it got the first time. The check
 // and the append happen under produceMu so two copies of a batch racing
-// each other cannot both be written.
-func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []record.Header, opts replica.AppendOptions) (replica.Appended, error) {
+// each other cannot both be written, and a marker (which takes produceMu
+// too) cannot land between a transactional batch's guard check and its
+// append.
+func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []record.Header, opts replica.AppendOptions, guard *TxnGuard) (replica.Appended, error) {
 	first := headers[0]
 	for _, h := range headers[1:] {
 		if h.ProducerID != first.ProducerID || h.ProducerEpoch != first.ProducerEpoch {
@@ -209,6 +225,10 @@ func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []
 		return replica.Appended{BaseOffset: dup.FirstOffset, LastOffset: last, LogAppendTime: -1,
 			Ack: log.AckFor(opts.AckCommitted, last+1)}, nil
 	}
+	if guard != nil && first.Transactional() && !p.admits(first.ProducerID, *guard) {
+		return replica.Appended{}, fmt.Errorf("%w: the transaction of producer %d ended on %s-%d after the batch was verified",
+			ErrInvalidTxnState, first.ProducerID, p.topic.name, p.index)
+	}
 	freshTxn := first.Transactional() && p.beginTxnAt(first.ProducerID, log.EndOffset())
 	res, err := log.Append(records, opts)
 	if err != nil {
@@ -217,10 +237,9 @@ func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []
 	if freshTxn {
 		p.fixTxnStart(first.ProducerID, res.BaseOffset)
 	}
-	now := time.Now().UnixMilli()
 	offset := res.BaseOffset
 	for _, h := range headers {
-		p.producers.record(h, offset, now)
+		p.producers.record(h, offset, batchTimestamp(h, opts.LogAppendTime))
 		offset += int64(h.LastOffsetDelta) + 1
 	}
 	return res, nil

@@ -25,7 +25,13 @@ import (
 // remembered: Kafka's bound on in-flight requests of an idempotent producer.
 const producerBatchesKept = 5
 
-// defaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
+// defaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms (a
+// day), which Wharf does not let one configure. A producer is forgotten
+// once its last batch's timestamp is that old, as in Kafka: the time
+// comes from the log, so a replica that rebuilds the table (at restart,
+// on becoming leader) forgets the producers the leader forgot, where
+// taking the time of the rebuild would give every replayed producer
+// another day.
 const defaultProducerIDExpirationMs = 86400000
 
 type producerBatch struct {
@@ -35,9 +41,13 @@ type producerBatch struct {
 }
 
 type producerEntry struct {
-	Epoch        int16           `json:"epoch"`
-	Batches      []producerBatch `json:"batches"` // oldest first
-	LastAppendMs int64           `json:"last_append_ms"`
+	Epoch   int16           `json:"epoch"`
+	Batches []producerBatch `json:"batches"` // oldest first
+	// LastTimestamp is the max timestamp of the producer's last batch or
+	// marker (batchTimestamp), what expiry counts from; Kafka's
+	// lastTimestamp. Snapshots written before it was the batch's time hold
+	// the broker's time of the append under the same name.
+	LastTimestamp int64 `json:"last_append_ms"`
 }
 
 // producerStates is one partition's producer table. The partition's
@@ -99,8 +109,8 @@ func (s *producerStates) check(h record.Header) (*producerBatch, error) {
 	return nil, nil
 }
 
-// record notes a batch written at firstOffset.
-func (s *producerStates) record(h record.Header, firstOffset, nowMs int64) {
+// record notes a batch written at firstOffset with max timestamp tsMs.
+func (s *producerStates) record(h record.Header, firstOffset, tsMs int64) {
 	e := s.byID[h.ProducerID]
 	if e == nil || h.ProducerEpoch != e.Epoch {
 		e = &producerEntry{Epoch: h.ProducerEpoch}
@@ -110,21 +120,38 @@ func (s *producerStates) record(h record.Header, firstOffset, nowMs int64) {
 		e.Batches = append(e.Batches[:0], e.Batches[1:]...)
 	}
 	e.Batches = append(e.Batches, producerBatch{FirstSeq: h.BaseSequence, LastSeq: lastSequence(h), FirstOffset: firstOffset})
-	e.LastAppendMs = nowMs
+	e.LastTimestamp = tsMs
 }
 
-// expire forgets producers that have not written since before cutoffMs.
-func (s *producerStates) expire(cutoffMs int64) {
+// batchTimestamp is the time a batch counts for its producer, as Kafka
+// takes it: its max timestamp as stored, the producer's clock, or on a
+// LogAppendTime topic the leader's stamp (logAppendTime > 0 while it is
+// appended; in the log the stamp is the max timestamp,
+// record.SetLogAppendTime). A timestamp in the future is taken as it is,
+// as Kafka does (message.timestamp.after.max.ms is unbounded by default):
+// the producer is kept until a day after it.
+func batchTimestamp(h record.Header, logAppendTime int64) int64 {
+	if logAppendTime > 0 {
+		return logAppendTime
+	}
+	return h.MaxTimestamp
+}
+
+// expire forgets producers whose last batch is older than cutoffMs,
+// except those with a transaction open in txns: Kafka never expires
+// those, whose marker still has to fence the producer's old epoch.
+func (s *producerStates) expire(cutoffMs int64, txns *txnTable) {
 	for id, e := range s.byID {
-		if e.LastAppendMs < cutoffMs {
+		if _, open := txns.ongoing[id]; !open && e.LastTimestamp < cutoffMs {
 			delete(s.byID, id)
 		}
 	}
 }
 
 // replay feeds every idempotent batch in data (whole batches) to the
-// table, and every transactional batch and marker to txns.
-func (s *producerStates) replay(data []byte, txns *txnTable, nowMs int64) (next int64, err error) {
+// table, and every transactional batch and marker to txns, each at its
+// own timestamp.
+func (s *producerStates) replay(data []byte, txns *txnTable) (next int64, err error) {
 	next = -1
 	for len(data) > 0 {
 		h, err := record.ParseHeader(data)
@@ -138,16 +165,16 @@ func (s *producerStates) replay(data []byte, txns *txnTable, nowMs int64) (next 
 			if err != nil {
 				return next, err
 			}
-			s.noteEpoch(h.ProducerID, h.ProducerEpoch, nowMs)
+			s.noteEpoch(h.ProducerID, h.ProducerEpoch, batchTimestamp(h, 0))
 			txns.end(h.ProducerID, h.BaseOffset, commit)
 		case h.BaseSequence == noSequence:
 			// The broker's own transactional writes carry no sequence.
-			s.noteEpoch(h.ProducerID, h.ProducerEpoch, nowMs)
+			s.noteEpoch(h.ProducerID, h.ProducerEpoch, batchTimestamp(h, 0))
 			if h.Transactional() {
 				txns.begin(h.ProducerID, h.BaseOffset)
 			}
 		default:
-			s.record(h, h.BaseOffset, nowMs)
+			s.record(h, h.BaseOffset, batchTimestamp(h, 0))
 			if h.Transactional() {
 				txns.begin(h.ProducerID, h.BaseOffset)
 			}
@@ -196,6 +223,9 @@ func readProducerSnapshot(dir string) (producerSnapshot, bool) {
 
 // loadProducers rebuilds the partition's producer table: from its snapshot
 // when that matches the log, then by replaying the batches written since.
+// The producers expired by then are forgotten at once (Kafka leaves them
+// out of a snapshot it loads), so every replica that rebuilds the table
+// serves the same producers.
 func (p *Partition) loadProducers() error {
 	p.producers = newProducerStates()
 	p.txns = newTxnTable()
@@ -211,7 +241,6 @@ func (p *Partition) loadProducers() error {
 		from = snap.Offset
 		p.producerSnapshot = snap.Offset
 	}
-	now := time.Now().UnixMilli()
 	for from < end {
 		slice, err := p.log.Read(from, 4<<20)
 		if err != nil {
@@ -222,7 +251,7 @@ func (p *Partition) loadProducers() error {
 		if err != nil {
 			return err
 		}
-		next, err := p.producers.replay(data, &p.txns, now)
+		next, err := p.producers.replay(data, &p.txns)
 		if err != nil {
 			return err
 		}
@@ -231,17 +260,20 @@ func (p *Partition) loadProducers() error {
 		}
 		from = next
 	}
+	p.producers.expire(time.Now().UnixMilli()-defaultProducerIDExpirationMs, &p.txns)
 	return nil
 }
 
-// maintainProducers forgets expired producers and snapshots the table if
-// the log grew since the last snapshot.
+// maintainProducers forgets expired producers and verifications, and
+// snapshots the table if the log grew since the last snapshot.
 func (p *Partition) maintainProducers(now time.Time) error {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
-	p.producers.expire(now.UnixMilli() - defaultProducerIDExpirationMs)
+	cutoff := now.UnixMilli() - defaultProducerIDExpirationMs
 	end := p.log.EndOffset()
 	p.txnMu.Lock()
+	p.producers.expire(cutoff, &p.txns)
+	p.txns.expireVerifications(cutoff)
 	p.txns.trim(p.log.StartOffset())
 	snap := producerSnapshot{Offset: end, Producers: p.producers.byID,
 		Ongoing: maps.Clone(p.txns.ongoing), Aborted: slices.Clone(p.txns.aborted)}

@@ -3,21 +3,31 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // idempotentBatch is a batch of n records from producer id/epoch starting
 // at sequence seq, as an idempotent client would send it.
 func idempotentBatch(id int64, epoch int16, seq int32, n int) []byte {
-	values := make([]string, n)
-	for i := range values {
-		values[i] = "v"
+	return idempotentBatchAt(id, epoch, seq, n, time.Now(), 0)
+}
+
+// idempotentBatchAt is idempotentBatch with its records timestamped at
+// and with the attribute bits attrs added (attrTransactional).
+func idempotentBatchAt(id int64, epoch int16, seq int32, n int, at time.Time, attrs uint16) []byte {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}
 	}
-	b := batchOf(values...)
+	b := record.NewBatch(at.UnixMilli(), recs)
+	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|attrs)
 	binary.BigEndian.PutUint64(b[43:], uint64(id))
 	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[53:], uint32(seq))
@@ -115,6 +125,91 @@ func TestProducerExpiry(t *testing.T) {
 	}
 }
 
+// TestRestartExpiresProducersByBatchTime: a producer is expired by its
+// last batch's timestamp, which the log keeps, not by when a node last
+// rebuilt its state: after a clean restart (from the snapshot) and after
+// a crash (replaying the log), a producer whose last batch is two days
+// old is unknown, one of now is known. On a LogAppendTime topic the time
+// is the broker's stamp, not the producer's.
+func TestRestartExpiresProducersByBatchTime(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		configs map[string]string
+		crash   bool
+		oldGone bool
+	}{
+		{"clean restart", nil, false, true},
+		{"crash", nil, true, true},
+		{"LogAppendTime, crash", map[string]string{"message.timestamp.type": "LogAppendTime"}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := openTestBroker(t, dir)
+			tp, err := b.CreateTopic(TopicSpec{Name: "idem", Configs: c.configs}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := tp.Partition(0)
+			const old, recent = 5, 6
+			twoDaysAgo := time.Now().Add(-2 * defaultProducerIDExpirationMs * time.Millisecond)
+			produceOffset(t, p, idempotentBatchAt(old, 0, 0, 1, twoDaysAgo, 0))
+			produceOffset(t, p, idempotentBatch(recent, 0, 0, 1))
+			b.Close()
+			if c.crash { // as after a crash: no snapshot, the log is replayed
+				os.Remove(filepath.Join(dir, "idem-0", producerSnapshotFile))
+			}
+
+			b = openTestBroker(t, dir)
+			defer b.Close()
+			tp, _ = b.Topic("idem")
+			p, _ = tp.Partition(0)
+			_, _, err = p.Produce(idempotentBatch(old, 0, 1, 1), -1)
+			if gone := errors.Is(err, ErrUnknownProducerID); gone != c.oldGone || !gone && err != nil {
+				t.Errorf("producer whose last batch is 2 days old: %v, want unknown=%v", err, c.oldGone)
+			}
+			produceOffset(t, p, idempotentBatch(recent, 0, 1, 1))
+		})
+	}
+}
+
+// knownProducer reports whether p's producer table holds id.
+func knownProducer(p *Partition, id int64) bool {
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	return p.producers.byID[id] != nil
+}
+
+// TestProducerStampedAheadExpiresADayAfter: a batch stamped in the future
+// counts at its timestamp, as in Kafka: its producer outlives one of now
+// and is expired a day after the stamp.
+func TestProducerStampedAheadExpiresADayAfter(t *testing.T) {
+	b := openTestBroker(t, t.TempDir())
+	defer b.Close()
+	tp, _ := b.CreateTopic(TopicSpec{Name: "idem"}, false)
+	p, _ := tp.Partition(0)
+	const present, ahead = 1, 2
+	stamp := time.Now().Add(36 * time.Hour)
+	produceOffset(t, p, idempotentBatch(present, 0, 0, 1))
+	produceOffset(t, p, idempotentBatchAt(ahead, 0, 0, 1, stamp, 0))
+	day := defaultProducerIDExpirationMs * time.Millisecond
+	for _, step := range []struct {
+		at             time.Time
+		present, ahead bool
+	}{
+		{time.Now().Add(36 * time.Hour), false, true},
+		{stamp.Add(day - time.Minute), false, true},
+		{stamp.Add(day + time.Minute), false, false},
+	} {
+		if err := p.maintainProducers(step.at); err != nil {
+			t.Fatal(err)
+		}
+		if knownProducer(p, present) != step.present || knownProducer(p, ahead) != step.ahead {
+			t.Errorf("at %v: producer of now known=%v, stamped ahead known=%v; want %v, %v",
+				step.at, knownProducer(p, present), knownProducer(p, ahead), step.present, step.ahead)
+		}
+	}
+}
+
 func TestProducerIDsNeverRepeat(t *testing.T) {
 	dir := t.TempDir()
 	b := openTestBroker(t, dir)
@@ -135,5 +230,42 @@ func TestProducerIDsNeverRepeat(t *testing.T) {
 			t.Fatalf("after restart AllocateProducerID = %d, %v: repeated", id, err)
 		}
 		seen[id] = true
+	}
+}
+
+// TestNewLeaderExpiresProducersByBatchTime: a follower that becomes a
+// partition's leader rebuilds the producers from its log, each at its
+// last batch's timestamp: one whose last batch is two days old is
+// unknown there, as it is on the old leader, where taking the time of
+// the rebuild gave it another day; one of now is kept.
+func TestNewLeaderExpiresProducersByBatchTime(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader, _ := deadLeaderTopic(t, c)
+	partition := func(id int32) *Partition {
+		tp, _ := c.broker(id).Topic("dead")
+		p, _ := tp.Partition(0)
+		return p
+	}
+	const old, recent = 5, 6
+	twoDaysAgo := time.Now().Add(-2 * defaultProducerIDExpirationMs * time.Millisecond)
+	produceOffset(t, partition(leader), idempotentBatchAt(old, 0, 0, 1, twoDaysAgo, 0))
+	produceOffset(t, partition(leader), idempotentBatch(recent, 0, 0, 1))
+
+	c.isolate(leader, true)
+	var next *Partition
+	c.waitFor("a new leader of the partition", func() bool {
+		for _, id := range c.ids {
+			if p := partition(id); id != leader && p.CheckLeader() == nil {
+				next = p
+				return true
+			}
+		}
+		return false
+	})
+	if _, _, err := next.Produce(idempotentBatch(old, 0, 1, 1), 1); !errors.Is(err, ErrUnknownProducerID) {
+		t.Errorf("producer whose last batch is 2 days old, on the new leader: %v, want ErrUnknownProducerID", err)
+	}
+	if _, _, err := next.Produce(idempotentBatch(recent, 0, 1, 1), 1); err != nil {
+		t.Errorf("producer of now, on the new leader: %v", err)
 	}
 }

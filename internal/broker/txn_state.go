@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -38,20 +40,36 @@ type AbortedTxn struct {
 type txnTable struct {
 	ongoing map[int64]int64 // producer id → first offset of its open transaction
 	aborted []AbortedTxn    // in marker order
+	// verifying holds the verifications started for producers with no
+	// transaction open here (TxnGuard), until the producer's next
+	// transactional batch or marker. A leader's state only: a rebuilt
+	// table starts without any.
+	verifying map[int64]verification
+}
+
+// verification is a TxnGuard the partition handed out: its id, and when
+// (expired as producers are).
+type verification struct {
+	id      uint64
+	startMs int64
 }
 
 func newTxnTable() txnTable { return txnTable{ongoing: map[int64]int64{}} }
 
 // begin notes a transactional batch at offset; only the first batch of a
-// transaction sets its first offset.
+// transaction sets its first offset. The producer's verification is
+// spent: the transaction is open here now.
 func (t *txnTable) begin(producerID, offset int64) {
 	if _, ok := t.ongoing[producerID]; !ok {
 		t.ongoing[producerID] = offset
 	}
+	delete(t.verifying, producerID)
 }
 
-// end closes the producer's transaction at the marker's offset.
+// end closes the producer's transaction at the marker's offset. A
+// verification started before the marker no longer admits a batch.
 func (t *txnTable) end(producerID, markerOffset int64, commit bool) {
+	delete(t.verifying, producerID)
 	first, ok := t.ongoing[producerID]
 	if !ok {
 		return // nothing of the transaction was written here
@@ -71,6 +89,48 @@ func (t *txnTable) firstUnstable() (int64, bool) {
 		}
 	}
 	return first, found
+}
+
+// txnGuardIDs numbers the verifications of every partition: an id is
+// never handed out twice, so a guard cannot match a later verification of
+// the same producer (Kafka's VerificationGuard counter).
+var txnGuardIDs atomic.Uint64
+
+// startVerification is StartTxnVerification on the table.
+func (t *txnTable) startVerification(producerID, nowMs int64) TxnGuard {
+	if _, ok := t.ongoing[producerID]; ok {
+		return TxnGuard{}
+	}
+	v, ok := t.verifying[producerID]
+	if !ok {
+		// Verifications of one producer's batches in flight together
+		// share one, as in Kafka: the first append spends it, and the
+		// others find the transaction open.
+		v = verification{id: txnGuardIDs.Add(1), startMs: nowMs}
+		if t.verifying == nil {
+			t.verifying = map[int64]verification{}
+		}
+		t.verifying[producerID] = v
+	}
+	return TxnGuard{id: v.id}
+}
+
+// admits reports whether a transactional batch of the producer verified
+// with g may be appended: the producer has a transaction open here, or g
+// is the verification still pending for it, no marker and no other
+// batch of the producer having been written since it started.
+func (t *txnTable) admits(producerID int64, g TxnGuard) bool {
+	if _, ok := t.ongoing[producerID]; ok {
+		return true
+	}
+	v, ok := t.verifying[producerID]
+	return ok && g.id != 0 && v.id == g.id
+}
+
+// expireVerifications forgets verifications started before cutoffMs
+// whose batch never came (refused, or the producer went away).
+func (t *txnTable) expireVerifications(cutoffMs int64) {
+	maps.DeleteFunc(t.verifying, func(_ int64, v verification) bool { return v.startMs < cutoffMs })
 }
 
 // trim forgets aborted transactions wholly below the log start.
@@ -253,11 +313,9 @@ func (p *Partition) appendTxnRecords(log replica.Log, producerID int64, epoch in
 func (p *Partition) beginTxnAt(producerID, atMost int64) (fresh bool) {
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	if _, ok := p.txns.ongoing[producerID]; ok {
-		return false
-	}
-	p.txns.ongoing[producerID] = atMost
-	return true
+	_, open := p.txns.ongoing[producerID]
+	p.txns.begin(producerID, atMost)
+	return !open
 }
 
 // fixTxnStart sets a new transaction's first offset once its first batch
@@ -307,27 +365,60 @@ func (p *Partition) OngoingTxnProducers() int {
 	return len(p.txns.ongoing)
 }
 
-// TxnOngoing reports whether the producer has a transaction open here:
-// a batch of it was written and no marker yet. A partition leader need
-// not ask the coordinator again about the producer's next batches
-// (KIP-890 part 1, internal/txn/verify.go), as in Kafka.
-func (p *Partition) TxnOngoing(producerID int64) bool {
+// TxnGuard ties a transactional batch's append to its verification with
+// the transaction coordinator (KIP-890 part 1; Kafka's VerificationGuard
+// in UnifiedLog). Without it a marker could land between the two: the
+// coordinator answers "in the transaction", EndTxn's marker ends the
+// transaction here, and the batch, appended after it, opens a
+// transaction no coordinator knows of, which no marker ever ends and
+// which holds the last stable offset back for good. The zero TxnGuard
+// is Kafka's sentinel: the producer's transaction was already open here.
+type TxnGuard struct{ id uint64 }
+
+// TxnOpen reports whether the producer had a transaction open on the
+// partition when the guard was taken: the partition is the cache of the
+// coordinator's positive answer, which need not be asked (as in Kafka).
+func (g TxnGuard) TxnOpen() bool { return g.id == 0 }
+
+// StartTxnVerification begins the verification of a transactional batch
+// of the producer, before the coordinator is asked; the batch is then
+// appended with AppendVerified and this guard. The append is refused
+// ErrInvalidTxnState unless the producer has a transaction open here by
+// then, or the guard is still its pending verification: a marker of the
+// producer written in between ends the transaction open when the guard
+// was taken, and spends a pending verification. A new leader's rebuilt
+// table has no pending verification: a batch verified before the
+// leadership moved away and back is refused too.
+func (p *Partition) StartTxnVerification(producerID int64) (TxnGuard, error) {
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	// A new leader's table must be rebuilt first: a verification started
+	// on the stale one would be dropped with it.
+	if err := p.ensureProducers(); err != nil {
+		return TxnGuard{}, err
+	}
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	_, ok := p.txns.ongoing[producerID]
-	return ok
+	return p.txns.startVerification(producerID, time.Now().UnixMilli()), nil
+}
+
+// admits is txnTable.admits under txnMu.
+func (p *Partition) admits(producerID int64, g TxnGuard) bool {
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	return p.txns.admits(producerID, g)
 }
 
 // noteEpoch makes epoch the producer's current epoch if it is newer,
 // starting its sequence history afresh (a marker written at a bumped
-// epoch fences the old one).
-func (s *producerStates) noteEpoch(producerID int64, epoch int16, nowMs int64) {
+// epoch fences the old one); tsMs is the batch's time (batchTimestamp).
+func (s *producerStates) noteEpoch(producerID int64, epoch int16, tsMs int64) {
 	e := s.byID[producerID]
 	if e == nil || epoch > e.Epoch {
-		s.byID[producerID] = &producerEntry{Epoch: epoch, LastAppendMs: nowMs}
+		s.byID[producerID] = &producerEntry{Epoch: epoch, LastTimestamp: tsMs}
 		return
 	}
-	e.LastAppendMs = nowMs
+	e.LastTimestamp = tsMs
 }
 
 // ReadCommitted is Read for read_committed consumers: only batches below

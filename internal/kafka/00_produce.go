@@ -88,10 +88,11 @@ func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan 
 				sp.ErrorCode = topicErr
 			default:
 				p, err := t.Partition(rp.Partition)
+				var guard *broker.TxnGuard
 				if err == nil {
 					// A verification another node answers is bounded by
 					// txn.VerifyTimeout.
-					err = s.verifyTxnProduce(context.Background(), req.TransactionID, t.Name(), p, rp.Records)
+					guard, err = s.verifyTxnProduce(context.Background(), req.TransactionID, t.Name(), p, rp.Records)
 				}
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
@@ -99,7 +100,7 @@ func (s *Server) planProduce(r *request, req *kmsg.ProduceRequest) *producePlan 
 					continue
 				}
 				plan.appends = append(plan.appends, produceAppend{
-					p: p, topic: t.Name(), records: rp.Records, out: sp,
+					p: p, topic: t.Name(), records: rp.Records, guard: guard, out: sp,
 				})
 			}
 		}
@@ -147,6 +148,7 @@ type produceAppend struct {
 	p       *broker.Partition
 	topic   string
 	records []byte
+	guard   *broker.TxnGuard // a verified transactional batch's (verifyTxnProduce)
 	out     *kmsg.ProduceResponseTopicPartition
 
 	// after, if not nil, is closed when the previous in-flight request of
@@ -202,7 +204,7 @@ func (a *produceAppend) run(ctx context.Context, acks int16) {
 	// The next in-flight request's append to this partition may go in
 	// as soon as this one is in the log; the durability waits of a
 	// connection's requests then share fsyncs (group commit).
-	res, err := a.p.Append(a.records, acks)
+	res, err := a.append(acks)
 	release()
 	if err == nil {
 		err = res.Wait(ctx)
@@ -215,6 +217,15 @@ func (a *produceAppend) run(ctx context.Context, acks int16) {
 	}
 	a.out.BaseOffset = res.BaseOffset
 	a.out.LogAppendTime = res.LogAppendTime
+}
+
+// append appends a's records, checked against the guard of their
+// verification if they had one.
+func (a *produceAppend) append(acks int16) (broker.Produced, error) {
+	if a.guard != nil {
+		return a.p.AppendVerified(a.records, acks, *a.guard)
+	}
+	return a.p.Append(a.records, acks)
 }
 
 // produceOrder is one connection's record of the latest in-flight append to

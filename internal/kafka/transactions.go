@@ -98,24 +98,26 @@ func txnErrorCode(err error, version, fencedSince int16) int16 {
 // (txn.Coordinator.Verify), or in a cluster a call to the node that
 // coordinates the id; when that node cannot answer, the batch is refused
 // NOT_ENOUGH_REPLICAS (coordinatorUnreachable) and the producer retries.
-func (s *Server) verifyTxnProduce(ctx context.Context, transactionalID *string, topic string, p *broker.Partition, records []byte) error {
+// A verified batch comes with the guard its append must be given
+// (broker.Partition.AppendVerified); nil for a batch not verified.
+func (s *Server) verifyTxnProduce(ctx context.Context, transactionalID *string, topic string, p *broker.Partition, records []byte) (*broker.TxnGuard, error) {
 	txns := s.txns.Load()
 	if txns == nil {
-		return nil
+		return nil, nil
 	}
 	h, err := record.ParseHeader(records)
 	if err != nil || !h.Transactional() || h.Control() {
-		return nil
+		return nil, nil
 	}
 	if transactionalID == nil {
-		return kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
+		return nil, kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
 	}
-	err = txns.Verify(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, topic, p)
+	guard, err := txns.Verify(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, topic, p)
 	switch {
 	case err == nil:
-		return nil
+		return &guard, nil
 	case coordinatorUnreachable(err):
-		return kafkaErrorf(kerr.NotEnoughReplicas, "produce to %s-%d: the transaction coordinator cannot verify the batch now: %v", topic, p.Index(), err)
+		return nil, kafkaErrorf(kerr.NotEnoughReplicas, "produce to %s-%d: the transaction coordinator cannot verify the batch now: %v", topic, p.Index(), err)
 	}
-	return fmt.Errorf("produce to %s-%d: %w", topic, p.Index(), err)
+	return nil, fmt.Errorf("produce to %s-%d: %w", topic, p.Index(), err)
 }

@@ -1,6 +1,10 @@
 package txn
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/wharf-mq/wharf/internal/broker"
+)
 
 // Errors the coordinator answers with; each stands for the Kafka error of
 // the same name, which the front end maps with errors.Is.
@@ -11,7 +15,7 @@ var (
 	ErrInvalidProducerIDMapping  = errors.New("invalid producer id mapping")
 	ErrProducerFenced            = errors.New("producer fenced")
 	ErrInvalidProducerEpoch      = errors.New("invalid producer epoch")
-	ErrInvalidTxnState           = errors.New("invalid transaction state")
+	ErrInvalidTxnState           = broker.ErrInvalidTxnState // also a partition's refusal of a batch (broker.TxnGuard)
 	ErrConcurrentTransactions    = errors.New("concurrent transactions")
 	ErrInvalidTransactionTimeout = errors.New("invalid transaction timeout")
 	ErrTransactionalIDNotFound   = errors.New("transactional id not found")

@@ -32,7 +32,14 @@ import (
 // answers from its views (answerVerify). As in Kafka, only a producer's
 // first batch of a transaction to a partition is verified: once it is
 // written the partition knows the transaction is open there
-// (broker.Partition.TxnOngoing), until the marker ends it.
+// (broker.TxnGuard.TxnOpen), until the marker ends it.
+//
+// A verification is tied to the batch's append by the guard the partition
+// hands out before the coordinator is asked (broker.TxnGuard, Kafka's
+// VerificationGuard): a marker the coordinator writes to the partition
+// in between, its EndTxn having come first, makes the append fail
+// INVALID_TXN_STATE rather than open a transaction the coordinator does
+// not know of.
 
 // txnView is what Verify knows of one transactional id: its producer and
 // the partitions of its open transaction (nil when none is open).
@@ -66,25 +73,35 @@ const VerifyTimeout = 5 * time.Second
 
 // Verify checks that a transactional batch of the producer (id, producer
 // id, epoch) may be written to partition p of topic: the producer is the id's
-// current one and the partition is in its open transaction. The errors are
+// current one and the partition is in its open transaction. The batch is
+// then appended with p.AppendVerified and the guard returned. The errors are
 // ErrInvalidProducerIDMapping (unknown id or another producer id),
 // ErrInvalidProducerEpoch (another epoch) and ErrInvalidTxnState (the
 // partition was not added, or no transaction is open); in a cluster also
 // ErrNotCoordinator, ErrCoordinatorLoadInProgress and
-// ErrCoordinatorNotAvailable while the id's coordinator cannot answer.
-func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, epoch int16, topic string, p *broker.Partition) error {
-	req := verifyRequest{id, producerID, epoch, TopicPartition{topic, p.Index()}}
-	if !c.b.Clustered() {
-		return c.verifyHere(req)
+// ErrCoordinatorNotAvailable while the id's coordinator cannot answer;
+// and p's own (not its leader, offline) from taking the guard.
+func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, epoch int16, topic string, p *broker.Partition) (broker.TxnGuard, error) {
+	guard, err := p.StartTxnVerification(producerID)
+	if err != nil {
+		return guard, err
 	}
-	if p.TxnOngoing(producerID) {
+	return guard, c.verify(ctx, verifyRequest{id, producerID, epoch, TopicPartition{topic, p.Index()}}, guard)
+}
+
+// verify is Verify once the guard is taken.
+func (c *Coordinator) verify(ctx context.Context, req verifyRequest, guard broker.TxnGuard) error {
+	if !c.b.Clustered() {
+		return c.verifyHere(req) // a map lookup: asked every time
+	}
+	if guard.TxnOpen() {
 		return nil
 	}
 	s, err := c.clusterStore()
 	if err != nil {
 		return err
 	}
-	coord := s.partitionFor(id)
+	coord := s.partitionFor(req.ID)
 	if _, leading := coord.Leading(); !leading {
 		return c.verifyRemote(ctx, coord, req)
 	}

@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// txnBatch is a transactional batch of one record of producer id at
+// epoch 0 and sequence seq.
+func txnBatch(id int64, seq int32) []byte {
+	return idempotentBatchAt(id, 0, seq, 1, time.Now(), attrTransactional)
+}
+
+// TestMarkerBetweenVerificationAndAppend: a marker that ends the
+// producer's transaction on the partition after its batch was verified
+// and before it is appended makes the append fail ErrInvalidTxnState
+// (KIP-890 part 1's race, closed as Kafka's VerificationGuard closes it),
+// and no transaction is left open to hold the last stable offset back.
+// Without the marker, and with a verification started after it, the
+// batch goes in.
+func TestMarkerBetweenVerificationAndAppend(t *testing.T) {
+	b := openTestBroker(t, t.TempDir())
+	defer b.Close()
+	tp, _ := b.CreateTopic(TopicSpec{Name: "txn"}, false)
+	p, _ := tp.Partition(0)
+	const pid = 9
+	verify := func() TxnGuard {
+		t.Helper()
+		g, err := p.StartTxnVerification(pid)
+		if err != nil {
+			t.Fatalf("StartTxnVerification: %v", err)
+		}
+		return g
+	}
+	appendVerified := func(seq int32, g TxnGuard) error {
+		t.Helper()
+		res, err := p.AppendVerified(txnBatch(pid, seq), -1, g)
+		if err == nil {
+			err = res.Wait(t.Context())
+		}
+		return err
+	}
+	abort := func() {
+		t.Helper()
+		if err := p.WriteTxnMarker(pid, 0, false, 0); err != nil {
+			t.Fatalf("marker: %v", err)
+		}
+	}
+	wantNothingOpen := func(when string) {
+		t.Helper()
+		if n, lso, hw := p.OngoingTxnProducers(), p.LastStableOffset(), p.HighWatermark(); n != 0 || lso != hw {
+			t.Fatalf("%s: %d transactions open, last stable offset %d, high watermark %d", when, n, lso, hw)
+		}
+	}
+
+	// The producer's first batch of the transaction here: the marker of
+	// its EndTxn lands between verification and append.
+	g := verify()
+	if g.TxnOpen() {
+		t.Fatal("a guard taken with no transaction open says it is open")
+	}
+	abort()
+	if err := appendVerified(0, g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("first batch appended after a marker that followed its verification: %v, want ErrInvalidTxnState", err)
+	}
+	wantNothingOpen("after the refused first batch")
+
+	// A verification taken after the marker is not fooled by the stale
+	// one (Kafka's ABA case): each guard is its own.
+	stale := verify()
+	abort()
+	fresh := verify()
+	if err := appendVerified(0, stale); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("batch with a guard from before the marker: %v, want ErrInvalidTxnState", err)
+	}
+	if err := appendVerified(0, fresh); err != nil {
+		t.Fatalf("batch verified after the marker: %v", err)
+	}
+
+	// A later batch, verified while the transaction was open here, then
+	// the marker: refused too.
+	open := verify()
+	if !open.TxnOpen() {
+		t.Fatal("a guard taken with the transaction open says it is not")
+	}
+	abort()
+	wantNothingOpen("after the marker")
+	if err := appendVerified(1, open); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("later batch appended after a marker that followed its verification: %v, want ErrInvalidTxnState", err)
+	}
+	wantNothingOpen("after the refused later batch")
+
+	// The next transaction's batches go in as verified.
+	if err := appendVerified(1, verify()); err != nil {
+		t.Fatalf("next transaction's first batch: %v", err)
+	}
+	if err := appendVerified(2, verify()); err != nil {
+		t.Fatalf("next transaction's second batch: %v", err)
+	}
+	if p.OngoingTxnProducers() != 1 {
+		t.Fatalf("%d transactions open, want the producer's", p.OngoingTxnProducers())
+	}
+}
+
+// TestUnusedVerificationsExpire: a verification whose batch never came
+// is forgotten as producers are, a day on.
+func TestUnusedVerificationsExpire(t *testing.T) {
+	b := openTestBroker(t, t.TempDir())
+	defer b.Close()
+	tp, _ := b.CreateTopic(TopicSpec{Name: "txn"}, false)
+	p, _ := tp.Partition(0)
+	if _, err := p.StartTxnVerification(9); err != nil {
+		t.Fatal(err)
+	}
+	pending := func() int {
+		p.txnMu.Lock()
+		defer p.txnMu.Unlock()
+		return len(p.txns.verifying)
+	}
+	if err := p.maintainProducers(time.Now()); err != nil || pending() != 1 {
+		t.Fatalf("verification gone at once (%v)", err)
+	}
+	if err := p.maintainProducers(time.Now().Add(2 * defaultProducerIDExpirationMs * time.Millisecond)); err != nil || pending() != 0 {
+		t.Fatalf("verification kept past the expiration (%v)", err)
+	}
+}
