@@ -32,7 +32,6 @@ var (
 	// Idempotent producers.
 	ErrOutOfOrderSequence   = errors.New("out of order sequence number")
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
-	ErrUnknownProducerID    = errors.New("unknown producer id")
 
 	// ErrInvalidTxnState is a transactional batch whose transaction ended
 	// on the partition after it was verified (TxnGuard); internal/txn

@@ -79,10 +79,12 @@ func addSequence(seq, n int32) int32 {
 func (s *producerStates) check(h record.Header) (*producerBatch, error) {
 	e := s.byID[h.ProducerID]
 	switch {
-	case e == nil && h.BaseSequence != 0:
-		return nil, fmt.Errorf("%w: producer %d is unknown here and its batch starts at sequence %d",
-			ErrUnknownProducerID, h.ProducerID, h.BaseSequence)
 	case e == nil:
+		// A producer this partition holds no state for (expired, or its
+		// batches gone with retention) starts again at whatever sequence
+		// its batch carries, as Kafka 2.5+ accepts it (KIP-360): refusing
+		// it would fail a producer whose clock is a day behind, whose
+		// batches expire as they are written.
 		return nil, nil
 	case h.ProducerEpoch < e.Epoch:
 		return nil, fmt.Errorf("%w: producer %d epoch %d is older than %d",

@@ -70,7 +70,6 @@ func TestIdempotentProducer(t *testing.T) {
 	}{
 		{"gap", idempotentBatch(7, 0, 9, 1), ErrOutOfOrderSequence},
 		{"new epoch not at 0", idempotentBatch(7, 1, 5, 1), ErrOutOfOrderSequence},
-		{"unknown producer mid-stream", idempotentBatch(8, 0, 4, 1), ErrUnknownProducerID},
 	}
 	for _, c := range cases {
 		if _, _, err := p.Produce(c.batch, -1); !errors.Is(err, c.want) {
@@ -120,8 +119,32 @@ func TestProducerExpiry(t *testing.T) {
 	if err := p.maintainProducers(time.Now().Add(2 * defaultProducerIDExpirationMs * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.Produce(idempotentBatch(3, 0, 1, 1), -1); !errors.Is(err, ErrUnknownProducerID) {
-		t.Errorf("expired producer: %v, want ErrUnknownProducerID", err)
+	if knownProducer(p, 3) {
+		t.Fatal("producer 3 outlived its expiration")
+	}
+	// As in Kafka 2.5+, an expired producer goes on at its own sequence.
+	produceOffset(t, p, idempotentBatch(3, 0, 1, 1))
+	if _, _, err := p.Produce(idempotentBatch(3, 0, 5, 1), -1); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Errorf("expired producer's gap after it came back: %v, want ErrOutOfOrderSequence", err)
+	}
+}
+
+// TestUnknownProducerMidStream: a batch of a producer the partition holds
+// no state for is taken at any sequence, as Kafka 2.5+ takes it
+// (KIP-360), and the producer's next batches are checked from there.
+func TestUnknownProducerMidStream(t *testing.T) {
+	b := openTestBroker(t, t.TempDir())
+	defer b.Close()
+	tp, _ := b.CreateTopic(TopicSpec{Name: "idem"}, false)
+	p, _ := tp.Partition(0)
+	if off := produceOffset(t, p, idempotentBatch(8, 0, 4, 2)); off != 0 {
+		t.Fatalf("unknown producer mid-stream written at %d, want 0", off)
+	}
+	if off := produceOffset(t, p, idempotentBatch(8, 0, 4, 2)); off != 0 || p.EndOffset() != 2 {
+		t.Errorf("its retry answered %d with end %d, want 0 and 2", off, p.EndOffset())
+	}
+	if _, _, err := p.Produce(idempotentBatch(8, 0, 9, 1), -1); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Errorf("a gap after it: %v, want ErrOutOfOrderSequence", err)
 	}
 }
 
@@ -163,11 +186,12 @@ func TestRestartExpiresProducersByBatchTime(t *testing.T) {
 			defer b.Close()
 			tp, _ = b.Topic("idem")
 			p, _ = tp.Partition(0)
-			_, _, err = p.Produce(idempotentBatch(old, 0, 1, 1), -1)
-			if gone := errors.Is(err, ErrUnknownProducerID); gone != c.oldGone || !gone && err != nil {
-				t.Errorf("producer whose last batch is 2 days old: %v, want unknown=%v", err, c.oldGone)
+			if off := produceOffset(t, p, idempotentBatch(recent, 0, 0, 1)); off != 1 || p.EndOffset() != 2 {
+				t.Errorf("retry of the producer of now: at %d, end %d; want its original 1, end 2", off, p.EndOffset())
 			}
-			produceOffset(t, p, idempotentBatch(recent, 0, 1, 1))
+			if gone := !knownProducer(p, old); gone != c.oldGone {
+				t.Errorf("producer whose last batch is 2 days old: forgotten=%v, want %v", gone, c.oldGone)
+			}
 		})
 	}
 }
@@ -262,8 +286,13 @@ func TestNewLeaderExpiresProducersByBatchTime(t *testing.T) {
 		}
 		return false
 	})
-	if _, _, err := next.Produce(idempotentBatch(old, 0, 1, 1), 1); !errors.Is(err, ErrUnknownProducerID) {
-		t.Errorf("producer whose last batch is 2 days old, on the new leader: %v, want ErrUnknownProducerID", err)
+	// Only a producer the new leader knows has its retry answered as a
+	// duplicate.
+	if off := produceOffset(t, next, idempotentBatch(recent, 0, 0, 1)); off != 1 || next.EndOffset() != 2 {
+		t.Errorf("retry of the producer of now on the new leader: at %d, end %d; want its original 1, end 2", off, next.EndOffset())
+	}
+	if knownProducer(next, old) {
+		t.Error("the new leader kept the producer whose last batch is 2 days old")
 	}
 	if _, _, err := next.Produce(idempotentBatch(recent, 0, 1, 1), 1); err != nil {
 		t.Errorf("producer of now, on the new leader: %v", err)

@@ -57,8 +57,6 @@ func kafkaError(err error) *kerr.Error {
 		return kerr.OutOfOrderSequenceNumber
 	case errors.Is(err, broker.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch
-	case errors.Is(err, broker.ErrUnknownProducerID):
-		return kerr.UnknownProducerID
 	case errors.Is(err, broker.ErrNotLeader):
 		return kerr.NotLeaderForPartition
 	case errors.Is(err, broker.ErrNotEnoughReplicas):
