@@ -35,10 +35,14 @@ func snapshotMetadata(t *testing.T, b *Broker) metadataSnapshot {
 	return s
 }
 
-// metadataLogBytes is the bytes of the metadata log's segments.
+// metadataLogBytes is the bytes of the metadata log's segments (in a
+// cluster, in the replica's "log" directory).
 func metadataLogBytes(t *testing.T, dataDir string) int64 {
 	t.Helper()
 	segs, err := filepath.Glob(filepath.Join(dataDir, metadataLogName, "*.log"))
+	if err == nil && len(segs) == 0 {
+		segs, err = filepath.Glob(filepath.Join(dataDir, metadataLogName, "log", "*.log"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
