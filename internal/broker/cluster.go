@@ -370,8 +370,8 @@ func (b *Broker) applyLoop(ctx context.Context) {
 			}
 			return nil
 		})
-		if errors.Is(err, errLogReplaced) {
-			continue
+		if errors.Is(err, errLogReplaced) || err != nil && b.meta.raft.Installs() != seen {
+			continue // the log was replaced under the read: replayed whole next
 		}
 		if err != nil {
 			b.logger.Error("applying the metadata log failed; retrying", "offset", next, "err", err)
