@@ -70,36 +70,6 @@ func TestRaftLogWholeSnapshots(t *testing.T) {
 func recordsBelow(t *testing.T, l *replica.RaftLog, end int64) int {
 	t.Helper()
 	n := 0
-	for next := l.StartOffset(); next < end; {
-		s, err := l.Read(next, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := s.Bytes()
-		s.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) == 0 {
-			return n
-		}
-		for len(b) > 0 {
-			h, err := record.ParseHeader(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := record.Records(b[:h.Size()])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range recs {
-				if off := h.BaseOffset + int64(r.OffsetDelta); off >= next && off < end {
-					n++
-				}
-			}
-			next = max(next, h.LastOffset()+1)
-			b = b[h.Size():]
-		}
-	}
+	forEachRecord(t, l, end, func(int64, record.Record) { n++ })
 	return n
 }
