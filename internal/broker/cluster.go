@@ -104,14 +104,15 @@ const (
 // is at or above the end of every block asked for before, and refuses it
 // otherwise (another node's request came first: the node asks again above
 // it); either way the end of the blocks becomes at least End. So the end
-// is the largest End of all the records, and replay after compaction,
-// which keeps each node's newest record only, still gives an end above
-// every block granted: a node asks from the end it applied, which covers
-// its own earlier records.
+// is the largest End of all the records. Compaction keeps each node's
+// granted block and the record that raised the end last, a refused one
+// rewritten with Start -1 so that it is refused again wherever it stands
+// (applyCluster, metadata_origins.go).
 //
 // Logs written before hold requests under producerIDBlockKey itself:
 // Size ids after every block granted before, a running sum that only the
-// whole log gives (a reason a cluster's metadata log is not compacted).
+// whole log gives; compaction rewrites a kept one as the absolute block
+// it was granted.
 type producerIDBlockRecord struct {
 	Node  int32 `json:"node"`
 	Start int64 `json:"start,omitempty"`

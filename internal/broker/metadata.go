@@ -26,12 +26,14 @@ const (
 	metadataLogName = metadataTopic + "-0"
 )
 
-// A metadata record is keyed by what it describes and replay's result
-// depends on the newest record of each key only, so the log is compacted
-// like any other compacted log (metadataLogConfig; the table in
-// docs/replication.md "The metadata log is compacted" says why each record
-// type keeps to this). What is deleted is a tombstone (a null value) of its
-// key, which compaction drops once delete.retention.ms has passed.
+// A metadata record is keyed by what it describes. On a single node
+// replay's result depends on the newest record of each key only, so the
+// log is compacted like any other compacted log (metadataLogConfig); in a
+// cluster apply may ignore the newest, and the cleaner keeps what apply
+// decided instead (metadata_origins.go; the table in docs/replication.md
+// "The metadata log is compacted" says what each record type keeps). What
+// is deleted is a tombstone (a null value) of its key, which compaction
+// drops once delete.retention.ms has passed.
 const clusterKey = "cluster"
 
 func topicKey(name string) string { return "topic/" + name }
