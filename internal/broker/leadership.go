@@ -49,14 +49,14 @@ func leaderKey(topic [16]byte, partition int32) string {
 }
 
 // applyLeader applies a leader record: kept if its epoch is the newest,
-// and its topic not deleted (a report that raced the deletion, whose
-// leaders the deletion dropped: forgetPartitions).
+// and its topic live (not a report that raced the topic's deletion, whose
+// leaders the deletion dropped: forgetTopic).
 func (st *metadataState) applyLeader(key string, value []byte) error {
 	var r leaderRecord
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("metadata record %q: %w", key, err)
 	}
-	if st.deletedTopics[r.Topic] {
+	if !st.topicIDs[r.Topic] {
 		return nil
 	}
 	k := partitionKey{r.Topic, r.Partition}

@@ -226,6 +226,7 @@ func (m *metadataLog) replayBelow(end int64, fn func(off int64, r record.Record)
 type metadataState struct {
 	clusterID     string
 	topics        map[string]topicRecord // live topics only
+	topicIDs      map[[16]byte]bool      // their ids
 	deletedTopics map[[16]byte]bool      // IDs of deleted topics
 	definitions   map[string][]byte      // live keys of the definition store
 
@@ -252,7 +253,7 @@ type metadataState struct {
 }
 
 func newMetadataState() metadataState {
-	return metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
+	return metadataState{topics: map[string]topicRecord{}, topicIDs: map[[16]byte]bool{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
 		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}, leaders: map[partitionKey]leaderRecord{}}
 }
 
@@ -294,13 +295,18 @@ func (st *metadataState) apply(r record.Record) error {
 			break
 		}
 		st.setOrigin(key)
+		live, wasLive := st.topics[t.Name]
 		if t.Deleted {
-			if live, ok := st.topics[t.Name]; ok {
-				st.forgetPartitions(live.ID, live.Partitions)
+			if wasLive {
+				st.forgetTopic(live.ID, live.Partitions)
 			}
 			delete(st.topics, t.Name)
 			st.deletedTopics[t.ID] = true
 			break
+		}
+		if !wasLive {
+			st.topicIDs[t.ID] = true
+			st.setOrigin(createdPiece(t.ID))
 		}
 		st.topics[t.Name] = t
 		for p := range t.Partitions { // the record holds every partition's replicas
@@ -319,6 +325,7 @@ func (st *metadataState) apply(r record.Record) error {
 		switch {
 		case !definitionApplies(r.Headers, live, ok): // a PutIf whose condition failed
 		case value == nil && !ok: // a barrier, or a deletion of a key already gone
+			st.setOriginIfNone(key) // so that a kept tombstone stays kept while tombstones are
 		case value == nil:
 			delete(st.definitions, k)
 			st.setOrigin(key)
@@ -344,10 +351,13 @@ func (st *metadataState) deleteTopic(name string, headers []record.RecordHeader)
 	if !ok {
 		return
 	}
-	if live, ok := st.topics[name]; ok && live.ID == id {
+	switch live, ok := st.topics[name]; {
+	case ok && live.ID == id:
 		delete(st.topics, name)
-		st.forgetPartitions(id, live.Partitions)
+		st.forgetTopic(id, live.Partitions)
 		st.setOrigin(topicKey(name))
+	case !ok:
+		st.setOriginIfNone(topicKey(name)) // as for a definition's tombstone
 	}
 	st.deletedTopics[id] = true
 }

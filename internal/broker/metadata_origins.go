@@ -65,6 +65,16 @@ func (st *metadataState) setOriginAs(piece string, as record.Record) {
 	}
 }
 
+// setOriginIfNone is setOrigin for a record that leaves piece absent,
+// which it already was: a piece with no origin gets this one, so that a
+// tombstone compaction kept (it deleted what a dropped record set) is
+// kept again by the next pass, replayed where nothing precedes it.
+func (st *metadataState) setOriginIfNone(piece string) {
+	if _, ok := st.origins[piece]; !ok {
+		st.setOrigin(piece)
+	}
+}
+
 // dropOrigin records that piece is no longer set by any record.
 func (st *metadataState) dropOrigin(piece string) {
 	if st.origins != nil {
@@ -72,10 +82,18 @@ func (st *metadataState) dropOrigin(piece string) {
 	}
 }
 
-// forgetPartitions drops what the metadata holds of the partitions of a
-// deleted topic: their leaders and reassignments, whose records
+// createdPiece names the creation of a live topic: its first record is
+// kept as long as the topic lives, so that in a compacted log it comes
+// before every leader and reassignment record of the topic, which apply
+// ignores for a topic not live (a report that raced its deletion).
+func createdPiece(topic [16]byte) string { return "created/" + hex.EncodeToString(topic[:]) }
+
+// forgetTopic drops what the metadata holds of a deleted topic beside its
+// record: its id, its partitions' leaders and reassignments, whose records
 // compaction can then drop too.
-func (st *metadataState) forgetPartitions(topic [16]byte, partitions int32) {
+func (st *metadataState) forgetTopic(topic [16]byte, partitions int32) {
+	delete(st.topicIDs, topic)
+	st.dropOrigin(createdPiece(topic))
 	for p := range partitions {
 		k := partitionKey{topic, p}
 		delete(st.leaders, k)
@@ -95,6 +113,12 @@ func (m *metadataLog) retainApplied(through int64) (func(int64, record.Record) (
 	if _, err := m.replayBelow(through, st.applyAt); err != nil {
 		return nil, err
 	}
+	return st.keepOrigins(), nil
+}
+
+// keepOrigins is the compaction rule of a state replayed with origins:
+// keep the records it came from, as they are to be kept.
+func (st *metadataState) keepOrigins() func(int64, record.Record) (record.Record, bool) {
 	keep := make(map[int64]*record.Record, len(st.origins))
 	for _, o := range st.origins {
 		if keep[o.offset] == nil { // a record setting two pieces has one rewrite
@@ -112,7 +136,7 @@ func (m *metadataLog) retainApplied(through int64) (func(int64, record.Record) (
 			return out, true
 		}
 		return withoutCondition(r), true
-	}, nil
+	}
 }
 
 // withoutCondition is r less its definitionIfHeader, if it has one.

@@ -67,8 +67,8 @@ func (st *metadataState) applyReassignment(key string, value []byte) error {
 		}
 		return nil
 	}
-	if st.deletedTopics[r.TopicID] {
-		return nil // it raced the deletion, which dropped the topic's reassignments
+	if !st.topicIDs[r.TopicID] {
+		return nil // it raced the topic's deletion, which dropped its reassignments
 	}
 	if st.reassignments == nil {
 		st.reassignments = map[partitionKey]reassignRecord{}
