@@ -146,9 +146,9 @@ func TestMetadataLogCompacts(t *testing.T) {
 // TestProducerIDBlocksSurviveCompaction: two nodes asking for producer id
 // blocks at once, from the same applied end, get blocks that never
 // overlap (the second is refused and asks again above), and a replay of
-// the log as compaction leaves it (each key's newest record, in log order)
-// ends above every block granted, so no id is handed out twice after a
-// restart. The old request record (a size added to a running sum) gave,
+// each key's newest record, in log order, ends above every block granted
+// (a cluster's compaction keeps more: TestMetadataCompactionKeepsAppliedState),
+// so no id is handed out twice after a restart. The old request record (a size added to a running sum) gave,
 // after compaction, the end of one block only.
 func TestProducerIDBlocksSurviveCompaction(t *testing.T) {
 	const size = 1000
