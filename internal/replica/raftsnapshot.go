@@ -317,7 +317,9 @@ func (r *raftReplica) install(s *pb.Snapshot) error {
 // staged log: at a snapshot's arrival, or again after a crash. Caller
 // holds mu.
 func (r *raftReplica) completeInstall(in *installing) error {
-	r.installs.Add(1) // odd: the log is changing under its readers
+	if r.installs.Load()%2 == 0 { // odd while the log changes under its readers (still, if an install failed)
+		r.installs.Add(1)
+	}
 	staged := r.stage.log
 	if staged.StartOffset() > in.from || staged.EndOffset() != in.end {
 		return &CorruptionError{File: staged.Dir(), Err: fmt.Errorf(
