@@ -28,9 +28,13 @@ import (
 // records that replay to the state the whole log gives, whatever the
 // records after them (replayed against the same state).
 //
-// A piece is named by the key of the record that sets it, except for the
-// replicas a finished reassignment gave a partition (replicasPiece) and
-// the end of the producer id blocks (producerIDEndPiece).
+// A piece is named by the key of the record that sets it, except for a
+// live topic's creation (createdPiece), the replicas a finished
+// reassignment gave a partition (replicasPiece) and the end of the
+// producer id blocks (producerIDEndPiece). Records that apply reads
+// another key for keep to that key's origins: a registration is ignored
+// after its node's removal (kept for ever), a leader or reassignment
+// record for a topic not live (its creation kept while it lives).
 
 // origin is the record that set a piece of the metadata state.
 type origin struct {
