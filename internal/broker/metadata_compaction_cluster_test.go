@@ -191,7 +191,11 @@ func TestMetadataLogCompactsCluster(t *testing.T) {
 		for _, id := range []int32{1, 2} {
 			compactNode(t, c.broker(id))
 		}
-		t.Logf("node 3 %s: node 1's metadata log %d bytes before compaction, %d after", what, before, metadataLogBytes(t, dir(1)))
+		after := metadataLogBytes(t, dir(1))
+		t.Logf("node 3 %s: node 1's metadata log %d bytes before compaction, %d after", what, before, after)
+		if after*2 > before {
+			t.Fatalf("node 1's metadata log %d bytes after compaction, %d before: it should have halved", after, before)
+		}
 	}
 	// sameAs waits until node id applied what node 1 did.
 	sameAs1 := func(id int32) {
