@@ -65,10 +65,12 @@ type Broker struct {
 
 	// In a cluster: the metadata as applied so far, the offset its apply
 	// loop reached, and a channel closed when it moves on (cluster.go);
-	// guarded by mu.
+	// the count of the metadata replica's snapshot installs the state was
+	// replayed at (replica.RaftLog.Installs); guarded by mu.
 	state        metadataState
 	appliedEnd   int64
 	applyChanged chan struct{}
+	installsSeen uint64
 	// stopCluster ends metadata writes and the apply loop; its cause is
 	// what writes fail with from then on (ErrClosed, or this node's
 	// removal: fenceOutOfGroup).
@@ -178,6 +180,10 @@ func Open(cfg Config) (*Broker, error) {
 }
 
 func (b *Broker) load() error {
+	if b.meta.raft != nil {
+		// An install during the replay makes the apply loop replay again.
+		b.installsSeen = b.meta.raft.Installs()
+	}
 	st, err := b.meta.load()
 	if err != nil {
 		return fmt.Errorf("replay metadata log: %w", err)

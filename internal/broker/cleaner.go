@@ -101,9 +101,16 @@ func (b *Broker) compactAll(ctx context.Context, now time.Time) error {
 
 // compactMetadata runs one compaction pass over the metadata log, when its
 // config asks for one (metadataLogConfig; a log whose config does not is
-// left as it is).
+// left as it is): a single node's keeps the newest record of each key, a
+// cluster's what apply decided (metadata_origins.go).
 func (b *Broker) compactMetadata(ctx context.Context, now time.Time) error {
-	st, err := b.meta.log.Compact(ctx, now)
+	var st replica.CompactStats
+	var err error
+	if b.meta.raft != nil {
+		st, err = b.compactClusterMetadata(ctx, now)
+	} else {
+		st, err = b.meta.log.Compact(ctx, now)
+	}
 	switch {
 	case errors.Is(err, replica.ErrClosed):
 		// The broker is closing.
@@ -111,7 +118,7 @@ func (b *Broker) compactMetadata(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("compact %s: %w", metadataLogName, err)
 	case st.Cleaned:
 		b.logger.Info("compacted the metadata log", "segments", st.SegmentsRead,
-			"records_removed", st.RecordsRemoved, "bytes_before", st.BytesRead, "bytes_after", st.BytesWritten)
+			"records_removed", st.RecordsRemoved, "records_rewritten", st.RecordsRewritten, "bytes_before", st.BytesRead, "bytes_after", st.BytesWritten)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -52,8 +53,10 @@ type ClusterConfig struct {
 	// SetPeer tells the transport where a node joined later listens.
 	SetPeer func(node int32, addr string)
 	// OpenMetadataLog opens this node's replica of the metadata group in
-	// dir.
-	OpenMetadataLog func(dir string) (*replica.RaftLog, error)
+	// dir, with cfg and replica.RaftOptions.WholeSnapshots (the log is
+	// compacted by what apply decided, which only a replay from its start
+	// gives back: metadata_origins.go).
+	OpenMetadataLog func(dir string, cfg replica.Config) (*replica.RaftLog, error)
 	// OpenPartitionLog opens this node's replica of the partition group
 	// in dir, whose members are replicas; stateChanged is called (without
 	// blocking) whenever the group's term, leader or role changes.
@@ -101,14 +104,15 @@ const (
 // is at or above the end of every block asked for before, and refuses it
 // otherwise (another node's request came first: the node asks again above
 // it); either way the end of the blocks becomes at least End. So the end
-// is the largest End of all the records, and replay after compaction,
-// which keeps each node's newest record only, still gives an end above
-// every block granted: a node asks from the end it applied, which covers
-// its own earlier records.
+// is the largest End of all the records. Compaction keeps each node's
+// granted block and the record that raised the end last, a refused one
+// rewritten with Start -1 so that it is refused again wherever it stands
+// (applyCluster, metadata_origins.go).
 //
 // Logs written before hold requests under producerIDBlockKey itself:
 // Size ids after every block granted before, a running sum that only the
-// whole log gives (a reason a cluster's metadata log is not compacted).
+// whole log gives; compaction rewrites a kept one as the absolute block
+// it was granted.
 type producerIDBlockRecord struct {
 	Node  int32 `json:"node"`
 	Start int64 `json:"start,omitempty"`
@@ -133,10 +137,30 @@ func (st *metadataState) applyCluster(key string, value []byte) error {
 		if key == producerIDBlockKey { // the old request
 			r.Start, r.End = st.producerIDBlockEnd, st.producerIDBlockEnd+r.Size
 		}
-		if r.Start >= st.producerIDBlockEnd {
+		granted, raised := r.Start >= st.producerIDBlockEnd, r.End > st.producerIDBlockEnd
+		if granted {
 			st.producerBlocks[r.Node] = [2]int64{r.Start, r.End}
 		}
 		st.producerIDBlockEnd = max(st.producerIDBlockEnd, r.End)
+		if st.origins != nil && (granted || raised) {
+			// Kept as an absolute block under the node's key; one
+			// refused only raised the end, and is refused again at any
+			// place (Start -1).
+			if !granted {
+				r.Start = -1
+			}
+			v, err := json.Marshal(producerIDBlockRecord{Node: r.Node, Start: r.Start, End: r.End})
+			if err != nil {
+				return err
+			}
+			as := record.Record{Key: []byte(producerIDBlockKey + "/" + strconv.Itoa(int(r.Node))), Value: v}
+			if granted {
+				st.setOriginAs(string(as.Key), as)
+			}
+			if raised {
+				st.setOriginAs(producerIDEndPiece, as)
+			}
+		}
 		return nil
 	}
 	var r BrokerInfo
@@ -150,6 +174,7 @@ func (st *metadataState) applyCluster(key string, value []byte) error {
 		return nil
 	}
 	st.brokers[r.NodeID] = r
+	st.setOrigin(key)
 	return nil
 }
 
@@ -313,16 +338,32 @@ func (b *Broker) startApplying() {
 }
 
 // applyLoop applies the metadata log's committed records as they come,
-// until ctx ends.
+// until ctx ends. After a snapshot install, which replaced the log with
+// the leader's (compacted) one, it replays the whole log instead
+// (rebuildState).
 func (b *Broker) applyLoop(ctx context.Context) {
 	for {
 		b.mu.RLock()
-		next := b.appliedEnd
+		next, seen := b.appliedEnd, b.installsSeen
 		b.mu.RUnlock()
+		if b.meta.raft.Installs() != seen {
+			if err := b.rebuildState(ctx); err != nil {
+				b.logger.Error("replaying the metadata log after a snapshot install failed; retrying", "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
 		if err := b.meta.raft.WaitHighWatermark(ctx, next); err != nil {
 			return
 		}
 		end, err := readRecords(b.meta.log.Read, next, b.meta.log.HighWatermark(), func(h record.Header, recs []record.Record) error {
+			if b.meta.raft.Installs() != seen {
+				return errLogReplaced // what was read may be the new log's, compacted: not applied
+			}
 			for _, r := range recs {
 				if err := b.applyRecord(r); err != nil {
 					return err
@@ -330,6 +371,9 @@ func (b *Broker) applyLoop(ctx context.Context) {
 			}
 			return nil
 		})
+		if errors.Is(err, errLogReplaced) || err != nil && b.meta.raft.Installs() != seen {
+			continue // the log was replaced under the read: replayed whole next
+		}
 		if err != nil {
 			b.logger.Error("applying the metadata log failed; retrying", "offset", next, "err", err)
 			select {
@@ -344,6 +388,70 @@ func (b *Broker) applyLoop(ctx context.Context) {
 		b.applyChanged = make(chan struct{})
 		b.mu.Unlock()
 	}
+}
+
+// errLogReplaced stops the apply loop's read when a snapshot install
+// replaced the metadata log under it.
+var errLogReplaced = errors.New("the metadata log was replaced by a snapshot")
+
+// rebuildState replaces the applied metadata with a replay of the whole
+// log, once the snapshot install under way (if any) is done, and brings
+// the topics and definitions in line with it. The log a snapshot installs
+// may be compacted, which only a replay from its start gives back right:
+// applied on top of this node's state, it would miss the deletions of
+// keys this node holds whose tombstones the leader's cleaner dropped.
+func (b *Broker) rebuildState(ctx context.Context) error {
+	changed := b.meta.raft.Changed()
+	seq := b.meta.raft.Installs()
+	if seq%2 == 1 { // the install is under way
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	st, err := b.meta.load()
+	if err != nil {
+		return err
+	}
+	if b.meta.raft.Installs() != seq {
+		return nil // another install meanwhile: the loop comes back
+	}
+	b.mu.Lock()
+	old := b.state
+	// The ids of deleted topics the replay lost (tombstones compacted
+	// away) still name leftover directories (dirs.go): kept.
+	maps.Copy(old.deletedTopics, st.deletedTopics)
+	st.deletedTopics = old.deletedTopics
+	b.state, b.appliedEnd, b.installsSeen = st, st.end, seq
+	close(b.applyChanged)
+	b.applyChanged = make(chan struct{})
+	b.mu.Unlock()
+	b.logger.Info("replayed the metadata log a snapshot installed", "end", st.end)
+	for _, name := range slices.Sorted(maps.Keys(mapUnion(old.topics, st.topics))) {
+		b.reconcileTopic(name)
+	}
+	for _, key := range slices.Sorted(maps.Keys(mapUnion(old.definitions, st.definitions))) {
+		was, had := old.definitions[key]
+		now, has := st.definitions[key]
+		if had != has || !bytes.Equal(was, now) {
+			b.defs.applied(key, now)
+		}
+	}
+	b.nodeApplied()
+	return nil
+}
+
+// mapUnion is a map with the keys of both.
+func mapUnion[K comparable, V any](a, c map[K]V) map[K]struct{} {
+	u := make(map[K]struct{}, len(a)+len(c))
+	for k := range a {
+		u[k] = struct{}{}
+	}
+	for k := range c {
+		u[k] = struct{}{}
+	}
+	return u
 }
 
 // waitApplied waits until this node applied the metadata record at

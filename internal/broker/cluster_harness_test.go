@@ -21,6 +21,8 @@ type testCluster struct {
 	ids   []int32
 	base  string
 	nodes map[int32]*testNode
+	// configure, if set, changes every node's Config before it opens.
+	configure func(*Config)
 }
 
 // testNode is one running node of a testCluster.
@@ -38,7 +40,14 @@ const clusterWriteTimeout = 3 * time.Second
 // metadata group has a leader.
 func newTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, net: raft.NewMemNetwork(), base: t.TempDir(), nodes: map[int32]*testNode{}}
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with configure changing every
+// node's Config.
+func newTestClusterWith(t *testing.T, n int, configure func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, net: raft.NewMemNetwork(), base: t.TempDir(), nodes: map[int32]*testNode{}, configure: configure}
 	for i := range n {
 		c.ids = append(c.ids, int32(i+1))
 	}
@@ -95,7 +104,7 @@ func (c *testCluster) openBroker(id int32) (*Broker, error) {
 		addrs[n] = ""
 	}
 	off := false
-	return Open(Config{
+	cfg := Config{
 		DataDir:             filepath.Join(c.base, "node"+strconv.Itoa(int(id))),
 		NodeID:              id,
 		AutoLeaderRebalance: &off,
@@ -103,9 +112,9 @@ func (c *testCluster) openBroker(id int32) (*Broker, error) {
 		Cluster: &ClusterConfig{
 			Nodes:     c.ids,
 			NodeAddrs: addrs,
-			OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
-				return replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{Host: h, Group: 1, Members: voters,
-					Logger: slog.New(slog.DiscardHandler)})
+			OpenMetadataLog: func(dir string, lc replica.Config) (*replica.RaftLog, error) {
+				return replica.OpenRaft(dir, lc, replica.RaftOptions{Host: h, Group: 1, Members: voters,
+					Logger: slog.New(slog.DiscardHandler), WholeSnapshots: true})
 			},
 			OpenPartitionLog: func(dir string, group uint64, replicas []int32, lc replica.Config, stateChanged func()) (*replica.RaftLog, error) {
 				members := make([]uint64, len(replicas))
@@ -125,7 +134,11 @@ func (c *testCluster) openBroker(id int32) (*Broker, error) {
 			},
 			WriteTimeout: clusterWriteTimeout,
 		},
-	})
+	}
+	if c.configure != nil {
+		c.configure(&cfg)
+	}
+	return Open(cfg)
 }
 
 // stop closes node id's broker and host, and takes it off the network.

@@ -48,15 +48,21 @@ func leaderKey(topic [16]byte, partition int32) string {
 	return leaderKeyPrefix + hex.EncodeToString(topic[:]) + "/" + strconv.Itoa(int(partition))
 }
 
-// applyLeader applies a leader record: kept if its epoch is the newest.
+// applyLeader applies a leader record: kept if its epoch is the newest,
+// and its topic live (not a report that raced the topic's deletion, whose
+// leaders the deletion dropped: forgetTopic).
 func (st *metadataState) applyLeader(key string, value []byte) error {
 	var r leaderRecord
 	if err := json.Unmarshal(value, &r); err != nil {
 		return fmt.Errorf("metadata record %q: %w", key, err)
 	}
+	if !st.topicIDs[r.Topic] {
+		return nil
+	}
 	k := partitionKey{r.Topic, r.Partition}
 	if old, ok := st.leaders[k]; !ok || r.Epoch >= old.Epoch {
 		st.leaders[k] = r
+		st.setOrigin(key)
 	}
 	return nil
 }

@@ -80,8 +80,10 @@ func (st *metadataState) applyMembership(key string, value []byte) error {
 		st.nodes = map[int32]nodeRecord{}
 	}
 	st.nodes[r.NodeID] = r
+	st.setOrigin(key)
 	if r.Removed {
 		delete(st.brokers, r.NodeID)
+		st.dropOrigin(brokerKey(r.NodeID))
 	}
 	return nil
 }

@@ -26,12 +26,14 @@ const (
 	metadataLogName = metadataTopic + "-0"
 )
 
-// A metadata record is keyed by what it describes and replay's result
-// depends on the newest record of each key only, so the log is compacted
-// like any other compacted log (metadataLogConfig; the table in
-// docs/replication.md "The metadata log is compacted" says why each record
-// type keeps to this). What is deleted is a tombstone (a null value) of its
-// key, which compaction drops once delete.retention.ms has passed.
+// A metadata record is keyed by what it describes. On a single node
+// replay's result depends on the newest record of each key only, so the
+// log is compacted like any other compacted log (metadataLogConfig); in a
+// cluster apply may ignore the newest, and the cleaner keeps what apply
+// decided instead (metadata_origins.go; the table in docs/replication.md
+// "The metadata log is compacted" says what each record type keeps). What
+// is deleted is a tombstone (a null value) of its key, which compaction
+// drops once delete.retention.ms has passed.
 const clusterKey = "cluster"
 
 func topicKey(name string) string { return "topic/" + name }
@@ -110,9 +112,13 @@ type metadataLog struct {
 func openMetadataLog(dataDir string, self int32, cluster *ClusterConfig, segmentBytes int64, logger *slog.Logger) (*metadataLog, error) {
 	dir := filepath.Join(dataDir, metadataLogName)
 	if cluster != nil {
-		l, err := cluster.OpenMetadataLog(dir)
+		l, err := cluster.OpenMetadataLog(dir, metadataLogConfig(segmentBytes))
 		if err != nil {
 			return nil, fmt.Errorf("open metadata log: %w", err)
+		}
+		if !l.WholeSnapshots() {
+			l.Close()
+			return nil, errors.New("open metadata log: its replica must install snapshots whole (replica.RaftOptions.WholeSnapshots)")
 		}
 		// The replay at start must see every record this node has:
 		// Raft keeps no commit index on disk, so a restarted replica
@@ -186,17 +192,23 @@ func (m *metadataLog) writeBatch(recs []record.Record) error {
 }
 
 // replay calls fn for every record in the log below its high watermark
-// (its end on a single node), oldest first. The log may be compacted:
-// offsets between batches may be gone, and so may the last batches below
-// the end (their records superseded), so running out of batches early is
-// no error.
-func (m *metadataLog) replay(fn func(r record.Record) error) (end int64, err error) {
-	end = m.log.HighWatermark()
+// (its end on a single node), oldest first, with its offset. The log may
+// be compacted: offsets between batches may be gone, and so may the last
+// batches below the end (their records superseded), so running out of
+// batches early is no error.
+func (m *metadataLog) replay(fn func(off int64, r record.Record) error) (end int64, err error) {
+	return m.replayBelow(m.log.HighWatermark(), fn)
+}
+
+// replayBelow is replay up to end, which is at most the high watermark.
+func (m *metadataLog) replayBelow(end int64, fn func(off int64, r record.Record) error) (int64, error) {
 	var fnErr error // returned as is; the log's own errors get a prefix
-	_, err = readRecords(m.log.Read, m.log.StartOffset(), end, func(_ record.Header, recs []record.Record) error {
+	_, err := readRecords(m.log.Read, m.log.StartOffset(), end, func(h record.Header, recs []record.Record) error {
 		for _, r := range recs {
-			if fnErr = fn(r); fnErr != nil {
-				return fnErr
+			if off := h.BaseOffset + int64(r.OffsetDelta); off < end {
+				if fnErr = fn(off, r); fnErr != nil {
+					return fnErr
+				}
 			}
 		}
 		return nil
@@ -214,6 +226,7 @@ func (m *metadataLog) replay(fn func(r record.Record) error) (end int64, err err
 type metadataState struct {
 	clusterID     string
 	topics        map[string]topicRecord // live topics only
+	topicIDs      map[[16]byte]bool      // their ids
 	deletedTopics map[[16]byte]bool      // IDs of deleted topics
 	definitions   map[string][]byte      // live keys of the definition store
 
@@ -231,18 +244,30 @@ type metadataState struct {
 	// reassignments in progress (membership.go, reassign.go).
 	nodes         map[int32]nodeRecord
 	reassignments map[partitionKey]reassignRecord
+
+	// at is the offset of the record being applied, and origins, in the
+	// state the cleaner replays (nil in the broker's), the record each
+	// piece of the state came from (metadata_origins.go).
+	at      int64
+	origins map[string]origin
 }
 
 func newMetadataState() metadataState {
-	return metadataState{topics: map[string]topicRecord{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
+	return metadataState{topics: map[string]topicRecord{}, topicIDs: map[[16]byte]bool{}, deletedTopics: map[[16]byte]bool{}, definitions: map[string][]byte{},
 		brokers: map[int32]BrokerInfo{}, producerBlocks: map[int32][2]int64{}, leaders: map[partitionKey]leaderRecord{}}
 }
 
 func (m *metadataLog) load() (metadataState, error) {
 	st := newMetadataState()
-	end, err := m.replay(st.apply)
+	end, err := m.replay(st.applyAt)
 	st.end = end
 	return st, err
+}
+
+// applyAt applies the record at offset off.
+func (st *metadataState) applyAt(off int64, r record.Record) error {
+	st.at = off
+	return st.apply(r)
 }
 
 // apply applies one metadata record to the state.
@@ -255,6 +280,7 @@ func (st *metadataState) apply(r record.Record) error {
 			return fmt.Errorf("metadata record %q: %w", key, err)
 		}
 		st.clusterID = c.ClusterID
+		st.setOrigin(key)
 	case strings.HasPrefix(key, "topic/") && value == nil:
 		st.deleteTopic(key[len("topic/"):], r.Headers)
 	case strings.HasPrefix(key, "topic/"):
@@ -268,11 +294,23 @@ func (st *metadataState) apply(r record.Record) error {
 			// node records a deletion first).
 			break
 		}
+		st.setOrigin(key)
+		live, wasLive := st.topics[t.Name]
 		if t.Deleted {
+			if wasLive {
+				st.forgetTopic(live.ID, live.Partitions)
+			}
 			delete(st.topics, t.Name)
 			st.deletedTopics[t.ID] = true
-		} else {
-			st.topics[t.Name] = t
+			break
+		}
+		if !wasLive {
+			st.topicIDs[t.ID] = true
+			st.setOrigin(createdPiece(t.ID))
+		}
+		st.topics[t.Name] = t
+		for p := range t.Partitions { // the record holds every partition's replicas
+			st.dropOrigin(replicasPiece(t.ID, p))
 		}
 	case key == producerIDsKey:
 		var r producerIDsRecord
@@ -280,15 +318,20 @@ func (st *metadataState) apply(r record.Record) error {
 			return fmt.Errorf("metadata record %q: %w", key, err)
 		}
 		st.producerIDBlockEnd = r.BlockEnd
+		st.setOrigin(key)
 	case strings.HasPrefix(key, definitionPrefix):
 		k := key[len(definitionPrefix):]
 		live, ok := st.definitions[k]
 		switch {
 		case !definitionApplies(r.Headers, live, ok): // a PutIf whose condition failed
+		case value == nil && !ok: // a barrier, or a deletion of a key already gone
+			st.setOriginIfNone(key) // so that a kept tombstone stays kept while tombstones are
 		case value == nil:
 			delete(st.definitions, k)
+			st.setOrigin(key)
 		default:
 			st.definitions[k] = value
+			st.setOrigin(key)
 		}
 	case strings.HasPrefix(key, brokerKeyPrefix), strings.HasPrefix(key, producerIDBlockKey):
 		return st.applyCluster(key, value)
@@ -308,8 +351,13 @@ func (st *metadataState) deleteTopic(name string, headers []record.RecordHeader)
 	if !ok {
 		return
 	}
-	if live, ok := st.topics[name]; ok && live.ID == id {
+	switch live, ok := st.topics[name]; {
+	case ok && live.ID == id:
 		delete(st.topics, name)
+		st.forgetTopic(id, live.Partitions)
+		st.setOrigin(topicKey(name))
+	case !ok:
+		st.setOriginIfNone(topicKey(name)) // as for a definition's tombstone
 	}
 	st.deletedTopics[id] = true
 }

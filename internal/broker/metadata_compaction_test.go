@@ -35,10 +35,14 @@ func snapshotMetadata(t *testing.T, b *Broker) metadataSnapshot {
 	return s
 }
 
-// metadataLogBytes is the bytes of the metadata log's segments.
+// metadataLogBytes is the bytes of the metadata log's segments (in a
+// cluster, in the replica's "log" directory).
 func metadataLogBytes(t *testing.T, dataDir string) int64 {
 	t.Helper()
 	segs, err := filepath.Glob(filepath.Join(dataDir, metadataLogName, "*.log"))
+	if err == nil && len(segs) == 0 {
+		segs, err = filepath.Glob(filepath.Join(dataDir, metadataLogName, "log", "*.log"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +146,9 @@ func TestMetadataLogCompacts(t *testing.T) {
 // TestProducerIDBlocksSurviveCompaction: two nodes asking for producer id
 // blocks at once, from the same applied end, get blocks that never
 // overlap (the second is refused and asks again above), and a replay of
-// the log as compaction leaves it (each key's newest record, in log order)
-// ends above every block granted, so no id is handed out twice after a
-// restart. The old request record (a size added to a running sum) gave,
+// each key's newest record, in log order, ends above every block granted
+// (a cluster's compaction keeps more: TestMetadataCompactionKeepsAppliedState),
+// so no id is handed out twice after a restart. The old request record (a size added to a running sum) gave,
 // after compaction, the end of one block only.
 func TestProducerIDBlocksSurviveCompaction(t *testing.T) {
 	const size = 1000

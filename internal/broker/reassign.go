@@ -58,17 +58,23 @@ func (st *metadataState) applyReassignment(key string, value []byte) error {
 	k := partitionKey{topic: r.TopicID, partition: r.Partition}
 	if r.Done {
 		delete(st.reassignments, k)
+		st.dropOrigin(key)
 		if t, ok := st.topics[r.Topic]; ok && t.ID == r.TopicID && int(r.Partition) < len(t.Replicas) {
 			t.Replicas = slices.Clone(t.Replicas) // the old record's slice may be in use
 			t.Replicas[r.Partition] = r.Target
 			st.topics[r.Topic] = t
+			st.setOrigin(replicasPiece(r.TopicID, r.Partition))
 		}
 		return nil
+	}
+	if !st.topicIDs[r.TopicID] {
+		return nil // it raced the topic's deletion, which dropped its reassignments
 	}
 	if st.reassignments == nil {
 		st.reassignments = map[partitionKey]reassignRecord{}
 	}
 	st.reassignments[k] = r
+	st.setOrigin(key)
 	return nil
 }
 

@@ -114,9 +114,9 @@ func startCluster(ctx context.Context, cfg Config, logger *slog.Logger) (*cluste
 		Nodes:     ids,
 		NodeAddrs: nodes,
 		SetPeer:   func(node int32, addr string) { tr.SetPeer(uint64(node), addr) },
-		OpenMetadataLog: func(dir string) (*replica.RaftLog, error) {
-			l, err := replica.OpenRaft(dir, replica.DefaultConfig(), replica.RaftOptions{
-				Host: h, Group: metadataGroup, Members: voters, Logger: logger})
+		OpenMetadataLog: func(dir string, lc replica.Config) (*replica.RaftLog, error) {
+			l, err := replica.OpenRaft(dir, lc, replica.RaftOptions{
+				Host: h, Group: metadataGroup, Members: voters, Logger: logger, WholeSnapshots: true})
 			if err == nil && cc.Join == "" {
 				if err = checkInitialCluster(uint64(self), voters, l.Replicas()); err != nil {
 					l.Close()

@@ -143,6 +143,9 @@ type (
 	ScrubStats   = seglog.ScrubStats
 	// CompactStats is the outcome of a compaction pass.
 	CompactStats = seglog.CompactStats
+	// Retainer decides what a compaction pass keeps, for a log whose
+	// reader decides which record of a key holds its value.
+	Retainer = seglog.Retainer
 	// CorruptionError is damage found in the log's files: the log is
 	// offline until an operator repairs it.
 	CorruptionError = seglog.CorruptionError

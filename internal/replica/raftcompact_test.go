@@ -180,7 +180,18 @@ func compactUntilCleaned(t *testing.T, l *replica.RaftLog) {
 func checkLatest(t *testing.T, l *replica.RaftLog, want map[string]string) {
 	t.Helper()
 	got := map[string]string{}
-	for next := l.StartOffset(); next < l.HighWatermark(); {
+	forEachRecord(t, l, l.HighWatermark(), func(_ int64, r record.Record) {
+		got[string(r.Key)] = string(r.Value)
+	})
+	if !maps.Equal(got, want) {
+		t.Fatalf("%s holds\n%v\nwant\n%v", l.Dir(), got, want)
+	}
+}
+
+// forEachRecord calls fn with each record of l below end, and its offset.
+func forEachRecord(t *testing.T, l *replica.RaftLog, end int64, fn func(off int64, r record.Record)) {
+	t.Helper()
+	for next := l.StartOffset(); next < end; {
 		s, err := l.Read(next, 1<<20)
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +199,7 @@ func checkLatest(t *testing.T, l *replica.RaftLog, want map[string]string) {
 		b, err := s.Bytes()
 		s.Release()
 		if err != nil || len(b) == 0 {
-			t.Fatalf("read at %d below %d: %d bytes, %v", next, l.HighWatermark(), len(b), err)
+			t.Fatalf("read at %d below %d: %d bytes, %v", next, end, len(b), err)
 		}
 		for len(b) > 0 {
 			h, err := record.Verify(b)
@@ -200,13 +211,12 @@ func checkLatest(t *testing.T, l *replica.RaftLog, want map[string]string) {
 				t.Fatal(err)
 			}
 			for _, r := range recs {
-				got[string(r.Key)] = string(r.Value)
+				if off := h.BaseOffset + int64(r.OffsetDelta); off >= next && off < end {
+					fn(off, r)
+				}
 			}
-			next = h.LastOffset() + 1
+			next = max(next, h.LastOffset()+1)
 			b = b[h.Size():]
 		}
-	}
-	if !maps.Equal(got, want) {
-		t.Fatalf("%s holds\n%v\nwant\n%v", l.Dir(), got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -81,6 +82,14 @@ type RaftOptions struct {
 	// StateChanged, if set, hears every change of the group's term,
 	// leader or role, on the host's loop: it must not block.
 	StateChanged func(raft.Status)
+	// WholeSnapshots makes every snapshot install replace the whole log
+	// with the leader's, from its start, rather than keep what this
+	// replica had below its high watermark: for a log whose reader
+	// rebuilds its state from the whole log after an install (Installs),
+	// which a mix of its own records and a leader's compacted ones could
+	// get wrong (a deletion the leader compacted away, of a key this
+	// replica's own records set). KRaft loads a snapshot as a whole image.
+	WholeSnapshots bool
 }
 
 // Errors of a RaftLog.
@@ -157,7 +166,7 @@ func openRaft(dir string, cfg Config, opt RaftOptions) (*RaftLog, error) {
 	l := &RaftLog{dir: dir, host: opt.Host, fsync: opt.Fsync, logger: opt.Logger.With("group", opt.Group), changed: make(chan struct{}), notify: opt.StateChanged}
 	l.status.Store(&raft.Status{ID: opt.Group})
 	l.compacted.Store(cfg.Compact)
-	l.rep = &raftReplica{local: local, state: state, logger: l.logger, window: uint64(opt.Window), events: l}
+	l.rep = &raftReplica{local: local, state: state, logger: l.logger, window: uint64(opt.Window), events: l, whole: opt.WholeSnapshots}
 	if err := l.start(st, opt); err != nil {
 		l.rep.close()
 		return nil, err
@@ -503,18 +512,36 @@ func (l *RaftLog) ApplyRetention(now time.Time) (int, error) {
 // pass compacts anyway, giving up the index of the closed segments'
 // entries. A follower lagging into them catches up from a snapshot.
 func (l *RaftLog) Compact(ctx context.Context, now time.Time) (CompactStats, error) {
+	return l.CompactRetaining(ctx, now, math.MaxInt64, nil)
+}
+
+// CompactRetaining is Compact with retain, if not nil, deciding what
+// stays, and no segment holding offsets at or past limit rewritten: the
+// broker's metadata log compacts only what its reader has applied.
+func (l *RaftLog) CompactRetaining(ctx context.Context, now time.Time, limit int64, retain Retainer) (CompactStats, error) {
 	if !l.compacted.Load() {
 		return CompactStats{}, nil // the index stays: no pass would use the room
 	}
 	if _, err := l.rep.releaseBelow(l.rep.local.log.ActiveBase()); err != nil {
 		return CompactStats{}, err
 	}
-	limit := l.rep.retainedFrom()
+	limit = min(limit, l.rep.retainedFrom())
 	if err := l.rep.Sync(); err != nil { // the anchor durable before anything below it changes
 		return CompactStats{}, err
 	}
-	return l.rep.local.log.CompactBelow(ctx, now, limit)
+	return l.rep.local.log.CompactRetaining(ctx, now, limit, retain)
 }
+
+// Installs counts the snapshot installs of this replica since it opened
+// (recovery finishing one counts), twice each: at its start, after which
+// the count is odd until it ends. A reader that applies the log as it
+// grows learns from a change that the log was replaced; what it read
+// while the count was odd, or changed, may be of either log.
+func (l *RaftLog) Installs() uint64 { return l.rep.installs.Load() }
+
+// WholeSnapshots reports whether the replica was opened with
+// RaftOptions.WholeSnapshots.
+func (l *RaftLog) WholeSnapshots() bool { return l.rep.whole }
 
 // Scrub verifies this replica's log.
 func (l *RaftLog) Scrub(ctx context.Context, opt ScrubOptions) (ScrubStats, error) {

@@ -27,6 +27,11 @@ type raftReplica struct {
 	logger *slog.Logger
 	window uint64 // entries kept below the applied one for followers that lag
 	events replicaEvents
+	whole  bool // RaftOptions.WholeSnapshots
+
+	// installs counts the starts and ends of snapshot installs since the
+	// replica opened: odd while one is changing the log (or failed to).
+	installs atomic.Uint64
 
 	mu          sync.RWMutex // guards everything below
 	hard        hardState    // as Raft last gave it (the commit index in the file is only a hint)

@@ -117,7 +117,7 @@ func (r *raftReplica) PrepareSnapshot(s *pb.Snapshot) (int64, bool, error) {
 	// Below this replica's own start its log cannot be cut: after a
 	// restart its high watermark can lie there (the last entry applied
 	// before is not recorded), and then it starts over too.
-	st.reset = st.from < m.start || st.from < r.local.StartOffset()
+	st.reset = r.whole || st.from < m.start || st.from < r.local.StartOffset()
 	if st.reset {
 		st.from = m.start
 		if m.start < m.end {
@@ -317,6 +317,9 @@ func (r *raftReplica) install(s *pb.Snapshot) error {
 // staged log: at a snapshot's arrival, or again after a crash. Caller
 // holds mu.
 func (r *raftReplica) completeInstall(in *installing) error {
+	if r.installs.Load()%2 == 0 { // odd while the log changes under its readers (still, if an install failed)
+		r.installs.Add(1)
+	}
 	staged := r.stage.log
 	if staged.StartOffset() > in.from || staged.EndOffset() != in.end {
 		return &CorruptionError{File: staged.Dir(), Err: fmt.Errorf(
@@ -359,6 +362,7 @@ func (r *raftReplica) completeInstall(in *installing) error {
 	if err := r.state.sync(); err != nil {
 		return err
 	}
+	r.installs.Add(1)
 	r.logger.Info("installed a snapshot", "index", in.index, "term", in.term, "from", in.from, "end", in.end, "reset", in.reset)
 	err = r.dropStage()
 	r.events.advanced()

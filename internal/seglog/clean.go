@@ -2,11 +2,13 @@ package seglog
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
@@ -17,6 +19,7 @@ type groupStats struct {
 	segments     int
 	records      int64
 	removed      int64
+	rewritten    int64
 	tombstones   int64
 	bytesRead    int64
 	bytesWritten int64
@@ -47,7 +50,7 @@ type cleanResult struct {
 // the log's first segment (logStart) is never deleted, so that compaction
 // cannot move the log start offset: if nothing of it is left, an empty
 // batch covering its last offset stays.
-func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool, latest map[string]int64, producers producerLastBatches, now time.Time, cfg Config) (cleanResult, groupStats, error) {
+func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool, rule recordRule, producers producerLastBatches, now time.Time, cfg Config) (cleanResult, groupStats, error) {
 	gs := groupStats{segments: len(group)}
 	out, err := createCleaned(l.dir, group[0].view.seg.base)
 	if err != nil {
@@ -57,7 +60,7 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 	replaced := 0               // sources up to the last one that kept something
 	var firstLast record.Header // the last batch of group[0]
 	for k, src := range group {
-		f := recordFilter{latest: latest, producers: producers, keepTombstones: now.UnixMilli()-src.maxTs <= cfg.DeleteRetentionMs, stats: &gs}
+		f := recordFilter{rule: rule, producers: producers, keepTombstones: now.UnixMilli()-src.maxTs <= cfg.DeleteRetentionMs, stats: &gs}
 		err = src.view.forEachBatch(ctx, func(batch []byte, h record.Header) error {
 			if k == 0 {
 				firstLast = h
@@ -93,7 +96,7 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 	}
 	gs.bytesWritten = out.size
 	switch {
-	case len(group) == 1 && gs.removed == 0:
+	case len(group) == 1 && gs.removed == 0 && gs.rewritten == 0:
 		out.discard()
 		return cleanResult{}, gs, nil
 	case replaced == 0:
@@ -106,9 +109,16 @@ func (l *Log) cleanGroup(ctx context.Context, group []cleanSource, logStart bool
 	return cleanResult{out: out, replaced: replaced, deleted: replaced < len(group)}, gs, nil
 }
 
+// recordRule is what decides which keyed records a pass keeps: keep if
+// set (a Retainer's), else the newest record of each key.
+type recordRule struct {
+	latest map[string]int64 // key -> offset of its latest record in the dirty range
+	keep   func(off int64, r record.Record) (record.Record, bool)
+}
+
 // recordFilter decides which records of a batch compaction keeps.
 type recordFilter struct {
-	latest         map[string]int64 // key -> offset of its latest record in the dirty range
+	rule           recordRule
 	producers      producerLastBatches
 	keepTombstones bool // the batch's segment is within delete.retention.ms
 	stats          *groupStats
@@ -139,14 +149,19 @@ func (f *recordFilter) filter(batch []byte, h record.Header) ([][]byte, error) {
 		return nil, nil
 	}
 	keep := make([]bool, len(recs))
-	kept := 0
+	kept, rewritten := 0, 0
 	for i, r := range recs {
-		if keep[i] = f.keep(r, h.BaseOffset+int64(r.OffsetDelta)); keep[i] {
+		var changed bool
+		if recs[i], keep[i], changed = f.keep(r, h.BaseOffset+int64(r.OffsetDelta)); keep[i] {
 			kept++
+			if changed {
+				rewritten++
+			}
 		}
 	}
 	f.stats.removed += int64(len(recs) - kept)
-	if kept == len(recs) {
+	f.stats.rewritten += int64(rewritten)
+	if kept == len(recs) && rewritten == 0 {
 		return [][]byte{batch}, nil
 	}
 	var out [][]byte
@@ -180,19 +195,34 @@ func removedTail(keep []bool) int {
 	return i
 }
 
-// keep is the compaction rule for one record at offset off.
-func (f *recordFilter) keep(r record.Record, off int64) bool {
+// keep is the compaction rule for one record at offset off: whether it
+// stays, as what, and whether that is a change of it.
+func (f *recordFilter) keep(r record.Record, off int64) (record.Record, bool, bool) {
 	if r.Key == nil {
-		return false // Kafka's cleaner drops these too; a compacted topic refuses them
+		return r, false, false // Kafka's cleaner drops these too; a compacted topic refuses them
 	}
-	if latest, ok := f.latest[string(r.Key)]; ok && latest > off {
-		return false
+	out := r
+	if f.rule.keep != nil {
+		var ok bool
+		if out, ok = f.rule.keep(off, r); !ok {
+			return r, false, false
+		}
+	} else if latest, ok := f.rule.latest[string(r.Key)]; ok && latest > off {
+		return r, false, false
 	}
 	if r.Value == nil && !f.keepTombstones {
 		f.stats.tombstones++
-		return false
+		return r, false, false
 	}
-	return true
+	return out, true, !sameRecord(out, r)
+}
+
+// sameRecord reports whether a Retainer left r as it was.
+func sameRecord(a, b record.Record) bool {
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) && (a.Value == nil) == (b.Value == nil) &&
+		slices.EqualFunc(a.Headers, b.Headers, func(x, y record.RecordHeader) bool {
+			return x.Key == y.Key && bytes.Equal(x.Value, y.Value)
+		})
 }
 
 // Suffixes of the files of a compacted segment on its way in (swap.go).

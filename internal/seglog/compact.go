@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/record"
 )
 
 // Log compaction (cleanup.policy=compact), as Kafka's log cleaner does it.
@@ -63,6 +65,7 @@ type CompactStats struct {
 	SegmentsWritten   int   // compacted segments swapped in for them (segments left empty are deleted)
 	RecordsRead       int64 // records in the segments read
 	RecordsRemoved    int64 // superseded records, expired tombstones and records without a key
+	RecordsRewritten  int64 // kept records a Retainer changed
 	TombstonesRemoved int64 // of RecordsRemoved, tombstones past delete.retention.ms
 	BytesRead         int64
 	BytesWritten      int64
@@ -93,6 +96,24 @@ func (l *Log) CompactContext(ctx context.Context, now time.Time) (CompactStats, 
 // no longer reads back entry by entry (see replica.RaftLog.Compact), as
 // ApplyRetentionBelow deletes only below such a limit.
 func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (CompactStats, error) {
+	return l.CompactRetaining(ctx, now, limit, nil)
+}
+
+// A Retainer decides what a compaction pass keeps in place of the newest
+// record of each key, for a log whose reader decides which record of a key
+// holds its value (the broker's metadata log, where a conditional write
+// may be ignored). A pass that will rewrite the log calls it once, with
+// the offset that every segment it rewrites ends at or below (all its
+// compactable closed segments, clean ones included), and then calls keep
+// for every record of those segments: whether the record at offset off
+// stays, and the record to write in its place (r, or r changed, offset
+// and timestamp kept). Records without a key, and tombstones past
+// delete.retention.ms, go whatever keep says.
+type Retainer func(through int64) (keep func(off int64, r record.Record) (record.Record, bool), err error)
+
+// CompactRetaining is CompactBelow with retain, if not nil, deciding what
+// stays.
+func (l *Log) CompactRetaining(ctx context.Context, now time.Time, limit int64, retain Retainer) (CompactStats, error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
 	p, err := l.planClean(now, limit)
@@ -105,17 +126,27 @@ func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (Com
 		return stats, nil
 	}
 
-	keys, dirtyCount, err := buildOffsetMap(ctx, p.srcs[p.firstDirty:])
-	if err != nil {
-		return stats, l.cleanError(err)
+	var keys map[string]int64
+	dirtyCount := len(p.srcs) - p.firstDirty // a retainer keeps its own map
+	if retain == nil {
+		if keys, dirtyCount, err = buildOffsetMap(ctx, p.srcs[p.firstDirty:]); err != nil {
+			return stats, l.cleanError(err)
+		}
 	}
 	cleanEnd := p.firstDirty + dirtyCount
+	through := p.srcs[cleanEnd-1].view.next
+	var keep func(int64, record.Record) (record.Record, bool)
+	if retain != nil {
+		if keep, err = retain(through); err != nil {
+			return stats, err
+		}
+	}
 	producers, err := lastProducerBatches(ctx, p.srcs, now, p.cfg.ProducerIDExpirationMs)
 	if err != nil {
 		return stats, l.cleanError(err)
 	}
 	for i, group := range groupSources(p.srcs[:cleanEnd], p.cfg.SegmentBytes) {
-		res, gs, err := l.cleanGroup(ctx, group, i == 0, keys, producers, now, p.cfg)
+		res, gs, err := l.cleanGroup(ctx, group, i == 0, recordRule{latest: keys, keep: keep}, producers, now, p.cfg)
 		stats.add(gs)
 		if err != nil {
 			return stats, l.cleanError(err)
@@ -134,7 +165,6 @@ func (l *Log) CompactBelow(ctx context.Context, now time.Time, limit int64) (Com
 		}
 	}
 
-	through := p.srcs[cleanEnd-1].view.next
 	// Losing this file to a crash only makes the next pass redo this one.
 	if err := writeOffsetFile(l.dir, cleanerOffsetFile, through, false); err != nil {
 		return stats, l.cleanError(err)
@@ -161,6 +191,7 @@ func (s *CompactStats) add(g groupStats) {
 	s.SegmentsRead += g.segments
 	s.RecordsRead += g.records
 	s.RecordsRemoved += g.removed
+	s.RecordsRewritten += g.rewritten
 	s.TombstonesRemoved += g.tombstones
 	s.BytesRead += g.bytesRead
 	s.BytesWritten += g.bytesWritten
