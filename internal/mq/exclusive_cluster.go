@@ -48,11 +48,12 @@ const exclusiveIDPrefix = "x-"
 
 // forwardToDeletedExclusive reports whether req, made to this node for a
 // queue it no longer has, forwards messages to an exclusive queue: those
-// are dropped and confirmed, as RabbitMQ confirms a message whose queue
-// was deleted before it got there. Subscribers come and go (their
-// queues with their connections): a publisher to their exchange is not
-// nacked for that. A durable queue's is nacked instead: the home node
-// may not have caught up with its definitions yet.
+// are dropped and confirmed at once, as RabbitMQ confirms a message whose
+// queue was deleted before it got there (gone.go). Subscribers come and
+// go (their queues with their connections): a publisher to their
+// exchange is not nacked for that. A durable queue's is confirmed only
+// once the home node caught up with its definitions: until then the
+// queue may be one declared just now.
 func forwardToDeletedExclusive(req *remoteRequest) bool {
 	return req.Op == opPublish && strings.HasPrefix(req.Queue, exclusiveIDPrefix)
 }

@@ -181,6 +181,9 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			res.Rejected++
 		}
 		if logged != nil {
+			if m := q.quorum.Load(); m != nil {
+				logged = m.confirmTarget(logged)
+			}
 			stores = append(stores, logged)
 		}
 	}

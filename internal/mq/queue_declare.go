@@ -487,6 +487,7 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			}
 		}
 	}
+	q.gone.Store(true)
 	v.mu.Lock()
 	var emptied []*exchange
 	for _, ref := range refs {

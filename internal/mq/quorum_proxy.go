@@ -485,7 +485,7 @@ func (f *remoteForward) Sync() error {
 		if err == nil {
 			err = replyError(reply)
 		}
-		if err != nil {
+		if err != nil && !rq.q.gone.Load() { // deleted here meanwhile: confirmed (gone.go)
 			f.err = errors.Join(errors.New("mq: forward to the queue's leader or home node"), err)
 		}
 	})
