@@ -150,7 +150,8 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	switch req.Op {
 	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
-	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals:
+	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals,
+		opLocalBindings:
 		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
