@@ -18,7 +18,22 @@ type nodeCalls struct {
 	mu       sync.Mutex
 	handlers map[int32]func(ctx context.Context, from int32, data []byte) ([]byte, error)
 	down     map[int32]bool
+	removed  map[int32]bool  // nodes removed from the cluster: not among its Nodes
 	sent     []remoteRequest // every request sent, in order
+}
+
+// remove removes node from the cluster's nodes.
+func (c *nodeCalls) remove(node int32) {
+	c.mu.Lock()
+	c.removed[node] = true
+	c.mu.Unlock()
+}
+
+// nodes are ids but the removed ones.
+func (c *nodeCalls) nodes(ids []int32) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return c.removed[id] })
 }
 
 func (c *nodeCalls) setDown(node int32, down bool) {
@@ -66,7 +81,8 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 // their node calls wired to each other.
 func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
-	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
+	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{},
+		removed: map[int32]bool{}}
 	envs := make([]*env, nodes)
 	ids := make([]int32, nodes)
 	for i := range ids {
@@ -76,7 +92,7 @@ func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
 		calls.config(cc, d.node)
-		cc.Nodes = func() []int32 { return ids }
+		cc.Nodes = func() []int32 { return calls.nodes(ids) }
 		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
 	}
 	return envs, calls

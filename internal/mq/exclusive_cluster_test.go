@@ -201,3 +201,37 @@ func (e *env) drainAs(queue string, conn ConnID) []string {
 		out = append(out, string(d.Message.Body))
 	}
 }
+
+// TestExclusiveRecordsOfRemovedNode: node 1, with an exclusive queue
+// bound to a durable exchange, goes down and is removed for good. The
+// node that carries out the removal (node 2, its removal hook) drops the
+// queue's record and its binding's once the removal applied; node 3
+// follows, and a client there declares the name again (no 405) and gets
+// what node 2 publishes to the exchange.
+func TestExclusiveRecordsOfRemovedNode(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 3)
+	removed, remover, other := envs[0], envs[1], envs[2]
+	removed.declareExchange("news", "fanout", true, nil)
+	removed.declareExclusive("sub", 7)
+	other.waitBound("sub")
+	calls.setDown(1, true)
+
+	if err := remover.r.PrepareRemoval(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if keys := remover.recordedKeys(queueKeyPrefix); len(keys) != 1 {
+		t.Fatalf("queue records %q before node 1's removal applied, want its exclusive queue's", keys)
+	}
+	calls.remove(1) // the removal applies
+	eventually(t, "node 1's records dropped", func() bool {
+		return len(remover.recordedKeys(queueKeyPrefix)) == 0 && len(remover.recordedKeys(bindingKeyPrefix)) == 0
+	})
+	eventually(t, "node 3's placeholder gone", func() bool { return other.v.queue("sub") == nil })
+
+	other.declareExclusive("sub", 9)
+	remover.waitBound("sub")
+	waitDurable(t, remover.publish(msg("news", "", "again")))
+	if got := other.drainAs("sub", 9); len(got) != 1 {
+		t.Fatalf("the exclusive queue declared on node 3 holds %q", got)
+	}
+}

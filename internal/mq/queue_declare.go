@@ -474,8 +474,9 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 		}
 	}
 	// A deletion this node only follows writes nothing, and another
-	// node's exclusive queue's records are its home node's to delete.
-	if !cleanup.followed && !q.foreignExclusive() {
+	// node's exclusive queue's records are its home node's to delete,
+	// unless that node was removed (dropExclusiveOf).
+	if !cleanup.followed && (!q.foreignExclusive() || cleanup.orphans) {
 		for _, ref := range refs {
 			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
 				return err
@@ -528,6 +529,9 @@ type deletions struct {
 	// write would be wrong, too: the name may be defined again since,
 	// and its binding keys (made of names) be the new queue's.
 	followed bool
+	// orphans marks deletions of a removed node's exclusive queues,
+	// whose records this node deletes for it (exclusive_cluster.go).
+	orphans bool
 }
 
 func (d *deletions) run(r *Registry) {
