@@ -86,8 +86,11 @@ func (v *VHost) declareQueue(d QueueDef) (*queue, bool, error) {
 		if err := checkStreamProperties(d, v.name); err != nil {
 			return nil, false, err
 		}
-		q, err := v.createStreamQueue(d)
-		return q, err == nil, err
+		q, created, err := v.createStreamQueue(d)
+		if err == nil && !created {
+			err = v.redeclared(q, d) // another node's declare of the name landed first
+		}
+		return q, created, err
 	}
 	d.Durable = d.Durable && !d.Exclusive
 	q, created, err := v.createQueue(d)
