@@ -62,14 +62,12 @@ func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Regist
 	return srvs, regs
 }
 
-// TestOtherNodesTransientObjects: node 2's API lists node 1's transient
-// queue (with its node and figures) and transient exchange, shows each
-// alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
-// are missing and node 1 is named in Wharf-Unanswered-Nodes.
-func TestOtherNodesTransientObjects(t *testing.T) {
-	var up atomic.Bool
-	up.Store(true)
-	srvs, regs := twoNodes(t, &up)
+// withTransients is twoNodes, with node 1's transient queue "scratch"
+// and transient topic exchange "events"; it returns node 1's vhost "/"
+// too.
+func withTransients(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, *mq.VHost) {
+	t.Helper()
+	srvs, regs := twoNodes(t, up)
 	v1, err := regs[0].VHost("/")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +78,17 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 	if err := v1.DeclareExchange(mq.ExchangeDef{Name: "events", Type: "topic"}, false); err != nil {
 		t.Fatal(err)
 	}
+	return srvs, v1
+}
+
+// TestOtherNodesTransientObjects: node 2's API lists node 1's transient
+// queue (with its node and figures) and transient exchange, shows each
+// alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
+// are missing and node 1 is named in Wharf-Unanswered-Nodes.
+func TestOtherNodesTransientObjects(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srvs, _ := withTransients(t, &up)
 	if code, body := call(t, srvs[0], http.MethodPost, "/api/exchanges/%2F/amq.default/publish",
 		`{"routing_key":"scratch","payload":"m","payload_encoding":"string","properties":{}}`); code != http.StatusOK {
 		t.Fatalf("publish on node 1: %d %s", code, body)
@@ -144,17 +153,7 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 func TestOtherNodesTransientBindings(t *testing.T) {
 	var up atomic.Bool
 	up.Store(true)
-	srvs, regs := twoNodes(t, &up)
-	v1, err := regs[0].VHost("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v1.DeclareQueue(mq.QueueDef{Name: "scratch"}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.DeclareExchange(mq.ExchangeDef{Name: "events", Type: "topic"}, false); err != nil {
-		t.Fatal(err)
-	}
+	srvs, v1 := withTransients(t, &up)
 	for _, bind := range []func() error{
 		func() error { return v1.BindQueue("scratch", "events", "k.#", nil, 0) },
 		func() error { return v1.BindQueue("scratch", "amq.direct", "d", nil, 0) }, // a durable exchange's, not recorded
