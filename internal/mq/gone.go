@@ -18,7 +18,11 @@ import "github.com/wharf-mq/wharf/internal/replica"
 //     confirmed (Publisher.appendPending);
 //   - a quorum queue deleted on its leader, here: goneTarget;
 //   - a forward whose queue this node deleted (or followed the deletion
-//     of) meanwhile: remoteForward.Sync;
+//     of) meanwhile: remoteForward.Sync; also one whose deletion this
+//     node's metadata applied but its registry did not follow yet
+//     (recordGone): the queue's group, which its members deleted, answers
+//     no call, and the forward would otherwise hold up a syncer round, and
+//     with it every confirm of the node, until its timeout;
 //   - a forward reaching a leader or home node that deleted the queue:
 //     the answer confirms it (served.serve), and serveClassic confirms
 //     one for a classic queue it does not have once it caught up with the
@@ -53,4 +57,13 @@ func (m *quorumReplica) confirmTarget(t replica.Target) replica.Target {
 	g := &goneTarget{q: m.q, t: t}
 	m.confirm.Store(g) // racing publishers may each make one: the service is synced twice, no harm
 	return g
+}
+
+// recordGone reports whether q's definition, as this node applied the
+// metadata, is deleted or another queue's (declared again): this node is
+// about to delete q too. A forward that finds it so ends with
+// errQueueGone.
+func (q *queue) recordGone() bool {
+	_, _, ok := q.r.liveQueueRecord(queueKey(q.vh.name, q.name), q.id)
+	return !ok
 }

@@ -29,16 +29,21 @@ func wantConfirmed(t *testing.T, d Durability) {
 // TestConfirmOfQuorumQueueDeletedInFlight: a persistent message published
 // to a quorum queue, on its leader or forwarded from another member, is
 // confirmed (acked) when the queue is deleted, or deleted and declared
-// again, before the message's commit (its Publisher not flushed yet).
+// again, before the message's commit (its Publisher not flushed yet),
+// also when the forwarding node has not followed the deletion yet (its
+// metadata has it).
 func TestConfirmOfQuorumQueueDeletedInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
 		onLeader, declared bool
+		lagging            bool // the forwarding node follows the deletion only after the confirm
 	}{
-		{"leader/deleted", true, false},
-		{"leader/replaced", true, true},
-		{"forwarded/deleted", false, false},
-		{"forwarded/replaced", false, true},
+		{"leader/deleted", true, false, false},
+		{"leader/replaced", true, true, false},
+		{"forwarded/deleted", false, false, false},
+		{"forwarded/replaced", false, true, false},
+		{"forwarded/deleted/not followed", false, false, true},
+		{"forwarded/replaced/not followed", false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			envs := newQuorumEnvs(t, 3, raft.NewMemNetwork())
@@ -56,6 +61,10 @@ func TestConfirmOfQuorumQueueDeletedInFlight(t *testing.T) {
 			res, err := p.Publish(persistent("", "q", "m"))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.lagging {
+				at.v.defMu.Lock() // its follower waits here
+				defer at.v.defMu.Unlock()
 			}
 			if _, err := envs[l].v.DeleteQueue("q", false, false, 0); err != nil {
 				t.Fatal(err)

@@ -113,6 +113,9 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 			hint = 0
 		}
 		rq.setLeader(0)
+		if req.Op == opPublish && rq.q.recordGone() {
+			return nil, errQueueGone // deleted: its group answers no more (gone.go)
+		}
 		if hint == 0 && attempt%max(len(rq.q.members()), 1) == 0 {
 			select {
 			case <-ctx.Done():
@@ -234,7 +237,7 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 		}
 		*data = b
 	}
-	go rq.abandonWhenGone(actx, cancel, node)
+	go rq.abandonWhenGone(actx, cancel, node, req.Op == opPublish)
 	var out []byte
 	var err error
 	if rq.classic() {
@@ -259,8 +262,10 @@ const goneCheck = 50 * time.Millisecond
 // abandonWhenGone cancels a call to node, until ctx ends, once node is
 // out of contact or, as a member of the group sees it, no longer leads:
 // the answer of a killed or deposed leader would not come, and the call
-// goes to the new one at once instead of at its timeout.
-func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.CancelFunc, node int32) {
+// goes to the new one at once instead of at its timeout. A forward
+// (publish) is abandoned too once its queue's definition is gone
+// (recordGone): no member answers for a deleted queue.
+func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.CancelFunc, node int32, publish bool) {
 	q := rq.q
 	tick := time.NewTicker(goneCheck)
 	defer tick.Stop()
@@ -275,6 +280,10 @@ func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.Cance
 			return
 		}
 		if home := q.home.Load(); q.quorum.Load() != nil && home != node && home != quorumLeaderUnknown {
+			cancel()
+			return
+		}
+		if publish && q.recordGone() {
 			cancel()
 			return
 		}
@@ -485,7 +494,7 @@ func (f *remoteForward) Sync() error {
 		if err == nil {
 			err = replyError(reply)
 		}
-		if err != nil && !rq.q.gone.Load() { // deleted here meanwhile: confirmed (gone.go)
+		if err != nil && !rq.q.gone.Load() && !errors.Is(err, errQueueGone) { // deleted meanwhile: confirmed (gone.go)
 			f.err = errors.Join(errors.New("mq: forward to the queue's leader or home node"), err)
 		}
 	})
