@@ -150,6 +150,9 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	switch req.Op {
 	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
+	case opAwaitRemoval:
+		r.dropExclusiveOnceRemoved(req.Removed)
+		return json.Marshal(&remoteReply{})
 	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals,
 		opLocalBindings:
 		return r.answerClients(data)

@@ -2,6 +2,7 @@ package mq
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -136,9 +137,10 @@ func (r *Registry) dropStaleExclusive() {
 // is out of contact but keep the name locked (405 to every declare).
 // The node that carries out the removal drops them (PrepareRemoval), once
 // the removal applied: before, the node may still serve them, and the
-// removal may yet be refused. No other node drops them, so two never
-// race to delete records a queue declared since has under the same keys.
-// A node removing itself leaves them (it cannot write once removed).
+// removal may yet be refused. A node removing itself cannot write once
+// removed: it asks another node in contact to (opAwaitRemoval). No other
+// node drops them, so two never race to delete records a queue declared
+// since has under the same keys.
 
 // removalApplyWait bounds how long the node that carried out a removal
 // waits for it to apply before it gives up dropping the removed node's
@@ -148,23 +150,51 @@ const removalApplyWait = time.Minute
 // removalCheck is how often it looks.
 const removalCheck = 50 * time.Millisecond
 
+// opAwaitRemoval asks a node to drop the Removed node's exclusive
+// queues' records once its removal applied: the removed node's own ask.
+const opAwaitRemoval remoteOp = "await-removal"
+
 // PrepareRemoval readies node's removal from the cluster: the node's
 // removal hook (broker.Broker.OnRemoveNode). It shrinks node off every
-// quorum queue (ShrinkOff, which may refuse the removal), then, in the
-// background, waits for the removal to apply and drops node's exclusive
-// queues' records (see above). A removal asked for again while one waits
-// starts no second wait.
+// quorum queue (ShrinkOff, which may refuse the removal), then has node's
+// exclusive queues' records dropped once the removal applied (see above).
 func (r *Registry) PrepareRemoval(ctx context.Context, node int32) error {
 	if err := r.ShrinkOff(ctx, node); err != nil {
 		return err
 	}
 	if node == r.nodeID() {
+		r.handOverRemoval(ctx)
 		return nil
 	}
+	r.dropExclusiveOnceRemoved(node)
+	return nil
+}
+
+// handOverRemoval asks another node in contact, the lowest that answers,
+// to drop this node's exclusive queues' records once its removal applied.
+func (r *Registry) handOverRemoval(ctx context.Context) {
+	self := r.nodeID()
+	data, _ := json.Marshal(&remoteRequest{Op: opAwaitRemoval, Removed: self})
+	for _, node := range r.cfg.Cluster.Nodes() {
+		if node == self || !r.peerUp(node) || r.cfg.Cluster.CallNode == nil {
+			continue
+		}
+		if _, err := r.cfg.Cluster.CallNode(ctx, node, data); err == nil {
+			return
+		}
+	}
+	r.logger.Warn("mq: no other node took over dropping this node's exclusive queues once it is removed; their names stay locked",
+		"node", self)
+}
+
+// dropExclusiveOnceRemoved waits in the background for node's removal to
+// apply, then drops its exclusive queues' records. A removal asked for
+// again while one waits starts no second wait.
+func (r *Registry) dropExclusiveOnceRemoved(node int32) {
 	r.removals.mu.Lock()
 	defer r.removals.mu.Unlock()
 	if r.removals.waiting[node] || !r.proxies.add(1) {
-		return nil
+		return
 	}
 	if r.removals.waiting == nil {
 		r.removals.waiting = make(map[int32]bool)
@@ -181,7 +211,6 @@ func (r *Registry) PrepareRemoval(ctx context.Context, node int32) error {
 			r.dropExclusiveOf(node)
 		}
 	}()
-	return nil
 }
 
 // removals are the nodes whose removal this node waits for to apply.

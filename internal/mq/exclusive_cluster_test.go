@@ -235,3 +235,29 @@ func TestExclusiveRecordsOfRemovedNode(t *testing.T) {
 		t.Fatalf("the exclusive queue declared on node 3 holds %q", got)
 	}
 }
+
+// TestExclusiveRecordsOfNodeRemovingItself: node 1 carries out its own
+// removal (a Kafka client's UnregisterBroker may reach the node itself);
+// it cannot write once removed, so it hands the drop of its exclusive
+// queue's records over to node 2, which drops them once the removal
+// applied: node 3 may declare the name again.
+func TestExclusiveRecordsOfNodeRemovingItself(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 3)
+	removed, other := envs[0], envs[2]
+	removed.declareExchange("news", "fanout", true, nil)
+	removed.declareExclusive("sub", 7)
+	other.waitBound("sub")
+
+	if err := removed.r.PrepareRemoval(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(calls.ops(opAwaitRemoval)); n != 1 {
+		t.Fatalf("node 1 asked %d nodes to drop its exclusive queues once removed, want 1", n)
+	}
+	calls.remove(1) // the removal applies
+	eventually(t, "node 1's records dropped", func() bool {
+		return len(other.recordedKeys(queueKeyPrefix)) == 0 && len(other.recordedKeys(bindingKeyPrefix)) == 0
+	})
+	eventually(t, "node 3's placeholder gone", func() bool { return other.v.queue("sub") == nil })
+	other.declareExclusive("sub", 9)
+}

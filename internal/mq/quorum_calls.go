@@ -88,6 +88,8 @@ type remoteRequest struct {
 	IfEmpty  bool `json:"if_empty,omitempty"`
 	// Served are the queues opStats asks the figures of.
 	Served []servedRef `json:"served,omitempty"`
+	// Removed is the node opAwaitRemoval names.
+	Removed int32 `json:"removed,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the
