@@ -21,8 +21,8 @@ import "github.com/wharf-mq/wharf/internal/replica"
 //     of) meanwhile: remoteForward.Sync; also one whose deletion this
 //     node's metadata applied but its registry did not follow yet
 //     (recordGone): the queue's group, which its members deleted, answers
-//     no call, and the forward would otherwise hold up a syncer round, and
-//     with it every confirm of the node, until its timeout;
+//     no call, and the forward would otherwise wait for its timeout and
+//     be nacked;
 //   - a forward reaching a leader or home node that deleted the queue:
 //     the answer confirms it (served.serve), and serveClassic confirms
 //     one for a classic queue it does not have once it caught up with the

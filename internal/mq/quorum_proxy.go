@@ -42,7 +42,8 @@ type remoteQueue struct {
 	leader   int32                  // the node that answered the last call, 0 if none did
 	rotation int                    // the member to try next while no leader is known
 	tags     map[QueueTag]remoteTag // this node's tags of messages held through sessions
-	forward  *remoteForward
+	forward  *remoteForward         // the one batches go to, until it is sent
+	last     *remoteForward         // the one made last: the next is sent after it
 	sessions map[*proxySession]bool
 	closed   bool
 	// probing: a call to find the leader is in flight (probeLeader).
@@ -455,12 +456,20 @@ type remoteForward struct {
 	rq      *remoteQueue
 	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
-	// after is the forward this one took over from when that one was
-	// full, unsent: its messages come first, so this one is sent once
-	// it was answered (a syncer round syncs its targets in parallel).
+	// after is the forward made before this one (unsent, or in flight,
+	// or answered): its messages come first, so this one is sent once it
+	// was answered (each forward is awaited on a goroutine of its own,
+	// awaitDurable).
 	after *remoteForward
 	once  sync.Once
 	err   error
+
+	// The confirms waiting for the answer (awaitDurable): one goroutine
+	// sends the forward and tells them all.
+	waitMu   sync.Mutex
+	waiters  []func(error)
+	sending  bool // the goroutine is started
+	answered bool // err is the outcome
 }
 
 // forwardBatch adds an enqueue batch to those to forward and returns what
@@ -469,7 +478,8 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.forward}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.last}
+		rq.last = rq.forward
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -487,6 +497,7 @@ func (f *remoteForward) Sync() error {
 			rq.forward = nil // later batches go together
 		}
 		batches := f.batches
+		f.batches = nil // rq.last may keep f: not its messages
 		rq.mu.Unlock()
 		ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
 		defer cancel()
