@@ -104,19 +104,35 @@ func TestExclusiveQueueRecordsDroppedAtRestart(t *testing.T) {
 	}
 
 	home.restart()
-	eventually(t, "the records dropped", func() bool {
-		return len(home.recordedKeys(queueKeyPrefix)) == 0 && len(home.recordedKeys(bindingKeyPrefix)) == 0
-	})
-	eventually(t, "node 2's placeholder gone", func() bool { return other.v.queue("sub") == nil })
+	home.waitDropped("sub", other)
 	if home.v.queue("sub") != nil {
 		t.Fatal("node 1 kept an exclusive queue from before its restart")
 	}
+	home.redeclareNews("sub", 8, other) // the name again, since the restart
+}
 
-	home.declareExclusive("sub", 8) // the name again, since the restart
-	other.waitBound("sub")
-	waitDurable(t, other.publish(msg("news", "", "again")))
-	if got := home.drainAs("sub", 8); len(got) != 1 {
-		t.Fatalf("the exclusive queue declared after the restart holds %q", got)
+// waitDropped waits until the definitions, as e reads them, hold no
+// queue or binding record, and none of others holds the queue name.
+func (e *env) waitDropped(name string, others ...*env) {
+	e.t.Helper()
+	eventually(e.t, "the records dropped", func() bool {
+		return len(e.recordedKeys(queueKeyPrefix)) == 0 && len(e.recordedKeys(bindingKeyPrefix)) == 0
+	})
+	for _, o := range others {
+		eventually(e.t, fmt.Sprintf("node %d's placeholder gone", o.r.nodeID()), func() bool { return o.v.queue(name) == nil })
+	}
+}
+
+// redeclareNews declares the exclusive queue name on e again, for
+// connection conn, and checks that it takes what publisher publishes to
+// "news".
+func (e *env) redeclareNews(name string, conn ConnID, publisher *env) {
+	e.t.Helper()
+	e.declareExclusive(name, conn)
+	publisher.waitBound(name)
+	waitDurable(e.t, publisher.publish(msg("news", "", "again")))
+	if got := e.drainAs(name, conn); len(got) != 1 {
+		e.t.Fatalf("the exclusive queue %s declared again on node %d holds %q", name, e.r.nodeID(), got)
 	}
 }
 
@@ -223,17 +239,8 @@ func TestExclusiveRecordsOfRemovedNode(t *testing.T) {
 		t.Fatalf("queue records %q before node 1's removal applied, want its exclusive queue's", keys)
 	}
 	calls.remove(1) // the removal applies
-	eventually(t, "node 1's records dropped", func() bool {
-		return len(remover.recordedKeys(queueKeyPrefix)) == 0 && len(remover.recordedKeys(bindingKeyPrefix)) == 0
-	})
-	eventually(t, "node 3's placeholder gone", func() bool { return other.v.queue("sub") == nil })
-
-	other.declareExclusive("sub", 9)
-	remover.waitBound("sub")
-	waitDurable(t, remover.publish(msg("news", "", "again")))
-	if got := other.drainAs("sub", 9); len(got) != 1 {
-		t.Fatalf("the exclusive queue declared on node 3 holds %q", got)
-	}
+	remover.waitDropped("sub", remover, other)
+	other.redeclareNews("sub", 9, remover)
 }
 
 // TestExclusiveRecordsOfNodeRemovingItself: node 1 carries out its own
@@ -255,9 +262,6 @@ func TestExclusiveRecordsOfNodeRemovingItself(t *testing.T) {
 		t.Fatalf("node 1 asked %d nodes to drop its exclusive queues once removed, want 1", n)
 	}
 	calls.remove(1) // the removal applies
-	eventually(t, "node 1's records dropped", func() bool {
-		return len(other.recordedKeys(queueKeyPrefix)) == 0 && len(other.recordedKeys(bindingKeyPrefix)) == 0
-	})
-	eventually(t, "node 3's placeholder gone", func() bool { return other.v.queue("sub") == nil })
-	other.declareExclusive("sub", 9)
+	other.waitDropped("sub", envs[1], other)
+	other.redeclareNews("sub", 9, envs[1])
 }
