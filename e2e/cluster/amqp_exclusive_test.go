@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,4 +203,67 @@ func TestAMQPExclusiveQueueHomeNodeKilled(t *testing.T) {
 			return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
 		})
 	}
+}
+
+// TestAMQPExclusiveQueueOfRemovedNode: a subscriber on node 4 holds an
+// exclusive queue named "sub" (405 to a declare of that name on node 1);
+// node 4 is killed and removed for good (`wharf cluster remove-node`; four
+// nodes, so that three are left to hold __consumer_offsets' replicas).
+// Its exclusive queue's records go with it: a client of node 1 declares
+// "sub" again and gets what a publisher of node 2 publishes to the
+// exchange the old one was bound to.
+func TestAMQPExclusiveQueueOfRemovedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four broker processes")
+	}
+	nodes, addrs := startAMQPCluster(t, 4)
+	logsOnFailure(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	c1 := dialAMQP(t, addrs[0])
+	if err := channel(t, c1).ExchangeDeclare("news", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch4 := channel(t, dialAMQP(t, addrs[3]))
+	if _, err := ch4.QueueDeclare("sub", false, true, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch4.QueueBind("sub", "", "news", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareSub := func() error {
+		ch := channel(t, c1)
+		if _, err := ch.QueueDeclare("sub", false, true, true, false, nil); err != nil {
+			return err
+		}
+		return ch.QueueBind("sub", "", "news", false, nil)
+	}
+	var amqpErr *amqp.Error
+	if err := declareSub(); !errors.As(err, &amqpErr) || amqpErr.Code != amqp.ResourceLocked {
+		t.Fatalf("node 1 declares node 4's exclusive queue's name: %v, want 405", err)
+	}
+
+	removed := nodes[3]
+	removed.kill()
+	out, err := exec.CommandContext(ctx, removed.bin, "cluster", "remove-node", fmt.Sprint(removed.id),
+		"--bootstrap-server", nodes[0].kafkaAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("Node %d removed", removed.id)) {
+		t.Fatalf("wharf cluster remove-node %d while it is down: %v\n%s", removed.id, err, out)
+	}
+	waitFor(t, ctx, "node 1 declares the name of node 4's exclusive queue", func() bool {
+		err := declareSub()
+		if err != nil && (!errors.As(err, &amqpErr) || amqpErr.Code != amqp.ResourceLocked) {
+			t.Fatalf("node 1's declare of the name: %v", err)
+		}
+		return err == nil
+	})
+	sub := channel(t, c1)
+	deliveries, err := sub.Consume("sub", "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := confirmChannel(t, addrs[1])
+	returns := pub.NotifyReturn(make(chan amqp.Return, 1))
+	publishRouted(t, ctx, pub, returns, "news", "", amqp.Publishing{Body: []byte("0")})
+	receiveInOrder(t, ctx, "node 1's new subscriber", deliveries, 0, 1, func(int, amqp.Delivery) {})
 }

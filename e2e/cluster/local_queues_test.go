@@ -16,8 +16,10 @@ import (
 // Node 3 lists them as RabbitMQ does on any node: the queue with its node
 // and figures in /api/queues, /api/queues/%2F and
 // /api/queues/%2F/{name}, the exchange in /api/exchanges and
-// /api/exchanges/%2F/{name}, and both in /api/overview's object_totals,
-// which match node 1's. Once the client is gone, so is the queue.
+// /api/exchanges/%2F/{name}, the binding between them in /api/bindings/%2F
+// and the queue's and exchange's bindings, and both in /api/overview's
+// object_totals, which match node 1's. Once the client is gone, so is the
+// queue.
 func TestLocalQueuesOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -32,6 +34,9 @@ func TestLocalQueuesOnEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := ch.ExchangeDeclare("events", "topic", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("scratch", "k.#", "events", false, nil); err != nil { // from a transient exchange: not recorded
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -78,6 +83,25 @@ func TestLocalQueuesOnEveryNode(t *testing.T) {
 	var x struct{ Name, Type string }
 	if _, err := node3.apiGet(ctx, guest, "/api/exchanges/%2F/events", &x); err != nil || x.Type != "topic" {
 		t.Fatalf("GET /api/exchanges/%%2F/events on node 3: %+v, %v", x, err)
+	}
+	type shownBinding struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		Key         string `json:"routing_key"`
+	}
+	bound := shownBinding{"events", "scratch", "k.#"} // node 1's alone
+	for path, want := range map[string][]shownBinding{
+		"/api/queues/%2F/scratch/bindings":          {{"", "scratch", "scratch"}, bound},
+		"/api/exchanges/%2F/events/bindings/source": {bound},
+	} {
+		var bs []shownBinding
+		if _, err := node3.apiGet(ctx, guest, path, &bs); err != nil || !slices.Equal(bs, want) {
+			t.Fatalf("GET %s on node 3: %+v, %v; want %+v", path, bs, err, want)
+		}
+	}
+	var all []shownBinding
+	if _, err := node3.apiGet(ctx, guest, "/api/bindings/%2F", &all); err != nil || !slices.Contains(all, bound) {
+		t.Fatalf("node 3's /api/bindings/%%2F: %+v, %v; want node 1's %+v among them", all, err, bound)
 	}
 	type objectTotals struct {
 		Totals struct{ Queues, Exchanges int } `json:"object_totals"`

@@ -6,23 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
-
-// allBindings returns a vhost's bindings as RabbitMQ lists them: the
-// default exchange's implicit ones (each queue by its name) first, then
-// the declared ones.
-func allBindings(v *mq.VHost) []mq.BindingInfo {
-	var out []mq.BindingInfo
-	for _, q := range v.Queues() {
-		out = append(out, mq.BindingInfo{Destination: q.Name, Key: q.Name})
-	}
-	return append(out, v.Bindings()...)
-}
 
 // destinationKind is a binding's destination_type, and its letter in
 // binding paths.
@@ -59,22 +49,33 @@ func bindingJSON(vhost string, b mq.BindingInfo) map[string]any {
 	}
 }
 
-// writeBindings answers with the bindings of the request's vhosts that
-// keep selects.
-func (s *Server) writeBindings(w http.ResponseWriter, r *http.Request, keep func(mq.BindingInfo) bool) {
+// selectBindings returns the bindings of the request's vhosts that keep
+// selects, as JSON: every node's (mq.Registry.BindingsOf), but those of
+// the nodes unansweredHeader names.
+func (s *Server) selectBindings(w http.ResponseWriter, r *http.Request, keep func(mq.BindingInfo) bool) ([]map[string]any, bool) {
 	vs, ok := s.vhostsOf(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
+	all, unanswered := s.reg.BindingsOf(r.Context(), vs)
+	s.nameUnanswered(w, unanswered)
 	out := []map[string]any{}
-	for _, v := range vs {
-		for _, b := range allBindings(v) {
+	for i, v := range vs {
+		for _, b := range all[i] {
 			if keep(b) {
 				out = append(out, bindingJSON(v.Name(), b))
 			}
 		}
 	}
-	writeList(w, r, out)
+	return out, true
+}
+
+// writeBindings answers with the bindings of the request's vhosts that
+// keep selects.
+func (s *Server) writeBindings(w http.ResponseWriter, r *http.Request, keep func(mq.BindingInfo) bool) {
+	if out, ok := s.selectBindings(w, r, keep); ok {
+		writeList(w, r, out)
+	}
 }
 
 // listBindings is GET /api/bindings[/{vhost}].
@@ -82,12 +83,20 @@ func (s *Server) listBindings(w http.ResponseWriter, r *http.Request) {
 	s.writeBindings(w, r, func(mq.BindingInfo) bool { return true })
 }
 
-// listQueueBindings is GET /api/queues/{vhost}/{name}/bindings.
+// listQueueBindings is GET /api/queues/{vhost}/{name}/bindings: 404 if
+// no node has the queue, which every queue's implicit binding from the
+// default exchange tells.
 func (s *Server) listQueueBindings(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := s.existingQueue(w, r); ok {
-		name := r.PathValue("name")
-		s.writeBindings(w, r, func(b mq.BindingInfo) bool { return !b.ToExchange && b.Destination == name })
+	name := r.PathValue("name")
+	out, ok := s.selectBindings(w, r, func(b mq.BindingInfo) bool { return !b.ToExchange && b.Destination == name })
+	if !ok {
+		return
 	}
+	if !slices.ContainsFunc(out, func(b map[string]any) bool { return b["source"] == "" }) {
+		writeNotFound(w)
+		return
+	}
+	writeList(w, r, out)
 }
 
 // listSourceBindings is GET /api/exchanges/{vhost}/{name}/bindings/source.
@@ -105,15 +114,20 @@ func (s *Server) listDestinationBindings(w http.ResponseWriter, r *http.Request)
 	}
 }
 
-// existingExchange returns the name of the exchange a request names, or
-// answers 404.
+// existingExchange returns the name of the exchange a request names
+// (this node's, or another node's transient one), or answers 404.
 func (s *Server) existingExchange(w http.ResponseWriter, r *http.Request) (string, bool) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return "", false
 	}
 	name := exchangeName(r.PathValue("name"))
-	if _, found := lookupExchange(v, name); !found {
+	if _, found := lookupExchange(v, name); found {
+		return name, true
+	}
+	others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name) // a transient one of another node
+	if len(others) == 0 {
+		s.nameUnanswered(w, unanswered)
 		writeNotFound(w)
 		return "", false
 	}
@@ -155,7 +169,7 @@ func (s *Server) findBinding(w http.ResponseWriter, r *http.Request) (*mq.VHost,
 	if !ok {
 		return nil, mq.BindingInfo{}, false
 	}
-	for _, b := range allBindings(v) {
+	for _, b := range v.AllBindings() {
 		if keep(b) && propertiesKey(b.Key, b.Args) == r.PathValue("props") {
 			return v, b, true
 		}

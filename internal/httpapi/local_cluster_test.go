@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,14 +62,12 @@ func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Regist
 	return srvs, regs
 }
 
-// TestOtherNodesTransientObjects: node 2's API lists node 1's transient
-// queue (with its node and figures) and transient exchange, shows each
-// alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
-// are missing and node 1 is named in Wharf-Unanswered-Nodes.
-func TestOtherNodesTransientObjects(t *testing.T) {
-	var up atomic.Bool
-	up.Store(true)
-	srvs, regs := twoNodes(t, &up)
+// withTransients is twoNodes, with node 1's transient queue "scratch"
+// and transient topic exchange "events"; it returns node 1's vhost "/"
+// too.
+func withTransients(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, *mq.VHost) {
+	t.Helper()
+	srvs, regs := twoNodes(t, up)
 	v1, err := regs[0].VHost("/")
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,17 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 	if err := v1.DeclareExchange(mq.ExchangeDef{Name: "events", Type: "topic"}, false); err != nil {
 		t.Fatal(err)
 	}
+	return srvs, v1
+}
+
+// TestOtherNodesTransientObjects: node 2's API lists node 1's transient
+// queue (with its node and figures) and transient exchange, shows each
+// alone and counts them in the overview and the vhost's totals; with node 1 out of contact they
+// are missing and node 1 is named in Wharf-Unanswered-Nodes.
+func TestOtherNodesTransientObjects(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srvs, _ := withTransients(t, &up)
 	if code, body := call(t, srvs[0], http.MethodPost, "/api/exchanges/%2F/amq.default/publish",
 		`{"routing_key":"scratch","payload":"m","payload_encoding":"string","properties":{}}`); code != http.StatusOK {
 		t.Fatalf("publish on node 1: %d %s", code, body)
@@ -128,6 +140,78 @@ func TestOtherNodesTransientObjects(t *testing.T) {
 	for _, path := range []string{"/api/queues/%2F/scratch", "/api/exchanges/%2F/events"} {
 		if code, h, _ := get(path); code != http.StatusNotFound || h.Get(unansweredHeader) != "wharf@1" {
 			t.Errorf("GET %s on node 2 with node 1 out of contact: %d, unanswered %q; want 404 naming wharf@1", path, code, h.Get(unansweredHeader))
+		}
+	}
+}
+
+// TestOtherNodesTransientBindings: node 2's API lists the bindings only
+// node 1 has (to its transient queue, from its transient exchange, and
+// the default exchange's to that queue) in /api/bindings, per vhost, per
+// queue, per source exchange and between two names; with node 1 out of
+// contact they are missing, node 1 is named in Wharf-Unanswered-Nodes,
+// and node 1's queue's and exchange's bindings are 404.
+func TestOtherNodesTransientBindings(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srvs, v1 := withTransients(t, &up)
+	for _, bind := range []func() error{
+		func() error { return v1.BindQueue("scratch", "events", "k.#", nil, 0) },
+		func() error { return v1.BindQueue("scratch", "amq.direct", "d", nil, 0) }, // a durable exchange's, not recorded
+		func() error { return v1.BindExchange("amq.fanout", "events", "f", nil) },
+	} {
+		if err := bind(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// source→destination:key of each binding node 2 shows (its own
+	// vhost has none but the default exchange's, to no queue).
+	list := func(path string) (int, string, []string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srvs[1].URL+path, nil)
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var bs []struct {
+			Source, Destination string
+			Key                 string `json:"routing_key"`
+			Kind                string `json:"destination_type"`
+		}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&bs); err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+		}
+		var got []string
+		for _, b := range bs {
+			got = append(got, fmt.Sprintf("%s→%s %s:%s", b.Source, b.Kind, b.Destination, b.Key))
+		}
+		return resp.StatusCode, resp.Header.Get(unansweredHeader), got
+	}
+	all := []string{"→queue scratch:scratch", "amq.direct→queue scratch:d", "events→exchange amq.fanout:f", "events→queue scratch:k.#"}
+	for path, want := range map[string][]string{
+		"/api/bindings":                             all,
+		"/api/bindings/%2F":                         all,
+		"/api/queues/%2F/scratch/bindings":          {"→queue scratch:scratch", "amq.direct→queue scratch:d", "events→queue scratch:k.#"},
+		"/api/exchanges/%2F/events/bindings/source": {"events→exchange amq.fanout:f", "events→queue scratch:k.#"},
+		"/api/bindings/%2F/e/events/q/scratch":      {"events→queue scratch:k.#"},
+	} {
+		if code, unanswered, got := list(path); code != http.StatusOK || !slices.Equal(got, want) || unanswered != "" {
+			t.Errorf("GET %s on node 2: %d %q, unanswered %q; want %q", path, code, got, unanswered, want)
+		}
+	}
+
+	up.Store(false)
+	for _, path := range []string{"/api/bindings", "/api/bindings/%2F"} {
+		if code, unanswered, got := list(path); code != http.StatusOK || len(got) != 0 || unanswered != "wharf@1" {
+			t.Errorf("GET %s on node 2 with node 1 out of contact: %d %q, unanswered %q", path, code, got, unanswered)
+		}
+	}
+	for _, path := range []string{"/api/queues/%2F/scratch/bindings", "/api/exchanges/%2F/events/bindings/source"} {
+		if code, unanswered, _ := list(path); code != http.StatusNotFound || unanswered != "wharf@1" {
+			t.Errorf("GET %s on node 2 with node 1 out of contact: %d, unanswered %q; want 404 naming wharf@1", path, code, unanswered)
 		}
 	}
 }

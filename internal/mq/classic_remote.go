@@ -150,7 +150,11 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	switch req.Op {
 	case opStats:
 		return json.Marshal(&remoteReply{Figures: r.servedFiguresOf(req.Served)})
-	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals:
+	case opAwaitRemoval:
+		r.dropExclusiveOnceRemoved(req.Removed)
+		return json.Marshal(&remoteReply{})
+	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals,
+		opLocalBindings:
 		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))
@@ -162,7 +166,8 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		return &remoteReply{NotServed: true}
 	}
 	q := r.queueNamed(req.VHost, req.Name)
-	if (q == nil || q.id != req.Queue) && !forwardToDeletedExclusive(req) && r.catchUp(queueKey(req.VHost, req.Name)) {
+	caughtUp := false
+	if (q == nil || q.id != req.Queue) && !forwardToDeletedExclusive(req) {
 		// Declared here just now, by a declare that has not added it
 		// yet: another node that lost the race to declare it asks for
 		// its counts (createDefinition). Not for a forward to an
@@ -170,11 +175,15 @@ func (r *Registry) serveClassic(ctx context.Context, req *remoteRequest) *remote
 		// declare-ok (its bindings come after), so one missing here was
 		// deleted, and subscribers leaving must not cost a barrier per
 		// late message.
-		q = r.queueNamed(req.VHost, req.Name)
+		if caughtUp = r.catchUp(queueKey(req.VHost, req.Name)); caughtUp {
+			q = r.queueNamed(req.VHost, req.Name)
+		}
 	}
 	switch {
-	case (q == nil || q.id != req.Queue) && forwardToDeletedExclusive(req):
-		return &remoteReply{} // dropped, confirmed (exclusive_cluster.go)
+	case (q == nil || q.id != req.Queue) && req.Op == opPublish && (caughtUp || forwardToDeletedExclusive(req)):
+		// Deleted (and maybe declared again) before the forward came:
+		// dropped, confirmed (gone.go).
+		return &remoteReply{}
 	case q == nil || q.id != req.Queue:
 		return errorReply(errNotFound("queue", req.Name, req.VHost)) // deleted (and maybe declared again)
 	case q.membership.Load() != nil || q.stream != nil || q.elsewhere():

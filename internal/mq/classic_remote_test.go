@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
@@ -18,7 +19,37 @@ type nodeCalls struct {
 	mu       sync.Mutex
 	handlers map[int32]func(ctx context.Context, from int32, data []byte) ([]byte, error)
 	down     map[int32]bool
+	removed  map[int32]bool  // nodes removed from the cluster: not among its Nodes
 	sent     []remoteRequest // every request sent, in order
+	// held, if set for a node, holds the calls to it (in contact) until
+	// it is closed.
+	held map[int32]chan struct{}
+}
+
+// hold holds the calls to node until the returned func is called (at the
+// test's end at the latest).
+func (c *nodeCalls) hold(t *testing.T, node int32) (release func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.held[node] = ch
+	c.mu.Unlock()
+	release = sync.OnceFunc(func() { close(ch) })
+	t.Cleanup(release)
+	return release
+}
+
+// remove removes node from the cluster's nodes.
+func (c *nodeCalls) remove(node int32) {
+	c.mu.Lock()
+	c.removed[node] = true
+	c.mu.Unlock()
+}
+
+// nodes are ids but the removed ones.
+func (c *nodeCalls) nodes(ids []int32) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return c.removed[id] })
 }
 
 func (c *nodeCalls) setDown(node int32, down bool) {
@@ -52,11 +83,18 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 		}
 		c.mu.Lock()
 		c.sent = append(c.sent, req)
-		fn, down := c.handlers[to], c.down[to]
+		fn, down, held := c.handlers[to], c.down[to], c.held[to]
 		c.mu.Unlock()
 		if down || fn == nil {
 			<-ctx.Done()
 			return nil, ctx.Err()
+		}
+		if held != nil {
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		return fn(ctx, node, data)
 	}
@@ -66,7 +104,8 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 // their node calls wired to each other.
 func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
-	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
+	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{},
+		removed: map[int32]bool{}, held: map[int32]chan struct{}{}}
 	envs := make([]*env, nodes)
 	ids := make([]int32, nodes)
 	for i := range ids {
@@ -76,7 +115,7 @@ func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 		d := nodeDefs{c: c, node: int32(i + 1)}
 		cc := d.cluster()
 		calls.config(cc, d.node)
-		cc.Nodes = func() []int32 { return ids }
+		cc.Nodes = func() []int32 { return calls.nodes(ids) }
 		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
 	}
 	return envs, calls
@@ -270,5 +309,35 @@ func TestClassicForwardRepeatedAfterHomeCrash(t *testing.T) {
 	serve()
 	if got := home.drain("billing"); !slices.Equal(got, []string{"m", "m"}) {
 		t.Fatalf("after node 1's crash and the forward's repeat it holds %q, want the message twice", got)
+	}
+}
+
+// TestLocalConfirmNotHeldByForward: while node 2's forward to node 1's
+// classic queue waits for node 1's answer, a message node 2 published
+// next to its own durable queue is confirmed: a forward is not part of
+// the syncer's rounds, whose fsyncs every confirm of the node shares.
+// The forward is confirmed once node 1 answers.
+func TestLocalConfirmNotHeldByForward(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 2)
+	envs[0].declareQueue("remote", true)
+	envs[1].declareQueue("local", true)
+	envs[1].messages("remote") // node 2 has the queue
+	release := calls.hold(t, 1)
+	forwarded := envs[1].publish(persistent("", "remote", "f"))
+	local := envs[1].publish(persistent("", "local", "l"))
+	select {
+	case <-local.Durable.Done():
+		if err := local.Durable.Err(); err != nil {
+			t.Fatal(err)
+		}
+	case <-forwarded.Durable.Done():
+		t.Fatalf("the forward was answered while node 1's answer was held: %v", forwarded.Durable.Err())
+	case <-time.After(syncWaitRemote - 2*time.Second):
+		t.Fatal("the local queue's confirm waits for the forward")
+	}
+	release()
+	waitDurable(t, forwarded)
+	if got := envs[0].drain("remote"); !slices.Equal(got, []string{"f"}) {
+		t.Fatalf("node 1's queue holds %q", got)
 	}
 }

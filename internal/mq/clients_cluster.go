@@ -60,6 +60,7 @@ type clientsReply struct {
 	Queues      []listedQueue      `json:"queues,omitempty"`       // opLocalQueues
 	Exchanges   []listedExchange   `json:"exchanges,omitempty"`    // opLocalExchanges
 	LocalTotals []VHostTotals      `json:"local_totals,omitempty"` // opLocalTotals
+	Bindings    []listedBinding    `json:"bindings,omitempty"`     // opLocalBindings
 	Error       string             `json:"error,omitempty"`
 }
 
@@ -97,6 +98,10 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 	case opLocalTotals:
 		if !r.closed.Load() {
 			reply.LocalTotals = r.localTotals(req.VHost)
+		}
+	case opLocalBindings:
+		if !r.closed.Load() {
+			reply.Bindings, err = r.listedLocalBindings(req.VHost)
 		}
 	}
 	if err != nil {

@@ -1,6 +1,11 @@
 package mq
 
-import "slices"
+import (
+	"slices"
+	"sync"
+
+	"github.com/wharf-mq/wharf/internal/replica"
+)
 
 // A commit is a group of publishes whose logged copies become durable
 // together, under one waiter of the syncer (replica.Syncer): the
@@ -29,6 +34,107 @@ func (c *commit) finish(err error) {
 	}
 	c.err = err
 	close(c.done)
+}
+
+// awaitDurable calls done, once, when every target is synced, with the
+// first error: this node's logs in the syncer's rounds, and each forward
+// to another node (remoteForward) on a goroutine of its own. A forward
+// waits for an answer over the network, from a leader or home node that
+// may be slow, cut off or gone, for up to syncWaitRemote: in a syncer
+// round it held up every other confirm of the node that shared the round
+// or came after it, local fsyncs included.
+func (r *Registry) awaitDurable(targets []replica.Target, done func(error)) {
+	forwards := 0
+	for _, t := range targets {
+		if _, ok := t.(*remoteForward); ok {
+			forwards++
+		}
+	}
+	if forwards == 0 {
+		r.syncer.Await(targets, done)
+		return
+	}
+	local := make([]replica.Target, 0, len(targets)-forwards)
+	for _, t := range targets {
+		if _, ok := t.(*remoteForward); !ok {
+			local = append(local, t)
+		}
+	}
+	j := &joinedWait{left: forwards, done: done}
+	if len(local) > 0 {
+		j.left++
+	}
+	for _, t := range targets {
+		if f, ok := t.(*remoteForward); ok {
+			r.awaitForward(f, j.finish)
+		}
+	}
+	if len(local) > 0 {
+		r.syncer.Await(local, j.finish)
+	}
+}
+
+// awaitForward calls done with f's outcome. The first waiter of f starts
+// the goroutine that sends it and tells every waiter (the registry waits
+// for it at Close, which ends the forward's call); once the registry
+// closes, f is sent from this one.
+func (r *Registry) awaitForward(f *remoteForward, done func(error)) {
+	f.waitMu.Lock()
+	if f.answered {
+		f.waitMu.Unlock()
+		done(f.err)
+		return
+	}
+	f.waiters = append(f.waiters, done)
+	start := !f.sending
+	f.sending = true
+	f.waitMu.Unlock()
+	if !start {
+		return
+	}
+	if !r.proxies.add(1) {
+		f.tell()
+		return
+	}
+	go func() {
+		defer r.proxies.wg.Done()
+		f.tell()
+	}()
+}
+
+// tell sends f (Sync) and calls its waiters with the outcome.
+func (f *remoteForward) tell() {
+	err := f.Sync()
+	f.waitMu.Lock()
+	f.answered = true
+	waiters := f.waiters
+	f.waiters = nil
+	f.waitMu.Unlock()
+	for _, done := range waiters {
+		done(err)
+	}
+}
+
+// joinedWait completes a commit waiting on several outcomes once the last
+// came, with the first error.
+type joinedWait struct {
+	mu   sync.Mutex
+	left int
+	err  error
+	done func(error)
+}
+
+func (j *joinedWait) finish(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.left--
+	last := j.left == 0
+	j.mu.Unlock()
+	if last {
+		j.done(j.err)
+	}
 }
 
 // Durability is what a publisher confirm of one message waits for: the

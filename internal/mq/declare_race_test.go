@@ -171,3 +171,60 @@ func TestClusterRedeclareFollowedLate(t *testing.T) {
 		t.Fatalf("%d binding records, want the new queue's one", n)
 	}
 }
+
+// TestClusterStreamDeclareRace: two nodes declare the same new stream
+// queue at once (node 1's definition write held back until node 2's
+// landed): node 2's declaration creates it, and node 1 answers as a
+// redeclare of it, declare-ok if the arguments are equivalent, else 406;
+// the queue's record and every node's queue are node 2's.
+func TestClusterStreamDeclareRace(t *testing.T) {
+	for _, equivalent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("equivalent=%v", equivalent), func(t *testing.T) {
+			streams := newFakeStreams(t)
+			c := newClusterDefs()
+			envs := make([]*env, 2)
+			for i := range envs {
+				d := nodeDefs{c: c, node: int32(i + 1)}
+				envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster, cfg.Streams = d, d.cluster(), streams })
+			}
+			held, release := holdFirstWrite(t, envs, queueKey(DefaultVHost, "s"))
+			first := make(chan error, 1)
+			go func() {
+				maxBytes := int64(1000)
+				if !equivalent {
+					maxBytes = 2000
+				}
+				_, err := envs[0].v.DeclareQueue(QueueDef{Name: "s", Durable: true,
+					Args: streamArgs(amqpwire.Table{"x-max-length-bytes": maxBytes})}, false)
+				first <- err
+			}()
+			<-held
+			if _, err := envs[1].v.DeclareQueue(QueueDef{Name: "s", Durable: true,
+				Args: streamArgs(amqpwire.Table{"x-max-length-bytes": int64(1000)})}, false); err != nil {
+				t.Fatalf("node 2's declare: %v", err)
+			}
+			release()
+			err := <-first
+			if equivalent && err != nil {
+				t.Fatalf("node 1's declare of an equivalent stream queue: %v", err)
+			}
+			if !equivalent {
+				wantInequivalent(t, err, "x-max-length-bytes")
+			}
+			value, live := envs[0].cfg.Cluster.Get(queueKey(DefaultVHost, "s"))
+			var rec queueRecord
+			if !live || json.Unmarshal(value, &rec) != nil {
+				t.Fatalf("the queue's record is %s (live %v)", value, live)
+			}
+			if args, err := decodeArgs(rec.Args); err != nil || fmt.Sprint(args["x-max-length-bytes"]) != "1000" {
+				t.Fatalf("the queue's record has arguments %v (%v), want node 2's", args, err)
+			}
+			for i, e := range envs {
+				eventually(t, fmt.Sprintf("node %d holds node 2's stream queue", i+1), func() bool {
+					q := e.v.queue("s")
+					return q != nil && q.stream != nil && fmt.Sprint(q.def.Args["x-max-length-bytes"]) == "1000"
+				})
+			}
+		})
+	}
+}

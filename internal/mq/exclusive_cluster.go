@@ -1,8 +1,12 @@
 package mq
 
 import (
+	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Exclusive queues in a cluster (issue 14). In RabbitMQ an exclusive
@@ -48,11 +52,12 @@ const exclusiveIDPrefix = "x-"
 
 // forwardToDeletedExclusive reports whether req, made to this node for a
 // queue it no longer has, forwards messages to an exclusive queue: those
-// are dropped and confirmed, as RabbitMQ confirms a message whose queue
-// was deleted before it got there. Subscribers come and go (their
-// queues with their connections): a publisher to their exchange is not
-// nacked for that. A durable queue's is nacked instead: the home node
-// may not have caught up with its definitions yet.
+// are dropped and confirmed at once, as RabbitMQ confirms a message whose
+// queue was deleted before it got there (gone.go). Subscribers come and
+// go (their queues with their connections): a publisher to their
+// exchange is not nacked for that. A durable queue's is confirmed only
+// once the home node caught up with its definitions: until then the
+// queue may be one declared just now.
 func forwardToDeletedExclusive(req *remoteRequest) bool {
 	return req.Op == opPublish && strings.HasPrefix(req.Queue, exclusiveIDPrefix)
 }
@@ -122,6 +127,149 @@ func (r *Registry) dropStaleExclusive() {
 		if err != nil {
 			r.logger.Error("mq: delete an exclusive queue of this node's from before it started",
 				"queue", q.name, "vhost", v.name, "err", err)
+		}
+	}
+}
+
+// A node removed from the cluster for good (wharf cluster remove-node)
+// never starts again to drop its exclusive queues' records itself: other
+// nodes would keep their placeholders, which route nothing while the node
+// is out of contact but keep the name locked (405 to every declare).
+// The node that carries out the removal drops them (PrepareRemoval), once
+// the removal applied: before, the node may still serve them, and the
+// removal may yet be refused. A node removing itself cannot write once
+// removed: it asks another node in contact to (opAwaitRemoval). No other
+// node drops them, so two never race to delete records a queue declared
+// since has under the same keys.
+
+// removalApplyWait bounds how long the node that carried out a removal
+// waits for it to apply before it gives up dropping the removed node's
+// exclusive queues' records (the removal failed after the hook ran).
+const removalApplyWait = time.Minute
+
+// removalCheck is how often it looks.
+const removalCheck = 50 * time.Millisecond
+
+// opAwaitRemoval asks a node to drop the Removed node's exclusive
+// queues' records once its removal applied: the removed node's own ask.
+const opAwaitRemoval remoteOp = "await-removal"
+
+// PrepareRemoval readies node's removal from the cluster: the node's
+// removal hook (broker.Broker.OnRemoveNode). It shrinks node off every
+// quorum queue (ShrinkOff, which may refuse the removal), then has node's
+// exclusive queues' records dropped once the removal applied (see above).
+func (r *Registry) PrepareRemoval(ctx context.Context, node int32) error {
+	if err := r.ShrinkOff(ctx, node); err != nil {
+		return err
+	}
+	if node == r.nodeID() {
+		r.handOverRemoval(ctx)
+		return nil
+	}
+	r.dropExclusiveOnceRemoved(node)
+	return nil
+}
+
+// handOverRemoval asks another node in contact, the lowest that answers,
+// to drop this node's exclusive queues' records once its removal applied.
+func (r *Registry) handOverRemoval(ctx context.Context) {
+	self := r.nodeID()
+	data, _ := json.Marshal(&remoteRequest{Op: opAwaitRemoval, Removed: self})
+	for _, node := range r.cfg.Cluster.Nodes() {
+		if node == self || !r.peerUp(node) || r.cfg.Cluster.CallNode == nil {
+			continue
+		}
+		if _, err := r.cfg.Cluster.CallNode(ctx, node, data); err == nil {
+			return
+		}
+	}
+	r.logger.Warn("mq: no other node took over dropping this node's exclusive queues once it is removed; their names stay locked",
+		"node", self)
+}
+
+// dropExclusiveOnceRemoved waits in the background for node's removal to
+// apply, then drops its exclusive queues' records. A removal asked for
+// again while one waits starts no second wait.
+func (r *Registry) dropExclusiveOnceRemoved(node int32) {
+	r.removals.mu.Lock()
+	defer r.removals.mu.Unlock()
+	if r.removals.waiting[node] || !r.proxies.add(1) {
+		return
+	}
+	if r.removals.waiting == nil {
+		r.removals.waiting = make(map[int32]bool)
+	}
+	r.removals.waiting[node] = true
+	go func() {
+		defer r.proxies.wg.Done()
+		defer func() {
+			r.removals.mu.Lock()
+			delete(r.removals.waiting, node)
+			r.removals.mu.Unlock()
+		}()
+		if r.awaitRemoved(node) {
+			r.dropExclusiveOf(node)
+		}
+	}()
+}
+
+// removals are the nodes whose removal this node waits for to apply.
+type removals struct {
+	mu      sync.Mutex
+	waiting map[int32]bool
+}
+
+// awaitRemoved waits until node is no longer among the cluster's nodes
+// as this node applied them, up to removalApplyWait; false if it still
+// is, or the registry closed.
+func (r *Registry) awaitRemoved(node int32) bool {
+	deadline := time.NewTimer(removalApplyWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(removalCheck)
+	defer tick.Stop()
+	for slices.Contains(r.cfg.Cluster.Nodes(), node) {
+		select {
+		case <-r.proxies.ctx.Done():
+			return false
+		case <-deadline.C:
+			r.logger.Warn("mq: a node's removal did not apply; its exclusive queues' records stay", "node", node)
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// dropExclusiveOf deletes the records of node's exclusive queues, with
+// their bindings', as their home node would have: every node follows.
+// While a queue's record stands no other may be declared under its name
+// (405), so the binding records under that name are its own.
+func (r *Registry) dropExclusiveOf(node int32) {
+	if err := r.cfg.Cluster.Barrier(); err != nil { // its placeholders as the cluster has them
+		r.logger.Error("mq: cannot drop a removed node's exclusive queues", "node", node, "err", err)
+		return
+	}
+	for _, v := range r.vhostList() {
+		v.defMu.Lock()
+		v.mu.RLock()
+		var qs []*queue
+		for _, q := range v.queues {
+			if q.foreignExclusive() && q.home.Load() == node {
+				qs = append(qs, q)
+			}
+		}
+		v.mu.RUnlock()
+		cleanup := deletions{orphans: true}
+		for _, q := range qs {
+			if err := v.deleteQueueLocked(q, &cleanup); err != nil {
+				r.logger.Error("mq: delete a removed node's exclusive queue", "node", node, "queue", q.name,
+					"vhost", v.name, "err", err)
+			}
+		}
+		v.defMu.Unlock()
+		cleanup.run(r)
+		if len(qs) > 0 {
+			r.logger.Info("mq: a removed node's exclusive queues dropped", "node", node, "vhost", v.name, "queues", len(qs))
 		}
 	}
 }

@@ -104,19 +104,35 @@ func TestExclusiveQueueRecordsDroppedAtRestart(t *testing.T) {
 	}
 
 	home.restart()
-	eventually(t, "the records dropped", func() bool {
-		return len(home.recordedKeys(queueKeyPrefix)) == 0 && len(home.recordedKeys(bindingKeyPrefix)) == 0
-	})
-	eventually(t, "node 2's placeholder gone", func() bool { return other.v.queue("sub") == nil })
+	home.waitDropped("sub", other)
 	if home.v.queue("sub") != nil {
 		t.Fatal("node 1 kept an exclusive queue from before its restart")
 	}
+	home.redeclareNews("sub", 8, other) // the name again, since the restart
+}
 
-	home.declareExclusive("sub", 8) // the name again, since the restart
-	other.waitBound("sub")
-	waitDurable(t, other.publish(msg("news", "", "again")))
-	if got := home.drainAs("sub", 8); len(got) != 1 {
-		t.Fatalf("the exclusive queue declared after the restart holds %q", got)
+// waitDropped waits until the definitions, as e reads them, hold no
+// queue or binding record, and none of others holds the queue name.
+func (e *env) waitDropped(name string, others ...*env) {
+	e.t.Helper()
+	eventually(e.t, "the records dropped", func() bool {
+		return len(e.recordedKeys(queueKeyPrefix)) == 0 && len(e.recordedKeys(bindingKeyPrefix)) == 0
+	})
+	for _, o := range others {
+		eventually(e.t, fmt.Sprintf("node %d's placeholder gone", o.r.nodeID()), func() bool { return o.v.queue(name) == nil })
+	}
+}
+
+// redeclareNews declares the exclusive queue name on e again, for
+// connection conn, and checks that it takes what publisher publishes to
+// "news".
+func (e *env) redeclareNews(name string, conn ConnID, publisher *env) {
+	e.t.Helper()
+	e.declareExclusive(name, conn)
+	publisher.waitBound(name)
+	waitDurable(e.t, publisher.publish(msg("news", "", "again")))
+	if got := e.drainAs(name, conn); len(got) != 1 {
+		e.t.Fatalf("the exclusive queue %s declared again on node %d holds %q", name, e.r.nodeID(), got)
 	}
 }
 
@@ -200,4 +216,52 @@ func (e *env) drainAs(queue string, conn ConnID) []string {
 		}
 		out = append(out, string(d.Message.Body))
 	}
+}
+
+// TestExclusiveRecordsOfRemovedNode: node 1, with an exclusive queue
+// bound to a durable exchange, goes down and is removed for good. The
+// node that carries out the removal (node 2, its removal hook) drops the
+// queue's record and its binding's once the removal applied; node 3
+// follows, and a client there declares the name again (no 405) and gets
+// what node 2 publishes to the exchange.
+func TestExclusiveRecordsOfRemovedNode(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 3)
+	removed, remover, other := envs[0], envs[1], envs[2]
+	removed.declareExchange("news", "fanout", true, nil)
+	removed.declareExclusive("sub", 7)
+	other.waitBound("sub")
+	calls.setDown(1, true)
+
+	if err := remover.r.PrepareRemoval(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if keys := remover.recordedKeys(queueKeyPrefix); len(keys) != 1 {
+		t.Fatalf("queue records %q before node 1's removal applied, want its exclusive queue's", keys)
+	}
+	calls.remove(1) // the removal applies
+	remover.waitDropped("sub", remover, other)
+	other.redeclareNews("sub", 9, remover)
+}
+
+// TestExclusiveRecordsOfNodeRemovingItself: node 1 carries out its own
+// removal (a Kafka client's UnregisterBroker may reach the node itself);
+// it cannot write once removed, so it hands the drop of its exclusive
+// queue's records over to node 2, which drops them once the removal
+// applied: node 3 may declare the name again.
+func TestExclusiveRecordsOfNodeRemovingItself(t *testing.T) {
+	envs, calls := newClassicEnvs(t, 3)
+	removed, other := envs[0], envs[2]
+	removed.declareExchange("news", "fanout", true, nil)
+	removed.declareExclusive("sub", 7)
+	other.waitBound("sub")
+
+	if err := removed.r.PrepareRemoval(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(calls.ops(opAwaitRemoval)); n != 1 {
+		t.Fatalf("node 1 asked %d nodes to drop its exclusive queues once removed, want 1", n)
+	}
+	calls.remove(1) // the removal applies
+	other.waitDropped("sub", envs[1], other)
+	other.redeclareNews("sub", 9, envs[1])
 }

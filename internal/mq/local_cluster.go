@@ -15,10 +15,12 @@ import (
 // and exchanges, and exclusive queues, are not in the definition store
 // (cluster.go): they exist on the node that declared them alone.
 // RabbitMQ's management API lists them on every node, a queue with its
-// node and figures; so a listing here asks every other node for its own
-// (opLocalQueues, opLocalExchanges) as it asks for its clients
-// (fromOtherNodes, clients_cluster.go). Only the listing: such a queue is
-// still used on its own node alone.
+// node and figures, and their bindings (those from and to a transient
+// exchange or queue are not recorded either); so a listing here asks
+// every other node for its own (opLocalQueues, opLocalExchanges,
+// opLocalBindings) as it asks for its clients (fromOtherNodes,
+// clients_cluster.go). Only the listing: such a queue is still used on
+// its own node alone.
 
 const (
 	// opLocalQueues asks a node for its transient and exclusive queues,
@@ -28,6 +30,9 @@ const (
 	// opLocalExchanges asks a node for its transient exchanges, as
 	// opLocalQueues does for queues.
 	opLocalExchanges remoteOp = "local-exchanges"
+	// opLocalBindings asks a node for its bindings that are not in the
+	// definition store, those of the request's VHost (empty: any).
+	opLocalBindings remoteOp = "local-bindings"
 	// opLocalTotals asks a node how many of them each vhost (the
 	// request's VHost, empty: any) has, and their messages:
 	// /api/overview's counts, polled by every open console, without
@@ -135,6 +140,16 @@ type listedExchange struct {
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Internal   bool   `json:"internal,omitempty"`
 	Args       []byte `json:"args,omitempty"`
+}
+
+// listedBinding is a binding in an opLocalBindings answer.
+type listedBinding struct {
+	VHost       string `json:"vhost"`
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	ToExchange  bool   `json:"to_exchange,omitempty"`
+	Key         string `json:"key"`
+	Args        []byte `json:"args,omitempty"`
 }
 
 // NodeQueue is a queue of another node that only that node has, with its
@@ -333,4 +348,97 @@ func (r *Registry) ExchangesOf(ctx context.Context, vs []*VHost) ([][]ExchangeDe
 		}
 	}
 	return out, unanswered
+}
+
+// AllBindings returns the vhost's bindings as RabbitMQ lists them: the
+// default exchange's implicit ones (each queue by its name) first, then
+// the declared ones (Bindings).
+func (v *VHost) AllBindings() []BindingInfo {
+	var out []BindingInfo
+	for _, q := range v.Queues() {
+		out = append(out, BindingInfo{Destination: q.Name, Key: q.Name})
+	}
+	return append(out, v.Bindings()...)
+}
+
+// BindingsOf returns, for each of vs, its bindings as AllBindings lists
+// them, the other nodes' among them that only their node has (from or to
+// its transient exchanges and queues, and the default exchange's to its
+// transient queues), and the nodes that did not answer in time (theirs
+// are missing).
+func (r *Registry) BindingsOf(ctx context.Context, vs []*VHost) ([][]BindingInfo, []int32) {
+	out := make([][]BindingInfo, len(vs))
+	for i, v := range vs {
+		out[i] = v.AllBindings()
+	}
+	if len(vs) == 0 {
+		return out, nil
+	}
+	others, unanswered := fromOtherNodes(ctx, r, &clientsRequest{Op: opLocalBindings, VHost: askedVHost(vs)},
+		func(_ int32, reply *clientsReply) ([]listedBinding, error) { return reply.Bindings, nil })
+	at := vhostIndexes(vs)
+	for _, l := range others {
+		i, ok := at[l.VHost]
+		if !ok {
+			continue
+		}
+		args, err := readTable(l.Args)
+		if err != nil {
+			continue // not a table: a binding no node could have made
+		}
+		out[i] = append(out[i], BindingInfo{Source: l.Source, Destination: l.Destination, ToExchange: l.ToExchange,
+			Key: l.Key, Args: args})
+	}
+	if len(others) > 0 {
+		// The default exchange's are first, named "": the order of
+		// AllBindings, kept.
+		for i := range out {
+			slices.SortStableFunc(out[i], compareBindings)
+		}
+	}
+	return out, unanswered
+}
+
+// compareBindings orders bindings by source, destination and key, as
+// Bindings lists them.
+func compareBindings(a, b BindingInfo) int {
+	return cmp.Or(compareStrings(a.Source, b.Source), compareStrings(a.Destination, b.Destination),
+		compareStrings(a.Key, b.Key))
+}
+
+// listedLocalBindings answers opLocalBindings: this node's bindings of
+// vhost (empty: any) that are not in the definition store, with the
+// default exchange's implicit ones to its queues that are not either.
+// Those of its queues that are (durable and exclusive ones) every node
+// has, and lists itself.
+func (r *Registry) listedLocalBindings(vhost string) ([]listedBinding, error) {
+	var out []listedBinding
+	for _, v := range r.vhostsOf(vhost) {
+		for _, q := range v.sortedQueues() {
+			if !q.recorded() && !q.elsewhere() {
+				out = append(out, listedBinding{VHost: v.name, Destination: q.name, Key: q.name})
+			}
+		}
+		v.mu.RLock()
+		for _, x := range v.exchanges {
+			if x.bindings == nil {
+				continue
+			}
+			for _, b := range x.bindings.Bindings() {
+				rec, durable, _ := v.bindingRecordOf(x, b)
+				if durable {
+					continue
+				}
+				args, err := amqpwire.AppendTable(nil, b.Args)
+				if err != nil {
+					v.mu.RUnlock()
+					return nil, err
+				}
+				out = append(out, listedBinding{VHost: v.name, Source: rec.Source, Destination: rec.Destination,
+					ToExchange: rec.DestKind == destExchange, Key: rec.Key, Args: args})
+			}
+		}
+		v.mu.RUnlock()
+	}
+	return out, nil
 }

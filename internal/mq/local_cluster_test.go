@@ -78,3 +78,33 @@ func TestLocalQueuesOfOtherNodes(t *testing.T) {
 		t.Fatalf("node 3 looks for node 2's queue with node 2 out of contact: unanswered %v, %v", unanswered, err)
 	}
 }
+
+// TestBindingsOfOtherNodes: node 3 lists each binding of the cluster
+// once: the recorded ones (from durable exchanges to durable and
+// exclusive queues, which it follows), node 2's own (to its transient
+// queue, from its transient exchange) as node 2 answers, with the default
+// exchange's implicit one to each queue, the transient one's from node 2.
+func TestBindingsOfOtherNodes(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 3)
+	envs[0].declareQueue("durable", true)
+	envs[0].declareExchange("news", "fanout", true, nil)
+	envs[0].declareExclusive("mine", 7) // bound to news
+	envs[0].bind("durable", "amq.direct", "d", nil)
+	envs[1].declareQueue("passing", false)
+	envs[1].declareExchange("events", "topic", false, nil)
+	envs[1].bind("passing", "amq.direct", "p", nil)
+	envs[1].bind("durable", "events", "e.#", nil)
+	node3 := envs[2].v
+	eventually(t, "node 3 follows the recorded bindings", func() bool { return len(node3.Bindings()) == 2 })
+
+	all, unanswered := node3.r.BindingsOf(context.Background(), []*VHost{node3})
+	var got []string
+	for _, b := range all[0] {
+		got = append(got, fmt.Sprintf("%s→%s:%s", b.Source, b.Destination, b.Key))
+	}
+	want := []string{"→durable:durable", "→mine:mine", "→passing:passing",
+		"amq.direct→durable:d", "amq.direct→passing:p", "events→durable:e.#", "news→mine:"}
+	if !slices.Equal(got, want) || len(unanswered) != 0 {
+		t.Fatalf("node 3 lists %q, unanswered %v; want %q", got, unanswered, want)
+	}
+}

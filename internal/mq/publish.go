@@ -181,6 +181,9 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 			res.Rejected++
 		}
 		if logged != nil {
+			if m := q.quorum.Load(); m != nil {
+				logged = m.confirmTarget(logged)
+			}
 			stores = append(stores, logged)
 		}
 	}
@@ -190,7 +193,7 @@ func (v *VHost) enqueue(m *Message, qs []*queue, pub *Publisher) (PublishResult,
 	case len(stores) > 0:
 		c := newCommit()
 		c.n = 1
-		v.r.syncer.Await(stores, c.finish)
+		v.r.awaitDurable(stores, c.finish)
 		res.Durable = Durability{c: c}
 	}
 	if firstErr != nil {

@@ -87,7 +87,8 @@ func (p *Publisher) Publish(m *Message) (PublishResult, error) {
 func (p *Publisher) Pending() bool { return p.cur != nil }
 
 // Flush appends the held-back stream records, one batch per stream, and
-// hands the commit of every message since the last flush to the syncer.
+// hands the commit of every message since the last flush to the syncer
+// (its forwards to other nodes wait on their own: awaitDurable).
 // A stream that refuses a batch gets it in smaller batches, down to single
 // messages, so that only a message it refuses on its own fails
 // (ErrStreamRefused).
@@ -110,7 +111,7 @@ func (p *Publisher) Flush() {
 	if len(p.targets) == 0 {
 		c.finish(nil)
 	} else {
-		p.v.r.syncer.Await(p.targets, c.finish)
+		p.v.r.awaitDurable(p.targets, c.finish)
 	}
 	clear(p.targets)
 	p.targets = p.targets[:0]

@@ -60,6 +60,12 @@ type queue struct {
 	// (crash.go). It is then also deleted, as far as the in-memory
 	// machinery goes, but stays in its vhost.
 	crashed atomic.Bool
+	// gone is set once the queue is deleted for good (or replaced by a
+	// declaration of its name under a new id), before its storage and
+	// its way to another node go: a message routed to it whose confirm
+	// still waits is then confirmed, not nacked, as RabbitMQ's channel
+	// confirms what a deleted queue had not confirmed yet (gone.go).
+	gone atomic.Bool
 	// home is the node a durable queue lives on when that is another
 	// one: q is then a placeholder (cluster.go); 0 for a queue of this
 	// node. A quorum queue's is its leader, quorumLeaderUnknown if none

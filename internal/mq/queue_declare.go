@@ -86,8 +86,11 @@ func (v *VHost) declareQueue(d QueueDef) (*queue, bool, error) {
 		if err := checkStreamProperties(d, v.name); err != nil {
 			return nil, false, err
 		}
-		q, err := v.createStreamQueue(d)
-		return q, err == nil, err
+		q, created, err := v.createStreamQueue(d)
+		if err == nil && !created {
+			err = v.redeclared(q, d) // another node's declare of the name landed first
+		}
+		return q, created, err
 	}
 	d.Durable = d.Durable && !d.Exclusive
 	q, created, err := v.createQueue(d)
@@ -474,8 +477,9 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 		}
 	}
 	// A deletion this node only follows writes nothing, and another
-	// node's exclusive queue's records are its home node's to delete.
-	if !cleanup.followed && !q.foreignExclusive() {
+	// node's exclusive queue's records are its home node's to delete,
+	// unless that node was removed (dropExclusiveOf).
+	if !cleanup.followed && (!q.foreignExclusive() || cleanup.orphans) {
 		for _, ref := range refs {
 			if err := v.unstoreBinding(ref.src, ref.b); err != nil {
 				return err
@@ -487,6 +491,7 @@ func (v *VHost) deleteQueueLocked(q *queue, cleanup *deletions) error {
 			}
 		}
 	}
+	q.gone.Store(true)
 	v.mu.Lock()
 	var emptied []*exchange
 	for _, ref := range refs {
@@ -527,6 +532,9 @@ type deletions struct {
 	// write would be wrong, too: the name may be defined again since,
 	// and its binding keys (made of names) be the new queue's.
 	followed bool
+	// orphans marks deletions of a removed node's exclusive queues,
+	// whose records this node deletes for it (exclusive_cluster.go).
+	orphans bool
 }
 
 func (d *deletions) run(r *Registry) {

@@ -88,6 +88,8 @@ type remoteRequest struct {
 	IfEmpty  bool `json:"if_empty,omitempty"`
 	// Served are the queues opStats asks the figures of.
 	Served []servedRef `json:"served,omitempty"`
+	// Removed is the node opAwaitRemoval names.
+	Removed int32 `json:"removed,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the
@@ -174,6 +176,9 @@ func (m *served) answer(ctx context.Context, _ uint64, data []byte) ([]byte, err
 // queue's home node.
 func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 	q := m.q
+	if req.Op == opPublish && (req.Queue != q.id || q.gone.Load()) {
+		return &remoteReply{} // deleted (and maybe declared again): dropped, confirmed (gone.go)
+	}
 	if req.Queue != q.id {
 		return errorReply(errNotFound("queue", q.name, q.vh.name)) // deleted, and declared again
 	}
@@ -188,7 +193,7 @@ func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 		return &remoteReply{}
 	case opPublish:
 		err := m.forwards.once(ctx, req.Forward, func() error { return m.take(req.Batches, req.Forward) })
-		if err != nil {
+		if err != nil && !q.gone.Load() { // deleted meanwhile: confirmed (gone.go)
 			return &remoteReply{Error: err.Error()}
 		}
 		return &remoteReply{}

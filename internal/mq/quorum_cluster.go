@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
@@ -150,6 +151,9 @@ type quorumReplica struct {
 	// while it is served here, their forwarded publishes
 	// (quorum_calls.go).
 	*served
+	// confirm is the confirm target of the last service clients'
+	// messages were logged in (gone.go).
+	confirm atomic.Pointer[goneTarget]
 }
 
 // startQuorumReplica starts following q's group.

@@ -153,7 +153,7 @@ func (r *Registry) ShrinkQuorumQueues(ctx context.Context, node int32) ([]Member
 
 // ShrinkOff removes node from every quorum queue it is a member of and
 // waits until that is done or ctx ends, for the node's removal from the
-// cluster (broker.Broker.OnRemoveNode). It fails, naming the queues, if
+// cluster (PrepareRemoval). It fails, naming the queues, if
 // the node is the only member of some (their messages would go with it),
 // or if a change is not applied in time or was undone.
 func (r *Registry) ShrinkOff(ctx context.Context, node int32) error {

@@ -42,7 +42,8 @@ type remoteQueue struct {
 	leader   int32                  // the node that answered the last call, 0 if none did
 	rotation int                    // the member to try next while no leader is known
 	tags     map[QueueTag]remoteTag // this node's tags of messages held through sessions
-	forward  *remoteForward
+	forward  *remoteForward         // the one batches go to, until it is sent
+	last     *remoteForward         // the one made last: the next is sent after it
 	sessions map[*proxySession]bool
 	closed   bool
 	// probing: a call to find the leader is in flight (probeLeader).
@@ -113,6 +114,9 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 			hint = 0
 		}
 		rq.setLeader(0)
+		if req.Op == opPublish && rq.q.recordGone() {
+			return nil, errQueueGone // deleted: its group answers no more (gone.go)
+		}
 		if hint == 0 && attempt%max(len(rq.q.members()), 1) == 0 {
 			select {
 			case <-ctx.Done():
@@ -234,7 +238,7 @@ func (rq *remoteQueue) send(ctx context.Context, node int32, req *remoteRequest,
 		}
 		*data = b
 	}
-	go rq.abandonWhenGone(actx, cancel, node)
+	go rq.abandonWhenGone(actx, cancel, node, req.Op == opPublish)
 	var out []byte
 	var err error
 	if rq.classic() {
@@ -259,8 +263,10 @@ const goneCheck = 50 * time.Millisecond
 // abandonWhenGone cancels a call to node, until ctx ends, once node is
 // out of contact or, as a member of the group sees it, no longer leads:
 // the answer of a killed or deposed leader would not come, and the call
-// goes to the new one at once instead of at its timeout.
-func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.CancelFunc, node int32) {
+// goes to the new one at once instead of at its timeout. A forward
+// (publish) is abandoned too once its queue's definition is gone
+// (recordGone): no member answers for a deleted queue.
+func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.CancelFunc, node int32, publish bool) {
 	q := rq.q
 	tick := time.NewTicker(goneCheck)
 	defer tick.Stop()
@@ -275,6 +281,10 @@ func (rq *remoteQueue) abandonWhenGone(ctx context.Context, cancel context.Cance
 			return
 		}
 		if home := q.home.Load(); q.quorum.Load() != nil && home != node && home != quorumLeaderUnknown {
+			cancel()
+			return
+		}
+		if publish && q.recordGone() {
 			cancel()
 			return
 		}
@@ -446,12 +456,20 @@ type remoteForward struct {
 	rq      *remoteQueue
 	id      uint64 // the leader takes the batches once (forwards.once)
 	batches []byte // guarded by rq.mu until sent
-	// after is the forward this one took over from when that one was
-	// full, unsent: its messages come first, so this one is sent once
-	// it was answered (a syncer round syncs its targets in parallel).
+	// after is the forward made before this one (unsent, or in flight,
+	// or answered): its messages come first, so this one is sent once it
+	// was answered (each forward is awaited on a goroutine of its own,
+	// awaitDurable).
 	after *remoteForward
 	once  sync.Once
 	err   error
+
+	// The confirms waiting for the answer (awaitDurable): one goroutine
+	// sends the forward and tells them all.
+	waitMu   sync.Mutex
+	waiters  []func(error)
+	sending  bool // the goroutine is started
+	answered bool // err is the outcome
 }
 
 // forwardBatch adds an enqueue batch to those to forward and returns what
@@ -460,7 +478,8 @@ func (rq *remoteQueue) forwardBatch(batch []byte) replica.Target {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.forward == nil || len(rq.forward.batches)+len(batch) > callBytes {
-		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.forward}
+		rq.forward = &remoteForward{rq: rq, id: newSessionID(), after: rq.last}
+		rq.last = rq.forward
 	}
 	rq.forward.batches = append(rq.forward.batches, batch...)
 	return rq.forward
@@ -478,6 +497,7 @@ func (f *remoteForward) Sync() error {
 			rq.forward = nil // later batches go together
 		}
 		batches := f.batches
+		f.batches = nil // rq.last may keep f: not its messages
 		rq.mu.Unlock()
 		ctx, cancel := context.WithTimeout(rq.ctx, syncWaitRemote)
 		defer cancel()
@@ -485,7 +505,7 @@ func (f *remoteForward) Sync() error {
 		if err == nil {
 			err = replyError(reply)
 		}
-		if err != nil {
+		if err != nil && !rq.q.gone.Load() && !errors.Is(err, errQueueGone) { // deleted meanwhile: confirmed (gone.go)
 			f.err = errors.Join(errors.New("mq: forward to the queue's leader or home node"), err)
 		}
 	})

@@ -122,6 +122,9 @@ type Registry struct {
 	// nil on a single node.
 	follower *follower
 	stale    staleQueues // this node's exclusive queues from before it started (exclusive_cluster.go)
+	// removals are the nodes whose removal this node carried out and
+	// waits for to apply (exclusive_cluster.go).
+	removals removals
 	// membersApplied wakes the callers waiting for quorum queue
 	// membership changes (quorum_members.go).
 	membersApplied signal

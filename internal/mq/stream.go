@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -274,48 +275,58 @@ func (r *Registry) releaseStream(topic string) {
 }
 
 // createStreamQueue makes a new stream queue: its topic first (created,
-// or an existing Kafka topic adopted), then its definition. Caller holds
+// or an existing Kafka topic adopted), then its definition, unless the
+// name has one when the write is applied, as for other durable queues
+// (createDefinition): another node's declaration of it landed first, and
+// createStreamQueue returns that queue, created false. Caller holds
 // defMu.
-func (v *VHost) createStreamQueue(d QueueDef) (*queue, error) {
+func (v *VHost) createStreamQueue(d QueueDef) (q *queue, created bool, err error) {
 	if v.r.closed.Load() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	res := resource("queue", d.Name, v.name)
 	if v.r.cfg.Streams == nil {
-		return nil, errPrecondition("cannot declare %s: stream queues are not available on this node", res)
+		return nil, false, errPrecondition("cannot declare %s: stream queues are not available on this node", res)
 	}
 	topic := StreamTopicName(v.name, d.Name)
 	if err := checkStreamTopic(topic, d.Name, v.name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if owner, ok := v.r.claimStream(topic, res); !ok {
-		return nil, errPrecondition("cannot declare %s: its topic '%s' belongs to %s", res, topic, owner)
+		return nil, false, errPrecondition("cannot declare %s: its topic '%s' belongs to %s", res, topic, owner)
 	}
 	effective, _ := v.effectiveQueueArgs(d)
 	st, err := v.r.cfg.Streams.CreateStream(topic, streamConfigOf(effective))
 	if err != nil {
 		v.r.releaseStream(topic)
 		if errors.Is(err, ErrNotAStream) {
-			return nil, errPrecondition("cannot declare %s on topic '%s': %v", res, topic, err)
+			return nil, false, errPrecondition("cannot declare %s on topic '%s': %v", res, topic, err)
 		}
-		return nil, errInternal("create stream", err)
+		return nil, false, errInternal("create stream", err)
 	}
+	// The topic stays if the definition is not written: it may have
+	// been a Kafka topic before (or be the winning declaration's), and an
+	// orphan topic is only an ordinary topic.
 	args, err := encodeArgs(d.Args)
+	var live, value []byte
 	if err == nil {
-		rec := queueRecord{VHost: v.name, Name: d.Name, Stream: topic, Args: args}
-		err = v.r.defs.Put(queueKey(v.name, d.Name), mustJSON(rec))
+		value = mustJSON(queueRecord{VHost: v.name, Name: d.Name, Stream: topic, Args: args})
+		live, err = v.r.createDefinition(queueKey(v.name, d.Name), value)
 	}
 	if err != nil {
-		// The topic stays: it may have been a Kafka topic before, and an
-		// orphan topic is only an ordinary topic.
 		v.r.releaseStream(topic)
-		return nil, errInternal("store queue", err)
+		return nil, false, errInternal("store queue", err)
 	}
-	q := v.newStreamQueue(d, &streamLog{Stream: st, topic: topic})
+	if !bytes.Equal(live, value) {
+		v.r.releaseStream(topic) // the queue that won claims it, if a stream queue
+		q, err := v.existingQueue(live)
+		return q, false, err
+	}
+	q = v.newStreamQueue(d, &streamLog{Stream: st, topic: topic})
 	v.mu.Lock()
 	v.queues[d.Name] = q
 	v.mu.Unlock()
-	return q, nil
+	return q, true, nil
 }
 
 // loadStreamQueue opens a stream queue from its definition at Open. Its

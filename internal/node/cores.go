@@ -107,8 +107,8 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 	streamOwners.Attach(queues)
 	if cfg.Cluster != nil {
 		// A node's removal shrinks its quorum queue replicas away first,
-		// however it is asked for.
-		b.OnRemoveNode(queues.ShrinkOff)
+		// however it is asked for, and then drops its exclusive queues.
+		b.OnRemoveNode(queues.PrepareRemoval)
 	}
 	js, jsState, err := openJetStream(cfg, b, logger)
 	if err != nil {
