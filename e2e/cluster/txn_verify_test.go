@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ func TestTxnVerifyAcrossNodes(t *testing.T) {
 	const topic, txnID, partitions = "payments", "payments-writer", 6
 	admin := newAdmin(t, seeds)
 	createTopicN(ctx, t, admin, topic, partitions)
+	electPreferredLeaders(ctx, t, admin, nodes, topic, partitions)
 	coordinator := txnCoordinator(ctx, t, admin, txnID, -1)
 	p, leader := partitionLedElsewhere(ctx, t, admin, topic, coordinator)
 	t.Logf("%s is coordinated by node %d; %s-%d is led by node %d", txnID, coordinator, topic, p, leader)
@@ -273,6 +276,7 @@ func openTxnElsewhere(ctx context.Context, t *testing.T, topic, id string) *txnE
 	seeds := seedsOf(nodes)
 	x := &txnElsewhere{nodes: nodes, admin: newAdmin(t, seeds)}
 	createTopicN(ctx, t, x.admin, topic, 3)
+	electPreferredLeaders(ctx, t, x.admin, nodes, topic, 3)
 	raw, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +349,71 @@ func countMissing(got, want map[string]bool) int {
 		}
 	}
 	return n
+}
+
+// electPreferredLeaders moves the leadership of every partition of topic
+// to its preferred replica (ElectLeaders), and waits until every node of
+// nodes, and admin's cached metadata (kadm keeps it up to 5 s), name
+// those leaders: a view that still named the one before would have the
+// test kill or ask the wrong node. A new topic's
+// partitions are led by whichever replica won its first election, so all
+// of them may be led by one node (1 new three-node cluster in 12, for
+// three partitions), and the balancer, which moves them back, looks only
+// every 300 s; the preferred replicas are spread over the nodes, so then
+// every node leads some partition.
+func electPreferredLeaders(ctx context.Context, t *testing.T, admin *kadm.Client, nodes []*node, topic string, partitions int32) {
+	t.Helper()
+	set := kadm.TopicsSet{topic: {}}
+	for p := range partitions {
+		set[topic][p] = struct{}{}
+	}
+	for {
+		res, err := admin.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+		if err == nil && len(res[topic]) != int(partitions) {
+			err = fmt.Errorf("answers for %d of %d partitions", len(res[topic]), partitions)
+		}
+		if err == nil {
+			for _, r := range res[topic] {
+				if r.Err != nil && !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+					err = fmt.Errorf("%s-%d: %w", topic, r.Partition, r.Err)
+				}
+			}
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("electing the preferred leaders of %s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seedsOf(nodes)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, nd := range nodes {
+		awaitMetadata(ctx, t, cl, int32(nd.id), topic, func(md *kmsg.MetadataResponse) error {
+			for _, p := range md.Topics[0].Partitions {
+				if len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+					return fmt.Errorf("%s-%d is led by %d, not by its preferred replica (of %v)", topic, p.Partition, p.Leader, p.Replicas)
+				}
+			}
+			return nil
+		})
+	}
+	for {
+		md, err := admin.Metadata(ctx, topic)
+		if err == nil && !slices.ContainsFunc(md.Topics[topic].Partitions.Sorted(), func(p kadm.PartitionDetail) bool {
+			return len(p.Replicas) == 0 || p.Leader != p.Replicas[0]
+		}) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the admin client's metadata of %s never named the preferred leaders: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // partitionLedElsewhere waits until some partition of topic has a leader
