@@ -72,3 +72,4 @@ func TestAnnouncerRetriesUntilTaken(t *testing.T) {
 type discardEnvelopes struct{}
 
 func (discardEnvelopes) Deliver(uint64, []raft.Envelope) {}
+func (discardEnvelopes) Disconnected(uint64)             {}

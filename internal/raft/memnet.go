@@ -13,6 +13,10 @@ import (
 // Handler takes what a transport receives: a Host.
 type Handler interface {
 	Deliver(from uint64, envs []Envelope)
+	// Disconnected tells that a connection to node from broke: what was
+	// sent either way on it may be lost. It comes after the Deliver of
+	// the last batch that arrived on that connection.
+	Disconnected(from uint64)
 }
 
 // MemNetwork connects hosts in one process, for tests. By default a batch
@@ -60,6 +64,22 @@ func (n *MemNetwork) Register(node uint64, h Handler) {
 	n.mu.Lock()
 	n.handlers[node] = h
 	n.mu.Unlock()
+}
+
+// Disconnect tells nodes a and b that their connection broke, as a
+// transport between processes does when one of them dies or the link
+// fails (Handler.Disconnected). Nothing is lost by it: what is lost with
+// the connection is the fault function's to drop.
+func (n *MemNetwork) Disconnect(a, b uint64) {
+	n.mu.Lock()
+	ha, hb := n.handlers[a], n.handlers[b]
+	n.mu.Unlock()
+	if ha != nil {
+		ha.Disconnected(b)
+	}
+	if hb != nil {
+		hb.Disconnected(a)
+	}
 }
 
 // Unregister drops node's receiver: what is sent to it is lost.

@@ -24,15 +24,19 @@ import (
 // doubling to 1 s); what was queued meanwhile waits for the next one.
 //
 // A connection opens with the dialer's hello: helloMagic, then its node
-// id as a uvarint.
+// id as a uvarint. A connection that breaks is reported to the host
+// (Handler.Disconnected), whose requests waiting on an answer over it
+// fail or are sent again at once (forward.go).
 
 // helloMagic starts every connection: "wharf raft", then the version of
 // the frames that follow. Version 2: a ping carries its host's
 // incarnation (quiesce.go). Version 3: Raft messages in the transport's
-// own encoding, record batches under their own CRCs (frame.go). A peer of
-// another version is refused at the hello, with a message that says so,
-// rather than misreading its frames.
-var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 3}
+// own encoding, record batches under their own CRCs (frame.go). Version 4:
+// a forward's request id is unique across its sender's runs, and the
+// leader takes a forward sent again under the same id once (forward.go).
+// A peer of another version is refused at the hello, with a message that
+// says so, rather than misreading its frames.
+var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 4}
 
 // TCPConfig configures a TCP transport.
 type TCPConfig struct {
@@ -418,6 +422,12 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 	t.mu.Lock()
 	delete(t.conns, c)
 	t.mu.Unlock()
+	if t.ctx.Err() == nil {
+		// Also for a connection the peer replaced: it dials again only
+		// once it lost the old one, and what went on that is lost too.
+		// After every frame read from c (read delivered them in order).
+		t.handler.Disconnected(p.id)
+	}
 }
 
 // read hands every frame read from r to the host.
