@@ -3,44 +3,22 @@ package mq
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/raft"
 )
 
 // nodeCalls plays the cluster's node calls: a call goes straight to the
 // called registry's handler, unless that node is down (then it waits for
-// its context, as a call to a dead node does) or its connection broke.
+// its context, as a call to a dead node does).
 type nodeCalls struct {
 	mu       sync.Mutex
 	handlers map[int32]func(ctx context.Context, from int32, data []byte) ([]byte, error)
 	down     map[int32]bool
-	// broke closes when the connection to a node breaks (breakConnection).
-	broke map[int32]chan struct{}
-	sent  []remoteRequest // every request sent, in order
-}
-
-// breakConnection plays a node killed -9 as the others first see it:
-// their connection to it broke, their failure detectors still take it
-// for up. The calls waiting on it and every call to it after fail with
-// raft.ErrUnreachable, as the host's do until it reconnects.
-func (c *nodeCalls) breakConnection(node int32) {
-	c.mu.Lock()
-	close(c.brokenLocked(node))
-	c.mu.Unlock()
-}
-
-func (c *nodeCalls) brokenLocked(node int32) chan struct{} {
-	if c.broke[node] == nil {
-		c.broke[node] = make(chan struct{})
-	}
-	return c.broke[node]
+	sent     []remoteRequest // every request sent, in order
 }
 
 func (c *nodeCalls) setDown(node int32, down bool) {
@@ -74,39 +52,13 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 		}
 		c.mu.Lock()
 		c.sent = append(c.sent, req)
-		fn, down, broke := c.handlers[to], c.down[to], c.brokenLocked(to)
+		fn, down := c.handlers[to], c.down[to]
 		c.mu.Unlock()
-		unreachable := fmt.Errorf("%w: node %d lost its connection", raft.ErrUnreachable, to)
-		select {
-		case <-broke:
-			return nil, unreachable
-		default:
-		}
 		if down || fn == nil {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-broke:
-				return nil, unreachable
-			}
+			<-ctx.Done()
+			return nil, ctx.Err()
 		}
-		type answer struct {
-			out []byte
-			err error
-		}
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		answered := make(chan answer, 1)
-		go func() { // ends with cctx at the latest, as the handler does
-			out, err := fn(cctx, node, data)
-			answered <- answer{out, err}
-		}()
-		select {
-		case a := <-answered:
-			return a.out, a.err
-		case <-broke:
-			return nil, unreachable
-		}
+		return fn(ctx, node, data)
 	}
 }
 
@@ -114,8 +66,7 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 // their node calls wired to each other.
 func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
-	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{},
-		broke: map[int32]chan struct{}{}}
+	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{}}
 	envs := make([]*env, nodes)
 	ids := make([]int32, nodes)
 	for i := range ids {
@@ -254,41 +205,6 @@ func TestClassicQueueHomeNodeDown(t *testing.T) {
 	q.mu.Unlock()
 	if held != 1 {
 		t.Fatalf("node 1's queue holds %d messages, want 1", held)
-	}
-}
-
-// TestClassicQueueHomeConnectionBroken: when the connection to a classic
-// queue's home node breaks (killed -9), before this node's failure
-// detector takes it for down, the consumer here whose pull waits there is
-// cancelled at once, and a get, a declare and a publish's confirm are
-// refused at once (404, nack), rather than tried again until their
-// timeouts, as RabbitMQ takes a node whose connection broke for down.
-func TestClassicQueueHomeConnectionBroken(t *testing.T) {
-	envs, calls := newClassicEnvs(t, 2)
-	home, other := envs[0], envs[1]
-	home.declareQueue("billing", true)
-	c := newConsumer(0) // takes nothing: its pull waits on node 1
-	other.consume("billing", c, false)
-	eventually(t, "node 2's pull waiting on node 1", func() bool { return len(calls.ops(opPull)) > 0 })
-
-	start := time.Now()
-	calls.breakConnection(1)
-	eventually(t, "node 2's consumer cancelled", func() bool { return c.cancelled.Load() == 1 })
-	const down = "NOT_FOUND - home node 'wharf@1' of durable queue 'billing' in vhost '/' is down or inaccessible"
-	_, _, err := other.v.Get("billing", false, 1)
-	wantCode(t, err, amqpwire.CodeNotFound, down)
-	_, err = other.v.DeclareQueue(QueueDef{Name: "billing", Durable: true}, true)
-	wantCode(t, err, amqpwire.CodeNotFound, down)
-	res := other.publish(persistent("", "billing", "unconfirmed"))
-	if res.Routed != 1 || !res.Durable.Pending() {
-		t.Fatalf("publish to a queue whose home node's connection broke: %+v, want routed, its confirm pending", res)
-	}
-	<-res.Durable.Done()
-	if res.Durable.Err() == nil {
-		t.Fatal("a message forwarded to a home node whose connection broke was confirmed")
-	}
-	if took := time.Since(start); took > syncWaitRemote/2 {
-		t.Fatalf("refused after %v: the requests were tried again until their timeouts", took)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
-	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -88,10 +87,7 @@ const callRetry = 100 * time.Millisecond
 // call sends req to the queue's leader and returns its answer: it tries
 // the leader this node knows of, the one a member names, and the members
 // in turn, until one serves the queue or ctx ends. A classic queue's
-// leader is its home node, while that is in contact: a call to it that
-// fails because it is down, or its connection broke before it answered
-// (raft.ErrUnreachable), is not tried again (errHomeUnreachable), as
-// RabbitMQ takes a node whose connection broke for down.
+// leader is its home node, while that is in contact.
 func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteReply, error) {
 	if rq.classic() {
 		req.VHost, req.Name = rq.q.vh.name, rq.q.name
@@ -105,8 +101,6 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 		node := rq.target(hint)
 		reply, err := rq.send(ctx, node, req, &data)
 		switch {
-		case rq.classic() && errors.Is(err, raft.ErrUnreachable):
-			return nil, errors.Join(errHomeUnreachable, err)
 		case err == nil && !reply.NotServed:
 			rq.setLeader(node)
 			return reply, nil
