@@ -44,8 +44,9 @@ func TestNodeCallsBesideTheRemovalQuestion(t *testing.T) {
 
 // TestNodeCallFailsWhenTheNodeGoes: a node call waiting on a node whose
 // connection breaks (its process killed) fails at once with
-// raft.ErrUnreachable, not when its context ends; once this node takes
-// the other for down, a new call fails at once too.
+// raft.ErrUnreachable, not when its context ends, and so does a new call
+// while there is no connection; once this node takes the other for down,
+// a new call fails at once, whatever the connection.
 func TestNodeCallFailsWhenTheNodeGoes(t *testing.T) {
 	c := newTestCluster(t, 3)
 	asked := make(chan struct{}, 1)
@@ -65,7 +66,13 @@ func TestNodeCallFailsWhenTheNodeGoes(t *testing.T) {
 	if !errors.Is(err, raft.ErrUnreachable) {
 		t.Fatalf("a node call whose connection broke: %v after %v, want raft.ErrUnreachable", err, time.Since(start))
 	}
+	start = time.Now()
+	_, err = c.broker(1).CallNode(ctx, 2, "hold", nil)
+	if took := time.Since(start); !errors.Is(err, raft.ErrUnreachable) || took > time.Second {
+		t.Fatalf("a node call to a node with no connection: %v after %v, want raft.ErrUnreachable at once", err, took)
+	}
 
+	c.net.Connect(1, 2) // taken for down below without a connection's news
 	c.isolate(2, true)
 	c.waitFor("node 1 to take node 2 for down", func() bool { return !c.broker(1).NodeUp(2) })
 	start = time.Now()

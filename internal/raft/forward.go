@@ -21,15 +21,16 @@ import (
 //
 // A forward (or a call) waiting on a node fails with ErrUnreachable when
 // this host takes the node for down (a caller that will not send to such
-// a node checks PeerUp first: see request). When the connection to the
-// node breaks, the request or its answer may be lost with it: a call
-// fails with ErrUnreachable at once, and a forward is sent again under
-// its id. The leader takes a forward once by its sender
-// and id (forwardMemory): it answers a repeat of one it is still
-// proposing when that is done, and one it answered with that answer
-// again, for forwardMemoryTime. So a forward lost in transit costs the
-// time to reconnect, not the caller's timeout, and is applied at most
-// once while its leader lives. A repeat that reaches a leader that has
+// a node checks PeerUp first: see request), and one to a node the
+// transport has no connection to since one broke fails at once. When the
+// connection to the node breaks, the request or its answer may be lost
+// with it: a call fails with ErrUnreachable at once, and a forward is
+// sent again under its id, to go on the next connection. The leader
+// takes a forward once by its sender and id (forwardMemory): it answers a
+// repeat of one it is still proposing when that is done, and one it
+// answered with that answer again, for forwardMemoryTime. So a forward
+// lost in transit costs the time to reconnect, not the caller's timeout,
+// and is applied at most once while its leader lives. A repeat that reaches a leader that has
 // restarted since, or the caller's own retries (its context ended, or
 // the leadership moved: internal/replica's Propose), may still apply it
 // twice: what is forwarded must be safe to apply twice.
@@ -82,9 +83,12 @@ func (p *pendingRequest) complete(r forwardResult) {
 // request sends data to node to in an envelope of kind (KindForward or
 // KindCall) and waits for its reply until ctx ends, or until node to is
 // taken for down or (a call) its connection breaks: ErrUnreachable. It
-// sends to a node taken for down too: a node may answer without pinging
-// this one (a node removed from the cluster, restarted, asks the others
-// whether it was, and they no longer take it for a peer).
+// fails at once while the transport has no connection to node to since
+// one broke (a node killed -9: the dialer's attempts are refused),
+// rather than queue the request for the next connection, but sends to a
+// node taken for down: a node may answer without pinging this one (a
+// node removed from the cluster, restarted, asks the others whether it
+// was, and they no longer take it for a peer).
 func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []byte) forwardResult {
 	if h.cfg.Transport == nil {
 		return forwardResult{offset: -1, err: fmt.Errorf("raft: no transport to reach node %d", to)}
@@ -93,6 +97,10 @@ func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []
 	if h.closed {
 		h.mu.Unlock()
 		return forwardResult{offset: -1, err: ErrRemoved}
+	}
+	if n, ok := h.links[to]; ok && n == 0 {
+		h.mu.Unlock()
+		return forwardResult{offset: -1, err: unreachable(to, "has no connection")}
 	}
 	h.nextForward++
 	id := h.nextForward

@@ -103,8 +103,9 @@ var (
 	ErrGroupExists = errors.New("raft: group already hosted")
 	// ErrUnreachable: a Call or Forward waiting on a node this host took
 	// for down, or (a call; a forward is sent again) whose connection
-	// broke before it answered. The node may have handled what it was
-	// sent; the caller may try again, there or elsewhere.
+	// broke before it answered; at once, one to a node the transport has
+	// no connection to since one broke. The node may have handled what it
+	// was sent; the caller may try again, there or elsewhere.
 	ErrUnreachable = errors.New("raft: the node cannot be reached")
 )
 
@@ -130,8 +131,11 @@ type Host struct {
 	forwards    map[uint64]*pendingRequest // Forward and Call calls waiting, by request id
 	nextForward uint64
 	taken       forwardMemory // forwards taken as a leader (forward.go)
-	closed      bool
-	wake        chan struct{} // the loop has work; capacity 1
+	// links counts the transport's open connections to each peer it
+	// reported (Connected, Disconnected): a peer at 0 has none.
+	links  map[uint64]int
+	closed bool
+	wake   chan struct{} // the loop has work; capacity 1
 
 	// Owned by the loop (Tick, Process, Synced).
 	ticks        int64
@@ -191,6 +195,7 @@ func NewHost(cfg Config) (*Host, error) {
 		dirty:    map[uint64]*Group{},
 		senders:  map[senderKey]bool{},
 		forwards: map[uint64]*pendingRequest{},
+		links:    map[uint64]int{},
 		wake:     make(chan struct{}, 1),
 		peers:    map[uint64]*peer{},
 		outbox:   map[uint64][]Envelope{},
@@ -279,12 +284,21 @@ func (h *Host) Deliver(from uint64, envs []Envelope) {
 	h.signal()
 }
 
+// Connected tells the host that a connection to node from opened: a
+// transport calls it before delivering what arrives on it.
+func (h *Host) Connected(from uint64) {
+	h.mu.Lock()
+	h.links[from]++
+	h.mu.Unlock()
+}
+
 // Disconnected tells the host that a connection to node from broke: a
 // transport calls it after delivering the last batch read from that
 // connection. It is news for the loop, in order with those batches: an
 // answer that arrived before the break is taken first.
 func (h *Host) Disconnected(from uint64) {
 	h.mu.Lock()
+	h.links[from] = max(h.links[from]-1, 0)
 	if !h.closed {
 		h.inbox = append(h.inbox, inbound{from: from, broke: true, brokeUpTo: h.nextForward})
 	}

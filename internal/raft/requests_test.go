@@ -17,8 +17,10 @@ import (
 
 // TestCallFailsWhenItsConnectionBreaks: a call waiting on a node whose
 // handler has not answered fails with ErrUnreachable as soon as the
-// connection to that node breaks, not when its caller's context ends;
-// the node is called again as usual afterwards.
+// connection to that node breaks, not when its caller's context ends; a
+// new call fails at once while there is no connection (the node is
+// unreachable, though still up for Raft), and is answered as usual once
+// there is one again.
 func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 	c := newMemCluster(t, 3)
 	const g = 1
@@ -44,6 +46,17 @@ func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 	c.waitStepping(t, "the call to fail once its connection broke", func() bool { return received(res, &err) })
 	if !errors.Is(err, raft.ErrUnreachable) {
 		t.Fatalf("a call whose connection broke: %v, want ErrUnreachable", err)
+	}
+	if _, err := c.nodes[1].host.Call(ctx, g, 2, []byte("question")); !errors.Is(err, raft.ErrUnreachable) {
+		t.Fatalf("a call to a node with no connection: %v, want ErrUnreachable at once", err)
+	}
+	if h := c.nodes[1].host; h.Reachable(2) || !h.PeerUp(2) {
+		t.Fatalf("node 2 without a connection: reachable %v, up %v; want unreachable, up", h.Reachable(2), h.PeerUp(2))
+	}
+
+	c.net.Connect(1, 2)
+	if !c.nodes[1].host.Reachable(2) {
+		t.Fatal("node 2 unreachable once connected again")
 	}
 
 	c.nodes[2].logs[g].SetCallHandler(func(context.Context, uint64, []byte) ([]byte, error) { return []byte("answer"), nil })
@@ -147,6 +160,7 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 			c.waitStepping(t, "the "+lost.String()+" to be lost", drop.done)
 
 			c.net.Disconnect(from, lead)
+			c.net.Connect(from, lead)
 			var r result
 			c.waitStepping(t, "the forward's answer", func() bool { return received(res, &r) })
 			if r.err != nil || r.offset != 0 {

@@ -24,9 +24,11 @@ import (
 // doubling to 1 s); what was queued meanwhile waits for the next one.
 //
 // A connection opens with the dialer's hello: helloMagic, then its node
-// id as a uvarint. A connection that breaks is reported to the host
-// (Handler.Disconnected), whose requests waiting on an answer over it
-// fail or are sent again at once (forward.go).
+// id as a uvarint. The host hears of every connection that opens
+// (Handler.Connected) and breaks (Handler.Disconnected): its requests
+// waiting on an answer over one that broke fail or are sent again at
+// once, and while it has none to a peer, requests to it fail at once
+// (forward.go).
 
 // helloMagic starts every connection: "wharf raft", then the version of
 // the frames that follow. Version 2: a ping carries its host's
@@ -413,6 +415,7 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	done()
+	t.handler.Connected(p.id)
 
 	err := t.read(p, r)
 	if t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -423,9 +426,10 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 	delete(t.conns, c)
 	t.mu.Unlock()
 	if t.ctx.Err() == nil {
-		// Also for a connection the peer replaced: it dials again only
-		// once it lost the old one, and what went on that is lost too.
-		// After every frame read from c (read delivered them in order).
+		// Also for a connection the peer replaced (the host counts them):
+		// it dials again only once it lost the old one, and what went on
+		// that is lost too. After every frame read from c (read delivered
+		// them in order).
 		t.handler.Disconnected(p.id)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ type collector struct {
 	mu     sync.Mutex
 	from   []uint64
 	envs   []Envelope
+	opened []uint64 // the peers of the connections opened, in order
 	broken []brokenAt
 }
 
@@ -34,6 +36,12 @@ func (c *collector) Deliver(from uint64, envs []Envelope) {
 		c.from = append(c.from, from)
 	}
 	c.envs = append(c.envs, envs...)
+}
+
+func (c *collector) Connected(from uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opened = append(c.opened, from)
 }
 
 func (c *collector) Disconnected(from uint64) {
@@ -109,11 +117,12 @@ func TestTCPTransport(t *testing.T) {
 	})
 }
 
-// TestTCPTransportReportsBrokenConnections: when a peer's process goes
-// (its transport closes, as a killed process's sockets do), the other
-// side hears of the broken connection at once, after every envelope that
-// arrived on it, so the host fails or resends what waits on an answer
-// over it; a transport that closes itself reports nothing.
+// TestTCPTransportReportsBrokenConnections: both sides hear of the
+// connection that opens; when a peer's process goes (its transport
+// closes, as a killed process's sockets do), the other side hears of the
+// broken connection at once, after every envelope that arrived on it, so
+// the host fails or resends what waits on an answer over it; a transport
+// that closes itself reports nothing.
 func TestTCPTransportReportsBrokenConnections(t *testing.T) {
 	a := listen(t, 1, "127.0.0.1:0", nil)
 	b := listen(t, 2, "127.0.0.1:0", nil)
@@ -127,6 +136,12 @@ func TestTCPTransportReportsBrokenConnections(t *testing.T) {
 		b.Send(1, []Envelope{{Kind: KindQuiesce, Group: uint64(i), Term: 1}})
 	}
 	waitFor(t, "b's envelopes at a", func() bool { return ra.count() == 50 })
+	ra.mu.Lock()
+	opened := slices.Clone(ra.opened)
+	ra.mu.Unlock()
+	if !slices.Equal(opened, []uint64{2}) {
+		t.Fatalf("a heard of connections to %v, want one to node 2", opened)
+	}
 	b.Close()
 	waitFor(t, "a to hear that its connection to b broke", func() bool { return len(ra.breaks()) > 0 })
 	if got := ra.breaks(); got[0] != (brokenAt{from: 2, after: 50}) {
