@@ -30,10 +30,11 @@ import (
 // repeat of one it is still proposing when that is done, and one it
 // answered with that answer again, for forwardMemoryTime. So a forward
 // lost in transit costs the time to reconnect, not the caller's timeout,
-// and is applied at most once while its leader lives. A repeat that reaches a leader that has
-// restarted since, or the caller's own retries (its context ended, or
-// the leadership moved: internal/replica's Propose), may still apply it
-// twice: what is forwarded must be safe to apply twice.
+// and is applied at most once while its leader lives. A repeat that
+// reaches a leader that has restarted since, or the caller's own retries
+// (its context ended, or the leadership moved: internal/replica's
+// Propose), may still apply it twice: what is forwarded must be safe to
+// apply twice.
 
 // ForwardHandler proposes data forwarded by another node, on the leader,
 // and returns once it is committed: the offset it got.
@@ -156,12 +157,12 @@ func (h *Host) connectionBroke(peer, upTo uint64) {
 }
 
 // failRequestsTo fails every request waiting on peer, just taken for down.
-func (h *Host) failRequestsTo(peer uint64, why string) {
+func (h *Host) failRequestsTo(peer uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, req := range h.forwards {
 		if req.to == peer {
-			req.complete(forwardResult{offset: -1, err: unreachable(peer, why)})
+			req.complete(forwardResult{offset: -1, err: unreachable(peer, "is down")})
 		}
 	}
 }

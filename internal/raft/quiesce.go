@@ -293,7 +293,7 @@ func (h *Host) checkLiveness() {
 		p.down = true
 		h.publishSilent()
 		h.logger.Info("peer silent; waking its groups", "peer", id, "ticks", h.ticks-p.lastHeard)
-		h.failRequestsTo(id, "is down")
+		h.failRequestsTo(id)
 		h.wakeGroupsOf(id, true)
 	}
 }
