@@ -22,12 +22,9 @@ import (
 // unreachable, though still up for Raft), and is answered as usual once
 // there is one again.
 func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
-	c := newMemCluster(t, 3)
-	const g = 1
-	c.open(c.ids, g)
-	c.waitLeader(t, g, 200)
+	c := newLedCluster(t)
 	called := make(chan struct{}, 1)
-	c.nodes[2].logs[g].SetCallHandler(func(ctx context.Context, _ uint64, _ []byte) ([]byte, error) {
+	c.nodes[2].logs[reqGroup].SetCallHandler(func(ctx context.Context, _ uint64, _ []byte) ([]byte, error) {
 		called <- struct{}{}
 		<-ctx.Done() // answers only once its host closes
 		return nil, ctx.Err()
@@ -36,7 +33,7 @@ func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 	defer cancel()
 	res := make(chan error, 1)
 	go func() {
-		_, err := c.nodes[1].host.Call(ctx, g, 2, []byte("question"))
+		_, err := c.nodes[1].host.Call(ctx, reqGroup, 2, []byte("question"))
 		res <- err
 	}()
 	c.waitStepping(t, "node 2 to take the call", func() bool { return len(called) > 0 })
@@ -47,7 +44,7 @@ func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 	if !errors.Is(err, raft.ErrUnreachable) {
 		t.Fatalf("a call whose connection broke: %v, want ErrUnreachable", err)
 	}
-	if _, err := c.nodes[1].host.Call(ctx, g, 2, []byte("question")); !errors.Is(err, raft.ErrUnreachable) {
+	if _, err := c.nodes[1].host.Call(ctx, reqGroup, 2, []byte("question")); !errors.Is(err, raft.ErrUnreachable) {
 		t.Fatalf("a call to a node with no connection: %v, want ErrUnreachable at once", err)
 	}
 	if h := c.nodes[1].host; h.Reachable(2) || !h.PeerUp(2) {
@@ -59,9 +56,9 @@ func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 		t.Fatal("node 2 unreachable once connected again")
 	}
 
-	c.nodes[2].logs[g].SetCallHandler(func(context.Context, uint64, []byte) ([]byte, error) { return []byte("answer"), nil })
+	c.nodes[2].logs[reqGroup].SetCallHandler(func(context.Context, uint64, []byte) ([]byte, error) { return []byte("answer"), nil })
 	go func() {
-		out, err := c.nodes[1].host.Call(ctx, g, 2, []byte("question"))
+		out, err := c.nodes[1].host.Call(ctx, reqGroup, 2, []byte("question"))
 		if err == nil && string(out) != "answer" {
 			err = fmt.Errorf("answered %q", out)
 		}
@@ -77,20 +74,17 @@ func TestCallFailsWhenItsConnectionBreaks(t *testing.T) {
 // node that falls silent (cut off, no connection breaks) fail with
 // ErrUnreachable once the host takes it for down.
 func TestRequestsToANodeTakenForDownFail(t *testing.T) {
-	c := newMemCluster(t, 3)
-	const g = 1
-	c.open(c.ids, g)
-	c.waitLeader(t, g, 200)
+	c := newLedCluster(t)
 	taken := make(chan struct{}, 2)
 	hold := func(ctx context.Context) { // answers only once its host closes
 		taken <- struct{}{}
 		<-ctx.Done()
 	}
-	c.nodes[3].logs[g].SetCallHandler(func(ctx context.Context, _ uint64, _ []byte) ([]byte, error) {
+	c.nodes[3].logs[reqGroup].SetCallHandler(func(ctx context.Context, _ uint64, _ []byte) ([]byte, error) {
 		hold(ctx)
 		return nil, ctx.Err()
 	})
-	c.nodes[3].logs[g].SetForwardHandler(func(ctx context.Context, _ []byte) (int64, error) {
+	c.nodes[3].logs[reqGroup].SetForwardHandler(func(ctx context.Context, _ []byte) (int64, error) {
 		hold(ctx)
 		return -1, ctx.Err()
 	})
@@ -99,11 +93,11 @@ func TestRequestsToANodeTakenForDownFail(t *testing.T) {
 	h := c.nodes[1].host
 	res := make(chan error, 2)
 	go func() {
-		_, err := h.Call(ctx, g, 3, []byte("question"))
+		_, err := h.Call(ctx, reqGroup, 3, []byte("question"))
 		res <- err
 	}()
 	go func() {
-		_, err := h.Forward(ctx, g, 3, record.NewBatch(0, []record.Record{{Value: []byte("proposal")}}))
+		_, err := h.Forward(ctx, reqGroup, 3, record.NewBatch(0, []record.Record{{Value: []byte("proposal")}}))
 		res <- err
 	}()
 	c.waitStepping(t, "node 3 to take the call and the forward", func() bool { return len(taken) == 2 })
@@ -139,9 +133,8 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 			c := newWrappedMemCluster(t, 3, func(_ uint64, tr raft.Transport) raft.Transport {
 				return dropTransport{Transport: tr, drop: drop}
 			})
-			const g = 1
-			c.open(c.ids, g)
-			lead := c.waitLeader(t, g, 200)
+			c.open(c.ids, reqGroup)
+			lead := c.waitLeader(t, reqGroup, 200)
 			from := c.ids[0]
 			if from == lead {
 				from = c.ids[1]
@@ -154,7 +147,7 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 			}
 			res := make(chan result, 1)
 			go func() {
-				offset, err := c.nodes[from].host.Forward(ctx, g, lead, record.NewBatch(0, []record.Record{{Value: []byte("once")}}))
+				offset, err := c.nodes[from].host.Forward(ctx, reqGroup, lead, record.NewBatch(0, []record.Record{{Value: []byte("once")}}))
 				res <- result{offset, err}
 			}()
 			c.waitStepping(t, "the "+lost.String()+" to be lost", drop.done)
@@ -166,7 +159,7 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 			if r.err != nil || r.offset != 0 {
 				t.Fatalf("the forward sent again: offset %d, %v; want offset 0", r.offset, r.err)
 			}
-			leaderLog := c.nodes[lead].logs[g]
+			leaderLog := c.nodes[lead].logs[reqGroup]
 			c.waitFor(t, "the record committed", 40, func() bool { return leaderLog.HighWatermark() > 0 })
 			c.ticks(5) // a second append, were there one, is committed by then
 			if hw := leaderLog.HighWatermark(); hw != 1 {
@@ -174,6 +167,17 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reqGroup is the group the tests of requests open on every node.
+const reqGroup = 1
+
+// newLedCluster is three nodes with group reqGroup open, led by one of them.
+func newLedCluster(t *testing.T) *memCluster {
+	c := newMemCluster(t, 3)
+	c.open(c.ids, reqGroup)
+	c.waitLeader(t, reqGroup, 200)
+	return c
 }
 
 // received takes a value from ch into v, if one is there.

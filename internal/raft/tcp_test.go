@@ -83,16 +83,23 @@ func listen(t *testing.T, id uint64, addr string, peers map[uint64]string) *TCPT
 	return tr
 }
 
+// startPair starts the transports of nodes 1 and 2 on loopback, 1 dialing
+// 2, and the collectors they hand what arrives to.
+func startPair(t *testing.T) (a, b *TCPTransport, ra, rb *collector) {
+	a = listen(t, 1, "127.0.0.1:0", nil)
+	b = listen(t, 2, "127.0.0.1:0", nil)
+	a.SetPeer(2, b.Addr().String())
+	ra, rb = &collector{}, &collector{}
+	a.Start(ra)
+	b.Start(rb)
+	return a, b, ra, rb
+}
+
 // TestTCPTransport: both nodes of a pair send on the one connection the
 // lower id dials, in order; the dialer reconnects after the other side
 // restarts on its address.
 func TestTCPTransport(t *testing.T) {
-	a := listen(t, 1, "127.0.0.1:0", nil)
-	b := listen(t, 2, "127.0.0.1:0", nil)
-	a.SetPeer(2, b.Addr().String())
-	var ra, rb collector
-	a.Start(&ra)
-	b.Start(&rb)
+	a, b, ra, rb := startPair(t)
 
 	for i := range 100 {
 		a.Send(2, []Envelope{{Kind: KindQuiesce, Group: uint64(i), Term: 1}})
@@ -124,12 +131,7 @@ func TestTCPTransport(t *testing.T) {
 // the host fails or resends what waits on an answer over it; a transport
 // that closes itself reports nothing.
 func TestTCPTransportReportsBrokenConnections(t *testing.T) {
-	a := listen(t, 1, "127.0.0.1:0", nil)
-	b := listen(t, 2, "127.0.0.1:0", nil)
-	a.SetPeer(2, b.Addr().String())
-	var ra, rb collector
-	a.Start(&ra)
-	b.Start(&rb)
+	a, b, ra, rb := startPair(t)
 	a.Send(2, []Envelope{{Kind: KindPing}})
 	waitFor(t, "a's ping at b", func() bool { return rb.count() == 1 })
 	for i := range 50 {
