@@ -77,9 +77,9 @@ var errLeaderMoved = errors.New("the partition's leadership moved while the requ
 // reached (raft.ErrUnreachable: its connection broke, or this node takes
 // it for down, before the election), it sends again to the leader then,
 // once one is known, until ctx ends; any other failure is returned at
-// once. It fails with ErrNotLeader at once if no
-// leader (in contact) is known at the start, and once ctx ends after a
-// move. send is called with this node's id when this node leads.
+// once. It fails with ErrNotLeader at once if no leader (in contact) is
+// known at the start, and once ctx ends after a move. send is called
+// with this node's id when this node leads.
 func (p *Partition) atLeader(ctx context.Context, send func(ctx context.Context, leader int32) error) error {
 	leader := p.liveLeader()
 	if leader < 0 {
