@@ -127,6 +127,13 @@
 //     `wharf cluster status` on the survivor answers within 5 s, listing
 //     a quorum queue declared before, right away and once the survivor
 //     names no controller ("controller unknown").
+//   - TestAMQPClassicHomeKilledFailsFast: a classic queue's node killed
+//     -9 while node 3's consumer of it waits in a pull there and node 1's
+//     client gets from it in a loop: the consumer is cancelled and the get
+//     answered 404 "home node ... is down or inaccessible" as soon as the
+//     survivors' connections to the dead node break (a few ms), not when
+//     their failure detectors take it for down (half the election
+//     timeout; the test sets 3 s: 1.8 s before).
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -73,11 +73,13 @@ var errLeaderMoved = errors.New("the partition's leadership moved while the requ
 // the leader (whileLeads): a leader killed -9 never answers, and the
 // election that replaces it is the first this node hears of its death.
 // Then, as when the node asked answers that it does not lead (elected,
-// it takes requests only once it committed in its term), it sends again
-// to the leader then, once one is known, until ctx ends; any other
-// failure is returned at once. It fails with ErrNotLeader at once if no
-// leader (in contact) is known at the start, and once ctx ends after a
-// move. send is called with this node's id when this node leads.
+// it takes requests only once it committed in its term) or cannot be
+// reached (raft.ErrUnreachable: its connection broke, or this node takes
+// it for down, before the election), it sends again to the leader then,
+// once one is known, until ctx ends; any other failure is returned at
+// once. It fails with ErrNotLeader at once if no leader (in contact) is
+// known at the start, and once ctx ends after a move. send is called
+// with this node's id when this node leads.
 func (p *Partition) atLeader(ctx context.Context, send func(ctx context.Context, leader int32) error) error {
 	leader := p.liveLeader()
 	if leader < 0 {
@@ -94,7 +96,7 @@ func (p *Partition) atLeader(ctx context.Context, send func(ctx context.Context,
 		case moved:
 			p.broker.logger.Debug("the partition's leader changed during a request; asking the next one",
 				"topic", p.topic.name, "partition", p.index, "leader", leader)
-		case refusedNotLeader(err) && ctx.Err() == nil:
+		case (refusedNotLeader(err) || errors.Is(err, raft.ErrUnreachable)) && ctx.Err() == nil:
 			select {
 			case <-time.After(leaderRetry):
 			case <-ctx.Done():
@@ -218,13 +220,20 @@ func (b *Broker) HandleNodeCalls(service string, fn NodeCallHandler) {
 
 // CallNode sends data to node, whose handler of service answers
 // (HandleNodeCalls), and waits for the answer until ctx ends; only in a
-// cluster. A node that is down or has no such handler does not answer.
+// cluster. It fails with an error wrapping raft.ErrUnreachable at once if
+// this node takes node for down, and as soon as it does, or as soon as
+// the connection to node breaks, while it waits: node may have handled
+// data, and the caller may call again. A node with no such handler
+// answers an error (raft.ErrCallFailed).
 func (b *Broker) CallNode(ctx context.Context, node int32, service string, data []byte) ([]byte, error) {
 	if b.meta.raft == nil || b.cfg.Cluster.Call == nil {
 		return nil, fmt.Errorf("calls to node %d need a cluster", node)
 	}
 	if len(service) == 0 || len(service) > 255 {
 		return nil, fmt.Errorf("node call service %q: 1 to 255 bytes", service)
+	}
+	if !b.NodeUp(node) {
+		return nil, fmt.Errorf("%w: node %d is down", raft.ErrUnreachable, node)
 	}
 	envelope := make([]byte, 0, 1+len(service)+len(data))
 	envelope = append(append(append(envelope, byte(len(service))), service...), data...)

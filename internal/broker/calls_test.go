@@ -3,10 +3,13 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/raft"
 )
 
 // TestNodeCallsBesideTheRemovalQuestion: node calls travel over the
@@ -36,6 +39,46 @@ func TestNodeCallsBesideTheRemovalQuestion(t *testing.T) {
 	c.broker(2).HandleNodeCalls("echo", nil)
 	if _, err := c.broker(1).CallNode(ctx, 2, "echo", nil); err == nil {
 		t.Fatal("a call to a removed handler was answered")
+	}
+}
+
+// TestNodeCallFailsWhenTheNodeGoes: a node call waiting on a node whose
+// connection breaks (its process killed) fails at once with
+// raft.ErrUnreachable, not when its context ends, and so does a new call
+// while there is no connection; once this node takes the other for down,
+// a new call fails at once, whatever the connection.
+func TestNodeCallFailsWhenTheNodeGoes(t *testing.T) {
+	c := newTestCluster(t, 3)
+	asked := make(chan struct{}, 1)
+	c.broker(2).HandleNodeCalls("hold", func(ctx context.Context, _ int32, _ []byte) ([]byte, error) {
+		asked <- struct{}{}
+		<-ctx.Done() // answers only once its node closes
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		<-asked
+		c.net.Disconnect(1, 2)
+	}()
+	start := time.Now()
+	_, err := c.broker(1).CallNode(ctx, 2, "hold", nil)
+	if !errors.Is(err, raft.ErrUnreachable) {
+		t.Fatalf("a node call whose connection broke: %v after %v, want raft.ErrUnreachable", err, time.Since(start))
+	}
+	start = time.Now()
+	_, err = c.broker(1).CallNode(ctx, 2, "hold", nil)
+	if took := time.Since(start); !errors.Is(err, raft.ErrUnreachable) || took > time.Second {
+		t.Fatalf("a node call to a node with no connection: %v after %v, want raft.ErrUnreachable at once", err, took)
+	}
+
+	c.net.Connect(1, 2) // taken for down below without a connection's news
+	c.isolate(2, true)
+	c.waitFor("node 1 to take node 2 for down", func() bool { return !c.broker(1).NodeUp(2) })
+	start = time.Now()
+	_, err = c.broker(1).CallNode(ctx, 2, "hold", nil)
+	if took := time.Since(start); !errors.Is(err, raft.ErrUnreachable) || took > time.Second {
+		t.Fatalf("a node call to a node taken for down: %v after %v, want raft.ErrUnreachable at once", err, took)
 	}
 }
 

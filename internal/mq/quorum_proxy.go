@@ -88,7 +88,8 @@ const callRetry = 100 * time.Millisecond
 // call sends req to the queue's leader and returns its answer: it tries
 // the leader this node knows of, the one a member names, and the members
 // in turn, until one serves the queue or ctx ends. A classic queue's
-// leader is its home node, while that is in contact.
+// leader is its home node, while that is in contact (errHomeUnreachable
+// once it is not, before the attempt or right after it failed).
 func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteReply, error) {
 	if rq.classic() {
 		req.VHost, req.Name = rq.q.vh.name, rq.q.name
@@ -117,7 +118,9 @@ func (rq *remoteQueue) call(ctx context.Context, req *remoteRequest) (*remoteRep
 		if req.Op == opPublish && rq.q.recordGone() {
 			return nil, errQueueGone // deleted: its group answers no more (gone.go)
 		}
-		if hint == 0 && attempt%max(len(rq.q.members()), 1) == 0 {
+		// No pause for a classic queue whose home node the failure showed
+		// out of contact (its connection broke: killed): refused at once.
+		if hint == 0 && attempt%max(len(rq.q.members()), 1) == 0 && !rq.homeDown() {
 			select {
 			case <-ctx.Done():
 			case <-time.After(callRetry):

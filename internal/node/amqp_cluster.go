@@ -33,7 +33,10 @@ func mqCluster(cfg Config, b *broker.Broker, bc *broker.ClusterConfig, ch *clust
 	}
 	watch := func(fn func(key string)) { defs.Watch(mqDefinitions, fn) }
 	return &mq.ClusterConfig{NodeID: cfg.NodeID, Watch: watch, Get: defs.Get, PutIf: defs.PutIf, Barrier: defs.Barrier,
-		Nodes: nodes, OpenQuorumLog: openQuorumLog, PeerUp: bc.PeerUp,
+		Nodes: nodes, OpenQuorumLog: openQuorumLog,
+		// A classic queue's home node killed -9 is out of contact as soon
+		// as its connection breaks (404, basic.cancel, not routed to).
+		PeerUp: func(node int32) bool { return bc.PeerUp(node) && ch.host.Reachable(uint64(node)) },
 		Call: func(ctx context.Context, group uint64, node int32, data []byte) ([]byte, error) {
 			return ch.host.Call(ctx, group, uint64(node), data)
 		},

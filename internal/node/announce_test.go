@@ -72,3 +72,5 @@ func TestAnnouncerRetriesUntilTaken(t *testing.T) {
 type discardEnvelopes struct{}
 
 func (discardEnvelopes) Deliver(uint64, []raft.Envelope) {}
+func (discardEnvelopes) Connected(uint64)                {}
+func (discardEnvelopes) Disconnected(uint64)             {}

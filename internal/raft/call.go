@@ -13,8 +13,10 @@ import (
 // nodes pull deliveries and settle them through it) and answers with any
 // data: a KindCall envelope with a request id, answered by a
 // KindCallReply of the same id. A node that does not host the group drops
-// the call: the caller's context runs out. As with forwards, the caller
-// may send again, so what it sends must be safe to handle twice.
+// the call: the caller's context runs out. A call waiting on a node taken
+// for down, or whose connection broke, fails with ErrUnreachable then
+// (forward.go), and is not sent again: the caller may, so what it sends
+// must be safe to handle twice.
 
 // CallHandler answers a call another node (from) made to g on this node.
 type CallHandler func(ctx context.Context, from uint64, data []byte) ([]byte, error)
@@ -46,5 +48,5 @@ func (h *Host) called(g *Group, from uint64, e *Envelope) {
 			return 0, data, err
 		}
 	}
-	h.answer(from, Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}, "no calls taken for this group", handle)
+	h.answer(from, Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}, "no calls taken for this group", handle, nil)
 }

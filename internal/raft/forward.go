@@ -1,9 +1,12 @@
 package raft
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // Forwarding proposals.
@@ -14,9 +17,24 @@ import (
 // proposal's data to the leader: a KindForward envelope with a request id.
 // The leader's host hands the data to the group's ForwardHandler (its
 // replica's owner proposes it and waits for the commit) and answers with
-// a KindForwardReply of the same id: the offset it got, or the error. A
-// lost request or reply is the caller's context running out; the caller
-// may forward again, so what it forwards must be safe to apply twice.
+// a KindForwardReply of the same id: the offset it got, or the error.
+//
+// A forward (or a call) waiting on a node fails with ErrUnreachable when
+// this host takes the node for down (a caller that will not send to such
+// a node checks PeerUp first: see request), and one to a node the
+// transport has no connection to since one broke fails at once. When the
+// connection to the node breaks, the request or its answer may be lost
+// with it: a call fails with ErrUnreachable at once, and a forward is
+// sent again under its id, to go on the next connection. The leader
+// takes a forward once by its sender and id (forwardMemory): it answers a
+// repeat of one it is still proposing when that is done, and one it
+// answered with that answer again, for forwardMemoryTime. So a forward
+// lost in transit costs the time to reconnect, not the caller's timeout,
+// and is applied at most once while its leader lives. A repeat that
+// reaches a leader that has restarted since, or the caller's own retries
+// (its context ended, or the leadership moved: internal/replica's
+// Propose), may still apply it twice: what is forwarded must be safe to
+// apply twice.
 
 // ForwardHandler proposes data forwarded by another node, on the leader,
 // and returns once it is committed: the offset it got.
@@ -47,30 +65,57 @@ func (h *Host) Forward(ctx context.Context, group, to uint64, data []byte) (int6
 	return r.offset, r.err
 }
 
+// pendingRequest is a Forward or Call waiting for its answer.
+type pendingRequest struct {
+	to   uint64
+	env  Envelope // what was sent, sent again if a forward's connection breaks
+	done chan forwardResult
+}
+
+// complete hands r to the caller waiting, unless it has an answer
+// already.
+func (p *pendingRequest) complete(r forwardResult) {
+	select {
+	case p.done <- r:
+	default:
+	}
+}
+
 // request sends data to node to in an envelope of kind (KindForward or
-// KindCall) and waits for its reply until ctx ends.
+// KindCall) and waits for its reply until ctx ends, or until node to is
+// taken for down or (a call) its connection breaks: ErrUnreachable. It
+// fails at once while the transport has no connection to node to since
+// one broke (a node killed -9: the dialer's attempts are refused),
+// rather than queue the request for the next connection, but sends to a
+// node taken for down: a node may answer without pinging this one (a
+// node removed from the cluster, restarted, asks the others whether it
+// was, and they no longer take it for a peer).
 func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []byte) forwardResult {
 	if h.cfg.Transport == nil {
 		return forwardResult{offset: -1, err: fmt.Errorf("raft: no transport to reach node %d", to)}
 	}
-	done := make(chan forwardResult, 1)
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return forwardResult{offset: -1, err: ErrRemoved}
 	}
+	if n, ok := h.links[to]; ok && n == 0 {
+		h.mu.Unlock()
+		return forwardResult{offset: -1, err: unreachable(to, "has no connection")}
+	}
 	h.nextForward++
 	id := h.nextForward
-	h.forwards[id] = done
+	req := &pendingRequest{to: to, env: Envelope{Kind: kind, Group: group, Index: id, Data: data}, done: make(chan forwardResult, 1)}
+	h.forwards[id] = req
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.forwards, id)
 		h.mu.Unlock()
 	}()
-	h.cfg.Transport.Send(to, []Envelope{{Kind: kind, Group: group, Index: id, Data: data}})
+	h.cfg.Transport.Send(to, []Envelope{req.env})
 	select {
-	case r := <-done:
+	case r := <-req.done:
 		return r
 	case <-ctx.Done():
 		return forwardResult{offset: -1, err: ctx.Err()}
@@ -79,24 +124,85 @@ func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []
 	}
 }
 
-// forwarded proposes what node from forwarded to g, in the background,
-// and answers it. Caller holds g.mu.
-func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
-	var handle func(context.Context) (int64, []byte, error)
-	if fn := g.forward; fn != nil {
-		handle = func(ctx context.Context) (int64, []byte, error) {
-			offset, err := fn(ctx, e.Data)
-			return offset, nil, err
+// unreachable is ErrUnreachable for node, saying why.
+func unreachable(node uint64, why string) error {
+	return fmt.Errorf("%w: node %d %s", ErrUnreachable, node, why)
+}
+
+// connectionBroke handles the news that a connection to peer broke, which
+// concerns the requests up to id upTo: the calls waiting on it fail, the
+// forwards are sent again (the leader takes each once), queued for the
+// next connection. Run by the loop.
+func (h *Host) connectionBroke(peer, upTo uint64) {
+	var again []Envelope
+	h.mu.Lock()
+	for id, req := range h.forwards {
+		switch {
+		case req.to != peer || id > upTo:
+		case req.env.Kind == KindForward:
+			again = append(again, req.env)
+		default:
+			req.complete(forwardResult{offset: -1, err: unreachable(peer, "lost its connection before it answered")})
 		}
 	}
-	h.answer(from, Envelope{Kind: KindForwardReply, Group: g.id, Index: e.Index}, "no forwarded proposals taken for this group", handle)
+	h.mu.Unlock()
+	if len(again) == 0 {
+		return
+	}
+	slices.SortFunc(again, func(a, b Envelope) int { return cmp.Compare(a.Index, b.Index) })
+	h.logger.Debug("the connection to a peer broke; forwarding again", "peer", peer, "forwards", len(again))
+	for _, e := range again {
+		h.send(peer, e)
+	}
+}
+
+// failRequestsTo fails every request waiting on peer, just taken for down.
+func (h *Host) failRequestsTo(peer uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, req := range h.forwards {
+		if req.to == peer {
+			req.complete(forwardResult{offset: -1, err: unreachable(peer, "is down")})
+		}
+	}
+}
+
+// forwarded proposes what node from forwarded to g, in the background,
+// and answers it, once for each request id (forwardMemory). Caller holds
+// g.mu.
+func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
+	reply := Envelope{Kind: KindForwardReply, Group: g.id, Index: e.Index}
+	fn := g.forward
+	if fn == nil || h.cfg.Transport == nil {
+		h.answer(from, reply, "no forwarded proposals taken for this group", nil, nil) // nothing proposed: no need to remember
+		return
+	}
+	key := forwardKey{from: from, id: e.Index}
+	h.mu.Lock()
+	first, answered := h.taken.take(key, time.Now())
+	h.mu.Unlock()
+	if !first {
+		if answered != nil { // its answer was lost
+			h.send(from, *answered)
+		} // else the first is still being proposed, and answers when done
+		return
+	}
+	h.answer(from, reply, "", func(ctx context.Context) (int64, []byte, error) {
+		offset, err := fn(ctx, e.Data)
+		return offset, nil, err
+	}, func(r Envelope) {
+		h.mu.Lock()
+		h.taken.answered(key, r, time.Now())
+		h.mu.Unlock()
+	})
 }
 
 // answer runs handle in the background and sends node from its result in
 // reply (a KindForwardReply or KindCallReply naming the request): the
-// offset and data, or Offset -1 and the error's text. Without a handle it
-// answers refusal at once. Caller holds the group's mu.
-func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(context.Context) (int64, []byte, error)) {
+// offset and data, or Offset -1 and the error's text, which it hands to
+// answered first, if not nil. Without a handle it answers refusal at
+// once. Caller holds the group's mu.
+func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(context.Context) (int64, []byte, error), answered func(Envelope)) {
 	if handle == nil || h.cfg.Transport == nil {
 		reply.Offset, reply.Data = -1, []byte(refusal)
 		h.send(from, reply)
@@ -110,17 +216,74 @@ func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(c
 			offset, data = -1, []byte(err.Error())
 		}
 		reply.Offset, reply.Data = offset, data
+		if answered != nil {
+			answered(reply)
+		}
 		h.cfg.Transport.Send(from, []Envelope{reply})
 	}()
+}
+
+// forwardMemoryTime is how long a leader remembers its answer to a
+// forward, for a repeat: a forward is sent again as soon as its
+// connection breaks, and gives up with its caller's timeout (seconds).
+const forwardMemoryTime = time.Minute
+
+// forwardMemoryMax bounds how many forwards a leader remembers: past it
+// the oldest are forgotten, answered or not.
+const forwardMemoryMax = 1 << 16
+
+// forwardKey names a forward: its sender and request id.
+type forwardKey struct{ from, id uint64 }
+
+// forwardMemory is the forwards a leader took, in the order they came,
+// with their answers once sent. Guarded by the host's mu.
+type forwardMemory struct {
+	byKey map[forwardKey]*takenForward
+	order []forwardKey
+}
+
+type takenForward struct {
+	answer *Envelope // nil while it is being proposed
+	at     time.Time // when answered
+}
+
+// take reports whether key is new, remembering it, or else the answer
+// sent for it (nil while it is being proposed). It forgets, first, the
+// answers older than forwardMemoryTime.
+func (m *forwardMemory) take(key forwardKey, now time.Time) (first bool, answered *Envelope) {
+	for len(m.order) > 0 {
+		t := m.byKey[m.order[0]]
+		if len(m.order) < forwardMemoryMax && (t.answer == nil || now.Sub(t.at) < forwardMemoryTime) {
+			break
+		}
+		delete(m.byKey, m.order[0])
+		m.order = m.order[1:]
+	}
+	if t, ok := m.byKey[key]; ok {
+		return false, t.answer
+	}
+	if m.byKey == nil {
+		m.byKey = map[forwardKey]*takenForward{}
+	}
+	m.byKey[key] = &takenForward{}
+	m.order = append(m.order, key)
+	return true, nil
+}
+
+// answered remembers the answer sent for key.
+func (m *forwardMemory) answered(key forwardKey, answer Envelope, now time.Time) {
+	if t := m.byKey[key]; t != nil {
+		t.answer, t.at = &answer, now
+	}
 }
 
 // forwardAnswered completes the Forward or Call waiting for e's request
 // id.
 func (h *Host) forwardAnswered(e *Envelope) {
 	h.mu.Lock()
-	done := h.forwards[e.Index]
+	req := h.forwards[e.Index]
 	h.mu.Unlock()
-	if done == nil {
+	if req == nil {
 		return // given up on, or answered already (a duplicate)
 	}
 	r := forwardResult{offset: e.Offset}
@@ -132,8 +295,5 @@ func (h *Host) forwardAnswered(e *Envelope) {
 	case e.Kind == KindCallReply:
 		r.data = e.Data
 	}
-	select {
-	case done <- r:
-	default:
-	}
+	req.complete(r)
 }

@@ -101,6 +101,12 @@ var (
 	ErrRemoved = errors.New("raft: group removed")
 	// ErrGroupExists: AddGroup of a group the host has.
 	ErrGroupExists = errors.New("raft: group already hosted")
+	// ErrUnreachable: a Call or Forward waiting on a node this host took
+	// for down, or (a call; a forward is sent again) whose connection
+	// broke before it answered; at once, one to a node the transport has
+	// no connection to since one broke. The node may have handled what it
+	// was sent; the caller may try again, there or elsewhere.
+	ErrUnreachable = errors.New("raft: the node cannot be reached")
 )
 
 // Host runs every Raft group of one node in one loop (the package doc
@@ -121,11 +127,15 @@ type Host struct {
 	dirty       map[uint64]*Group // groups with something to process
 	inbox       []inbound
 	inboxBytes  int
-	senders     map[senderKey]bool            // snapshot senders running
-	forwards    map[uint64]chan forwardResult // Forward and Call calls waiting, by request id
+	senders     map[senderKey]bool         // snapshot senders running
+	forwards    map[uint64]*pendingRequest // Forward and Call calls waiting, by request id
 	nextForward uint64
-	closed      bool
-	wake        chan struct{} // the loop has work; capacity 1
+	taken       forwardMemory // forwards taken as a leader (forward.go)
+	// links counts the transport's open connections to each peer it
+	// reported (Connected, Disconnected): a peer at 0 has none.
+	links  map[uint64]int
+	closed bool
+	wake   chan struct{} // the loop has work; capacity 1
 
 	// Owned by the loop (Tick, Process, Synced).
 	ticks        int64
@@ -148,10 +158,14 @@ type Host struct {
 	stop     chan struct{}
 }
 
-// inbound is a batch of envelopes from one peer.
+// inbound is a batch of envelopes from one peer, or the news that a
+// connection to it broke (broke), which concerns the requests up to id
+// brokeUpTo: those registered later were queued for the next one.
 type inbound struct {
-	from uint64
-	envs []Envelope
+	from      uint64
+	envs      []Envelope
+	broke     bool
+	brokeUpTo uint64
 }
 
 // peer is the liveness of a node the host shares groups with.
@@ -180,7 +194,8 @@ func NewHost(cfg Config) (*Host, error) {
 		active:   map[uint64]*Group{},
 		dirty:    map[uint64]*Group{},
 		senders:  map[senderKey]bool{},
-		forwards: map[uint64]chan forwardResult{},
+		forwards: map[uint64]*pendingRequest{},
+		links:    map[uint64]int{},
 		wake:     make(chan struct{}, 1),
 		peers:    map[uint64]*peer{},
 		outbox:   map[uint64][]Envelope{},
@@ -191,6 +206,10 @@ func NewHost(cfg Config) (*Host, error) {
 		stop:     make(chan struct{}),
 	}
 	h.incarnation.Store(rand.Uint64() | 1) // never 0, which a peer takes for "none seen"
+	// Request ids unique across runs: a leader remembers the forwards it
+	// took by their sender and id, and must not take a restarted node's
+	// new one for an old one (forward.go). Far from wrapping.
+	h.nextForward = rand.Uint64() >> 2
 	return h, nil
 }
 
@@ -260,6 +279,28 @@ func (h *Host) Deliver(from uint64, envs []Envelope) {
 	if !h.closed && h.inboxBytes+size <= h.cfg.MaxInboxBytes {
 		h.inbox = append(h.inbox, inbound{from: from, envs: envs})
 		h.inboxBytes += size
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+// Connected tells the host that a connection to node from opened: a
+// transport calls it before delivering what arrives on it.
+func (h *Host) Connected(from uint64) {
+	h.mu.Lock()
+	h.links[from]++
+	h.mu.Unlock()
+}
+
+// Disconnected tells the host that a connection to node from broke: a
+// transport calls it after delivering the last batch read from that
+// connection. It is news for the loop, in order with those batches: an
+// answer that arrived before the break is taken first.
+func (h *Host) Disconnected(from uint64) {
+	h.mu.Lock()
+	h.links[from] = max(h.links[from]-1, 0)
+	if !h.closed {
+		h.inbox = append(h.inbox, inbound{from: from, broke: true, brokeUpTo: h.nextForward})
 	}
 	h.mu.Unlock()
 	h.signal()
@@ -421,6 +462,10 @@ func (h *Host) Groups() []*Group {
 
 // receive steps one inbound batch.
 func (h *Host) receive(in inbound) {
+	if in.broke {
+		h.connectionBroke(in.from, in.brokeUpTo)
+		return
+	}
 	h.heard(in.from)
 	for i := range in.envs {
 		e := &in.envs[i]

@@ -68,6 +68,9 @@ type memCluster struct {
 	ids   []uint64
 	nodes map[uint64]*memNode
 	steps int
+	// wrap, if set, is what a node's host sends through in place of the
+	// network's transport.
+	wrap func(id uint64, tr raft.Transport) raft.Transport
 }
 
 type memNode struct {
@@ -79,7 +82,12 @@ type memNode struct {
 const stepsPerTick = 4
 
 func newMemCluster(t *testing.T, n int) *memCluster {
-	c := &memCluster{t: t, net: raft.NewMemNetwork(), nodes: map[uint64]*memNode{}}
+	return newWrappedMemCluster(t, n, nil)
+}
+
+// newWrappedMemCluster is newMemCluster whose hosts send through wrap.
+func newWrappedMemCluster(t *testing.T, n int, wrap func(id uint64, tr raft.Transport) raft.Transport) *memCluster {
+	c := &memCluster{t: t, net: raft.NewMemNetwork(), nodes: map[uint64]*memNode{}, wrap: wrap}
 	base := t.TempDir()
 	for id := uint64(1); id <= uint64(n); id++ {
 		c.ids = append(c.ids, id)
@@ -97,7 +105,11 @@ func newMemCluster(t *testing.T, n int) *memCluster {
 }
 
 func (c *memCluster) start(id uint64) {
-	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: c.net.Transport(id), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tr := c.net.Transport(id)
+	if c.wrap != nil {
+		tr = c.wrap(id, tr)
+	}
+	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		c.t.Fatal(err)
 	}

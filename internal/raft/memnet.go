@@ -13,6 +13,13 @@ import (
 // Handler takes what a transport receives: a Host.
 type Handler interface {
 	Deliver(from uint64, envs []Envelope)
+	// Connected tells that a connection to node from is open; the
+	// Deliver of what arrives on it comes after.
+	Connected(from uint64)
+	// Disconnected tells that a connection to node from broke: what was
+	// sent either way on it may be lost. It comes after the Deliver of
+	// the last batch that arrived on that connection.
+	Disconnected(from uint64)
 }
 
 // MemNetwork connects hosts in one process, for tests. By default a batch
@@ -60,6 +67,33 @@ func (n *MemNetwork) Register(node uint64, h Handler) {
 	n.mu.Lock()
 	n.handlers[node] = h
 	n.mu.Unlock()
+}
+
+// Disconnect tells nodes a and b that their connection broke, as a
+// transport between processes does when one of them dies or the link
+// fails (Handler.Disconnected); Connect, that a new one opened
+// (Handler.Connected). Neither changes what the network carries: what is
+// lost with a connection is the fault function's to drop, or Cut's.
+func (n *MemNetwork) Disconnect(a, b uint64) {
+	n.link(a, b, Handler.Disconnected)
+}
+
+// Connect tells nodes a and b that a connection between them opened.
+func (n *MemNetwork) Connect(a, b uint64) {
+	n.link(a, b, Handler.Connected)
+}
+
+// link tells both ends of a connection what became of it.
+func (n *MemNetwork) link(a, b uint64, tell func(h Handler, peer uint64)) {
+	n.mu.Lock()
+	ha, hb := n.handlers[a], n.handlers[b]
+	n.mu.Unlock()
+	if ha != nil {
+		tell(ha, b)
+	}
+	if hb != nil {
+		tell(hb, a)
+	}
 }
 
 // Unregister drops node's receiver: what is sent to it is lost.

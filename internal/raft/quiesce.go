@@ -266,6 +266,22 @@ func (h *Host) PeerUp(id uint64) bool {
 	return silent == nil || !(*silent)[id]
 }
 
+// Reachable reports whether node id is up (PeerUp) and the transport has
+// a connection to it, or has reported none yet: a node killed -9 is
+// unreachable as soon as its connection breaks, before the failure
+// detector takes it for down, and until a new connection opens. Raft's
+// own view (PeerUp) waits for the detector: a connection that breaks for
+// a moment must not move leaderships.
+func (h *Host) Reachable(id uint64) bool {
+	if !h.PeerUp(id) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, ok := h.links[id]
+	return !ok || n > 0
+}
+
 // checkLiveness takes the peers silent for LivenessTicks for down, and
 // wakes the groups they are members of.
 func (h *Host) checkLiveness() {
@@ -277,6 +293,7 @@ func (h *Host) checkLiveness() {
 		p.down = true
 		h.publishSilent()
 		h.logger.Info("peer silent; waking its groups", "peer", id, "ticks", h.ticks-p.lastHeard)
+		h.failRequestsTo(id)
 		h.wakeGroupsOf(id, true)
 	}
 }

@@ -24,15 +24,21 @@ import (
 // doubling to 1 s); what was queued meanwhile waits for the next one.
 //
 // A connection opens with the dialer's hello: helloMagic, then its node
-// id as a uvarint.
+// id as a uvarint. The host hears of every connection that opens
+// (Handler.Connected) and breaks (Handler.Disconnected): its requests
+// waiting on an answer over one that broke fail or are sent again at
+// once, and while it has none to a peer, requests to it fail at once
+// (forward.go).
 
 // helloMagic starts every connection: "wharf raft", then the version of
 // the frames that follow. Version 2: a ping carries its host's
 // incarnation (quiesce.go). Version 3: Raft messages in the transport's
-// own encoding, record batches under their own CRCs (frame.go). A peer of
-// another version is refused at the hello, with a message that says so,
-// rather than misreading its frames.
-var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 3}
+// own encoding, record batches under their own CRCs (frame.go). Version 4:
+// a forward's request id is unique across its sender's runs, and the
+// leader takes a forward sent again under the same id once (forward.go).
+// A peer of another version is refused at the hello, with a message that
+// says so, rather than misreading its frames.
+var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 4}
 
 // TCPConfig configures a TCP transport.
 type TCPConfig struct {
@@ -409,6 +415,7 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	done()
+	t.handler.Connected(p.id)
 
 	err := t.read(p, r)
 	if t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -418,6 +425,13 @@ func (t *TCPTransport) serve(p *tcpPeer, c net.Conn, r *bufio.Reader, installed 
 	t.mu.Lock()
 	delete(t.conns, c)
 	t.mu.Unlock()
+	if t.ctx.Err() == nil {
+		// Also for a connection the peer replaced (the host counts them):
+		// it dials again only once it lost the old one, and what went on
+		// that is lost too. After every frame read from c (read delivered
+		// them in order).
+		t.handler.Disconnected(p.id)
+	}
 }
 
 // read hands every frame read from r to the host.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,9 +15,18 @@ import (
 
 // collector is a Handler that keeps what it is given.
 type collector struct {
-	mu   sync.Mutex
-	from []uint64
-	envs []Envelope
+	mu     sync.Mutex
+	from   []uint64
+	envs   []Envelope
+	opened []uint64 // the peers of the connections opened, in order
+	broken []brokenAt
+}
+
+// brokenAt is a connection's break as a Handler heard of it: the peer,
+// and how many envelopes had arrived by then.
+type brokenAt struct {
+	from  uint64
+	after int
 }
 
 func (c *collector) Deliver(from uint64, envs []Envelope) {
@@ -26,6 +36,24 @@ func (c *collector) Deliver(from uint64, envs []Envelope) {
 		c.from = append(c.from, from)
 	}
 	c.envs = append(c.envs, envs...)
+}
+
+func (c *collector) Connected(from uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opened = append(c.opened, from)
+}
+
+func (c *collector) Disconnected(from uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.broken = append(c.broken, brokenAt{from: from, after: len(c.envs)})
+}
+
+func (c *collector) breaks() []brokenAt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]brokenAt(nil), c.broken...)
 }
 
 func (c *collector) count() int {
@@ -55,16 +83,23 @@ func listen(t *testing.T, id uint64, addr string, peers map[uint64]string) *TCPT
 	return tr
 }
 
+// startPair starts the transports of nodes 1 and 2 on loopback, 1 dialing
+// 2, and the collectors they hand what arrives to.
+func startPair(t *testing.T) (a, b *TCPTransport, ra, rb *collector) {
+	a = listen(t, 1, "127.0.0.1:0", nil)
+	b = listen(t, 2, "127.0.0.1:0", nil)
+	a.SetPeer(2, b.Addr().String())
+	ra, rb = &collector{}, &collector{}
+	a.Start(ra)
+	b.Start(rb)
+	return a, b, ra, rb
+}
+
 // TestTCPTransport: both nodes of a pair send on the one connection the
 // lower id dials, in order; the dialer reconnects after the other side
 // restarts on its address.
 func TestTCPTransport(t *testing.T) {
-	a := listen(t, 1, "127.0.0.1:0", nil)
-	b := listen(t, 2, "127.0.0.1:0", nil)
-	a.SetPeer(2, b.Addr().String())
-	var ra, rb collector
-	a.Start(&ra)
-	b.Start(&rb)
+	a, b, ra, rb := startPair(t)
 
 	for i := range 100 {
 		a.Send(2, []Envelope{{Kind: KindQuiesce, Group: uint64(i), Term: 1}})
@@ -87,6 +122,36 @@ func TestTCPTransport(t *testing.T) {
 		a.Send(2, []Envelope{{Kind: KindPing}})
 		return rb2.count() > 0
 	})
+}
+
+// TestTCPTransportReportsBrokenConnections: both sides hear of the
+// connection that opens; when a peer's process goes (its transport
+// closes, as a killed process's sockets do), the other side hears of the
+// broken connection at once, after every envelope that arrived on it, so
+// the host fails or resends what waits on an answer over it; a transport
+// that closes itself reports nothing.
+func TestTCPTransportReportsBrokenConnections(t *testing.T) {
+	a, b, ra, rb := startPair(t)
+	a.Send(2, []Envelope{{Kind: KindPing}})
+	waitFor(t, "a's ping at b", func() bool { return rb.count() == 1 })
+	for i := range 50 {
+		b.Send(1, []Envelope{{Kind: KindQuiesce, Group: uint64(i), Term: 1}})
+	}
+	waitFor(t, "b's envelopes at a", func() bool { return ra.count() == 50 })
+	ra.mu.Lock()
+	opened := slices.Clone(ra.opened)
+	ra.mu.Unlock()
+	if !slices.Equal(opened, []uint64{2}) {
+		t.Fatalf("a heard of connections to %v, want one to node 2", opened)
+	}
+	b.Close()
+	waitFor(t, "a to hear that its connection to b broke", func() bool { return len(ra.breaks()) > 0 })
+	if got := ra.breaks(); got[0] != (brokenAt{from: 2, after: 50}) {
+		t.Fatalf("a heard of breaks %+v, want node 2's after the 50 envelopes it sent", got)
+	}
+	if got := rb.breaks(); len(got) > 0 {
+		t.Fatalf("b, which closed, heard of breaks %+v", got)
+	}
 }
 
 // TestTCPTransportQueueBounds: Send drops what does not fit in a peer's
@@ -149,6 +214,7 @@ func TestHelloRefusesAnotherWireVersion(t *testing.T) {
 		refusal string
 	}{
 		{[]byte{'W', 'R', 'A', 'F', 'T', 1, 7}, "wire version 1"},
+		{[]byte{'W', 'R', 'A', 'F', 'T', 3, 7}, "wire version 3"},
 		{[]byte{'H', 'T', 'T', 'P', '/', '1', 7}, "not a raft peer"},
 	} {
 		server, client := net.Pipe()

@@ -115,10 +115,12 @@ func (l *RaftLog) forward(ctx context.Context, leader uint64, batches []byte) (i
 // again, on the leader then: it went to a replica that did not lead, or
 // was cut by a change of leadership, or the leader refused it for now
 // (ErrAppendRefused), or the leader was closing (its log or its host's
-// context). A leader's answer to a forward is text (raft.ErrForwarded),
-// told by these errors' texts.
+// context), or the leader cannot be reached (raft.ErrUnreachable: this
+// node has no connection to it since one broke, or takes it for down;
+// the election follows). A leader's answer to a forward is text
+// (raft.ErrForwarded), told by these errors' texts.
 func retryable(err error) bool {
-	for _, target := range []error{ErrNotLeader, ErrAppendRefused, ErrTruncated, errLeaderMoved, ErrClosed, context.Canceled} {
+	for _, target := range []error{ErrNotLeader, ErrAppendRefused, ErrTruncated, errLeaderMoved, ErrClosed, context.Canceled, raft.ErrUnreachable} {
 		if errors.Is(err, target) {
 			return true
 		}
