@@ -35,8 +35,9 @@ func requireFaultRun(t *testing.T) {
 	}
 }
 
-// electionTimeout is the nodes' Raft election timeout: ten ticks of
-// 100 ms (internal/raft.Config; no flag changes it).
+// electionTimeout is the nodes' Raft election timeout, the default of
+// `wharf serve --election-timeout` (ten ticks of 100 ms), which the
+// fault tests leave as it is.
 const electionTimeout = time.Second
 
 // faultTest is one fault test's cluster, topic and checker.
