@@ -3,6 +3,7 @@ package seglog
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -124,6 +125,9 @@ func (l *Log) roundLocked() error {
 
 	started := time.Now()
 	err = active.file.syncUpTo(f, generation, dataEnd)
+	if err == nil {
+		l.dropCached(active, f, dataEnd)
+	}
 	active.file.unpin()
 	if err == nil {
 		err = syncDirs(dirs)
@@ -148,6 +152,46 @@ func (l *Log) roundLocked() error {
 	observeCommit(busy, max(target-l.synced, 0))
 	l.markSyncedLocked(target)
 	return nil
+}
+
+// dropCacheStep is the least a commit round drops from the page cache:
+// rounds of a few pages each share one posix_fadvise.
+const dropCacheStep = 1 << 20
+
+// DropCacheBehind sets how much of the log's tail the page cache keeps
+// once durable. With keep > 0 every commit round asks the kernel to drop
+// the pages of the active segment that it made durable and that lie more
+// than keep bytes behind what it covered; 0 (the default) leaves the page
+// cache alone. For a log nobody reads while it is written: a Raft
+// follower's, whose readers are on its leader. Its pages would otherwise
+// stay cached until memory runs short, pushing out the pages the node's
+// readers do use, and every new page would have to be reclaimed from them
+// first; dropped, they are free for the next write at once. What a reader
+// asks for later comes from the disk. A segment closed by a roll keeps the
+// pages its last rounds did not drop (at most keep bytes and a round's).
+func (l *Log) DropCacheBehind(keep int64) { l.cacheKeep.Store(max(keep, 0)) }
+
+// CacheKeep is what DropCacheBehind last set (0: the cache is left alone).
+func (l *Log) CacheKeep() int64 { return l.cacheKeep.Load() }
+
+// dropCached drops the cached pages of seg's file f that are durable up
+// to durable and more than cacheKeep bytes behind it (DropCacheBehind).
+// Called by the round in flight, with f pinned.
+func (l *Log) dropCached(seg *segment, f *os.File, durable int64) {
+	keep := l.cacheKeep.Load()
+	if keep == 0 {
+		return
+	}
+	to := durable - keep
+	to -= to % int64(os.Getpagesize()) // the kernel keeps a page the range ends inside
+	if to-seg.uncachedTo < dropCacheStep {
+		return
+	}
+	// Only advice: pages the kernel keeps cost memory, not correctness,
+	// so a failure is not worth a round's error (nor a log line per round).
+	if dropPages(f, seg.uncachedTo, to-seg.uncachedTo) == nil {
+		seg.uncachedTo = to
+	}
 }
 
 // syncAllLocked makes everything durable, for Close: it trims the active

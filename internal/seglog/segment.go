@@ -38,6 +38,11 @@ type segment struct {
 	idx       segIndex  // sparse indexes
 	rollTime  time.Time // when the segment started taking data, for segment.ms
 
+	// uncachedTo is where the pages of the .log file that commit rounds
+	// dropped from the page cache end (Log.DropCacheBehind). Only the
+	// round in flight (Log.committing) reads or moves it.
+	uncachedTo int64
+
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
 	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
 }
