@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -639,5 +641,28 @@ func TestRaftLogProposeRefusedAtOnce(t *testing.T) {
 	}
 	if n := refusals.Load(); n != 2 {
 		t.Fatalf("the leader was asked %d times, want twice (not the leader, then refused)", n)
+	}
+}
+
+// TestRaftLogWritesItsRecoveryPoint: a Raft replica's sync rounds leave
+// the log's recovery point to after their acknowledgements
+// (raft.Replica.AfterSync), and it is written there.
+func TestRaftLogWritesItsRecoveryPoint(t *testing.T) {
+	dir := t.TempDir()
+	h := startHost(t, 1, nil)
+	l := openRaft(t, dir, h, 1)
+	defer l.Close()
+	waitLeading(t, l)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		end := appendCommitted(t, l, 1)
+		b, err := os.ReadFile(filepath.Join(dir, "log", "recovery-point"))
+		if err == nil && strings.TrimSpace(string(b)) != "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery point written in 10s of commits up to %d: %q %v", end, b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -240,31 +240,43 @@ func (l *Log) failLocked(err error) {
 // disk either way; the checkpoint only shortens the scan after a crash,
 // and the next Sync tries it again.
 func (l *Log) Sync() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	err := l.waitDurableLocked(context.Background(), l.end, len(l.cuts))
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.SyncData(); err != nil {
 		return err
 	}
-	if err := l.maybeCheckpoint(); err != nil {
-		l.logger.Warn("writing the recovery point failed; recovery after a crash will scan further back", "err", err)
-	}
+	l.Checkpoint(checkpointInterval)
 	return nil
 }
 
-// maybeCheckpoint writes the recovery point if it advanced and the last
-// write is older than checkpointInterval. A concurrent writer makes it a
-// no-op rather than a wait.
-func (l *Log) maybeCheckpoint() error {
+// SyncData is Sync without the recovery point: for a caller that
+// acknowledges once it returns and writes the recovery point after
+// (Checkpoint), so that its acknowledgements wait for one fsync.
+func (l *Log) SyncData() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.waitDurableLocked(context.Background(), l.end, len(l.cuts))
+}
+
+// Checkpoint writes the recovery point, what the last sync made durable,
+// if it advanced and was last written at least every ago; a concurrent
+// writer makes it a no-op rather than a wait. A failure is logged, not
+// returned: the data is on disk either way, the recovery point only
+// shortens the scan after a crash, and the next Checkpoint tries again.
+func (l *Log) Checkpoint(every time.Duration) {
+	if err := l.maybeCheckpoint(every); err != nil {
+		l.logger.Warn("writing the recovery point failed; recovery after a crash will scan further back", "err", err)
+	}
+}
+
+// maybeCheckpoint is Checkpoint, returning its error.
+func (l *Log) maybeCheckpoint(every time.Duration) error {
 	if !l.checkpointMu.TryLock() {
 		return nil
 	}
 	defer l.checkpointMu.Unlock()
-	if time.Since(l.lastCheckpoint) < checkpointInterval {
+	if time.Since(l.lastCheckpoint) < every {
 		return nil
 	}
 	l.mu.RLock()
