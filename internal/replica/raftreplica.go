@@ -385,9 +385,13 @@ func (r *raftReplica) Sync() error {
 // the scan after a crash.
 const raftCheckpointInterval = time.Second
 
-// AfterSync writes the log's recovery point, if it is due, once the sync
-// round's acknowledgements are out.
-func (r *raftReplica) AfterSync() { r.local.log.Checkpoint(raftCheckpointInterval) }
+// AfterSync writes the log's recovery point, if it is due, and drops
+// from the page cache what a follower need not keep (StateChanged), once
+// the sync round's acknowledgements are out.
+func (r *raftReplica) AfterSync() {
+	r.local.log.Checkpoint(raftCheckpointInterval)
+	r.local.log.DropCached()
+}
 
 // Apply applies a committed entry: the high watermark moves past it, a
 // membership change is recorded, and the index is trimmed.

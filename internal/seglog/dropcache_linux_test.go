@@ -10,8 +10,8 @@ import (
 	"github.com/wharf-mq/wharf/internal/record"
 )
 
-// A log told to drop its cache behind keep bytes leaves, after a commit
-// round, none of the pages it made durable further back than that in the
+// A log told to drop its cache behind keep bytes leaves, after a sync
+// and DropCached, none of the pages it made durable further back than that in the
 // page cache, and keeps the rest; one not told keeps them all.
 func TestDropCacheBehind(t *testing.T) {
 	const keep = 1 << 20
@@ -41,6 +41,7 @@ func TestDropCacheBehind(t *testing.T) {
 		if err := l.Sync(); err != nil {
 			t.Fatal(err)
 		}
+		l.DropCached()
 		size := l.activeLocked().size
 		resident := residentPages(t, l.activeLocked().logPath, size)
 		l.Close()

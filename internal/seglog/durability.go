@@ -125,9 +125,6 @@ func (l *Log) roundLocked() error {
 
 	started := time.Now()
 	err = active.file.syncUpTo(f, generation, dataEnd)
-	if err == nil {
-		l.dropCached(active, f, dataEnd)
-	}
 	active.file.unpin()
 	if err == nil {
 		err = syncDirs(dirs)
@@ -151,44 +148,62 @@ func (l *Log) roundLocked() error {
 	}
 	observeCommit(busy, max(target-l.synced, 0))
 	l.markSyncedLocked(target)
+	active.durableEnd = max(active.durableEnd, dataEnd)
 	return nil
 }
 
-// dropCacheStep is the least a commit round drops from the page cache:
-// rounds of a few pages each share one posix_fadvise.
+// dropCacheStep is the least DropCached drops from the page cache: syncs
+// of a few pages each share one posix_fadvise.
 const dropCacheStep = 1 << 20
 
 // DropCacheBehind sets how much of the log's tail the page cache keeps
-// once durable. With keep > 0 every commit round asks the kernel to drop
-// the pages of the active segment that it made durable and that lie more
-// than keep bytes behind what it covered; 0 (the default) leaves the page
-// cache alone. For a log nobody reads while it is written: a Raft
+// once durable: with keep > 0, DropCached asks the kernel to drop the
+// pages of the active segment that commit rounds made durable and that lie
+// more than keep bytes behind the last of them; 0 (the default) leaves the
+// page cache alone. For a log nobody reads while it is written: a Raft
 // follower's, whose readers are on its leader. Its pages would otherwise
 // stay cached until memory runs short, pushing out the pages the node's
 // readers do use, and every new page would have to be reclaimed from them
 // first; dropped, they are free for the next write at once. What a reader
 // asks for later comes from the disk. A segment closed by a roll keeps the
-// pages its last rounds did not drop (at most keep bytes and a round's).
+// pages not dropped by then (about keep bytes).
 func (l *Log) DropCacheBehind(keep int64) { l.cacheKeep.Store(max(keep, 0)) }
 
 // CacheKeep is what DropCacheBehind last set (0: the cache is left alone).
 func (l *Log) CacheKeep() int64 { return l.cacheKeep.Load() }
 
-// dropCached drops the cached pages of seg's file f that are durable up
-// to durable and more than cacheKeep bytes behind it (DropCacheBehind).
-// Called by the round in flight, with f pinned.
-func (l *Log) dropCached(seg *segment, f *os.File, durable int64) {
+// DropCached drops the pages DropCacheBehind lets go now. Dropping takes
+// the kernel a while (freeing every page), so it is not part of a sync:
+// the caller runs it after a sync, off its acknowledgement path. A
+// concurrent call makes it a no-op rather than a wait.
+func (l *Log) DropCached() {
 	keep := l.cacheKeep.Load()
-	if keep == 0 {
+	if keep == 0 || !l.dropMu.TryLock() {
 		return
 	}
-	to := durable - keep
+	defer l.dropMu.Unlock()
+	l.mu.RLock()
+	if l.closed || len(l.segments) == 0 {
+		l.mu.RUnlock()
+		return
+	}
+	seg := l.activeLocked()
+	to := seg.durableEnd - keep
+	seg.acquire() // stays open though a roll or a retention pass drops it meanwhile
+	l.mu.RUnlock()
+	defer seg.release()
+
 	to -= to % int64(os.Getpagesize()) // the kernel keeps a page the range ends inside
 	if to-seg.uncachedTo < dropCacheStep {
 		return
 	}
+	f, err := seg.file.pin()
+	if err != nil {
+		return
+	}
+	defer seg.file.unpin()
 	// Only advice: pages the kernel keeps cost memory, not correctness,
-	// so a failure is not worth a round's error (nor a log line per round).
+	// so a failure is not worth an error (nor a log line per sync).
 	if dropPages(f, seg.uncachedTo, to-seg.uncachedTo) == nil {
 		seg.uncachedTo = to
 	}

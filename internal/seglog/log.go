@@ -48,9 +48,10 @@ type Log struct {
 	// durable data.
 	unsyncedDirs []string
 
-	// cacheKeep > 0: commit rounds drop the active segment's durable pages
+	// cacheKeep > 0: DropCached drops the active segment's durable pages
 	// from the page cache but for the last cacheKeep bytes (DropCacheBehind).
 	cacheKeep atomic.Int64
+	dropMu    sync.Mutex // serializes DropCached
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu

@@ -38,9 +38,10 @@ type segment struct {
 	idx       segIndex  // sparse indexes
 	rollTime  time.Time // when the segment started taking data, for segment.ms
 
-	// uncachedTo is where the pages of the .log file that commit rounds
-	// dropped from the page cache end (Log.DropCacheBehind). Only the
-	// round in flight (Log.committing) reads or moves it.
+	durableEnd int64 // where the data the last commit round made durable ends
+
+	// uncachedTo is where the pages of the .log file that DropCached
+	// dropped from the page cache end. Guarded by Log.dropMu.
 	uncachedTo int64
 
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
