@@ -16,6 +16,11 @@ import (
 // until it is applied, and answers Raft's reads of it (to apply it, or to
 // send it to a follower) from memory. Everything else goes to the
 // replica.
+//
+// On a leader, applied is not the end of it: an entry is applied once a
+// majority has it, and the other followers ask for it after that. So a
+// leader's cache keeps applied entries from the first one a follower that
+// is up still lacks (retainFrom), within the same bound.
 
 // entryCacheBytes bounds the data a group's cache holds; past it the
 // oldest entries are dropped (and read from the replica if asked for).
@@ -26,9 +31,11 @@ const entryCacheBytes = 16 << 20
 type entryCache struct {
 	Replica
 
-	mu    sync.Mutex
-	ents  []*pb.Entry // consecutive indexes, as written
-	bytes int         // of their data
+	mu      sync.Mutex
+	ents    []*pb.Entry // consecutive indexes, as written
+	bytes   int         // of their data
+	applied uint64      // the last entry applied
+	retain  uint64      // applied entries from this one on stay (0: none do)
 }
 
 // Entries answers from memory when every entry of [lo, hi) is cached,
@@ -89,15 +96,30 @@ func (c *entryCache) Write(w *Write) (int, error) {
 }
 
 // Apply applies e in the replica and drops the entries up to it from the
-// cache: Raft does not read them again to apply them.
+// cache, but those retained: Raft does not read them again to apply them.
 func (c *entryCache) Apply(e *pb.Entry, cs *pb.ConfState) error {
 	err := c.Replica.Apply(e, cs)
 	c.mu.Lock()
-	for len(c.ents) > 0 && c.ents[0].GetIndex() <= e.GetIndex() {
-		c.dropFirst()
-	}
+	c.applied = max(c.applied, e.GetIndex())
+	c.dropApplied()
 	c.mu.Unlock()
 	return err
+}
+
+// retainFrom keeps the applied entries from index i on, which a follower
+// still lacks (0: none), and drops those before it.
+func (c *entryCache) retainFrom(i uint64) {
+	c.mu.Lock()
+	c.retain = i
+	c.dropApplied()
+	c.mu.Unlock()
+}
+
+// dropApplied drops the applied entries not retained. Caller holds mu.
+func (c *entryCache) dropApplied() {
+	for len(c.ents) > 0 && c.ents[0].GetIndex() <= c.applied && (c.retain == 0 || c.ents[0].GetIndex() < c.retain) {
+		c.dropFirst()
+	}
 }
 
 // dropFirst drops the oldest cached entry. Caller holds mu.

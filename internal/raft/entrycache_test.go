@@ -84,3 +84,37 @@ func TestEntryCacheServesWrittenEntries(t *testing.T) {
 		t.Errorf("after a snapshot: %d replica reads, want 2", rep.reads)
 	}
 }
+
+// TestEntryCacheRetainsForFollowers: a leader's cache keeps the applied
+// entries from the first one a follower lacks, and lets them go as the
+// followers get them.
+func TestEntryCacheRetainsForFollowers(t *testing.T) {
+	rep := &readCounting{log: map[uint64]*pb.Entry{}}
+	c := &entryCache{Replica: rep}
+	read := func(lo, hi uint64, wantReads int) {
+		t.Helper()
+		ents, err := c.Entries(lo, hi, 1<<20)
+		if err != nil || len(ents) != int(hi-lo) {
+			t.Fatalf("Entries(%d, %d): %d entries, %v", lo, hi, len(ents), err)
+		}
+		if rep.reads != wantReads {
+			t.Fatalf("Entries(%d, %d): %d replica reads in all, want %d", lo, hi, rep.reads, wantReads)
+		}
+	}
+	var ents []*pb.Entry
+	for i := uint64(1); i <= 5; i++ {
+		ents = append(ents, entry(i, 1, "x"))
+	}
+	c.Write(&Write{Entries: ents})
+	c.retainFrom(3)
+	for _, e := range ents {
+		c.Apply(e, nil)
+	}
+	read(3, 6, 0) // applied, but a follower lacks them
+	read(2, 6, 1) // entry 2 every follower has
+	c.retainFrom(5)
+	read(4, 6, 2)
+	read(5, 6, 2)
+	c.retainFrom(0) // no follower to wait for
+	read(5, 6, 3)
+}

@@ -15,9 +15,10 @@ import (
 // Group is one Raft group hosted by a Host: what its replica's owner
 // proposes through.
 type Group struct {
-	id  uint64
-	h   *Host
-	rep Replica
+	id    uint64
+	h     *Host
+	rep   Replica     // cache, over the replica
+	cache *entryCache // the entries written lately
 
 	published atomic.Pointer[Status] // status, for readers without mu
 

@@ -14,6 +14,7 @@ import (
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Config is a host's configuration; zero fields take the defaults named.
@@ -321,7 +322,8 @@ func (h *Host) AddGroup(id uint64, rep Replica) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep = &entryCache{Replica: rep}
+	cache := &entryCache{Replica: rep}
+	rep = cache
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
 		ID:                        h.cfg.NodeID,
 		ElectionTick:              h.cfg.ElectionTicks,
@@ -341,7 +343,7 @@ func (h *Host) AddGroup(id uint64, rep Replica) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{id: id, h: h, rep: rep, rn: rn, members: membersOf(cs)}
+	g := &Group{id: id, h: h, rep: rep, cache: cache, rn: rn, members: membersOf(cs)}
 	g.setStatus(Status{ID: id, Term: hs.GetTerm()})
 
 	h.mu.Lock()
@@ -550,6 +552,25 @@ func (h *Host) handleReady(g *Group) {
 		}
 	}
 	h.leaderCommitted(g)
+	h.retainForFollowers(g)
+}
+
+// retainForFollowers tells g's entry cache the first entry a follower
+// still lacks, on a leader: the entries it applied from there on stay in
+// memory, sent from there rather than read back from the log. Only
+// followers that are up and take appends as they come (StateReplicate)
+// count: one that is down, probing or getting a snapshot would have the
+// cache keep its whole bound for nothing. Caller holds g.mu.
+func (h *Host) retainForFollowers(g *Group) {
+	var need uint64 // 0: none
+	if g.status.Role == etcdraft.StateLeader {
+		g.rn.WithProgress(func(id uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+			if id != h.cfg.NodeID && pr.State == tracker.StateReplicate && h.PeerUp(id) && (need == 0 || pr.Match+1 < need) {
+				need = pr.Match + 1
+			}
+		})
+	}
+	g.cache.retainFrom(need)
 }
 
 // leaderCommitted tells the replica of a group this node leads how far

@@ -8,9 +8,9 @@ import (
 // Replica is one node's replica of one group: its Raft log and state, and
 // the state machine the group's committed entries drive. internal/replica
 // implements it over a partition's segmented log. The host calls it only
-// from its loop, holding the group's lock, except Sync (the host's sync
-// round, with no lock) and SnapshotData (a snapshot sender); those must be
-// safe beside the rest.
+// from its loop, holding the group's lock, except Sync and AfterSync (the
+// host's sync round, with no lock) and SnapshotData (a snapshot sender);
+// those must be safe beside the rest.
 type Replica interface {
 	// Storage is what etcd raft reads: the log, the hard state and the
 	// configuration as written so far.
@@ -31,6 +31,11 @@ type Replica interface {
 	Write(w *Write) (written int, err error)
 	// Sync makes everything written so far durable.
 	Sync() error
+	// AfterSync follows a successful Sync once the responses it held back
+	// went to the other nodes, in the same goroutine: for what must follow
+	// a sync but need not delay the acknowledgements (a log's recovery
+	// point, a follower dropping its page cache).
+	AfterSync()
 
 	// Apply applies a committed entry, which is durable here. For a
 	// membership change the host has applied it to Raft already and cs is

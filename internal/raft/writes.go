@@ -99,14 +99,18 @@ func (b *SyncBatch) Run(workers int) {
 	wg.Wait()
 }
 
-// sync makes one group's writes durable and sends its remote responses.
+// sync makes one group's writes durable, sends its remote responses, and
+// then does what the replica wants done after a sync.
 func (b *SyncBatch) sync(it *syncItem) {
-	if it.err = it.g.rep.Sync(); it.err != nil || b.transport == nil {
+	if it.err = it.g.rep.Sync(); it.err != nil {
 		return
 	}
-	for _, m := range it.remote {
-		b.transport.Send(m.GetTo(), []Envelope{{Kind: KindRaft, Group: it.g.id, Msg: m}})
+	if b.transport != nil {
+		for _, m := range it.remote {
+			b.transport.Send(m.GetTo(), []Envelope{{Kind: KindRaft, Group: it.g.id, Msg: m}})
+		}
 	}
+	it.g.rep.AfterSync()
 }
 
 // syncRounds are the sync rounds in flight, oldest first. Owned by the

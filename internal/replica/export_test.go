@@ -38,3 +38,10 @@ func (l *RaftLog) SnapshotState() string {
 	}
 	return s
 }
+
+// CacheKeep is how much of its durable tail the replica's log keeps in
+// the page cache (0: all of it).
+func (l *RaftLog) CacheKeep() int64 { return l.rep.local.log.CacheKeep() }
+
+// FollowerCacheKeep is what a replica that does not lead keeps.
+const FollowerCacheKeep = followerCacheKeep

@@ -115,11 +115,12 @@ func (l *Local) AppendAt(batches []byte, epoch int32) (Appended, error) {
 	return Appended{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, LogAppendTime: -1, Commit: c, Ack: c}, nil
 }
 
-// appendVerified is AppendAt for batches verified already: a Raft
+// appendVerified is AppendAt for batches verified already, lying in
+// parts that are written in order (seglog.Log.AppendAtVerified): a Raft
 // replica's, which its leader's callers validated (see Log.Append) and a
 // transport between nodes checked on the way (raft.Transport).
-func (l *Local) appendVerified(batches []byte, epoch int32) error {
-	if _, err := l.log.AppendAtVerified(batches, epoch); err != nil {
+func (l *Local) appendVerified(epoch int32, parts ...[]byte) error {
+	if _, err := l.log.AppendAtVerified(epoch, parts...); err != nil {
 		return err
 	}
 	l.epoch.Store(epoch)

@@ -168,3 +168,42 @@ func TestRaftLogOverTCP(t *testing.T) {
 	c.restart(old)
 	waitHW(t, old.logs[0], end)
 }
+
+// TestRaftLogFollowersDropTheirCache: the followers' logs drop their page
+// cache behind their tail, the leader's keeps it for its readers, and a
+// follower that takes over keeps it from then on.
+func TestRaftLogFollowersDropTheirCache(t *testing.T) {
+	c := newTCPCluster(t, 3, 1, raft.Config{TickInterval: 10 * time.Millisecond})
+	// waitKeeps waits until the leader of the moment keeps its cache and
+	// every other node drops its own, and returns that leader.
+	waitKeeps := func() *tcpNode {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			leader, got := c.leader(0, 10*time.Second), ""
+			for _, n := range c.nodes {
+				want := int64(replica.FollowerCacheKeep)
+				if n == leader {
+					want = 0
+				}
+				if n.host != nil && n.logs[0].CacheKeep() != want {
+					got += fmt.Sprintf(" node %d keeps %d bytes, want %d;", n.id, n.logs[0].CacheKeep(), want)
+				}
+			}
+			if got == "" {
+				return leader
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d leads:%s", leader.id, got)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c.appendCommitted(0, 5)
+	old := waitKeeps()
+	c.stop(old)
+	c.appendCommitted(0, 5)
+	if waitKeeps() == old {
+		t.Fatal("the stopped node still leads")
+	}
+}

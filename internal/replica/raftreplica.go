@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/record"
@@ -45,7 +46,6 @@ type raftReplica struct {
 	leading     bool
 	matched     uint64 // on a leader: every member's log matches up to here
 	stage       *snapshotStage
-	buf         []byte // write buffer
 	// batchBarrier is the state record a batch written now must find
 	// durable (stateFile.add's number): the last entry without records or
 	// truncate record, which recovery reads before the batches after it.
@@ -297,9 +297,10 @@ func isBatchEntry(e *pb.Entry) bool {
 // batch barrier is not durable. Caller holds mu.
 //
 // The batches are not verified again: the leader's come from appends its
-// callers validated, a follower's were checked as they arrived. On a
-// follower they usually lie back to back in the frame that brought them,
-// and are written from there; otherwise they are copied together first.
+// callers validated, a follower's were checked as they arrived. They are
+// written from where they lie, without a copy: on a follower usually back
+// to back in the frame that brought them, one part; on the leader each in
+// the copy Raft made of its proposal, parts the write gathers.
 func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) {
 	if len(ents) == 0 {
 		return true, nil
@@ -309,9 +310,8 @@ func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) 
 	}
 	next := r.endOf(r.lastIndex())
 	added := make([]slot, 0, len(ents))
-	var run []byte // the batches, while they lie back to back
-	adjoined := true
-	for i, e := range ents {
+	var parts [][]byte // the batches, those that lie back to back as one part
+	for _, e := range ents {
 		h, err := record.ParseHeader(e.GetData())
 		if err != nil || h.Size() != len(e.GetData()) {
 			return false, fmt.Errorf("replica: entry %d is not one record batch (%d bytes): %v", e.GetIndex(), len(e.GetData()), err)
@@ -321,20 +321,15 @@ func (r *raftReplica) appendBatches(ents []*pb.Entry) (written bool, err error) 
 		}
 		next = h.LastOffset() + 1
 		added = append(added, slot{end: next, term: e.GetTerm()})
-		if i == 0 {
-			run = e.GetData()
-		} else if adjoined {
-			run, adjoined = adjoin(run, e.GetData())
+		if n := len(parts); n > 0 {
+			if run, ok := adjoin(parts[n-1], e.GetData()); ok {
+				parts[n-1] = run
+				continue
+			}
 		}
+		parts = append(parts, e.GetData())
 	}
-	if !adjoined {
-		r.buf = r.buf[:0]
-		for _, e := range ents {
-			r.buf = append(r.buf, e.GetData()...)
-		}
-		run = r.buf
-	}
-	if err := r.local.appendVerified(run, int32(ents[0].GetTerm())); err != nil {
+	if err := r.local.appendVerified(int32(ents[0].GetTerm()), parts...); err != nil {
 		return false, err
 	}
 	r.slots = append(r.slots, added...)
@@ -377,12 +372,30 @@ func (r *raftReplica) cut(index uint64) error {
 	return nil
 }
 
-// Sync makes the log and the state file durable.
+// Sync makes the log and the state file durable. The log's recovery
+// point waits for AfterSync: the acknowledgements a sync round sends wait
+// for the data's fsync only.
 func (r *raftReplica) Sync() error {
-	if err := r.local.Sync(); err != nil {
+	if err := r.local.log.SyncData(); err != nil {
 		return err
 	}
 	return r.state.sync()
+}
+
+// raftCheckpointInterval is how often a replica's sync rounds write its
+// log's recovery point at most: as often as the Kafka core's flusher does
+// a single node's by default (--flush-interval), rather than every 250 ms
+// of seglog's Sync. Every write of it is a small file's fsync and rename,
+// and a replica runs many sync rounds a second; the point only shortens
+// the scan after a crash.
+const raftCheckpointInterval = time.Second
+
+// AfterSync writes the log's recovery point, if it is due, and drops
+// from the page cache what a follower need not keep (StateChanged), once
+// the sync round's acknowledgements are out.
+func (r *raftReplica) AfterSync() {
+	r.local.log.Checkpoint(raftCheckpointInterval)
+	r.local.log.DropCached()
 }
 
 // Apply applies a committed entry: the high watermark moves past it, a
@@ -478,11 +491,29 @@ func (r *raftReplica) Matched(index uint64) {
 	r.mu.Unlock()
 }
 
-// StateChanged passes the group's new state on to the Raft log.
+// followerCacheKeep is how much of its log's durable tail a replica that
+// does not lead keeps in the page cache (seglog's DropCacheBehind). Only
+// a leader serves reads, and its followers read nothing back, so the rest
+// is cache no reader uses: with three replicas two thirds of what a node
+// writes, evicting in time the pages of the partitions it leads, whose
+// consumers read them. What stays covers a new leader's first reads after
+// a failover (consumers at the tail, followers a few rounds behind) and a
+// follower's own: it reads back the entries it applies once its Raft
+// keeps more than 16 MiB of them unapplied (raft's entryCache), so keeping
+// twice that keeps those reads in memory.
+const followerCacheKeep = 32 << 20
+
+// StateChanged passes the group's new state on to the Raft log, and
+// tells the log whether it is read (leading) or only written.
 func (r *raftReplica) StateChanged(s raft.Status) {
 	r.mu.Lock()
 	r.leading = s.Role == etcdraft.StateLeader
 	r.mu.Unlock()
+	if r.leading {
+		r.local.log.DropCacheBehind(0)
+	} else {
+		r.local.log.DropCacheBehind(followerCacheKeep)
+	}
 	r.events.stateChanged(s)
 }
 

@@ -45,7 +45,8 @@ var ErrOffsetMismatch = errors.New("seglog: batches do not continue the log")
 
 // appendBatch is one batch of an Append payload.
 type appendBatch struct {
-	pos  int64 // position in the payload
+	pos  int64  // position in the payload (its parts back to back)
+	raw  []byte // the batch, in the part of the payload holding it
 	head batchHead
 }
 
@@ -68,7 +69,7 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 		// Recomputing CRCs needs no lock.
 		for i := range batches {
 			b := &batches[i]
-			record.SetLogAppendTime(records[b.pos:b.pos+b.head.size], opt.LogAppendTime)
+			record.SetLogAppendTime(b.raw, opt.LogAppendTime)
 			b.head.maxTimestamp = opt.LogAppendTime
 		}
 		res.LogAppendTime = opt.LogAppendTime
@@ -79,7 +80,7 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 	if err := l.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.appendLocked(records, batches, opt.LeaderEpoch); err != nil {
+	if err := l.appendLocked([][]byte{records}, batches, opt.LeaderEpoch); err != nil {
 		return AppendResult{}, err
 	}
 	res.BaseOffset, res.LastOffset, res.Truncations = batches[0].head.baseOffset, l.end-1, len(l.cuts)
@@ -99,24 +100,39 @@ func (l *Log) Append(records []byte, opt AppendOptions) (AppendResult, error) {
 // that do not continue the log are ErrOffsetMismatch. Like Append it does
 // not wait for an fsync.
 func (l *Log) AppendAt(records []byte, epoch int32) (AppendResult, error) {
-	return l.appendAt(records, epoch, true)
+	return l.appendAt([][]byte{records}, epoch, true)
 }
 
 // AppendAtVerified is AppendAt for batches the caller has verified
-// already (a Raft follower's, checked as they arrived from the leader):
-// their CRCs are not computed again.
-func (l *Log) AppendAtVerified(records []byte, epoch int32) (AppendResult, error) {
-	return l.appendAt(records, epoch, false)
+// already (a Raft replica's: its leader's callers validated them, its
+// followers checked them as they arrived): their CRCs are not computed
+// again. The batches may lie in several parts, each holding whole batches,
+// which are written in order with one pwritev rather than copied together
+// first (a leader's entries are separate copies of what it was proposed).
+func (l *Log) AppendAtVerified(epoch int32, parts ...[]byte) (AppendResult, error) {
+	return l.appendAt(parts, epoch, false)
 }
 
-func (l *Log) appendAt(records []byte, epoch int32, verify bool) (AppendResult, error) {
-	batches, err := splitBatches(records)
-	if err != nil {
-		return AppendResult{}, err
+func (l *Log) appendAt(parts [][]byte, epoch int32, verify bool) (AppendResult, error) {
+	if len(parts) == 0 {
+		return AppendResult{}, errEmptyAppend
+	}
+	var batches []appendBatch
+	var size int64
+	for _, p := range parts {
+		bs, err := splitBatches(p)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		for i := range bs {
+			bs[i].pos += size
+		}
+		batches = append(batches, bs...)
+		size += int64(len(p))
 	}
 	for i, b := range batches {
 		if verify {
-			if _, err := record.Verify(records[b.pos : b.pos+b.head.size]); err != nil {
+			if _, err := record.Verify(b.raw); err != nil {
 				return AppendResult{}, fmt.Errorf("seglog: batch at byte %d of the append: %w", b.pos, err)
 			}
 		}
@@ -133,7 +149,7 @@ func (l *Log) appendAt(records []byte, epoch int32, verify bool) (AppendResult, 
 	if first := batches[0].head.baseOffset; first != l.end {
 		return AppendResult{}, fmt.Errorf("%w: first batch at offset %d, the log ends at %d", ErrOffsetMismatch, first, l.end)
 	}
-	if err := l.appendLocked(records, batches, epoch); err != nil {
+	if err := l.appendLocked(parts, batches, epoch); err != nil {
 		return AppendResult{}, err
 	}
 	return AppendResult{BaseOffset: batches[0].head.baseOffset, LastOffset: l.end - 1, LogAppendTime: -1, Truncations: len(l.cuts)}, nil
@@ -152,18 +168,22 @@ func (l *Log) writableLocked() error {
 	return nil
 }
 
-// appendLocked gives the batches of records consecutive offsets from the
-// log end on and the leader epoch, and writes them with one write(2).
-// Caller holds mu and checked writableLocked.
-func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) error {
-	var count int64
+// appendLocked gives the batches, which lie in parts (back to back),
+// consecutive offsets from the log end on and the leader epoch, and writes
+// the parts with one write(2) (pwritev for several). Caller holds mu and
+// checked writableLocked.
+func (l *Log) appendLocked(parts [][]byte, batches []appendBatch, epoch int32) error {
+	var count, size int64
 	for _, b := range batches {
 		count += b.head.lastOffset - b.head.baseOffset + 1
+	}
+	for _, p := range parts {
+		size += int64(len(p))
 	}
 	if err := l.stampEpochLocked(epoch); err != nil {
 		return err
 	}
-	if err := l.maybeRollLocked(int64(len(records)), count); err != nil {
+	if err := l.maybeRollLocked(size, count); err != nil {
 		return err
 	}
 	seg := l.activeLocked()
@@ -173,7 +193,7 @@ func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) e
 		b := &batches[i]
 		// Only what differs is written: a batch stamped already (a Raft
 		// replica's entry) may be read meanwhile by others holding it.
-		raw := records[b.pos : b.pos+b.head.size]
+		raw := b.raw
 		if b.head.baseOffset != next {
 			record.SetBaseOffset(raw, next)
 		}
@@ -185,7 +205,7 @@ func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) e
 		b.head.epoch = epoch
 		next = b.head.lastOffset + 1
 	}
-	if err := l.writeLocked(seg, records); err != nil {
+	if err := l.writeLocked(seg, parts, size); err != nil {
 		return err
 	}
 	interval := int64(l.cfg.IndexIntervalBytes)
@@ -195,7 +215,7 @@ func (l *Log) appendLocked(records []byte, batches []appendBatch, epoch int32) e
 	if seg.size == 0 {
 		seg.rollTime = time.Now()
 	}
-	seg.size += int64(len(records))
+	seg.size += size
 	seg.next = next
 	l.end = next
 	return nil
@@ -213,28 +233,33 @@ func splitBatches(records []byte) ([]appendBatch, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seglog: batch at byte %d of the append: %w", pos, err)
 		}
-		batches = append(batches, appendBatch{pos: int64(pos), head: headOf(h)})
+		batches = append(batches, appendBatch{pos: int64(pos), raw: records[pos : pos+h.Size()], head: headOf(h)})
 		pos += h.Size()
 	}
 	return batches, nil
 }
 
-// writeLocked writes the payload at the segment's write position, first
+// writeLocked writes the payload's parts (size bytes together) back to
+// back at the segment's write position, first
 // preallocating the file ahead of it when the write would pass the space
 // already allocated (segment.preallocate). A failed write is cut off again
 // so the file never holds a partial batch; if even that fails the log is
 // failed.
-func (l *Log) writeLocked(seg *segment, payload []byte) error {
+func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	f, err := seg.file.pin()
 	if err != nil {
 		return err
 	}
 	defer seg.file.unpin()
-	end := seg.size + int64(len(payload))
+	end := seg.size + size
 	if end > seg.allocated {
 		seg.preallocate(f, preallocationEnd(end, l.cfg.SegmentBytes))
 	}
-	_, err = f.WriteAt(payload, seg.size)
+	if len(parts) == 1 {
+		_, err = f.WriteAt(parts[0], seg.size)
+	} else {
+		err = writeParts(f, parts, seg.size)
+	}
 	if err == nil {
 		seg.file.wrote(end)
 		return nil

@@ -3,6 +3,7 @@ package seglog
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -147,7 +148,65 @@ func (l *Log) roundLocked() error {
 	}
 	observeCommit(busy, max(target-l.synced, 0))
 	l.markSyncedLocked(target)
+	active.durableEnd = max(active.durableEnd, dataEnd)
 	return nil
+}
+
+// dropCacheStep is the least DropCached drops from the page cache: syncs
+// of a few pages each share one posix_fadvise.
+const dropCacheStep = 1 << 20
+
+// DropCacheBehind sets how much of the log's tail the page cache keeps
+// once durable: with keep > 0, DropCached asks the kernel to drop the
+// pages of the active segment that commit rounds made durable and that lie
+// more than keep bytes behind the last of them; 0 (the default) leaves the
+// page cache alone. For a log nobody reads while it is written: a Raft
+// follower's, whose readers are on its leader. Its pages would otherwise
+// stay cached until memory runs short, pushing out the pages the node's
+// readers do use, and every new page would have to be reclaimed from them
+// first; dropped, they are free for the next write at once. What a reader
+// asks for later comes from the disk. A segment closed by a roll keeps the
+// pages not dropped by then (about keep bytes).
+func (l *Log) DropCacheBehind(keep int64) { l.cacheKeep.Store(max(keep, 0)) }
+
+// CacheKeep is what DropCacheBehind last set (0: the cache is left alone).
+func (l *Log) CacheKeep() int64 { return l.cacheKeep.Load() }
+
+// DropCached drops the pages DropCacheBehind lets go now. Dropping takes
+// the kernel a while (freeing every page), so it is not part of a sync:
+// the caller runs it after a sync, off its acknowledgement path. A
+// concurrent call makes it a no-op rather than a wait.
+func (l *Log) DropCached() {
+	keep := l.cacheKeep.Load()
+	if keep == 0 || !l.dropMu.TryLock() {
+		return
+	}
+	defer l.dropMu.Unlock()
+	l.mu.RLock()
+	if l.closed || len(l.segments) == 0 {
+		l.mu.RUnlock()
+		return
+	}
+	seg := l.activeLocked()
+	to := seg.durableEnd - keep
+	seg.acquire() // stays open though a roll or a retention pass drops it meanwhile
+	l.mu.RUnlock()
+	defer seg.release()
+
+	to -= to % int64(os.Getpagesize()) // the kernel keeps a page the range ends inside
+	if to-seg.uncachedTo < dropCacheStep {
+		return
+	}
+	f, err := seg.file.pin()
+	if err != nil {
+		return
+	}
+	defer seg.file.unpin()
+	// Only advice: pages the kernel keeps cost memory, not correctness,
+	// so a failure is not worth an error (nor a log line per sync).
+	if dropPages(f, seg.uncachedTo, to-seg.uncachedTo) == nil {
+		seg.uncachedTo = to
+	}
 }
 
 // syncAllLocked makes everything durable, for Close: it trims the active
@@ -196,31 +255,43 @@ func (l *Log) failLocked(err error) {
 // disk either way; the checkpoint only shortens the scan after a crash,
 // and the next Sync tries it again.
 func (l *Log) Sync() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	err := l.waitDurableLocked(context.Background(), l.end, len(l.cuts))
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.SyncData(); err != nil {
 		return err
 	}
-	if err := l.maybeCheckpoint(); err != nil {
-		l.logger.Warn("writing the recovery point failed; recovery after a crash will scan further back", "err", err)
-	}
+	l.Checkpoint(checkpointInterval)
 	return nil
 }
 
-// maybeCheckpoint writes the recovery point if it advanced and the last
-// write is older than checkpointInterval. A concurrent writer makes it a
-// no-op rather than a wait.
-func (l *Log) maybeCheckpoint() error {
+// SyncData is Sync without the recovery point: for a caller that
+// acknowledges once it returns and writes the recovery point after
+// (Checkpoint), so that its acknowledgements wait for one fsync.
+func (l *Log) SyncData() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.waitDurableLocked(context.Background(), l.end, len(l.cuts))
+}
+
+// Checkpoint writes the recovery point, what the last sync made durable,
+// if it advanced and was last written at least every ago; a concurrent
+// writer makes it a no-op rather than a wait. A failure is logged, not
+// returned: the data is on disk either way, the recovery point only
+// shortens the scan after a crash, and the next Checkpoint tries again.
+func (l *Log) Checkpoint(every time.Duration) {
+	if err := l.maybeCheckpoint(every); err != nil {
+		l.logger.Warn("writing the recovery point failed; recovery after a crash will scan further back", "err", err)
+	}
+}
+
+// maybeCheckpoint is Checkpoint, returning its error.
+func (l *Log) maybeCheckpoint(every time.Duration) error {
 	if !l.checkpointMu.TryLock() {
 		return nil
 	}
 	defer l.checkpointMu.Unlock()
-	if time.Since(l.lastCheckpoint) < checkpointInterval {
+	if time.Since(l.lastCheckpoint) < every {
 		return nil
 	}
 	l.mu.RLock()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
 )
@@ -158,6 +159,43 @@ func TestSyncPersistsRecoveryPoint(t *testing.T) {
 	}
 	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
 		t.Fatalf("recovery point %d, want %d", rp, end)
+	}
+}
+
+// SyncData makes the data durable and leaves the recovery point to
+// Checkpoint, which writes it at most every interval it is given.
+func TestSyncDataLeavesTheRecoveryPointToCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, smallConfig())
+	defer l.Close()
+	end := appendBatches(t, l, 5, 2, 0)
+	l.checkpointMu.Lock()
+	l.lastCheckpoint = l.lastCheckpoint.Add(-time.Hour) // nothing throttles it
+	l.checkpointMu.Unlock()
+	if err := l.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	if l.synced < end {
+		t.Fatalf("synced %d after SyncData, want %d", l.synced, end)
+	}
+	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != 0 {
+		t.Fatalf("SyncData wrote the recovery point %d", rp)
+	}
+	l.Checkpoint(time.Minute)
+	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
+		t.Fatalf("recovery point %d after Checkpoint, want %d", rp, end)
+	}
+	next := appendBatches(t, l, 1, 2, 0)
+	if err := l.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	l.Checkpoint(time.Minute)
+	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != end {
+		t.Fatalf("recovery point %d within a minute of the last, want it left at %d", rp, end)
+	}
+	l.Checkpoint(0)
+	if rp, _, _ := readOffsetFile(dir, recoveryPointFile); rp != next {
+		t.Fatalf("recovery point %d, want %d", rp, next)
 	}
 }
 

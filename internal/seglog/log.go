@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,6 +47,11 @@ type Log struct {
 	// fsyncs them, so that a new log costs no fsync until it holds
 	// durable data.
 	unsyncedDirs []string
+
+	// cacheKeep > 0: DropCached drops the active segment's durable pages
+	// from the page cache but for the last cacheKeep bytes (DropCacheBehind).
+	cacheKeep atomic.Int64
+	dropMu    sync.Mutex // serializes DropCached
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu

@@ -38,6 +38,12 @@ type segment struct {
 	idx       segIndex  // sparse indexes
 	rollTime  time.Time // when the segment started taking data, for segment.ms
 
+	durableEnd int64 // where the data the last commit round made durable ends
+
+	// uncachedTo is where the pages of the .log file that DropCached
+	// dropped from the page cache end. Guarded by Log.dropMu.
+	uncachedTo int64
+
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
 	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
 }
