@@ -348,8 +348,10 @@ func (p *Partition) Sync() error {
 // storageError wraps a log failure. A closed log means the topic was
 // deleted under the caller, which clients should see as an unknown topic.
 func (p *Partition) storageError(op string, err error) error {
-	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrTruncated) {
-		// Leadership moved: the new leader has (or never had) it.
+	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrTruncated) || errors.Is(err, replica.ErrAppendRefused) {
+		// Leadership moved (or is moving, or this leader's followers are
+		// too far behind to take more): the new leader has (or never had)
+		// it, and a client that looks again and retries loses nothing.
 		return fmt.Errorf("%w: %s %s-%d: %v", ErrNotLeader, op, p.topic.name, p.index, err)
 	}
 	if errors.Is(err, replica.ErrClosed) {
