@@ -309,7 +309,7 @@ func TestAMQPFollowerKilledFault(t *testing.T) {
 func TestAMQPLeaderStoppedFault(t *testing.T) {
 	runAMQPFault(t, 3, "leader stopped", func(ft *amqpFaultTest) {
 		old := ft.leader(0)
-		old.signal(syscall.SIGSTOP)
+		old.pause()
 		stoppedAt := time.Now()
 		elected := ft.successor(0, old, old)
 		t.Logf("node %d (leading %s) stopped; node %d leads %v later", old.id, ft.queues[0], elected.id,

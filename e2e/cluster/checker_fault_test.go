@@ -179,7 +179,8 @@ func (l *ledger) checkPartition(ctx context.Context, t *testing.T, seeds []strin
 	var c partitionCounts
 	seen := map[streamKey]map[int64]int{}
 	highest := map[streamKey]int64{}
-	readPartition(ctx, t, seeds, topic, p, end, func(value []byte) {
+	readPartition(ctx, t, seeds, topic, p, end, func(r *kgo.Record) {
+		value := r.Value
 		c.records++
 		k, seq, ok := parseValue(value)
 		s := l.streams[k]
@@ -267,8 +268,8 @@ func endOffsets(ctx context.Context, t *testing.T, seeds []string, topic string,
 }
 
 // readPartition consumes partition p of topic from offset 0 to end with a
-// direct partition consumer and hands each value to each.
-func readPartition(ctx context.Context, t *testing.T, seeds []string, topic string, p int32, end int64, each func([]byte)) {
+// direct partition consumer and hands each record to each.
+func readPartition(ctx context.Context, t *testing.T, seeds []string, topic string, p int32, end int64, each func(*kgo.Record)) {
 	t.Helper()
 	if end == 0 {
 		return
@@ -291,7 +292,7 @@ func readPartition(ctx context.Context, t *testing.T, seeds []string, topic stri
 		})
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < end {
-				each(r.Value)
+				each(r)
 			}
 			next = r.Offset + 1
 		})

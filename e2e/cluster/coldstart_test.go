@@ -318,8 +318,8 @@ func requireRecords(ctx context.Context, t *testing.T, seeds []string, acked map
 	t.Helper()
 	found := map[int64]bool{}
 	for p, end := range endOffsets(ctx, t, seeds, coldTopic, coldPartitions) {
-		readPartition(ctx, t, seeds, coldTopic, int32(p), end, func(v []byte) {
-			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+		readPartition(ctx, t, seeds, coldTopic, int32(p), end, func(r *kgo.Record) {
+			if n, err := strconv.ParseInt(string(r.Value), 10, 64); err == nil {
 				found[n] = true
 			}
 		})

@@ -149,7 +149,9 @@
 // unexpected and reordered records per partition: all must be 0.
 //
 //   - TestLeaderStoppedFault: SIGSTOP of a leader for three election
-//     timeouts, then SIGCONT; a Produce it reads once deposed is refused.
+//     timeouts, then SIGCONT; a Produce sent once every thread of it has
+//     stopped (/proc), and so read once it is deposed, is refused
+//     NOT_LEADER_OR_FOLLOWER.
 //   - TestRollingRestartFault: every node restarted (SIGTERM) under load.
 //   - TestFollowerKilledFault: SIGKILL of a follower.
 //   - TestTwoOfFiveKilledFault: five nodes, two killed at once.

@@ -334,6 +334,27 @@ func (nd *node) signal(sig syscall.Signal) {
 	}
 }
 
+// pause stops the node with SIGSTOP and returns once every thread of its
+// process has stopped: a request sent after that is read only once the
+// node resumes.
+func (nd *node) pause() {
+	nd.t.Helper()
+	nd.signal(syscall.SIGSTOP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stopped, err := allThreadsStopped(nd.cmd.Process.Pid)
+		switch {
+		case err != nil:
+			nd.t.Fatalf("node %d: is it stopped? %v", nd.id, err)
+		case stopped:
+			return
+		case time.Now().After(deadline):
+			nd.t.Fatalf("node %d: not every thread stopped within 10 s of SIGSTOP", nd.id)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // terminate stops the node with SIGTERM, as a rolling restart does, and
 // waits for it to exit.
 func (nd *node) terminate() {

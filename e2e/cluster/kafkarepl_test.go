@@ -101,7 +101,7 @@ func TestProduceTimeoutCluster(t *testing.T) {
 
 	followers := slices.DeleteFunc(slices.Clone(nodes), func(nd *node) bool { return nd == leader })
 	for _, f := range followers {
-		f.signal(syscall.SIGSTOP)
+		f.pause() // stopped before the request: else they may still take it
 	}
 	// Raft's check-quorum deposes the leader an election timeout (1 s)
 	// after it last heard from a majority: a timeout well below that is

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,7 +29,7 @@ func faultContext(t *testing.T) context.Context {
 // SIGSTOP for three election timeouts, then resumed. While it is stopped
 // the other two elect a new leader and every client re-routes to it; a
 // Produce request sent straight to the stopped leader (read once it
-// resumes, deposed) must be refused.
+// resumes, deposed) must be refused NOT_LEADER_OR_FOLLOWER.
 func TestLeaderStoppedFault(t *testing.T) {
 	requireFaultRun(t)
 	ctx := faultContext(t)
@@ -37,13 +39,17 @@ func TestLeaderStoppedFault(t *testing.T) {
 	pinned := ft.ledger.openProbe("pinned", 0)
 	ft.run(1, func() {
 		old := ft.leaderOf(nil, 0, -1)
+		led := ft.waitView([]*node{old}, "the stopped leader's epoch", func(map[int32]partitionView) bool { return true })[0].epoch
 		// Open the client's produce connection to it first (to a
 		// partition that does not exist: nothing is written), so the
 		// request below is in its socket when it resumes.
 		if _, err := produceTo(ctx, direct, int32(old.id), ft.topic, topicID, ft.partitions, nil); err != nil {
 			t.Fatalf("connect to node %d: %v", old.id, err)
 		}
-		old.signal(syscall.SIGSTOP)
+		// Once every thread is stopped: a node still running when the
+		// request arrives may replicate it to a follower first, and the
+		// new leader then rightly commits it.
+		old.pause()
 		stoppedAt := time.Now()
 		seq, v := ft.ledger.next(pinned)
 		answer := make(chan error, 1)
@@ -55,7 +61,7 @@ func TestLeaderStoppedFault(t *testing.T) {
 			answer <- firstErr(err, code)
 		}()
 		elected := ft.leaderOf(ft.others(old), 0, int32(old.id))
-		t.Logf("node %d (leader of %s-0) stopped; node %d elected after %v", old.id, ft.topic, elected.id, time.Since(stoppedAt).Round(time.Millisecond))
+		t.Logf("node %d (leader of %s-0, epoch %d) stopped; node %d elected after %v", old.id, ft.topic, led, elected.id, time.Since(stoppedAt).Round(time.Millisecond))
 		ft.progress(50, "while the old leader is stopped")
 		select { // the fault itself: stopped for three election timeouts
 		case <-time.After(time.Until(stoppedAt.Add(3 * electionTimeout))):
@@ -65,7 +71,10 @@ func TestLeaderStoppedFault(t *testing.T) {
 		select {
 		case err := <-answer:
 			if err == nil {
-				t.Errorf("node %d acknowledged a Produce it read after it was deposed", old.id)
+				offset, epoch := ft.find(0, v)
+				t.Errorf("node %d acknowledged a Produce it read after it was deposed: offset %d, leader epoch %d", old.id, offset, epoch)
+			} else if !errors.Is(err, kerr.NotLeaderForPartition) {
+				t.Errorf("node %d answered a Produce it read after it was deposed with %v, not NOT_LEADER_OR_FOLLOWER", old.id, err)
 			}
 			t.Logf("Produce sent to the stopped leader, answered after it resumed: %v", err)
 		case <-ctx.Done():
@@ -143,6 +152,20 @@ func TestTwoOfFiveKilledFault(t *testing.T) {
 		ft.waitHealthy("two nodes restarted")
 		ft.progress(50, "after two nodes restarted")
 	})
+}
+
+// find reads partition p for the record of value and returns its offset
+// and leader epoch (-1, -1 if it is not there).
+func (ft *faultTest) find(p int32, value []byte) (offset int64, epoch int32) {
+	ft.t.Helper()
+	offset, epoch = -1, -1
+	end := endOffsets(ft.ctx, ft.t, ft.seeds(), ft.topic, ft.partitions)[p]
+	readPartition(ft.ctx, ft.t, ft.seeds(), ft.topic, p, end, func(r *kgo.Record) {
+		if string(r.Value) == string(value) {
+			offset, epoch = r.Offset, r.LeaderEpoch
+		}
+	})
+	return offset, epoch
 }
 
 // newDirectClient is a client for requests sent to one broker by id.
