@@ -20,16 +20,14 @@ import (
 // random bytes, so the name is not guessable: it is what lets a responder
 // reach this consumer and no other.
 //
-// Routing follows RabbitMQ's: a name that names this node counts as a
-// queue the message was routed to, whether its consumer is still there or
-// not (no basic.return for a mandatory reply; its confirm is an ack at
-// once, as nothing is stored). A name that does not (malformed, or of
-// another node) routes nowhere. A declare of a name, passive or not,
-// answers 0 messages and 1 consumer while its consumer is there, else
-// 404; amq.rabbitmq.reply-to itself always declares. The names live in
-// their vhost. In a cluster the name carries the node id, but replies are
-// not forwarded between nodes yet: a reply must be published on the
-// requester's node.
+// Routing follows RabbitMQ's: a name that names a node of the cluster
+// (this one, or another: replyto_cluster.go) counts as a queue the
+// message was routed to, whether its consumer is still there or not (no
+// basic.return for a mandatory reply; its confirm is an ack at once, as
+// nothing is stored). A malformed name, or one of no node, routes
+// nowhere. A declare of a name, passive or not, answers 0 messages and 1
+// consumer while its consumer is there, else 404; amq.rabbitmq.reply-to
+// itself always declares. The names live in their vhost.
 
 // ReplyToQueue is the pseudo-queue a direct reply-to client consumes from
 // and names in reply_to.
@@ -95,43 +93,53 @@ func (v *VHost) replyConsumer(name string) *Subscription {
 }
 
 // declareReply is queue.declare (passive or not) of a name IsReplyTo
-// matches: RabbitMQ answers it as a check that the consumer is there.
+// matches: RabbitMQ answers it as a check that the consumer is there,
+// asking its node if that is another (replyto_cluster.go).
 func (v *VHost) declareReply(name string) (QueueInfo, error) {
-	if name != ReplyToQueue && v.replyConsumer(name) == nil {
+	node, ok := replyNode(name)
+	switch {
+	case name == ReplyToQueue:
+	case ok && node == v.r.nodeID() && v.replyConsumer(name) != nil:
+	case ok && v.r.replyPeer(node) && v.replyExistsThere(node, name):
+	default:
 		return QueueInfo{}, errNotFound("queue", name, v.name)
 	}
 	return QueueInfo{Name: name, Consumers: 1}, nil
 }
 
 // deliverReplies hands m, published to the default exchange, to the reply
-// consumers its routing keys name, and returns how many names of this
-// node they hold (each counted once): those m was routed to, taken or
-// not. No lock of the vhost may be held.
+// consumers its routing keys name, here or, forwarded, on their nodes
+// (replyto_cluster.go), and returns how many names of the cluster's nodes
+// they hold (each counted once): those m was routed to, taken or not. No
+// lock of the vhost may be held.
 func (v *VHost) deliverReplies(m *Message, keys []string) int {
 	routed := 0
 	for i, k := range keys {
-		if !v.ownsReplyName(k) || containsBefore(keys, i) {
+		node, ok := replyNode(k)
+		if !ok || containsBefore(keys, i) {
 			continue
 		}
-		routed++
-		v.replies.mu.RLock()
-		if s := v.replies.subs[k]; s != nil {
-			s.spec.Consumer.TryDeliver(&Delivery{Queue: k, Message: m}) // refused: dropped, as it cannot wait anywhere
+		switch {
+		case node == v.r.nodeID():
+			v.deliverReply(k, m)
+		case v.r.replyPeer(node):
+			v.forwardReply(node, k, m)
+		default:
+			continue // no node's: routes nowhere
 		}
-		v.replies.mu.RUnlock()
+		routed++
 	}
 	return routed
 }
 
-// ownsReplyName reports whether name is a reply consumer's name of this
-// node: amq.rabbitmq.reply-to.<this node's id>.<key>.
-func (v *VHost) ownsReplyName(name string) bool {
-	rest, ok := strings.CutPrefix(name, replyToPrefix)
-	if !ok {
-		return false
+// deliverReply hands m to the reply consumer of name, if it is here; one
+// that refuses it drops it, as it cannot wait anywhere.
+func (v *VHost) deliverReply(name string, m *Message) {
+	v.replies.mu.RLock()
+	defer v.replies.mu.RUnlock()
+	if s := v.replies.subs[name]; s != nil {
+		s.spec.Consumer.TryDeliver(&Delivery{Queue: name, Message: m})
 	}
-	node, key, ok := strings.Cut(rest, ".")
-	return ok && key != "" && node == strconv.Itoa(int(v.r.nodeID()))
 }
 
 // containsBefore reports whether keys[i] is among keys[:i].
