@@ -239,3 +239,22 @@ func TestDirectReplyToDeclarePseudoQueue(t *testing.T) {
 		}
 	}
 }
+
+// A reply name is no queue: binding it is 403 and basic.get 540, RabbitMQ's
+// texts.
+func TestDirectReplyToNamesAreNoQueues(t *testing.T) {
+	b := startBroker(t)
+	requester, responder := b.channel(), b.channel()
+	replyConsumer(t, requester, "")
+	declareQueue(t, responder, "rpc", false)
+	name := sendRequest(t, requester, responder, "rpc")
+
+	err := b.channel().QueueBind(name, "k", "amq.direct", false, nil)
+	if e := wantCode(t, err, amqp091.AccessRefused); e.Reason != "ACCESS_REFUSED - cannot bind or unbind to a volatile (direct reply-to) queue" {
+		t.Fatalf("bind: %q", e.Reason)
+	}
+	_, _, err = b.channel().Get(name, true)
+	if e := wantCode(t, err, amqp091.NotImplemented); e.Reason != "NOT_IMPLEMENTED - basic.get not supported by volatile queue '"+name+"' in vhost '/'" {
+		t.Fatalf("get: %q", e.Reason)
+	}
+}

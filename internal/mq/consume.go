@@ -269,8 +269,11 @@ func (s *Subscription) Cancel() {
 
 // Get is basic.get: it takes the message at the head of the queue, if any
 // (false when empty), skipping (and dead-lettering) expired ones. With
-// noAck it is settled at once.
+// noAck it is settled at once. A direct reply-to name is 540 (replyto.go).
 func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, error) {
+	if err := v.checkGettable(queue); err != nil {
+		return nil, false, err
+	}
 	q, err := v.accessQueue(queue, conn)
 	if q != nil && q.reachable() {
 		return q.remote.get(noAck)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 )
 
 // Direct reply-to, as RabbitMQ 4.2 has it (its rabbit_volatile_queue): an
@@ -27,7 +29,8 @@ import (
 // nothing is stored). A malformed name, or one of no node, routes
 // nowhere. A declare of a name, passive or not, answers 0 messages and 1
 // consumer while its consumer is there, else 404; amq.rabbitmq.reply-to
-// itself always declares. The names live in their vhost.
+// itself always declares. A name cannot be bound (403), so replies take
+// the default exchange only. The names live in their vhost.
 
 // ReplyToQueue is the pseudo-queue a direct reply-to client consumes from
 // and names in reply_to.
@@ -41,6 +44,25 @@ const replyToPrefix = ReplyToQueue + "."
 // the reply consumers (queue.declare needs no permission for it, as in
 // RabbitMQ).
 func IsReplyTo(name string) bool { return strings.HasPrefix(name, ReplyToQueue) }
+
+// checkBindable refuses a reply name as the queue of queue.bind or
+// queue.unbind, with RabbitMQ's 403: replies reach their consumer through
+// the default exchange only.
+func checkBindable(queue string) error {
+	if strings.HasPrefix(queue, replyToPrefix) {
+		return errAccessRefused("cannot bind or unbind to a volatile (direct reply-to) queue")
+	}
+	return nil
+}
+
+// checkGettable refuses basic.get of a reply name of the cluster's with
+// RabbitMQ's 540: replies are handed to their consumer, never held.
+func (v *VHost) checkGettable(queue string) error {
+	if node, ok := replyNode(queue); ok && (node == v.r.nodeID() || v.r.replyPeer(node)) {
+		return amqpwire.Errorf(amqpwire.CodeNotImplemented, "basic.get not supported by volatile %s", resource("queue", queue, v.name))
+	}
+	return nil
+}
 
 // replyConsumers are a vhost's direct reply-to consumers by name.
 type replyConsumers struct {
