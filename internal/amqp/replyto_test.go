@@ -224,6 +224,25 @@ func TestDirectReplyToRequesterGone(t *testing.T) {
 	}
 }
 
+// The reply consumer is listed nowhere, as in RabbitMQ: it consumes no
+// queue.
+func TestDirectReplyToConsumerNotListed(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	replyConsumer(t, ch, "")
+	if _, err := ch.QueueDeclare("work", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	consume(t, ch, "work", true)
+	cs := b.srv.Connections()
+	if len(cs) != 1 || len(cs[0].Channels) != 1 {
+		t.Fatalf("connections %+v", cs)
+	}
+	if got := cs[0].Channels[0].Consumers; len(got) != 1 || got[0].Queue != "work" {
+		t.Fatalf("consumers listed %+v, want the one of work only", got)
+	}
+}
+
 // amq.rabbitmq.reply-to itself always declares, as in RabbitMQ.
 func TestDirectReplyToDeclarePseudoQueue(t *testing.T) {
 	b := startBroker(t)
