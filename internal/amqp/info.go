@@ -189,7 +189,7 @@ func (ch *channel) info(now time.Time) (info ChannelInfo, open bool) {
 	}
 	for _, k := range ch.consumers {
 		if k.queue == mq.ReplyToQueue {
-			continue // direct reply-to's consumes no queue: RabbitMQ lists it nowhere
+			continue // direct reply-to's consumer consumes no queue: RabbitMQ lists it nowhere
 		}
 		info.Consumers = append(info.Consumers, ConsumerInfo{
 			Tag: k.tag, Queue: k.queue, AckRequired: !k.noAck, Exclusive: k.exclusive, Prefetch: k.prefetch, Args: k.args,
