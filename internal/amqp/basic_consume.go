@@ -127,8 +127,15 @@ func (ch *channel) basicConsume(m *amqpwire.BasicConsume) error {
 	if err != nil {
 		return err
 	}
-	if err := ch.c.access.ReadQueue(queue); err != nil {
-		return mqError(err, m.ID())
+	replies := queue == mq.ReplyToQueue
+	switch {
+	case replies && m.NoAck && ch.replies != nil: // an ack-mode one is mq's 406 "cannot acknowledge", as RabbitMQ checks that first
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "reply consumer already set").In(m.ID())
+	case replies: // no queue to read: RabbitMQ checks no permission
+	default:
+		if err := ch.c.access.ReadQueue(queue); err != nil {
+			return mqError(err, m.ID())
+		}
 	}
 	tag := m.ConsumerTag
 	if tag == "" {
@@ -166,6 +173,9 @@ func (ch *channel) basicConsume(m *amqpwire.BasicConsume) error {
 		return mqError(err, m.ID())
 	}
 	k.sub.Store(sub)
+	if replies {
+		ch.replies = k
+	}
 
 	// consume-ok goes out before any delivery: until now TryDeliver refused.
 	ch.mu.Lock()
@@ -185,6 +195,9 @@ func (ch *channel) basicCancel(m *amqpwire.BasicCancel) error {
 		k.cancelled = true
 	}
 	ch.mu.Unlock()
+	if k != nil && k == ch.replies {
+		ch.replies = nil // requests with reply_to amq.rabbitmq.reply-to fail from now on, as in RabbitMQ
+	}
 	if k != nil {
 		if sub := k.sub.Load(); sub != nil {
 			sub.Cancel()

@@ -32,6 +32,11 @@ func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Cont
 	if err := c.access.Publish(m.Exchange, msg.RoutingKeys, func() bool { return v.IsTopicExchange(m.Exchange) }); err != nil {
 		return mqError(err, m.ID())
 	}
+	if msg.Properties.ReplyTo == mq.ReplyToQueue {
+		if err := ch.directReplyTo(msg); err != nil {
+			return err.In(m.ID())
+		}
+	}
 	if err := c.waitWhileBlocked(); err != nil {
 		return err
 	}
@@ -64,6 +69,19 @@ func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Cont
 	if limit := c.srv.cfg.FlowBacklog; limit > 0 && res.Backlog > limit {
 		c.flowPause()
 	}
+	return nil
+}
+
+// directReplyTo gives a request published with reply_to
+// amq.rabbitmq.reply-to the name of the channel's reply consumer, which
+// the responder's reply is published under (direct reply-to); without
+// one it is RabbitMQ's 406.
+func (ch *channel) directReplyTo(msg *mq.Message) *amqpwire.Error {
+	if ch.replies == nil {
+		return amqpwire.Errorf(amqpwire.CodePreconditionFailed, "fast reply consumer does not exist")
+	}
+	msg.Properties.ReplyTo = ch.replies.sub.Load().ReplyTo()
+	msg.RawProperties = nil // encoded anew, with the name
 	return nil
 }
 

@@ -21,6 +21,10 @@ type channel struct {
 	// Reader only.
 	closing   bool   // channel.close sent; waiting for close-ok
 	lastQueue string // the queue most recently declared: "" in queue names means it
+	// replies is the channel's consumer of amq.rabbitmq.reply-to, nil if
+	// none: at most one, and requests published with that reply_to get
+	// its name (direct reply-to).
+	replies *consumer
 	// Reader only, changed under mu so that the management API may read
 	// them under mu (info.go).
 	consumerPrefetch int // basic.qos global=false: the limit of consumers created from now on
@@ -239,6 +243,7 @@ func (ch *channel) teardown() {
 	ch.mu.Lock()
 	consumers, pending := ch.closeLocked()
 	ch.mu.Unlock()
+	ch.replies = nil
 	ch.release(consumers, pending)
 	ch.c.srv.retire(ch)
 

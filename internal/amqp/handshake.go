@@ -14,8 +14,7 @@ import (
 )
 
 // serverProperties are announced in connection.start. Clients read product
-// and the capabilities; direct_reply_to is not claimed because Wharf does
-// not implement it.
+// and the capabilities.
 func (s *Server) serverProperties() amqpwire.Table {
 	return amqpwire.Table{
 		"product":     "Wharf",
@@ -32,6 +31,7 @@ func (s *Server) serverProperties() amqpwire.Table {
 			"consumer_priorities":          true,
 			"authentication_failure_close": true,
 			"per_consumer_qos":             true,
+			"direct_reply_to":              true,
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/rate"
 )
 
@@ -187,6 +188,9 @@ func (ch *channel) info(now time.Time) (info ChannelInfo, open bool) {
 		Transactional: ch.tx != nil, Unacknowledged: ch.unacked.len(),
 	}
 	for _, k := range ch.consumers {
+		if k.queue == mq.ReplyToQueue {
+			continue // direct reply-to's consumer consumes no queue: RabbitMQ lists it nowhere
+		}
 		info.Consumers = append(info.Consumers, ConsumerInfo{
 			Tag: k.tag, Queue: k.queue, AckRequired: !k.noAck, Exclusive: k.exclusive, Prefetch: k.prefetch, Args: k.args,
 		})

@@ -46,6 +46,9 @@ func (ch *channel) checkQueueDeclare(name string, m *amqpwire.QueueDeclare) erro
 	if name == "" && !m.Passive {
 		name = mq.ServerQueueName()
 	}
+	if mq.IsReplyTo(name) {
+		return nil // a check that a direct reply-to consumer is there, which RabbitMQ lets anyone make
+	}
 	err := ch.c.access.DeclareQueue(name, m.Passive, m.Arguments, func() bool { return v.HasQueue(name) })
 	if err != nil {
 		return mqError(err, m.ID())

@@ -14,8 +14,12 @@ type bindingRef struct {
 // BindQueue is queue.bind: the exchange (checked first) and the queue must
 // exist (404), neither may be the default exchange (403), an exclusive
 // queue must be conn's (405), a headers binding needs a valid x-match (406).
-// Binding twice is not an error.
+// Binding twice is not an error. A direct reply-to name is no queue to
+// bind (403, replyto.go).
 func (v *VHost) BindQueue(queue, exchange, key string, args amqpwire.Table, conn ConnID) error {
+	if err := checkBindable(queue); err != nil {
+		return err
+	}
 	return v.bind(exchange, queue, false, key, args, conn)
 }
 
@@ -23,6 +27,9 @@ func (v *VHost) BindQueue(queue, exchange, key string, args amqpwire.Table, conn
 // error; the exchange and queue must (404). An auto-delete exchange left
 // without bindings is deleted.
 func (v *VHost) UnbindQueue(queue, exchange, key string, args amqpwire.Table, conn ConnID) error {
+	if err := checkBindable(queue); err != nil {
+		return err
+	}
 	return v.unbind(exchange, queue, false, key, args, conn)
 }
 

@@ -140,8 +140,8 @@ func (rq *remoteQueue) ask(req *remoteRequest) (*remoteReply, error) {
 
 // answerCall answers a call another node made to this one
 // (ClusterConfig.HandleCalls): a request to a classic queue that lives
-// here, for the figures of the queues this node serves, or about its
-// clients (answerClients).
+// here, for the figures of the queues this node serves, about its
+// clients (answerClients), or for its direct reply-to consumers.
 func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte, error) {
 	var req remoteRequest
 	if err := json.Unmarshal(data, &req); err != nil {
@@ -153,6 +153,11 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	case opAwaitRemoval:
 		r.dropExclusiveOnceRemoved(req.Removed)
 		return json.Marshal(&remoteReply{})
+	case opReplies:
+		r.deliverForwarded(req.Replies)
+		return json.Marshal(&remoteReply{})
+	case opReplyExists:
+		return json.Marshal(r.answerReplyExists(&req))
 	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals,
 		opLocalBindings:
 		return r.answerClients(data)

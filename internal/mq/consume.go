@@ -14,6 +14,11 @@ type Subscription struct {
 	// session on the leader (quorum_proxy.go): set at Consume, or when the
 	// queue stops being served here (followLeaderLocked); guarded by q.mu.
 	remote *proxySession
+	// replyVH is, for a consumer of amq.rabbitmq.reply-to (q nil), its
+	// vhost, and replyTo the name replies to it are published under
+	// (replyto.go).
+	replyVH *VHost
+	replyTo string
 
 	// Guarded by q.mu.
 	paused    bool // no credit: skipped until Resume
@@ -41,9 +46,16 @@ type consumerGroup struct {
 // The subscription starts paused: nothing is delivered until the front end
 // calls Resume, which it does after sending basic.consume-ok, so that no
 // basic.deliver can overtake it.
+//
+// The queue amq.rabbitmq.reply-to is direct reply-to's pseudo-queue
+// (replyto.go): the consumer, no-ack only, gets the replies published
+// under its Subscription.ReplyTo name as they are published.
 func (v *VHost) Consume(queue string, s ConsumeSpec) (*Subscription, error) {
 	if s.Consumer == nil {
 		panic("mq: ConsumeSpec.Consumer is nil")
+	}
+	if queue == ReplyToQueue {
+		return v.consumeReplies(s)
 	}
 	q, err := v.accessQueue(queue, s.Conn)
 	if err != nil && !(q != nil && q.reachable()) {
@@ -175,6 +187,9 @@ func (s *Subscription) Tag() string { return s.spec.Tag }
 
 // Resume says the consumer has credit again: delivery to it (re)starts.
 func (s *Subscription) Resume() {
+	if s.replyVH != nil {
+		return // a reply is handed over when published or not at all
+	}
 	if s.stream != nil {
 		s.stream.resume()
 		return
@@ -205,6 +220,10 @@ func (s *Subscription) Resume() {
 // continues in order. An auto-delete queue whose last consumer this was
 // is deleted. Cancel after the queue was deleted does nothing.
 func (s *Subscription) Cancel() {
+	if s.replyVH != nil {
+		s.cancelReplies()
+		return
+	}
 	if s.stream != nil {
 		s.cancelStream()
 		return
@@ -250,8 +269,11 @@ func (s *Subscription) Cancel() {
 
 // Get is basic.get: it takes the message at the head of the queue, if any
 // (false when empty), skipping (and dead-lettering) expired ones. With
-// noAck it is settled at once.
+// noAck it is settled at once. A direct reply-to name is 540 (replyto.go).
 func (v *VHost) Get(queue string, noAck bool, conn ConnID) (*Delivery, bool, error) {
+	if err := v.checkGettable(queue); err != nil {
+		return nil, false, err
+	}
 	q, err := v.accessQueue(queue, conn)
 	if q != nil && q.reachable() {
 		return q.remote.get(noAck)

@@ -15,6 +15,8 @@
 // subpackage internal/mq/routing. An ExchangeObserver (observer.go) shares
 // an exchange's routing with another protocol: the node puts NATS
 // subjects and amq.topic of vhost "/" in one routing space through one.
+// Direct reply-to (amq.rabbitmq.reply-to, replyto.go) is routing to a
+// consumer with no queue: replies reach it through the default exchange.
 //
 // Durable exchanges, queues and bindings (a binding is durable when both of
 // its ends are) are written to the DefinitionStore before the call returns

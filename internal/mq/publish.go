@@ -21,7 +21,9 @@ import (
 // in its CC and BCC headers (sender-selected distribution); BCC is removed
 // before delivery. The observer of an exchange routing went through
 // (ExchangeObserver) is given the message too, and a message its
-// subscribers take is routed. An unroutable message counts toward
+// subscribers take is routed. A key of the default exchange that is a
+// direct reply-to name of this node routes to its consumer (replyto.go).
+// An unroutable message counts toward
 // Unroutable and is dropped (Routed 0; the front end returns it if
 // mandatory).
 //
@@ -80,9 +82,12 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	if bcc {
 		m = withoutBCC(m)
 	}
-	outside := 0
+	outside := 0 // takers that are no queue
 	if routeOutside(observer, m) {
 		outside = 1
+	}
+	if m.Exchange == "" {
+		outside += v.deliverReplies(m, keys)
 	}
 	if len(qs) == 0 {
 		if outside == 0 {

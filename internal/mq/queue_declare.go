@@ -28,6 +28,9 @@ func (v *VHost) DeclareQueue(d QueueDef, passive bool) (QueueInfo, error) {
 	if err := checkUTF8(d.Name); err != nil {
 		return QueueInfo{}, err
 	}
+	if IsReplyTo(d.Name) {
+		return v.declareReply(d.Name) // passive or not: direct reply-to's names are no queues
+	}
 	if passive {
 		q, err := v.accessQueue(d.Name, d.Owner)
 		if q != nil && q.elsewhere() {

@@ -90,6 +90,8 @@ type remoteRequest struct {
 	Served []servedRef `json:"served,omitempty"`
 	// Removed is the node opAwaitRemoval names.
 	Removed int32 `json:"removed,omitempty"`
+	// Replies are opReplies' (replyto_cluster.go).
+	Replies []forwardedReply `json:"replies,omitempty"`
 }
 
 // remoteSpec is what the leader's consumer of a session takes from the

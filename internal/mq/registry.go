@@ -143,6 +143,9 @@ type Registry struct {
 	quorumReplicas map[*quorumReplica]struct{}
 	// proxies ends the sessions of quorum queues led elsewhere at Close.
 	proxies proxies
+	// replyForwards are direct reply-to replies on their way to other
+	// nodes (replyto_cluster.go), sent on goroutines proxies ends.
+	replyForwards replyForwards
 	// clients tells other nodes of this node's clients, and closes their
 	// connections for them (clients_cluster.go); nil until the AMQP front
 	// end is up.

@@ -75,8 +75,10 @@ type Message struct {
 // PublishResult is the outcome of a publish.
 type PublishResult struct {
 	// Routed is the number of queues the message reached, plus one if
-	// subscribers of another protocol took it (ExchangeObserver); 0
-	// means unroutable (with mandatory the front end sends basic.return).
+	// subscribers of another protocol took it (ExchangeObserver), plus
+	// the direct reply-to names of this node it was published to
+	// (replyto.go); 0 means unroutable (with mandatory the front end
+	// sends basic.return).
 	Routed int
 	// Durable is pending (Durability.Pending) if the message was logged:
 	// persistent and reached at least one durable queue, or reached a

@@ -27,6 +27,8 @@ type VHost struct {
 
 	unroutable atomic.Uint64
 
+	replies replyConsumers // direct reply-to (replyto.go)
+
 	// policies by name; written with defMu held, polMu guards reads (a
 	// leaf lock: nothing is taken while holding it).
 	polMu    sync.RWMutex
