@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -123,5 +124,55 @@ func TestUnusedVerificationsExpire(t *testing.T) {
 	}
 	if err := p.maintainProducers(time.Now().Add(2 * defaultProducerIDExpirationMs * time.Millisecond)); err != nil || pending() != 0 {
 		t.Fatalf("verification kept past the expiration (%v)", err)
+	}
+}
+
+// TestNewLeaderRebuildsTxnsUnderReaders: a partition's new leader
+// rebuilds its producers and transactions from its log at its first
+// produce while read_committed fetches read the last stable offset: the
+// rebuild swaps the table in under txnMu, which the readers take (run
+// with -race; a map written while a reader iterates it can also crash
+// the process outright). The open transaction holds the last stable
+// offset back on the new leader too.
+func TestNewLeaderRebuildsTxnsUnderReaders(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader, _ := deadLeaderTopic(t, c)
+	partition := func(id int32) *Partition {
+		tp, _ := c.broker(id).Topic("dead")
+		p, _ := tp.Partition(0)
+		return p
+	}
+	const pid = 7
+	produceOffset(t, partition(leader), idempotentBatch(3, 0, 0, 1))
+	produceOffset(t, partition(leader), txnBatch(pid, 0))
+
+	c.isolate(leader, true)
+	var next *Partition
+	c.waitFor("a new leader of the partition", func() bool {
+		for _, id := range c.ids {
+			if p := partition(id); id != leader && p.CheckLeader() == nil {
+				next = p
+				return true
+			}
+		}
+		return false
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				next.LastStableOffset()
+			}
+		}
+	})
+	produceOffset(t, next, idempotentBatch(4, 0, 0, 1)) // rebuilds the table
+	close(stop)
+	wg.Wait()
+	if lso := next.LastStableOffset(); lso != 1 {
+		t.Errorf("last stable offset on the new leader %d, want 1 (the open transaction's first batch)", lso)
 	}
 }
