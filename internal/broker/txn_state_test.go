@@ -136,40 +136,29 @@ func TestUnusedVerificationsExpire(t *testing.T) {
 // offset back on the new leader too.
 func TestNewLeaderRebuildsTxnsUnderReaders(t *testing.T) {
 	c := newTestCluster(t, 3)
-	leader, _ := deadLeaderTopic(t, c)
-	partition := func(id int32) *Partition {
-		tp, _ := c.broker(id).Topic("dead")
-		p, _ := tp.Partition(0)
-		return p
-	}
-	const pid = 7
-	produceOffset(t, partition(leader), idempotentBatch(3, 0, 0, 1))
-	produceOffset(t, partition(leader), txnBatch(pid, 0))
+	deadLeaderTopic(t, c)
+	produceToDeadLeader(c, idempotentBatch(3, 0, 0, 1))
+	leader := produceToDeadLeader(c, txnBatch(7, 0))
+	isolateDeadLeader(c, leader)
 
-	c.isolate(leader, true)
-	var next *Partition
-	c.waitFor("a new leader of the partition", func() bool {
-		for _, id := range c.ids {
-			if p := partition(id); id != leader && p.CheckLeader() == nil {
-				next = p
-				return true
-			}
-		}
-		return false
-	})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				next.LastStableOffset()
-			}
+	for _, id := range c.ids {
+		if id != leader {
+			p := deadPartition(c, id)
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						p.LastStableOffset()
+					}
+				}
+			})
 		}
-	})
-	produceOffset(t, next, idempotentBatch(4, 0, 0, 1)) // rebuilds the table
+	}
+	next := deadPartition(c, produceToDeadLeader(c, idempotentBatch(4, 0, 0, 1), leader)) // rebuilds its table
 	close(stop)
 	wg.Wait()
 	if lso := next.LastStableOffset(); lso != 1 {
