@@ -348,6 +348,9 @@ func (b *Broker) applyLoop(ctx context.Context) {
 		b.mu.RUnlock()
 		if b.meta.raft.Installs() != seen {
 			if err := b.rebuildState(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
 				b.logger.Error("replaying the metadata log after a snapshot install failed; retrying", "err", err)
 				select {
 				case <-ctx.Done():
@@ -403,12 +406,13 @@ var errLogReplaced = errors.New("the metadata log was replaced by a snapshot")
 func (b *Broker) rebuildState(ctx context.Context) error {
 	changed := b.meta.raft.Changed()
 	seq := b.meta.raft.Installs()
-	if seq%2 == 1 { // the install is under way
+	if seq%2 == 1 { // the install is under way, or failed and may never end
 		select {
 		case <-changed:
+			return nil
 		case <-ctx.Done():
+			return ctx.Err() // the loop ends: it would come back here at once
 		}
-		return nil
 	}
 	st, err := b.meta.load()
 	if err != nil {

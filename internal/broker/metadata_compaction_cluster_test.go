@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wharf-mq/wharf/internal/replica"
 )
 
 // clusterMetadata is what a node's applied metadata holds, printed (fmt
@@ -128,22 +130,24 @@ func metadataChurn(t *testing.T, c *testCluster, round string, n int) {
 	}
 }
 
-// compactNode runs node b's cleaner past delete.retention.ms, so that the
-// tombstones go too, and checks that its log replays to the state it
-// applied (again until no leader report lands between the two).
-func compactNode(t *testing.T, b *Broker) {
+// compactNode runs a pass of node b's cleaner over its metadata log past
+// delete.retention.ms, so that the tombstones go too, checks that its log
+// replays to the state it applied (again until no leader report lands
+// between the two), and returns what the pass did.
+func compactNode(t *testing.T, b *Broker) replica.CompactStats {
 	t.Helper()
-	if err := b.compactAll(context.Background(), time.Now().Add(25*time.Hour)); err != nil {
+	st, err := b.compactClusterMetadata(context.Background(), time.Now().Add(25*time.Hour))
+	if err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		st, err := b.meta.load()
+		replayed, err := b.meta.load()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, want := dumpMetadata(st), appliedMetadata(t, b)
+		got, want := dumpMetadata(replayed), appliedMetadata(t, b)
 		if got == want {
-			return
+			return st
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("node %d: its compacted metadata log replays to\n%v\nwant\n%v", b.cfg.NodeID, got, want)
@@ -188,13 +192,16 @@ func TestMetadataLogCompactsCluster(t *testing.T) {
 		}
 		metadataChurn(t, c, what, 100)
 		before := metadataLogBytes(t, dir(1))
-		for _, id := range []int32{1, 2} {
-			compactNode(t, c.broker(id))
-		}
+		st := compactNode(t, c.broker(1))
+		compactNode(t, c.broker(2))
 		after := metadataLogBytes(t, dir(1))
-		t.Logf("node 3 %s: node 1's metadata log %d bytes before compaction, %d after", what, before, after)
-		if after*2 > before {
-			t.Fatalf("node 1's metadata log %d bytes after compaction, %d before: it should have halved", after, before)
+		// What a pass may rewrite ends where the active segment and the
+		// entries Raft still serves begin, which fall differently from run
+		// to run: what it rewrote must have shrunk to a quarter at most.
+		t.Logf("node 3 %s: node 1's metadata log %d bytes before compaction, %d after; the pass rewrote %d bytes into %d",
+			what, before, after, st.BytesRead, st.BytesWritten)
+		if !st.Cleaned || st.BytesWritten*4 > st.BytesRead {
+			t.Fatalf("node 1's compaction pass rewrote %d bytes into %d: it should have kept a quarter at most", st.BytesRead, st.BytesWritten)
 		}
 	}
 	// sameAs waits until node id applied what node 1 did.

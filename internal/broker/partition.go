@@ -225,9 +225,10 @@ func (p *Partition) appendIdempotent(log replica.Log, records []byte, headers []
 		return replica.Appended{BaseOffset: dup.FirstOffset, LastOffset: last, LogAppendTime: -1,
 			Ack: log.AckFor(opts.AckCommitted, last+1)}, nil
 	}
-	if guard != nil && first.Transactional() && !p.admits(first.ProducerID, *guard) {
-		return replica.Appended{}, fmt.Errorf("%w: the transaction of producer %d ended on %s-%d after the batch was verified",
-			ErrInvalidTxnState, first.ProducerID, p.topic.name, p.index)
+	if guard != nil && first.Transactional() {
+		if err := p.admit(first.ProducerID, *guard, first.BaseSequence); err != nil {
+			return replica.Appended{}, fmt.Errorf("%s-%d: %w", p.topic.name, p.index, err)
+		}
 	}
 	freshTxn := first.Transactional() && p.beginTxnAt(first.ProducerID, log.EndOffset())
 	res, err := log.Append(records, opts)

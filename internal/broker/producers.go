@@ -227,21 +227,24 @@ func readProducerSnapshot(dir string) (producerSnapshot, bool) {
 // when that matches the log, then by replaying the batches written since.
 // The producers expired by then are forgotten at once (Kafka leaves them
 // out of a snapshot it loads), so every replica that rebuilds the table
-// serves the same producers.
+// serves the same producers. The transactions rebuilt with it are swapped
+// in under txnMu at the end: a new leader rebuilds while read_committed
+// fetches read the last stable offset (LastStableOffset). Caller holds
+// produceMu, or is opening the partition.
 func (p *Partition) loadProducers() error {
-	p.producers = newProducerStates()
-	p.txns = newTxnTable()
+	producers, txns := newProducerStates(), newTxnTable()
+	snapshotAt := p.producerSnapshot
 	from, end := p.log.StartOffset(), p.log.HighWatermark() // the end, on a single node
 	// A replica's snapshot may be a follower's, whose table Raft did not
 	// keep: replicas replay their whole log.
 	if snap, ok := readProducerSnapshot(p.dir); ok && p.raft == nil && snap.Offset >= from && snap.Offset <= end {
-		p.producers.byID = snap.Producers
+		producers.byID = snap.Producers
 		if snap.Ongoing != nil {
-			p.txns.ongoing = snap.Ongoing
+			txns.ongoing = snap.Ongoing
 		}
-		p.txns.aborted = snap.Aborted
+		txns.aborted = snap.Aborted
 		from = snap.Offset
-		p.producerSnapshot = snap.Offset
+		snapshotAt = snap.Offset
 	}
 	for from < end {
 		slice, err := p.log.Read(from, 4<<20)
@@ -253,7 +256,7 @@ func (p *Partition) loadProducers() error {
 		if err != nil {
 			return err
 		}
-		next, err := p.producers.replay(data, &p.txns)
+		next, err := producers.replay(data, &txns)
 		if err != nil {
 			return err
 		}
@@ -262,7 +265,11 @@ func (p *Partition) loadProducers() error {
 		}
 		from = next
 	}
-	p.producers.expire(time.Now().UnixMilli()-defaultProducerIDExpirationMs, &p.txns)
+	producers.expire(time.Now().UnixMilli()-defaultProducerIDExpirationMs, &txns)
+	p.producers, p.producerSnapshot = producers, snapshotAt
+	p.txnMu.Lock()
+	p.txns = txns
+	p.txnMu.Unlock()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -265,27 +266,11 @@ func TestProducerIDsNeverRepeat(t *testing.T) {
 func TestNewLeaderExpiresProducersByBatchTime(t *testing.T) {
 	c := newTestCluster(t, 3)
 	leader, _ := deadLeaderTopic(t, c)
-	partition := func(id int32) *Partition {
-		tp, _ := c.broker(id).Topic("dead")
-		p, _ := tp.Partition(0)
-		return p
-	}
 	const old, recent = 5, 6
 	twoDaysAgo := time.Now().Add(-2 * defaultProducerIDExpirationMs * time.Millisecond)
-	produceOffset(t, partition(leader), idempotentBatchAt(old, 0, 0, 1, twoDaysAgo, 0))
-	produceOffset(t, partition(leader), idempotentBatch(recent, 0, 0, 1))
-
-	c.isolate(leader, true)
-	var next *Partition
-	c.waitFor("a new leader of the partition", func() bool {
-		for _, id := range c.ids {
-			if p := partition(id); id != leader && p.CheckLeader() == nil {
-				next = p
-				return true
-			}
-		}
-		return false
-	})
+	produceToDeadLeader(c, idempotentBatchAt(old, 0, 0, 1, twoDaysAgo, 0))
+	leader = produceToDeadLeader(c, idempotentBatch(recent, 0, 0, 1))
+	next := isolateDeadLeader(c, leader)
 	// Only a producer the new leader knows has its retry answered as a
 	// duplicate.
 	if off := produceOffset(t, next, idempotentBatch(recent, 0, 0, 1)); off != 1 || next.EndOffset() != 2 {
@@ -297,4 +282,52 @@ func TestNewLeaderExpiresProducersByBatchTime(t *testing.T) {
 	if _, _, err := next.Produce(idempotentBatch(recent, 0, 1, 1), 1); err != nil {
 		t.Errorf("producer of now, on the new leader: %v", err)
 	}
+}
+
+// deadPartition is node id's replica of partition 0 of deadLeaderTopic's
+// topic.
+func deadPartition(c *testCluster, id int32) *Partition {
+	tp, _ := c.broker(id).Topic("dead")
+	p, _ := tp.Partition(0)
+	return p
+}
+
+// produceToDeadLeader produces batch (acks=all) to deadLeaderTopic's
+// partition on the node that leads it now, which an election under load
+// may have moved since, and returns that node; not on the nodes cut off.
+func produceToDeadLeader(c *testCluster, batch []byte, cut ...int32) int32 {
+	c.t.Helper()
+	var leader int32
+	c.waitFor("a produce to the partition's leader", func() bool {
+		for _, id := range c.ids {
+			if slices.Contains(cut, id) {
+				continue
+			}
+			if _, _, err := deadPartition(c, id).Produce(batch, -1); err == nil {
+				leader = id
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// isolateDeadLeader cuts leader, the leader of deadLeaderTopic's
+// partition, off and returns the partition on the node that leads it
+// next.
+func isolateDeadLeader(c *testCluster, leader int32) *Partition {
+	c.t.Helper()
+	c.isolate(leader, true)
+	var next *Partition
+	c.waitFor("a new leader of the partition", func() bool {
+		for _, id := range c.ids {
+			if p := deadPartition(c, id); id != leader && p.CheckLeader() == nil {
+				next = p
+				return true
+			}
+		}
+		return false
+	})
+	return next
 }

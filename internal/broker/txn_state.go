@@ -47,11 +47,15 @@ type txnTable struct {
 	verifying map[int64]verification
 }
 
-// verification is a TxnGuard the partition handed out: its id, and when
-// (expired as producers are).
+// verification is a TxnGuard the partition handed out: its id, when
+// (expired as producers are), and the lowest first sequence of the
+// batches verified with it (Kafka's VerificationStateEntry): a batch
+// after that one may not go in first, where a producer unknown here
+// would have it taken at any sequence (producerStates.check).
 type verification struct {
-	id      uint64
-	startMs int64
+	id        uint64
+	startMs   int64
+	lowestSeq int32
 }
 
 func newTxnTable() txnTable { return txnTable{ongoing: map[int64]int64{}} }
@@ -97,7 +101,7 @@ func (t *txnTable) firstUnstable() (int64, bool) {
 var txnGuardIDs atomic.Uint64
 
 // startVerification is StartTxnVerification on the table.
-func (t *txnTable) startVerification(producerID, nowMs int64) TxnGuard {
+func (t *txnTable) startVerification(producerID int64, firstSeq int32, nowMs int64) TxnGuard {
 	if _, ok := t.ongoing[producerID]; ok {
 		return TxnGuard{}
 	}
@@ -106,25 +110,35 @@ func (t *txnTable) startVerification(producerID, nowMs int64) TxnGuard {
 		// Verifications of one producer's batches in flight together
 		// share one, as in Kafka: the first append spends it, and the
 		// others find the transaction open.
-		v = verification{id: txnGuardIDs.Add(1), startMs: nowMs}
+		v = verification{id: txnGuardIDs.Add(1), startMs: nowMs, lowestSeq: firstSeq}
 		if t.verifying == nil {
 			t.verifying = map[int64]verification{}
 		}
-		t.verifying[producerID] = v
 	}
+	v.lowestSeq = min(v.lowestSeq, firstSeq)
+	t.verifying[producerID] = v
 	return TxnGuard{id: v.id}
 }
 
-// admits reports whether a transactional batch of the producer verified
-// with g may be appended: the producer has a transaction open here, or g
-// is the verification still pending for it, no marker and no other
-// batch of the producer having been written since it started.
-func (t *txnTable) admits(producerID int64, g TxnGuard) bool {
+// admit decides whether a transactional batch of the producer starting at
+// firstSeq, verified with g, may be appended: yes if the producer has a
+// transaction open here; else g must be the verification still pending
+// for it, no marker and no other batch of the producer having been
+// written since it started (ErrInvalidTxnState), and the batch the
+// first of those verified with it (ErrOutOfOrderSequence: its retry
+// comes after the earlier one's).
+func (t *txnTable) admit(producerID int64, g TxnGuard, firstSeq int32) error {
 	if _, ok := t.ongoing[producerID]; ok {
-		return true
+		return nil
 	}
-	v, ok := t.verifying[producerID]
-	return ok && g.id != 0 && v.id == g.id
+	switch v, ok := t.verifying[producerID]; {
+	case !ok || g.id == 0 || v.id != g.id:
+		return fmt.Errorf("%w: producer %d's transaction ended here after its batch was verified", ErrInvalidTxnState, producerID)
+	case firstSeq > v.lowestSeq:
+		return fmt.Errorf("%w: producer %d's batch at sequence %d came before the one at %d verified with it",
+			ErrOutOfOrderSequence, producerID, firstSeq, v.lowestSeq)
+	}
+	return nil
 }
 
 // expireVerifications forgets verifications started before cutoffMs
@@ -388,8 +402,10 @@ func (g TxnGuard) TxnOpen() bool { return g.id == 0 }
 // producer written in between ends the transaction open when the guard
 // was taken, and spends a pending verification. A new leader's rebuilt
 // table has no pending verification: a batch verified before the
-// leadership moved away and back is refused too.
-func (p *Partition) StartTxnVerification(producerID int64) (TxnGuard, error) {
+// leadership moved away and back is refused too. firstSeq is the batch's
+// first sequence: of the batches verified with one guard, one after the
+// lowest is refused ErrOutOfOrderSequence until that one is in.
+func (p *Partition) StartTxnVerification(producerID int64, firstSeq int32) (TxnGuard, error) {
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	// A new leader's table must be rebuilt first: a verification started
@@ -399,14 +415,14 @@ func (p *Partition) StartTxnVerification(producerID int64) (TxnGuard, error) {
 	}
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	return p.txns.startVerification(producerID, time.Now().UnixMilli()), nil
+	return p.txns.startVerification(producerID, firstSeq, time.Now().UnixMilli()), nil
 }
 
-// admits is txnTable.admits under txnMu.
-func (p *Partition) admits(producerID int64, g TxnGuard) bool {
+// admit is txnTable.admit under txnMu.
+func (p *Partition) admit(producerID int64, g TxnGuard, firstSeq int32) error {
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	return p.txns.admits(producerID, g)
+	return p.txns.admit(producerID, g, firstSeq)
 }
 
 // noteEpoch makes epoch the producer's current epoch if it is newer,

@@ -112,7 +112,7 @@ func (s *Server) verifyTxnProduce(ctx context.Context, transactionalID *string, 
 	if transactionalID == nil {
 		return nil, kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a produce request without a transactional id")
 	}
-	guard, err := txns.Verify(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, topic, p)
+	guard, err := txns.Verify(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, h.BaseSequence, topic, p)
 	switch {
 	case err == nil:
 		return &guard, nil

@@ -73,16 +73,17 @@ const VerifyTimeout = 5 * time.Second
 
 // Verify checks that a transactional batch of the producer (id, producer
 // id, epoch) may be written to partition p of topic: the producer is the id's
-// current one and the partition is in its open transaction. The batch is
-// then appended with p.AppendVerified and the guard returned. The errors are
+// current one and the partition is in its open transaction. The batch,
+// whose first sequence is firstSeq, is then appended with p.AppendVerified
+// and the guard returned. The errors are
 // ErrInvalidProducerIDMapping (unknown id or another producer id),
 // ErrInvalidProducerEpoch (another epoch) and ErrInvalidTxnState (the
 // partition was not added, or no transaction is open); in a cluster also
 // ErrNotCoordinator, ErrCoordinatorLoadInProgress and
 // ErrCoordinatorNotAvailable while the id's coordinator cannot answer;
 // and p's own (not its leader, offline) from taking the guard.
-func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, epoch int16, topic string, p *broker.Partition) (broker.TxnGuard, error) {
-	guard, err := p.StartTxnVerification(producerID)
+func (c *Coordinator) Verify(ctx context.Context, id string, producerID int64, epoch int16, firstSeq int32, topic string, p *broker.Partition) (broker.TxnGuard, error) {
+	guard, err := p.StartTxnVerification(producerID, firstSeq)
 	if err != nil {
 		return guard, err
 	}

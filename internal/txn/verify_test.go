@@ -36,7 +36,7 @@ func TestEndTxnBetweenVerifyAndAppend(t *testing.T) {
 	r := e.init("a", time.Minute)
 	e.add("a", r, 0)
 	p := e.partition("t", 0)
-	guard, err := e.c.Verify(t.Context(), "a", r.ProducerID, r.Epoch, "t", p)
+	guard, err := e.c.Verify(t.Context(), "a", r.ProducerID, r.Epoch, 0, "t", p)
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
@@ -52,7 +52,7 @@ func TestEndTxnBetweenVerifyAndAppend(t *testing.T) {
 	}
 
 	e.add("a", r, 0)
-	guard, err = e.c.Verify(t.Context(), "a", r.ProducerID, r.Epoch, "t", p)
+	guard, err = e.c.Verify(t.Context(), "a", r.ProducerID, r.Epoch, 0, "t", p)
 	if err != nil {
 		t.Fatalf("Verify in the next transaction: %v", err)
 	}
