@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +27,8 @@ const jetstreamOffLine = "JetStream is off: it does not run in a cluster yet"
 // (before, each node ran a JetStream of its own over the replicated
 // topics: a stream made on node 1 was unknown to the others, and
 // publishing to it failed on every node that did not lead its
-// partition). nats.go gets "jetstream not enabled" and no responders on
-// every node, INFO leaves "jetstream" out, the node says so once in its
+// partition). nats.go gets "jetstream not enabled", no responders and
+// "no response from stream" on every node, INFO leaves "jetstream" out, the node says so once in its
 // log, and Core NATS and the subject bridge to amq.topic work.
 func TestJetStreamOffInCluster(t *testing.T) {
 	if testing.Short() {
@@ -57,6 +59,9 @@ func TestJetStreamOffInCluster(t *testing.T) {
 		}
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); !errors.Is(err, nats.ErrNoResponders) {
 			t.Errorf("node %d: CreateStream: %v; want %v", i+1, err, nats.ErrNoResponders)
+		}
+		if _, err := js.Publish(ctx, "orders.new", []byte("x")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			t.Errorf("node %d: Publish: %v; want %v", i+1, err, jetstream.ErrNoStreamResponse)
 		}
 		legacy, err := conns[i].JetStream()
 		if err != nil {
@@ -186,4 +191,88 @@ func replyData(m *nats.Msg) []byte {
 		return nil
 	}
 	return m.Data
+}
+
+// TestSingleNodeStreamsStayOutOfCluster: a single node's data directory
+// holding a stream, started as a cluster node (here a new cluster of
+// itself), is refused, its metadata log not being the cluster's; started
+// again as a single node, it serves the stream with every message.
+func TestSingleNodeStreamsStayOutOfCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts wharf processes")
+	}
+	nd := prepareCluster(t, 1)[0]
+	natsAddr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	stop := serveSingle(t, nd, natsAddr)
+	js, err := jetstream.New(dialNATS(t, ctx, natsAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := js.Publish(ctx, "orders.new", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+
+	nd.start()
+	select {
+	case <-nd.exited:
+	case <-ctx.Done():
+		t.Fatalf("the single node's directory served as a cluster node:\n%s", nd.logTail())
+	}
+	if log := nd.logTail(); !strings.Contains(log, "is missing or empty, but") {
+		t.Fatalf("refused for another reason:\n%s", log)
+	}
+
+	serveSingle(t, nd, natsAddr)
+	js, err = jetstream.New(dialNATS(t, ctx, natsAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 3 {
+		t.Fatalf("stream after the refusal: %v %+v; want 3 messages", err, info)
+	}
+}
+
+// serveSingle runs `wharf serve` on nd's data directory as a single node
+// with a NATS listener on natsAddr; stop ends it with SIGTERM and waits.
+func serveSingle(t *testing.T, nd *node, natsAddr string) (stop func()) {
+	t.Helper()
+	logFile, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(nd.bin, "serve", "--data-dir", nd.dataDir, "--kafka-addr", nd.kafkaAddr,
+		"--amqp-addr=", "--http-addr=", "--nats-addr", natsAddr)
+	cmd.Env = withoutWharfEnv()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithTest(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	return func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}
 }
