@@ -25,11 +25,12 @@ const jetstreamOffLine = "JetStream is off: it does not run in a cluster yet"
 // TestJetStreamOffInCluster: JetStream does not run across nodes yet, so
 // every node of a cluster answers as nats-server with JetStream disabled
 // (before, each node ran a JetStream of its own over the replicated
-// topics: a stream made on node 1 was unknown to the others, and
-// publishing to it failed on every node that did not lead its
+// topics: a stream made on node 1 was unknown to the others, and a
+// publish was accepted only on node 1, while it led the stream's
 // partition). nats.go gets "jetstream not enabled", no responders and
-// "no response from stream" on every node, INFO leaves "jetstream" out, the node says so once in its
-// log, and Core NATS and the subject bridge to amq.topic work.
+// "no response from stream" on every node, INFO leaves "jetstream" out,
+// the node says so once in its log, and Core NATS and the subject bridge
+// to amq.topic work.
 func TestJetStreamOffInCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three wharf processes")

@@ -31,7 +31,10 @@ import (
 // with JetStream disabled: nothing subscribes to $JS.API.>, so requests
 // get no responders (nats.go: "nats: jetstream not enabled"), and INFO
 // leaves "jetstream" out. Core NATS and the subject bridge serve as on a
-// single node.
+// single node. Nothing of streams an earlier version made in a cluster is
+// touched: their topics stay, as Kafka topics like any other (no core
+// guards them from deletion: a Kafka client is the only way left to them),
+// and so do their definitions and each node's state log.
 
 // stateDirName is the JetStream state log's directory in DataDir. It
 // holds no partition.metadata, so the broker leaves it alone.
@@ -69,9 +72,7 @@ func openJetStream(cfg Config, b *broker.Broker, logger *slog.Logger) (*jetstrea
 }
 
 // reportJetStreamOff says once, at a cluster node's start, that JetStream
-// is off, naming the streams an earlier version defined: their messages
-// stay in their Kafka topics, their definitions in the metadata log and
-// their consumers' state in DataDir/jetstream, all left as they are.
+// is off, naming the streams an earlier version defined and their topics.
 func reportJetStreamOff(b *broker.Broker, logger *slog.Logger) {
 	const msg = "JetStream is off: it does not run in a cluster yet; Core NATS serves, and $JS.API requests get no responders (nats.go: jetstream not enabled)"
 	streams, err := jetstream.DefinedStreams(b.Definitions())
