@@ -134,6 +134,16 @@
 //     survivors' connections to the dead node break (a few ms), not when
 //     their failure detectors take it for down (half the election
 //     timeout; the test sets 3 s: 1.8 s before).
+//   - TestJetStreamOffInCluster: JetStream is off on every node of a
+//     cluster, as in nats-server without JetStream: nats.go's AccountInfo
+//     gets ErrJetStreamNotEnabled, stream creation no responders, a
+//     publish "no response from stream", INFO leaves "jetstream" out,
+//     and each node logs it once; Core NATS request-reply works on every
+//     node, and the subject bridge carries a NATS publish on node 3 to a
+//     queue consumed on node 2 and an AMQP publish to a NATS subscriber.
+//   - TestSingleNodeStreamsStayOutOfCluster: a single node's data
+//     directory holding a stream, started as a (one-node) cluster, is
+//     refused; started again as a single node it serves every message.
 //
 // The AMQP tests find a quorum queue's leader from the nodes' logs ("mq:
 // quorum queue served here", queueLeader): a client needs no leader.

@@ -1,6 +1,10 @@
 package jetstream
 
-import "github.com/wharf-mq/wharf/internal/replica"
+import (
+	"strings"
+
+	"github.com/wharf-mq/wharf/internal/replica"
+)
 
 // LogStore keeps the logs of streams. The node's keeps each in the Kafka
 // topic TopicName(stream) of one partition, through the log seam, so a
@@ -42,4 +46,18 @@ type Definitions interface {
 	Put(key string, value []byte) error
 	Delete(key string) error
 	Load(fn func(key string, value []byte) error) error
+}
+
+// DefinedStreams names the streams defs defines, sorted, without opening
+// them: a node that does not run the core (a cluster node) tells its
+// operator where the streams an earlier version made keep their messages.
+func DefinedStreams(defs Definitions) ([]string, error) {
+	var names []string
+	err := defs.Load(func(key string, _ []byte) error {
+		if name, ok := strings.CutPrefix(key, streamDefPrefix); ok {
+			names = append(names, name)
+		}
+		return nil
+	})
+	return names, err
 }

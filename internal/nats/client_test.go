@@ -39,6 +39,10 @@ var behaviours = []behaviour{
 		want: "good=ok bad=nats: Authorization Violation"},
 	{name: "max payload", limits: limits{maxPayload: 1024}, run: maxPayload,
 		want: "announced=1024 at limit=ok over=nats: maximum payload exceeded"},
+	// A cluster node serves no JetStream (internal/node/jetstream.go).
+	{name: "JetStream off", run: jetStreamOff,
+		want: "info=<nil> account=nats: jetstream not enabled create=nats: no responders available for request"},
+	{name: "JetStream announced", limits: limits{jetStream: true}, run: jetStreamAnnounced, want: "info=true"},
 }
 
 func TestClientBehaviours(t *testing.T) {

@@ -51,6 +51,10 @@ type Config struct {
 	// authentication is required.
 	AuthTimeout time.Duration
 
+	// JetStream says in INFO that the JetStream API is served (the
+	// caller serves it, with NewJetStream).
+	JetStream bool
+
 	// ServerName is INFO's server_name (default "wharf").
 	ServerName string
 	Logger     *slog.Logger // nil: discard

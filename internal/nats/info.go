@@ -23,6 +23,7 @@ type serverInfo struct {
 	Headers      bool   `json:"headers"`
 	AuthRequired bool   `json:"auth_required,omitempty"`
 	MaxPayload   int    `json:"max_payload"`
+	JetStream    bool   `json:"jetstream,omitempty"` // JetStream API served; nats-server leaves it out with JetStream off
 	ClientID     uint64 `json:"client_id,omitempty"`
 	ClientIP     string `json:"client_ip,omitempty"`
 	ConnectInfo  bool   `json:"connect_info,omitempty"`

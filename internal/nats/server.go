@@ -84,6 +84,7 @@ func (s *Server) info(local, remote net.Addr, clientID uint64) serverInfo {
 		Headers:      true,
 		AuthRequired: s.cfg.authRequired(),
 		MaxPayload:   s.cfg.MaxPayload,
+		JetStream:    s.cfg.JetStream,
 		ClientID:     clientID,
 	}
 	if a, ok := local.(*net.TCPAddr); ok {

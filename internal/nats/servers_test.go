@@ -24,6 +24,9 @@ type limits struct {
 	maxPending    int
 	authTimeout   time.Duration
 	writeDeadline time.Duration
+	// jetStream runs JetStream in nats-server, and makes Wharf's front
+	// end announce it (INFO only: no test here serves its API).
+	jetStream bool
 }
 
 // server is a NATS server under test: Wharf's front end or nats-server.
@@ -50,6 +53,7 @@ func startWharf(t testing.TB, l limits) server {
 		MaxPending:    l.maxPending,
 		AuthTimeout:   l.authTimeout,
 		WriteDeadline: l.writeDeadline,
+		JetStream:     l.jetStream,
 	}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -88,6 +92,9 @@ func startNATSServer(t testing.TB, l limits) server {
 		MaxPending:    int64(l.maxPending),
 		WriteDeadline: l.writeDeadline,
 		Authorization: l.token,
+	}
+	if l.jetStream {
+		opts.JetStream, opts.StoreDir = true, t.TempDir()
 	}
 	for user, pass := range l.users {
 		opts.Users = append(opts.Users, &natsserver.User{Username: user, Password: pass})

@@ -27,8 +27,8 @@ type cores struct {
 	cluster   *clusterHost // nil on a single node
 	broker    *broker.Broker
 	queues    *mq.Registry
-	jetstream *jetstream.Service
-	jsState   replica.Log // the JetStream core's state log, closed after it
+	jetstream *jetstream.Service // nil in a cluster, where JetStream is off (jetstream.go)
+	jsState   replica.Log        // the JetStream core's state log, closed after it
 }
 
 // openCores takes the data directory's lock (one process per directory),
@@ -110,8 +110,12 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 		// however it is asked for, and then drops its exclusive queues.
 		b.OnRemoveNode(queues.PrepareRemoval)
 	}
-	js, jsState, err := openJetStream(cfg, b, logger)
-	if err != nil {
+	c := &cores{lock: lock, cluster: cluster, broker: b, queues: queues}
+	if cfg.Cluster != nil {
+		reportJetStreamOff(b, logger)
+		return c, nil
+	}
+	if c.jetstream, c.jsState, err = openJetStream(cfg, b, logger); err != nil {
 		if cerr := errors.Join(queues.Close(), b.Close()); cerr != nil {
 			logger.Error("closing the cores after a failed start of JetStream", "err", cerr)
 		}
@@ -119,8 +123,8 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 		lock.release()
 		return nil, err
 	}
-	streamLogsOwners.svc.Store(js)
-	return &cores{lock: lock, cluster: cluster, broker: b, queues: queues, jetstream: js, jsState: jsState}, nil
+	streamLogsOwners.svc.Store(c.jetstream)
+	return c, nil
 }
 
 // close closes JetStream and the queueing core first: closing them may
@@ -128,7 +132,16 @@ func openCores(ctx context.Context, cfg Config, logger *slog.Logger) (*cores, er
 // metadata log), and both read the broker's topics. The lock goes last:
 // another process may open the directory once it is free.
 func (c *cores) close() error {
-	err := errors.Join(c.jetstream.Close(), c.jsState.Close(), c.queues.Close(), c.broker.Close())
+	err := errors.Join(c.closeJetStream(), c.queues.Close(), c.broker.Close())
 	c.cluster.close() // after the broker closed every replica
 	return errors.Join(err, c.lock.release())
+}
+
+// closeJetStream closes the JetStream core, then its state log, if they
+// were opened.
+func (c *cores) closeJetStream() error {
+	if c.jetstream == nil {
+		return nil
+	}
+	return errors.Join(c.jetstream.Close(), c.jsState.Close())
 }

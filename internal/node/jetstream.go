@@ -22,6 +22,20 @@ import (
 // NATS front end serves its API once the NATS listener is bound; the
 // Kafka core refuses its clients the deletion of a stream's topic.
 
+// JetStream is off in a cluster. There a stream's log would be a
+// replicated topic whose Raft leader may be another node, while the core
+// appends only where it leads, keeps consumer state in a log of this
+// node's alone and reads the definitions once, at start; and Core NATS
+// does not route between nodes. Rather than a JetStream that works on one
+// node and diverges on the others, a cluster node answers as nats-server
+// with JetStream disabled: nothing subscribes to $JS.API.>, so requests
+// get no responders (nats.go: "nats: jetstream not enabled"), and INFO
+// leaves "jetstream" out. Core NATS and the subject bridge serve as on a
+// single node. Nothing of streams an earlier version made in a cluster is
+// touched: their topics stay, as Kafka topics like any other (no core
+// guards them from deletion: a Kafka client is the only way left to them),
+// and so do their definitions and each node's state log.
+
 // stateDirName is the JetStream state log's directory in DataDir. It
 // holds no partition.metadata, so the broker leaves it alone.
 const stateDirName = "jetstream"
@@ -55,6 +69,26 @@ func openJetStream(cfg Config, b *broker.Broker, logger *slog.Logger) (*jetstrea
 		return nil, nil, fmt.Errorf("node: open JetStream: %w", err)
 	}
 	return svc, state, nil
+}
+
+// reportJetStreamOff says once, at a cluster node's start, that JetStream
+// is off, naming the streams an earlier version defined and their topics.
+func reportJetStreamOff(b *broker.Broker, logger *slog.Logger) {
+	const msg = "JetStream is off: it does not run in a cluster yet; Core NATS serves, and $JS.API requests get no responders (nats.go: jetstream not enabled)"
+	streams, err := jetstream.DefinedStreams(b.Definitions())
+	if err != nil {
+		logger.Error("listing the JetStream streams defined before", "err", err)
+	}
+	if len(streams) == 0 {
+		logger.Info(msg)
+		return
+	}
+	topics := make([]string, len(streams))
+	for i, name := range streams {
+		topics[i] = jetstream.TopicName(name)
+	}
+	logger.Warn(msg+"; the streams defined before keep their messages in their Kafka topics, which Kafka clients read",
+		"streams", streams, "topics", topics)
 }
 
 // jetstreamGuard answers the Kafka core's question whether a topic holds
@@ -138,8 +172,12 @@ func (l streamLog) OffsetForTime(ms int64) (int64, bool, error) {
 }
 
 // serveJetStream serves the JetStream API on the NATS router and starts
-// the core's deliveries through it.
+// the core's deliveries through it, where the core runs (not in a
+// cluster).
 func (n *Node) serveJetStream(router *subjects.Router) error {
+	if n.cores.jetstream == nil {
+		return nil
+	}
 	api, err := nats.NewJetStream(router, n.cores.jetstream, n.logger)
 	if err != nil {
 		return fmt.Errorf("node: serve the JetStream API: %w", err)

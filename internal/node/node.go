@@ -173,7 +173,7 @@ type Node struct {
 
 	natsListener net.Listener // nil when Config.NATSAddr is empty
 	natsServer   *nats.Server
-	jetstreamAPI *nats.JetStream // nil when Config.NATSAddr is empty
+	jetstreamAPI *nats.JetStream // nil when Config.NATSAddr is empty, and in a cluster
 
 	serving   sync.WaitGroup // one per listener's Serve goroutine
 	doneOnce  sync.Once
@@ -262,7 +262,7 @@ func StartContext(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	undo = append(undo, tlsLns.close)
 	router := subjects.New() // NATS subjects, shared with amq.topic (bridgeSubjects)
-	natsLn, natsSrv, err := startNATS(cfg, router, logger)
+	natsLn, natsSrv, err := startNATS(cfg, router, c.jetstream != nil, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -418,13 +418,14 @@ func closeIfOpen(ln net.Listener) func() {
 }
 
 // startNATS binds the NATS listener and builds its server over router
-// (Core NATS keeps nothing on the broker's logs), or returns nils when
-// cfg.NATSAddr is empty.
-func startNATS(cfg Config, router *subjects.Router, logger *slog.Logger) (net.Listener, *nats.Server, error) {
+// (Core NATS keeps nothing on the broker's logs), announcing JetStream if
+// the node serves it, or returns nils when cfg.NATSAddr is empty.
+func startNATS(cfg Config, router *subjects.Router, jetStream bool, logger *slog.Logger) (net.Listener, *nats.Server, error) {
 	if cfg.NATSAddr == "" {
 		return nil, nil, nil
 	}
 	natsCfg := cfg.NATS
+	natsCfg.JetStream = jetStream
 	if natsCfg.Logger == nil {
 		natsCfg.Logger = logger // the server tags its lines component=nats
 	}
@@ -602,7 +603,9 @@ func (n *Node) Close(ctx context.Context) error {
 			if err := n.natsServer.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("node: shut down nats server: %w", err))
 			}
-			n.jetstreamAPI.Close()
+			if n.jetstreamAPI != nil {
+				n.jetstreamAPI.Close()
+			}
 		}
 		if n.amqpServer != nil {
 			if err := n.amqpServer.Shutdown(ctx); err != nil {
