@@ -106,7 +106,7 @@ func (b *Broker) createPartitionDir(dir string, topicID [16]byte) error {
 // deletion (a crash between recording it and removing the files), moved
 // aside otherwise.
 func (b *Broker) disposeOf(dir string, owner [16]byte, ownerKnown bool) error {
-	if ownerKnown && b.deletedTopics[owner] {
+	if ownerKnown && b.topicDeleted(owner) {
 		b.logger.Info("removing data of a deleted topic", "dir", dir)
 		return os.RemoveAll(dir)
 	}
@@ -120,6 +120,15 @@ func (b *Broker) disposeOf(dir string, owner [16]byte, ownerKnown bool) error {
 		"(if the metadata log was lost or restored from an older copy, stop the broker, put the newest "+
 		"copy back and move the directory back)", "dir", dir, "moved_to", to)
 	return nil
+}
+
+// topicDeleted reports whether the metadata log records the deletion of
+// the topic id. disposeOf asks from goroutines beside a cluster's apply
+// loop (a reassignment opening a replica), which records deletions.
+func (b *Broker) topicDeleted(id [16]byte) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.deletedTopics[id]
 }
 
 // settleOrphanDirs clears the data directory, at start-up, of partition

@@ -277,3 +277,42 @@ func TestNewPartitionDirsAreSyncedBeforeRecording(t *testing.T) {
 		t.Errorf("CreatePartitions: data directory fsynced with the metadata log at %v, want once at %d (before the record)", dataDirSyncs, before)
 	}
 }
+
+// TestDisposeOfBesideApplyLoop: disposeOf, which a reassignment's
+// goroutine reaches as it opens a replica, reads the deleted topics while
+// a cluster's apply loop records deletions (go test -race).
+func TestDisposeOfBesideApplyLoop(t *testing.T) {
+	c := newTestCluster(t, 1)
+	b := c.broker(1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		dir := filepath.Join(t.TempDir(), "left")
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := b.disposeOf(dir, [16]byte{1}, true); err != nil { // moved aside
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for i := range 5 {
+		name := fmt.Sprintf("t%d", i)
+		if _, err := b.CreateTopic(TopicSpec{Name: name, ReplicationFactor: 1}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.DeleteTopic(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+}
