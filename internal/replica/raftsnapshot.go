@@ -408,7 +408,7 @@ func (r *raftReplica) SnapshotData(index, term uint64, offset int64, send func(i
 		}
 		ok, end = t == term, r.endOf(index)
 	}
-	start := min(r.local.StartOffset(), r.anchor.offset)
+	start := min(r.local.StartOffset(), end) // the marker's (snapshotLocked)
 	r.mu.RUnlock()
 	if !ok {
 		return errSnapshotGone
