@@ -126,31 +126,7 @@ func TestWholeSnapshotIsOneVersion(t *testing.T) {
 		t.Fatalf("staged [%d, %d), complete %v; the tombstone is at %d", staged.StartOffset(), staged.EndOffset(), complete, tombstone)
 	}
 	latest := map[string][]byte{}
-	for next := staged.StartOffset(); next < staged.EndOffset(); {
-		s, err := staged.Read(next, 4<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := s.Bytes()
-		s.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for len(b) > 0 {
-			h, err := record.ParseHeader(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := record.Records(b[:h.Size()])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range recs {
-				latest[string(r.Key)] = r.Value
-			}
-			next, b = h.LastOffset()+1, b[h.Size():]
-		}
-	}
+	forEachRecord(t, staged, staged.EndOffset(), func(_ int64, r record.Record) { latest[string(r.Key)] = r.Value })
 	if v, ok := latest["gone"]; ok && v != nil {
 		t.Fatalf("the staged snapshot holds the deleted key's record %q and not its tombstone", v)
 	}
