@@ -158,8 +158,8 @@ func (b *Broker) deleteTopicLocked(t *Topic) error {
 	if b.cfg.Cluster != nil {
 		return nil // applied: gone on every replica (reconcileTopic)
 	}
-	b.deletedTopics[t.id] = true
 	b.mu.Lock()
+	b.deletedTopics[t.id] = true
 	b.removeTopicLocked(t)
 	b.mu.Unlock()
 	var errs []error

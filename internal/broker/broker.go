@@ -39,7 +39,8 @@ type Broker struct {
 	adminMu sync.Mutex // serialises topic creation, deletion and alteration
 	// deletedTopics are the IDs of topics whose deletion the metadata log
 	// records: the only ones whose leftover data may be removed (dirs.go).
-	// Guarded by adminMu.
+	// Written under mu (in a cluster it is state.deletedTopics, which the
+	// apply loop changes) and read under mu (topicDeleted).
 	deletedTopics map[[16]byte]bool
 
 	openSlots chan struct{} // bounds partitions being opened or closed at once (partition_open.go)

@@ -414,7 +414,7 @@ func (b *Broker) rebuildState(ctx context.Context) error {
 			return ctx.Err() // the loop ends: it would come back here at once
 		}
 	}
-	st, err := b.meta.load()
+	st, err := b.meta.loadOneVersion()
 	if err != nil {
 		return err
 	}

@@ -104,9 +104,11 @@ func (b *Broker) createPartitionDir(dir string, topicID [16]byte) error {
 // disposeOf clears dir, which does not belong to the topic that wants it:
 // removed if its owner is known and the metadata log records that topic's
 // deletion (a crash between recording it and removing the files), moved
-// aside otherwise.
+// aside otherwise, never deleted, as Kafka moves aside a stray replica
+// (KAFKA-14616): the metadata may have been lost, or, in a cluster, the
+// deletion's record compacted away.
 func (b *Broker) disposeOf(dir string, owner [16]byte, ownerKnown bool) error {
-	if ownerKnown && b.deletedTopics[owner] {
+	if ownerKnown && b.topicDeleted(owner) {
 		b.logger.Info("removing data of a deleted topic", "dir", dir)
 		return os.RemoveAll(dir)
 	}
@@ -116,10 +118,30 @@ func (b *Broker) disposeOf(dir string, owner [16]byte, ownerKnown bool) error {
 	if err := os.Rename(dir, to); err != nil {
 		return fmt.Errorf("move aside %s: %w", dir, err)
 	}
+	if b.cfg.Cluster != nil && ownerKnown {
+		// The cluster's metadata comes from its quorum, not from this
+		// node's disk alone: a topic it does not know was deleted while
+		// this node was away, its deletion's record compacted away
+		// before the node caught up (a KRaft broker's stray replica).
+		b.logger.Warn("moved aside a replica directory of a topic the cluster no longer knows: it was most likely "+
+			"deleted while this node was down, and the record of the deletion compacted away before the node "+
+			"came back; nothing is wrong with the metadata; the data is kept there: delete the directory once "+
+			"it is not wanted", "dir", dir, "moved_to", to, "topic_id", hex.EncodeToString(owner[:]))
+		return nil
+	}
 	b.logger.Error("moved aside the directory of a topic the metadata log does not know; its data is kept there "+
 		"(if the metadata log was lost or restored from an older copy, stop the broker, put the newest "+
 		"copy back and move the directory back)", "dir", dir, "moved_to", to)
 	return nil
+}
+
+// topicDeleted reports whether the metadata log records the deletion of
+// the topic id. disposeOf asks from goroutines beside a cluster's apply
+// loop (a reassignment opening a replica), which records deletions.
+func (b *Broker) topicDeleted(id [16]byte) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.deletedTopics[id]
 }
 
 // settleOrphanDirs clears the data directory, at start-up, of partition

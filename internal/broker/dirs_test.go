@@ -277,3 +277,78 @@ func TestNewPartitionDirsAreSyncedBeforeRecording(t *testing.T) {
 		t.Errorf("CreatePartitions: data directory fsynced with the metadata log at %v, want once at %d (before the record)", dataDirSyncs, before)
 	}
 }
+
+// TestDisposeOfBesideApplyLoop: disposeOf, which a reassignment's
+// goroutine reaches as it opens a replica, reads the deleted topics while
+// a cluster's apply loop records deletions (go test -race).
+func TestDisposeOfBesideApplyLoop(t *testing.T) {
+	c := newTestCluster(t, 1)
+	b := c.broker(1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		dir := filepath.Join(t.TempDir(), "left")
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := b.disposeOf(dir, [16]byte{1}, true); err != nil { // moved aside
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for i := range 5 {
+		name := fmt.Sprintf("t%d", i)
+		if _, err := b.CreateTopic(TopicSpec{Name: name, ReplicationFactor: 1}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.DeleteTopic(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+}
+
+// TestClusterStrayReplicaDirMessage: a cluster node that finds, at start,
+// the replica directory of a topic the cluster's metadata does not know
+// (a topic deleted while it was down, whose deletion's record the others
+// compacted away) moves it aside and says so as a warning, not as a lost
+// metadata log to restore.
+func TestClusterStrayReplicaDirMessage(t *testing.T) {
+	c := newTestCluster(t, 1)
+	if _, err := c.broker(1).CreateTopic(TopicSpec{Name: "kept", ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(1)
+	dir := filepath.Join(c.base, "node1", "ghost-0")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileSync(filepath.Join(dir, partitionMetadataFile), partitionMetadata([16]byte{7})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.restart(1); err != nil {
+		t.Fatal(err)
+	}
+	if moved := strays(t, filepath.Join(c.base, "node1")); len(moved) != 1 || !strings.HasPrefix(filepath.Base(moved[0]), "ghost-0.") {
+		t.Fatalf("moved aside: %v, want ghost-0.<random>%s", moved, straySuffix)
+	}
+	var line string
+	for l := range strings.Lines(c.nodes[1].log.String()) {
+		if strings.Contains(l, "ghost-0") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "deleted while this node was down") ||
+		strings.Contains(line, "copy back") {
+		t.Errorf("moving ghost-0 aside logged %q, want a warning that the topic was deleted while the node was down", line)
+	}
+}

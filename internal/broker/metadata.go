@@ -264,6 +264,21 @@ func (m *metadataLog) load() (metadataState, error) {
 	return st, err
 }
 
+// loadOneVersion is load of a cluster's metadata log, which a compaction
+// pass may rewrite during the replay: it replays again until no pass
+// swapped segments meanwhile. One pass can drop a key's record, which the
+// replay read before the swap, with its tombstone, which it would not read
+// after (tombstones go by their segment's age): the key would come back.
+func (m *metadataLog) loadOneVersion() (metadataState, error) {
+	for {
+		swaps := m.raft.Swaps()
+		st, err := m.load()
+		if err != nil || m.raft.Swaps() == swaps {
+			return st, err
+		}
+	}
+}
+
 // applyAt applies the record at offset off.
 func (st *metadataState) applyAt(off int64, r record.Record) error {
 	st.at = off

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -272,5 +273,70 @@ func TestMetadataLogCompactsCluster(t *testing.T) {
 	}
 	if _, err := b1.Topic("kept"); err != nil {
 		t.Errorf("topic kept: %v", err)
+	}
+}
+
+// passBetweenReads is a cluster's metadata log whose reads return one
+// batch at a time and which, before the first read from at on, runs a
+// compaction pass past delete.retention.ms: the interleaving of a replay
+// with a pass that drops a record the replay read and its tombstone.
+type passBetweenReads struct {
+	*replica.RaftLog
+	at     int64
+	pass   func()
+	passed bool
+}
+
+func (l *passBetweenReads) Read(offset, _ int64) (*replica.Slice, error) {
+	if offset >= l.at && !l.passed {
+		l.passed = true
+		l.pass()
+	}
+	return l.RaftLog.Read(offset, 1)
+}
+
+// TestMetadataReplayIsOneVersion: a replay of a cluster's metadata log
+// (rebuildState's, after a snapshot install) that a pass rewrites under
+// it, the pass dropping a deleted topic's record, already read, and the
+// tombstone, not yet read, replays again and does not bring the topic
+// back.
+func TestMetadataReplayIsOneVersion(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(cfg *Config) { cfg.MetadataLogSegmentBytes = 16 << 10 })
+	b := c.broker(1)
+	if _, err := b.CreateTopic(TopicSpec{Name: "gone", ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.RLock()
+	created := b.appliedEnd
+	b.mu.RUnlock()
+	if err := b.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("x"), 1<<10)
+	for i := range 40 { // closes the tombstone's segment
+		if err := b.Definitions().Put(fmt.Sprintf("queue/q%d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Definitions().Barrier(); err != nil {
+		t.Fatal(err)
+	}
+
+	log := &passBetweenReads{RaftLog: b.meta.raft, at: created, pass: func() {
+		st, err := b.compactClusterMetadata(context.Background(), time.Now().Add(25*time.Hour))
+		if err != nil || !st.Cleaned {
+			t.Errorf("the pass during the replay: %+v, %v", st, err)
+		}
+	}}
+	m := &metadataLog{log: log, raft: b.meta.raft}
+	st, err := m.loadOneVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !log.passed {
+		t.Fatalf("the replay read nothing from offset %d on", created)
+	}
+	if rec, ok := st.topics["gone"]; ok {
+		t.Fatalf("the replay brings the deleted topic back: %+v", rec)
 	}
 }

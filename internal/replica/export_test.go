@@ -45,3 +45,32 @@ func (l *RaftLog) CacheKeep() int64 { return l.rep.local.log.CacheKeep() }
 
 // FollowerCacheKeep is what a replica that does not lead keeps.
 const FollowerCacheKeep = followerCacheKeep
+
+// StageOwnSnapshot sends the replica's current snapshot from its start,
+// as its leader sends it to a follower that asked, into the stage of a
+// whole-snapshot follower whose staging log is opened in dir, calling
+// sent after each chunk. It returns the staged log and whether the stage
+// is complete.
+func (l *RaftLog) StageOwnSnapshot(dir string, sent func()) (*Local, bool, error) {
+	r := l.rep
+	r.mu.RLock()
+	s := r.snapshotLocked()
+	r.mu.RUnlock()
+	m, err := decodeMarker(s.GetData())
+	if err != nil {
+		return nil, false, err
+	}
+	staged, err := Open(dir, DefaultConfig(), Options{Logger: r.logger})
+	if err != nil {
+		return nil, false, err
+	}
+	index, term := s.GetMetadata().GetIndex(), s.GetMetadata().GetTerm()
+	st := &snapshotStage{index: index, term: term, marker: m, from: -1, next: m.start, reset: true, log: staged}
+	follower := &raftReplica{logger: r.logger, stage: st}
+	err = r.SnapshotData(index, term, m.start, func(off int64, data []byte) error {
+		err := follower.StageSnapshot(index, term, off, data)
+		sent()
+		return err
+	})
+	return staged, st.complete(), err
+}

@@ -188,8 +188,15 @@ func checkLatest(t *testing.T, l *replica.RaftLog, want map[string]string) {
 	}
 }
 
+// readableLog is what forEachRecord reads: a replica's log, or a log it
+// staged.
+type readableLog interface {
+	StartOffset() int64
+	Read(offset, maxBytes int64) (*replica.Slice, error)
+}
+
 // forEachRecord calls fn with each record of l below end, and its offset.
-func forEachRecord(t *testing.T, l *replica.RaftLog, end int64, fn func(off int64, r record.Record)) {
+func forEachRecord(t *testing.T, l readableLog, end int64, fn func(off int64, r record.Record)) {
 	t.Helper()
 	for next := l.StartOffset(); next < end; {
 		s, err := l.Read(next, 1<<20)

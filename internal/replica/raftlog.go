@@ -539,6 +539,11 @@ func (l *RaftLog) CompactRetaining(ctx context.Context, now time.Time, limit int
 // while the count was odd, or changed, may be of either log.
 func (l *RaftLog) Installs() uint64 { return l.rep.installs.Load() }
 
+// Swaps counts the compacted groups its passes swapped into the log since
+// it opened (seglog.Log.Swaps): a reader of the whole log in several
+// reads compares it before and after, to know it read one version.
+func (l *RaftLog) Swaps() uint64 { return l.rep.local.log.Swaps() }
+
 // WholeSnapshots reports whether the replica was opened with
 // RaftOptions.WholeSnapshots.
 func (l *RaftLog) WholeSnapshots() bool { return l.rep.whole }

@@ -158,7 +158,8 @@ func (r *raftReplica) dropStage() error {
 
 // StageSnapshot stages a chunk of the snapshot being staged; a chunk of
 // another snapshot, or one that does not start where the stage ends, is
-// ignored (the next request asks again). A chunk covers the offsets from
+// ignored (the next request asks again), but for a whole snapshot's chunk
+// at its start, which starts the stage over. A chunk covers the offsets from
 // where it starts to the end of its last batch, or with no batches, to
 // the snapshot's end: the leader's log may have gaps there, where its
 // compaction removed records (see SnapshotData).
@@ -166,8 +167,17 @@ func (r *raftReplica) StageSnapshot(index, term uint64, offset int64, data []byt
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stage
-	if st == nil || st.index != index || st.term != term || st.installing != nil || offset != st.next || st.complete() {
+	if st == nil || st.index != index || st.term != term || st.installing != nil || st.complete() {
 		return nil
+	}
+	// The leader sends a whole snapshot again from its start
+	// (SnapshotData): what is staged may be of another version of its log.
+	restart := st.reset && offset == st.marker.start && offset != st.next
+	if offset != st.next && !restart {
+		return nil
+	}
+	if restart {
+		st.from = -1
 	}
 	if st.from < 0 {
 		// A reset's first chunk: the staged log starts where the leader's
@@ -398,11 +408,26 @@ func (r *raftReplica) SnapshotData(index, term uint64, offset int64, send func(i
 		}
 		ok, end = t == term, r.endOf(index)
 	}
+	start := min(r.local.StartOffset(), end) // the marker's (snapshotLocked)
 	r.mu.RUnlock()
 	if !ok {
 		return errSnapshotGone
 	}
+	// A whole snapshot (the metadata log's, replayed from its start) must
+	// be one version of the log: a pass swapping segments between two
+	// chunks can drop a record the follower has and the tombstone it has
+	// not. So it is sent from its start, on a resume too (the follower
+	// may have staged its first chunks before a pass), and again from
+	// the start when a pass swaps segments meanwhile; a chunk at the
+	// start restarts the follower's stage (StageSnapshot).
+	swaps := r.local.log.Swaps()
+	if r.whole {
+		offset = start
+	}
 	for offset < end {
+		if r.whole && r.local.log.Swaps() != swaps {
+			swaps, offset = r.local.log.Swaps(), start
+		}
 		b, err := readBelow(r.local, offset, end, snapshotChunkBytes)
 		if err != nil {
 			return err

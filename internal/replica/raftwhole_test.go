@@ -1,8 +1,10 @@
 package replica_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/record"
@@ -72,4 +74,60 @@ func recordsBelow(t *testing.T, l *replica.RaftLog, end int64) int {
 	n := 0
 	forEachRecord(t, l, end, func(int64, record.Record) { n++ })
 	return n
+}
+
+// TestWholeSnapshotIsOneVersion: a whole snapshot the leader streams in
+// chunks gives the follower one version of the log even when a pass,
+// between two chunks, drops a key's record, which the follower already
+// staged, together with its tombstone, which it has not yet. The pass runs
+// after the first chunk (a record of 700 KiB fills it); the stream starts
+// over from the start, and so does the follower's stage, which must not
+// hold the deleted key's record.
+func TestWholeSnapshotIsOneVersion(t *testing.T) {
+	h := startHost(t, 1, nil)
+	l, err := replica.OpenRaft(t.TempDir(), compactedConfig(), replica.RaftOptions{
+		Host: h, Group: 7, Members: []uint64{1}, Window: 4, Logger: quiet, WholeSnapshots: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	logs := []*replica.RaftLog{l}
+	pad := make([]byte, 700<<10)
+	appendAcked(t, logs, []record.Record{{Key: []byte("gone"), Value: []byte("v")}})
+	appendAcked(t, logs, []record.Record{{Key: []byte("pad0"), Value: pad}})
+	appendAcked(t, logs, []record.Record{{Key: []byte("pad1"), Value: pad}})
+	tombstone := appendAcked(t, logs, []record.Record{{Key: []byte("gone")}}) - 1
+	for i := range 12 { // rolls the tombstone's segment (compactedConfig's are 1 KiB)
+		appendAcked(t, logs, []record.Record{{Key: fmt.Appendf(nil, "k%d", i), Value: pad[:300]}})
+	}
+	// The anchor, the snapshot's end, up to the active segment: a pass
+	// that may rewrite nothing.
+	if _, err := l.CompactRetaining(context.Background(), time.Now(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var passed bool
+	staged, complete, err := l.StageOwnSnapshot(t.TempDir(), func() {
+		if passed {
+			return
+		}
+		passed = true
+		// Past delete.retention.ms: the pass drops the tombstone too.
+		st, err := l.Compact(context.Background(), time.Now().Add(25*time.Hour))
+		if err != nil || !st.Cleaned {
+			t.Errorf("the pass between two chunks: %+v, %v", st, err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer staged.Close()
+	if !complete || staged.EndOffset() <= tombstone {
+		t.Fatalf("staged [%d, %d), complete %v; the tombstone is at %d", staged.StartOffset(), staged.EndOffset(), complete, tombstone)
+	}
+	latest := map[string][]byte{}
+	forEachRecord(t, staged, staged.EndOffset(), func(_ int64, r record.Record) { latest[string(r.Key)] = r.Value })
+	if v, ok := latest["gone"]; ok && v != nil {
+		t.Fatalf("the staged snapshot holds the deleted key's record %q and not its tombstone", v)
+	}
 }

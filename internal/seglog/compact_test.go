@@ -129,6 +129,9 @@ func TestCompactKeepsNewestValuePerKey(t *testing.T) {
 	if !st.Cleaned || st.RecordsRemoved == 0 || st.DirtyRatio != 1 || st.CleanedThrough != activeBase(l) {
 		t.Fatalf("stats %+v", st)
 	}
+	if l.Swaps() == 0 {
+		t.Fatal("the pass's swaps were not counted (Swaps): a reader of the whole log would not know")
+	}
 	if st.TombstonesRemoved != 0 {
 		t.Fatalf("removed %d tombstones younger than delete.retention.ms", st.TombstonesRemoved)
 	}

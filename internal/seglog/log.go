@@ -59,6 +59,8 @@ type Log struct {
 
 	cleanMu       sync.Mutex // serializes compaction passes (compact.go)
 	cleanerOffset int64      // the cleaner checkpoint; guarded by cleanMu
+
+	swaps atomic.Uint64 // compacted groups swapped in (Swaps); moves under mu
 }
 
 // Open opens (creating if missing) the log in dir.

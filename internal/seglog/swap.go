@@ -93,6 +93,7 @@ func (l *Log) replaceGroup(group []cleanSource, res cleanResult) error {
 	}
 	segs = append(segs, l.segments[i+len(group):]...)
 	l.segments = segs
+	l.swaps.Add(1)
 	l.mu.Unlock()
 
 	// Readers holding Slices of the old segments keep reading the old files.
@@ -106,6 +107,16 @@ func (l *Log) replaceGroup(group []cleanSource, res cleanResult) error {
 	}
 	return syncDir(l.dir)
 }
+
+// Swaps counts the compacted groups swapped into the log since it opened.
+// A reader that reads the log in several calls and must see one version
+// of it, a replay from its start or a whole copy, compares the count
+// before its first read and after its last: the same count means that no
+// pass changed what it read between two calls. Without that, it may read
+// a key's record before a swap and not its tombstone after, when one pass
+// drops both (tombstones go by their segment's age, not by the record
+// they delete).
+func (l *Log) Swaps() uint64 { return l.swaps.Load() }
 
 // groupIndexLocked returns where the group's segments are in the log, if
 // they all still are, adjacent and closed.
