@@ -67,7 +67,9 @@ type Replica interface {
 	// missing (the next request then asks again from the gap).
 	StageSnapshot(index, term uint64, offset int64, data []byte) error
 	// SnapshotData streams, on a leader, the data of its snapshot at
-	// (index, term) from offset on, calling send for each chunk in order;
+	// (index, term) from offset on (a whole-log snapshot from its start,
+	// and again from its start if its log was compacted meanwhile, so
+	// that one version is sent), calling send for each chunk in order;
 	// it fails if the replica's snapshot is no longer that one.
 	SnapshotData(index, term uint64, offset int64, send func(offset int64, data []byte) error) error
 }
