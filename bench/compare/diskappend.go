@@ -186,15 +186,19 @@ func (s *suite) runDiskGroupCommit(ctx context.Context, chunk int) (figures, err
 
 // runDiskGroupCommitWriters runs writers group-commit appenders at once in
 // one window, each on segment files of its own with its own fdatasyncs, as
-// the replicas of a cluster on one machine append to one disk. It reports
-// their sum: MB/s made durable inside the window ("mbps") and rounds per
-// second ("ops").
+// the replicas of a cluster on one machine append to one disk: all but the
+// first drop their page cache followerCacheBehind behind what they synced,
+// as a partition's followers do (internal/seglog DropCacheBehind), so the
+// ceiling pays the page cache what the replicas pay. It reports their sum:
+// MB/s made durable inside the window ("mbps") and rounds per second
+// ("ops").
 func (s *suite) runDiskGroupCommitWriters(ctx context.Context, chunk, writers int) (figures, error) {
 	w := s.newWindow()
 	results := make([]groupCommitResult, writers)
 	var wg sync.WaitGroup
 	for i := range results {
-		wg.Go(func() { results[i] = s.groupCommitAppends(ctx, w, chunk) })
+		keepCache := i == 0 // the leader's: consumers read it
+		wg.Go(func() { results[i] = s.groupCommitAppends(ctx, w, chunk, keepCache) })
 	}
 	wg.Wait()
 	f := figures{"mbps": 0, "ops": 0}
@@ -215,9 +219,14 @@ type groupCommitResult struct {
 	err           error
 }
 
+// followerCacheBehind is how far behind its synced end a follower's log
+// keeps its page cache (internal/seglog's follower setting).
+const followerCacheBehind = 32 << 20
+
 // groupCommitAppends is one group-commit appender (runDiskGroupCommit) on
-// segment files of its own, until w ends.
-func (s *suite) groupCommitAppends(ctx context.Context, w window, chunk int) groupCommitResult {
+// segment files of its own, until w ends; unless keepCache, it drops the
+// pages of its active segment followerCacheBehind behind each round.
+func (s *suite) groupCommitAppends(ctx context.Context, w window, chunk int, keepCache bool) groupCommitResult {
 	segs, buf, err := s.newAppendRun(chunk)
 	if err != nil {
 		return groupCommitResult{err: err}
@@ -239,10 +248,13 @@ func (s *suite) groupCommitAppends(ctx context.Context, w window, chunk int) gro
 			if g.stop || g.err != nil {
 				return
 			}
-			target, f := g.written, segs.active
+			target, f, size := g.written, segs.active, segs.size
 			g.syncing = true
 			g.mu.Unlock()
 			err := datasync(f)
+			if err == nil && !keepCache && size > followerCacheBehind {
+				err = dropPagesBefore(f, size-followerCacheBehind)
+			}
 			g.mu.Lock()
 			g.syncing = false
 			if err != nil {

@@ -48,3 +48,13 @@ func adviseDontNeed(root string) (int, error) {
 	})
 	return n, err
 }
+
+// dropPagesBefore drops f's cached pages below offset end, which the
+// caller has fdatasynced (so none is dirty), as a follower's log does
+// behind its synced end.
+func dropPagesBefore(f *os.File, end int64) error {
+	if err := unix.Fadvise(int(f.Fd()), 0, end, unix.FADV_DONTNEED); err != nil {
+		return &os.PathError{Op: "posix_fadvise", Path: f.Name(), Err: err}
+	}
+	return nil
+}

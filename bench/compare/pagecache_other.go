@@ -2,10 +2,17 @@
 
 package main
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // dropPageCache is Linux-only: elsewhere a cold-cache read cannot be set
 // up, and the workloads needing one fail with this error.
 func dropPageCache(string) (string, error) {
 	return "", errors.New("dropping the page cache is implemented for Linux only")
 }
+
+// dropPagesBefore does nothing where posix_fadvise is not used: the
+// ceiling's followers then keep their cache.
+func dropPagesBefore(*os.File, int64) error { return nil }
