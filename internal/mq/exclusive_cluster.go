@@ -94,12 +94,21 @@ func (v *VHost) exclusiveRecord(d QueueDef, id string) (queueRecord, error) {
 
 // exclusiveFromRecord builds what a record of an exclusive queue stands
 // for here: another node's queue's placeholder, or, for one of this
-// node's, a deleted queue kept until dropStaleExclusive deletes it and
-// its bindings.
+// node's from before it started, a deleted queue kept until
+// dropStaleExclusive deletes it and its bindings. Since, one of this
+// node's stands for nothing (nil): its queue is in the vhost from the
+// declare that writes its record to the delete that deletes it (both
+// under defMu), so a record of it found without it is of one deleted
+// here, read before the delete (followQueue reads a key's value before
+// it takes defMu). Built again, it would hold the name, taking nothing
+// (a forward to it nacked, as if full), until the delete is followed.
 func (v *VHost) exclusiveFromRecord(d QueueDef, qr queueRecord) *queue {
 	d.Owner = foreignOwner // no connection's here
 	if qr.Node != v.r.nodeID() {
 		return v.classicPlaceholder(d, qr.ID, qr.Node)
+	}
+	if v.r.caughtUpAtStart() {
+		return nil
 	}
 	q := v.newQueue(d, qr.ID)
 	q.deleted = true
@@ -107,6 +116,21 @@ func (v *VHost) exclusiveFromRecord(d QueueDef, qr queueRecord) *queue {
 	v.r.stale.qs = append(v.r.stale.qs, q)
 	v.r.stale.mu.Unlock()
 	return q
+}
+
+// caughtUpAtStart reports whether this node, in a cluster, caught up
+// with the cluster's definitions since it started (or its registry
+// closed first).
+func (r *Registry) caughtUpAtStart() bool {
+	if r.follower == nil {
+		return false
+	}
+	select {
+	case <-r.follower.caughtUp:
+		return true
+	default:
+		return false
+	}
 }
 
 // dropStaleExclusive deletes the records of this node's exclusive queues

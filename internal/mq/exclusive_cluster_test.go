@@ -147,6 +147,7 @@ func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
 	home.declareExchange("news", "fanout", true, nil)
 	home.declareExclusive("sub", 7)
 	other.waitBound("sub")
+	home.r.awaitCaughtUp() // its own records from now on stand for queues of this start
 	q := home.v.queue("sub")
 	// Deleted on node 1 alone, as if node 2 had not followed the delete
 	// yet.
@@ -155,6 +156,9 @@ func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
 	delete(home.v.queues, "sub")
 	home.v.mu.Unlock()
 	home.v.defMu.Unlock()
+	// Node 1's own follower may apply the queue's record only now (on a
+	// loaded machine it lags): that brings no deleted queue back.
+	home.r.followDefinition(queueKey(home.v.name, "sub"))
 	res := other.publish(msg("news", "", "late"))
 	if res.Routed != 1 {
 		t.Fatalf("routed to %d queues, want node 1's placeholder", res.Routed)
@@ -163,6 +167,32 @@ func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
 	home.v.mu.Lock()
 	home.v.queues["sub"] = q // so that the test ends as it began
 	home.v.mu.Unlock()
+}
+
+// TestExclusiveRecordFollowedAfterItsDelete: a node that follows the
+// record of one of its exclusive queues after the queue was deleted (the
+// follower read the record before the delete and applied it after:
+// followQueue) does not build the queue again: a deleted queue under its
+// name would refuse what other nodes forward to it (nacked, where
+// RabbitMQ confirms) until the delete is followed.
+func TestExclusiveRecordFollowedAfterItsDelete(t *testing.T) {
+	envs, _ := newClassicEnvs(t, 2)
+	home := envs[0]
+	home.r.awaitCaughtUp()
+	home.declareExchange("news", "fanout", true, nil)
+	home.declareExclusive("sub", 7)
+	key := queueKey(home.v.name, "sub")
+	record, live := home.r.cfg.Cluster.Get(key)
+	if !live {
+		t.Fatal("the exclusive queue is not recorded")
+	}
+	home.v.ConnectionClosed(7)
+	if err := home.r.followQueue(key, record, true); err != nil {
+		t.Fatal(err)
+	}
+	if q := home.v.queue("sub"); q != nil {
+		t.Fatalf("the deleted exclusive queue %s is back", q.id)
+	}
 }
 
 // TestExclusivePlaceholderDeletedAlone: deleting the placeholder of
