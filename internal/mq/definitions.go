@@ -251,7 +251,9 @@ func (r *Registry) load() error {
 // queueFromRecord builds a stored queue: a stream queue on its topic (nil
 // when stream queues are not available), the placeholder of a queue that
 // lives on another node, or this node's queue on its store (local), whose
-// unsettled messages it recovers.
+// unsettled messages it recovers. It is also nil for a late-followed
+// record of this node's own exclusive queue, deleted since
+// (exclusiveFromRecord).
 func (v *VHost) queueFromRecord(qr queueRecord) (q *queue, local bool, err error) {
 	args, err := decodeArgs(qr.Args)
 	if err != nil {
