@@ -29,16 +29,15 @@ func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64,
 // them. With an id (the forwarding node's for this forward) each message
 // is logged under it and its index, so that a new leader knows it was
 // taken (forwards.recall), and those the log held at the takeover
-// (logged: an earlier attempt's, however its records were split over
-// the group's entries) are not taken again: Replay waited for their
-// commit.
-func (m *quorumReplica) takeForward(batches []byte, id uint64, logged quorumstore.Forward) error {
+// (inLog: an earlier attempt's, however its records were split over the
+// group's entries) are not taken again: Replay waited for their commit.
+func (m *quorumReplica) takeForward(batches []byte, id uint64, inLog quorumstore.Forward) error {
 	q := m.q
 	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
 	index := -1
 	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
 		index++
-		if logged.Holds(index) {
+		if inLog.Holds(index) {
 			return nil
 		}
 		msg, err := decodeStored(sm)
@@ -122,10 +121,10 @@ func (f *forwards) once(ctx context.Context, id uint64, take func(logged quorums
 	}
 }
 
-// recall remembers what the queue's log holds of the forwards younger
-// than forwardMemory (a new leader's, from Replay), for their repeats:
-// those not taken here since the last recall, as a leader of an earlier
-// term, at least.
+// recall notes what the queue's log holds of the forwards younger than
+// forwardMemory (a new leader's, from Replay): a repeat of one takes
+// only the rest. A forward taken here already (as the leader of an
+// earlier term) keeps its outcome.
 func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
