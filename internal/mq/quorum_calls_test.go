@@ -3,6 +3,7 @@ package mq
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -174,6 +175,38 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	}
 	if got := n.drain("q"); len(got) != 1 || got[0] != "once" {
 		t.Fatalf("the new leader's queue holds %q, want one %q", got, "once")
+	}
+}
+
+// TestQuorumForwardRecalledAfterTruncation: a forwarded publish taken,
+// consumed and acked, then repeated to a new leader (the first answer
+// lost with the old one), is not enqueued again: the log is not cut
+// below a forward's messages while a repeat of it may come.
+func TestQuorumForwardRecalledAfterTruncation(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	waitDurable(t, envs[l].publish(persistent("", "q", "before")))
+	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
+		Batches: newStoredMessage(persistent("", "q", "once"), nil, 1).encoded(), Forward: 42}
+	if r := envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := envs[l].drain("q"); len(got) != 2 {
+		t.Fatalf("the queue holds %q, want before and once", got)
+	}
+	for i, e := range envs { // the acks' truncate is committed everywhere
+		s := e.queueNamed("q").quorum.Load().store
+		eventually(t, fmt.Sprintf("node %d's log cut", i+1), func() bool { return s.LogStart() > 0 })
+	}
+	isolate(net, len(envs), l, true)
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "q")]
+	if r := n.queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := n.drain("q"); len(got) != 0 {
+		t.Fatalf("the new leader's queue holds %q, want nothing: once was acked", got)
 	}
 }
 

@@ -118,7 +118,9 @@ func TestQuorumQueueInCluster(t *testing.T) {
 		t.Fatalf("deliveries %q", got)
 	}
 
-	// Once both are acked, every replica's log is cut past them.
+	// Once both are acked, every replica's log is cut past the first
+	// (the forwarded one stays for forwardMemory: a new leader recalls
+	// its forward from it).
 	for _, d := range c.deliveries() {
 		leader.v.Ack("q", d.Tag)
 	}

@@ -49,6 +49,13 @@ type Store struct {
 	// unsettled and forwards are what the last Replay found.
 	unsettled []unsettledMessage
 	forwards  []Forward
+	// kept are the forwards whose messages the log holds, in log order
+	// (from Replay, then as they come), and lastForward the id of the
+	// last forwarded message handed to the store: TruncateLocked keeps a
+	// young forward's messages in the log, so that a new leader knows
+	// them.
+	kept        []keptForward
+	lastForward uint64
 
 	wake          chan struct{} // one token: something is pending
 	stop          chan struct{} // closed by Close
@@ -74,6 +81,8 @@ type ForwardedAs struct {
 type Forward struct {
 	ID uint64
 	At int64
+	// off is the offset of its first message in the log.
+	off int64
 	// held are the indexes of its messages in the log, as [from, to)
 	// runs in log order: one run, unless attempts of it were cut short.
 	held [][2]int
@@ -98,6 +107,10 @@ func (f *Forward) add(index int, at int64) {
 	}
 	f.held = append(f.held, [2]int{index, index + 1})
 }
+
+// keptForward is a forward the log holds: the offset of its first
+// message there, and when the leader took it (unix ms).
+type keptForward struct{ off, at int64 }
 
 // unsettledMessage is a message of the queue as Replay rebuilt it.
 type unsettledMessage struct {
@@ -312,7 +325,12 @@ func (s *Store) addMessageLocked(m queuestore.Message, at int64, fw ForwardedAs)
 	off := s.end
 	r := queuestore.MessageRecord(m)
 	if fw.ID != 0 {
-		r.Headers = append(r.Headers, forwardedTag(fw, time.Now().UnixMilli()))
+		now := time.Now().UnixMilli()
+		r.Headers = append(r.Headers, forwardedTag(fw, now))
+		if fw.ID != s.lastForward {
+			s.kept = append(s.kept, keptForward{off: off, at: now})
+			s.lastForward = fw.ID
+		}
 	}
 	s.addRecordLocked(r, at)
 	return off, nil
@@ -635,7 +653,7 @@ func (s *Store) Replay(ctx context.Context) error {
 				if !seen {
 					i = len(logged)
 					forwards[fw.ID] = i
-					logged = append(logged, Forward{ID: fw.ID})
+					logged = append(logged, Forward{ID: fw.ID, off: off})
 				}
 				logged[i].add(fw.Index, at)
 			}
@@ -676,6 +694,10 @@ func (s *Store) Replay(ctx context.Context) error {
 	s.failed = make(chan struct{})
 	s.unsettled = s.unsettled[:0]
 	s.forwards = logged
+	s.kept, s.lastForward = s.kept[:0], 0
+	for _, f := range logged {
+		s.kept = append(s.kept, keptForward{off: f.off, at: f.At})
+	}
 	for _, off := range order {
 		m := live[off]
 		if m == nil {

@@ -152,7 +152,7 @@ func TestTruncateCutsSettledLog(t *testing.T) {
 	s.DeliveredLocked(off["a"])
 	s.SettleLocked(off["a"])
 	s.SettleLocked(off["b"])
-	s.TruncateLocked(off["c"])
+	s.TruncateLocked(off["c"], time.Minute)
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestFlushProposesOneBatch(t *testing.T) {
 	}
 	s.addCommandLocked(settleCommand(off[0]))
 	s.mu.Unlock()
-	s.TruncateLocked(off[1])
+	s.TruncateLocked(off[1], time.Minute)
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
