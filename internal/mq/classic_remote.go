@@ -244,7 +244,7 @@ func (r *Registry) endClassicSessions() {
 // takeForward publishes into q, a classic queue of this node, the
 // messages another node forwarded, and returns once the persistent ones
 // are durable (served.take).
-func (q *queue) takeForward(batches []byte, _ uint64) error {
+func (q *queue) takeForward(batches []byte, _ uint64, _ quorumstore.Forward) error {
 	var targets []replica.Target
 	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
 		msg, err := decodeStored(sm)

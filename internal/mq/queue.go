@@ -255,9 +255,9 @@ func (q *queue) logLocked(sm *storedMessage, holdBack bool) (int64, error) {
 	switch st := q.store.(type) {
 	case *quorumstore.Store:
 		if holdBack {
-			return st.BufferLocked(sm.msg, sm.at)
+			return st.BufferLocked(sm.msg, sm.at, sm.forwarded)
 		}
-		return st.AppendLocked(sm.msg, sm.at)
+		return st.AppendLocked(sm.msg, sm.at, sm.forwarded)
 	case batchStore:
 		if holdBack {
 			return st.BufferLocked(sm.encoded())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 )
 
 // Calls to a quorum queue's leader (issue 14). A node that does not serve
@@ -159,9 +160,10 @@ type served struct {
 	// forwards are the forwarded publishes taken lately
 	// (quorum_forwards.go).
 	forwards forwards
-	// take publishes into the queue the messages of a forward (opPublish)
-	// and returns once they are durable: committed, for a quorum queue.
-	take func(batches []byte, id uint64) error
+	// take publishes into the queue the messages of a forward (opPublish),
+	// but those of them the queue's log held at the takeover (logged), and
+	// returns once they are durable: committed, for a quorum queue.
+	take func(batches []byte, id uint64, logged quorumstore.Forward) error
 }
 
 // answer answers a call another node made to this replica (decoded;
@@ -194,7 +196,9 @@ func (m *served) serve(ctx context.Context, req *remoteRequest) *remoteReply {
 	case opLeader:
 		return &remoteReply{}
 	case opPublish:
-		err := m.forwards.once(ctx, req.Forward, func() error { return m.take(req.Batches, req.Forward) })
+		err := m.forwards.once(ctx, req.Forward, func(logged quorumstore.Forward) error {
+			return m.take(req.Batches, req.Forward, logged)
+		})
 		if err != nil && !q.gone.Load() { // deleted meanwhile: confirmed (gone.go)
 			return &remoteReply{Error: err.Error()}
 		}

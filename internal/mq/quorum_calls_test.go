@@ -1,10 +1,15 @@
 package mq
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wharf-mq/wharf/internal/raft"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // TestQuorumHandsOutOnlyCommittedDeliveries: a leader cut off from its
@@ -173,6 +178,38 @@ func TestQuorumForwardRecalledByNewLeader(t *testing.T) {
 	}
 }
 
+// TestQuorumForwardRecalledAfterTruncation: a forwarded publish taken,
+// consumed and acked, then repeated to a new leader (the first answer
+// lost with the old one), is not enqueued again: the log is not cut
+// below a forward's messages while a repeat of it may come.
+func TestQuorumForwardRecalledAfterTruncation(t *testing.T) {
+	net := raft.NewMemNetwork()
+	envs := newQuorumEnvs(t, 3, net)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	waitDurable(t, envs[l].publish(persistent("", "q", "before")))
+	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id,
+		Batches: newStoredMessage(persistent("", "q", "once"), nil, 1).encoded(), Forward: 42}
+	if r := envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := envs[l].drain("q"); len(got) != 2 {
+		t.Fatalf("the queue holds %q, want before and once", got)
+	}
+	for i, e := range envs { // the acks' truncate is committed everywhere
+		s := e.queueNamed("q").quorum.Load().store
+		eventually(t, fmt.Sprintf("node %d's log cut", i+1), func() bool { return s.LogStart() > 0 })
+	}
+	isolate(net, len(envs), l, true)
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "q")]
+	if r := n.queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := n.drain("q"); len(got) != 0 {
+		t.Fatalf("the new leader's queue holds %q, want nothing: once was acked", got)
+	}
+}
+
 // isolate cuts node index l off from the other nodes, or heals the cut.
 func isolate(net *raft.MemNetwork, nodes, l int, cut bool) {
 	for i := range nodes {
@@ -180,5 +217,97 @@ func isolate(net *raft.MemNetwork, nodes, l int, cut bool) {
 			net.Cut(uint64(l+1), uint64(i+1), cut)
 			net.Cut(uint64(i+1), uint64(l+1), cut)
 		}
+	}
+}
+
+// TestQuorumForwardSplitAcrossFailover: a forward whose first message
+// is committed while the rest of it never leaves the leader (its first
+// message fills a Raft entry of its own, and the leader is cut off right
+// after it) is repeated to the new leader, which enqueues only what the
+// log does not hold: one copy of each message, not two of the first.
+func TestQuorumForwardSplitAcrossFailover(t *testing.T) {
+	net := raft.NewMemNetwork()
+	// big fills a batch by itself (maxBatchBytes): its entry is the
+	// forward's first, whatever the store's flushes do.
+	big := "big|" + strings.Repeat("x", 1<<20)
+	cut := &cutAfterEntry{marker: []byte("big|"), passed: map[uint64]bool{}}
+	envs := newQuorumEnvsWrapped(t, 3, net, cut.wrap)
+	l, _, _ := quorumRoles(t, envs, "q", 3)
+	var batches []byte
+	for _, body := range []string{big, "small"} {
+		batches = append(batches, newStoredMessage(persistent("", "q", body), nil, 1).encoded()...)
+	}
+	req := &remoteRequest{Op: opPublish, Queue: envs[l].queueNamed("q").id, Batches: batches, Forward: 42}
+	cut.arm(uint64(l + 1))
+	first := make(chan *remoteReply, 1)
+	go func() { first <- envs[l].queueNamed("q").quorum.Load().serve(context.Background(), req) }()
+	others := append(append([]*env{}, envs[:l]...), envs[l+1:]...)
+	n := others[servingNode(t, others, "q")]
+	if r := n.queueNamed("q").quorum.Load().serve(context.Background(), req); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	var got []string
+	for _, body := range n.drain("q") {
+		got = append(got, body[:min(len(body), 5)])
+	}
+	if len(got) != 2 || got[0] != "big|x" || got[1] != "small" {
+		t.Fatalf("the new leader's queue holds %q, want one big message and one small", got)
+	}
+	<-first // the cut-off leader's attempt fails once it steps down, or its confirm wait ends
+}
+
+// cutAfterEntry cuts a leader off from its followers once each of them
+// got the Raft entry holding marker: what that leader sends them after
+// it (the rest of that message, and every later one) is dropped.
+type cutAfterEntry struct {
+	marker []byte
+	mu     sync.Mutex
+	leader uint64          // 0 until armed
+	passed map[uint64]bool // the followers that got the marker's entry
+}
+
+func (c *cutAfterEntry) arm(leader uint64) {
+	c.mu.Lock()
+	c.leader = leader
+	c.mu.Unlock()
+}
+
+func (c *cutAfterEntry) wrap(node uint64, h raft.Handler) raft.Handler {
+	return cutHandler{Handler: h, node: node, c: c}
+}
+
+type cutHandler struct {
+	raft.Handler
+	node uint64
+	c    *cutAfterEntry
+}
+
+func (h cutHandler) Deliver(from uint64, envs []raft.Envelope) {
+	c := h.c
+	c.mu.Lock()
+	if c.leader == 0 || from != c.leader {
+		c.mu.Unlock()
+		h.Handler.Deliver(from, envs)
+		return
+	}
+	var kept []raft.Envelope
+	for _, e := range envs {
+		if c.passed[h.node] {
+			break
+		}
+		if e.Kind == raft.KindRaft && e.Msg.GetType() == raftpb.MsgApp {
+			for i, ent := range e.Msg.Entries {
+				if bytes.Contains(ent.GetData(), c.marker) {
+					e.Msg.Entries = e.Msg.Entries[:i+1] // the envelope is this node's copy
+					c.passed[h.node] = true
+					break
+				}
+			}
+		}
+		kept = append(kept, e)
+	}
+	c.mu.Unlock()
+	if len(kept) > 0 {
+		h.Handler.Deliver(from, kept)
 	}
 }

@@ -309,7 +309,9 @@ func (m *quorumReplica) dispatchCommitted() {
 }
 
 // truncateSettled proposes to cut the queue's log below its lowest
-// unsettled message (quorumstore's truncate.go).
+// unsettled message (quorumstore's truncate.go), but not below the
+// messages of the forwards remembered (forwardMemory): a new leader
+// recalls them from the log.
 func (m *quorumReplica) truncateSettled() {
 	q := m.q
 	q.mu.Lock()
@@ -322,7 +324,7 @@ func (m *quorumReplica) truncateSettled() {
 	for _, e := range q.unacked {
 		below = min(below, e.offset)
 	}
-	m.store.TruncateLocked(below)
+	m.store.TruncateLocked(below, forwardMemory)
 	q.mu.Unlock()
 }
 

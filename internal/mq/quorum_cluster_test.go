@@ -17,6 +17,13 @@ import (
 // with a Raft host on net for its quorum queues' replicas.
 func newQuorumEnvs(t *testing.T, nodes int, net *raft.MemNetwork) []*env {
 	t.Helper()
+	return newQuorumEnvsWrapped(t, nodes, net, nil)
+}
+
+// newQuorumEnvsWrapped is newQuorumEnvs with what each node receives
+// passing through wrap (if set) first.
+func newQuorumEnvsWrapped(t *testing.T, nodes int, net *raft.MemNetwork, wrap func(node uint64, h raft.Handler) raft.Handler) []*env {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	c := newClusterDefs()
 	ids := make([]int32, nodes)
@@ -32,7 +39,11 @@ func newQuorumEnvs(t *testing.T, nodes int, net *raft.MemNetwork) []*env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		net.Register(uint64(i+1), h)
+		if wrap != nil {
+			net.Register(uint64(i+1), wrap(uint64(i+1), h))
+		} else {
+			net.Register(uint64(i+1), h)
+		}
 		h.Start()
 		t.Cleanup(h.Close) // after the registry's close (cleanups run last first)
 		d := nodeDefs{c: c, node: int32(i + 1)}
@@ -107,7 +118,9 @@ func TestQuorumQueueInCluster(t *testing.T) {
 		t.Fatalf("deliveries %q", got)
 	}
 
-	// Once both are acked, every replica's log is cut past them.
+	// Once both are acked, every replica's log is cut past the first
+	// (the forwarded one stays for forwardMemory: a new leader recalls
+	// its forward from it).
 	for _, d := range c.deliveries() {
 		leader.v.Ack("q", d.Tag)
 	}

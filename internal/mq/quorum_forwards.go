@@ -20,24 +20,31 @@ var errForwardRefused = errors.New("mq: the quorum queue's leader did not take t
 // takeForwarded publishes into the queue, on its leader, the messages
 // another node forwarded as a raw proposal (replica's forward handler).
 func (m *quorumReplica) takeForwarded(_ context.Context, batches []byte) (int64, error) {
-	return 0, m.takeForward(batches, 0)
+	return 0, m.takeForward(batches, 0, quorumstore.Forward{})
 }
 
 // takeForward publishes into the queue, on its leader, the messages
 // another node forwarded (its clients' publishes, see forwards), and
 // returns once they are committed: the forwarding node then confirms
-// them. With an id (the forwarding node's for this forward) it logs the
-// forward after its messages, so that a new leader knows it was taken
-// (forwards.recall).
-func (m *quorumReplica) takeForward(batches []byte, id uint64) error {
+// them. With an id (the forwarding node's for this forward) each message
+// is logged under it and its index, so that a new leader knows it was
+// taken (forwards.recall), and those the log held at the takeover
+// (inLog: an earlier attempt's, however its records were split over the
+// group's entries) are not taken again: Replay waited for their commit.
+func (m *quorumReplica) takeForward(batches []byte, id uint64, inLog quorumstore.Forward) error {
 	q := m.q
 	var targets []replica.Target // the services of the terms they went to: one, unless the term changed
+	index := -1
 	err := quorumstore.Forwarded(batches, func(batch []byte, ts int64, sm queuestore.Message) error {
+		index++
+		if inLog.Holds(index) {
+			return nil
+		}
 		msg, err := decodeStored(sm)
 		if err != nil {
 			return err
 		}
-		stored := &storedMessage{msg: sm, at: ts, batch: batch}
+		stored := &storedMessage{msg: sm, at: ts, batch: batch, forwarded: quorumstore.ForwardedAs{ID: id, Index: index}}
 		out, logged, _, err := q.publish(&held{msg: msg, size: int64(len(msg.Body))}, stored, ts, true)
 		switch {
 		case err != nil:
@@ -50,11 +57,6 @@ func (m *quorumReplica) takeForward(batches []byte, id uint64) error {
 		}
 		return nil
 	})
-	if err == nil && id != 0 && len(targets) == 1 {
-		q.mu.Lock()
-		m.store.NoteForwardLocked(targets[0], id)
-		q.mu.Unlock()
-	}
 	for _, t := range targets {
 		if err != nil {
 			break
@@ -84,6 +86,12 @@ type forwardCall struct {
 	at   time.Time
 	done chan struct{}
 	err  error
+	// logged is what the queue's log held of the forward at the last
+	// takeover that recalled it, and ran whether it was taken (or is
+	// being taken) here since: a recalled forward is taken at its first
+	// repeat, but for its logged messages.
+	logged quorumstore.Forward
+	ran    bool
 }
 
 // forwardMemory is how long a forward is remembered: longer than its
@@ -91,16 +99,17 @@ type forwardCall struct {
 // repeats held up in a partition.
 const forwardMemory = 3 * syncWaitRemote
 
-// once runs take for forward id unless it ran (or runs) already, and
-// returns its outcome; a repeat waits for the first one's, or until ctx
-// ends. Id 0 (no id) always runs.
-func (f *forwards) once(ctx context.Context, id uint64, take func() error) error {
+// once runs take for forward id unless it ran (or runs) already, with
+// what the log held of it at the takeover, and returns its outcome; a
+// repeat waits for the first one's, or until ctx ends. Id 0 (no id)
+// always runs.
+func (f *forwards) once(ctx context.Context, id uint64, take func(logged quorumstore.Forward) error) error {
 	if id == 0 {
-		return take()
+		return take(quorumstore.Forward{})
 	}
 	c, first := f.begin(id, time.Now())
 	if first {
-		c.err = take()
+		c.err = take(c.logged)
 		close(c.done)
 		return c.err
 	}
@@ -112,22 +121,31 @@ func (f *forwards) once(ctx context.Context, id uint64, take func() error) error
 	}
 }
 
-// recall remembers, as taken, the forwards the queue's log holds (a
-// new leader's, from Replay), those younger than forwardMemory.
+// recall notes what the queue's log holds of the forwards younger than
+// forwardMemory (a new leader's, from Replay): a repeat of one takes
+// only the rest. A forward taken here already (as the leader of an
+// earlier term) keeps its outcome.
 func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, l := range logged {
 		at := time.UnixMilli(l.At)
 		if now.Sub(at) > forwardMemory {
 			continue
 		}
-		if c, first := f.begin(l.ID, at); first {
-			close(c.done)
+		c := f.byID[l.ID]
+		if c == nil {
+			c = f.addLocked(l.ID, at)
+		}
+		if !c.ran {
+			c.logged = l
 		}
 	}
 }
 
-// begin returns forward id's call, and whether it is new (the caller
-// runs it). It forgets the calls older than forwardMemory.
+// begin returns forward id's call, and whether the caller runs it: a new
+// one, or one only recalled so far. It forgets the calls older than
+// forwardMemory.
 func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -136,14 +154,22 @@ func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
 		f.recent[0] = nil
 		f.recent = f.recent[1:]
 	}
-	if c := f.byID[id]; c != nil {
-		return c, false
+	c := f.byID[id]
+	if c == nil {
+		c = f.addLocked(id, now)
 	}
+	first := !c.ran
+	c.ran = true
+	return c, first
+}
+
+// addLocked remembers a new call for forward id, of at. Caller holds mu.
+func (f *forwards) addLocked(id uint64, at time.Time) *forwardCall {
 	if f.byID == nil {
 		f.byID = make(map[uint64]*forwardCall)
 	}
-	c := &forwardCall{id: id, at: now, done: make(chan struct{})}
+	c := &forwardCall{id: id, at: at, done: make(chan struct{})}
 	f.byID[id] = c
 	f.recent = append(f.recent, c)
-	return c, true
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
+	"github.com/wharf-mq/wharf/internal/quorumstore"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -57,6 +58,9 @@ type storedMessage struct {
 	msg   queuestore.Message
 	at    int64
 	batch []byte
+	// forwarded names a message of a publish another node forwarded to
+	// a quorum queue's leader (quorumstore.ForwardedAs).
+	forwarded quorumstore.ForwardedAs
 }
 
 // newStoredMessage is m, with its encoded properties, enqueued at (ms).

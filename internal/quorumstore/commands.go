@@ -17,10 +17,6 @@ var (
 	// and so is every command naming one; each replica deletes its log
 	// below it once the command is committed (truncate.go).
 	truncateKey = []byte("t")
-	// forwardKey names a forwarded publish (by the forwarding node's id
-	// for it) whose messages the records before it in its term enqueued:
-	// a new leader takes a repeat of it for done (Store.Forwards).
-	forwardKey = []byte("f")
 )
 
 func deliverCommand(off int64) record.Record {
@@ -33,10 +29,6 @@ func settleCommand(off int64) record.Record {
 
 func truncateCommand(below int64) record.Record {
 	return record.Record{Key: truncateKey, Value: binary.AppendUvarint(nil, uint64(below))}
-}
-
-func forwardCommand(id uint64) record.Record {
-	return record.Record{Key: forwardKey, Value: binary.AppendUvarint(nil, id)}
 }
 
 func returnCommand(off int64, n uint32) record.Record {
@@ -61,6 +53,40 @@ func decodeCommand(v []byte) (off int64, n uint32, err error) {
 
 // isMessage tells an enqueue record from a command.
 func isMessage(r record.Record) bool { return r.Key == nil }
+
+// forwardedHeader is the record header that marks the enqueue of a
+// message of a forwarded publish (ForwardedAs): the forwarding node's id
+// for the publish, the message's index in it, and when the leader took
+// it (unix ms), as uvarints. Readers of the message ignore it
+// (queuestore.DecodeMessage knows only its own headers).
+const forwardedHeader = "fw"
+
+func forwardedTag(fw ForwardedAs, takenAt int64) record.RecordHeader {
+	v := binary.AppendUvarint(nil, fw.ID)
+	v = binary.AppendUvarint(v, uint64(fw.Index))
+	return record.RecordHeader{Key: forwardedHeader, Value: binary.AppendUvarint(v, uint64(takenAt))}
+}
+
+// forwardedOf returns the tag of a message record (forwardedTag), and
+// false for a message that was not forwarded (or a malformed tag).
+func forwardedOf(r record.Record) (fw ForwardedAs, takenAt int64, ok bool) {
+	for _, h := range r.Headers {
+		if h.Key != forwardedHeader {
+			continue
+		}
+		v := h.Value
+		var f [3]uint64
+		for i := range f {
+			n := 0
+			if f[i], n = binary.Uvarint(v); n <= 0 {
+				return ForwardedAs{}, 0, false
+			}
+			v = v[n:]
+		}
+		return ForwardedAs{ID: f[0], Index: int(f[1])}, int64(f[2]), f[0] != 0
+	}
+	return ForwardedAs{}, 0, false
+}
 
 // soleKey returns, from its first bytes only, the key of the one record
 // batch holds (nil for a record without a key: a message), and false

@@ -10,7 +10,12 @@
 // Every record of the log is one command (commands.go):
 //
 //   - enqueue: a message, as queuestore.MessageRecord makes it (no key;
-//     the record's timestamp is the enqueue time);
+//     the record's timestamp is the enqueue time); a message of a publish
+//     another node forwarded carries one more header, its forward's id
+//     and its index in it (ForwardedAs), so that a new leader takes of a
+//     repeat of the forward only what the log does not hold (Forwards):
+//     the messages, not a record after them, say what was taken, as the
+//     store may propose a forward's messages in several entries;
 //   - deliver(offset): the message was assigned to a consumer or
 //     basic.get; it leaves the leader only once this is committed
 //     (HandoutLocked, which waits for the deliver commands so far, not
@@ -22,10 +27,7 @@
 //   - truncate(offset): every message below it is settled; each replica
 //     cuts its log below it once committed (truncate.go). It is a batch
 //     of its own, which the truncator finds by its header without
-//     reading the messages and commands around it;
-//   - forward(id): the messages before it in its term were a publish
-//     another node forwarded under that id: a new leader takes a repeat
-//     of it for done (Forwards).
+//     reading the messages and commands around it.
 //
 // A message's offset is the offset of its enqueue record; the other
 // commands take offsets too, so a queue's message offsets have gaps.

@@ -49,6 +49,13 @@ type Store struct {
 	// unsettled and forwards are what the last Replay found.
 	unsettled []unsettledMessage
 	forwards  []Forward
+	// kept are the forwards whose messages the log holds, in log order
+	// (from Replay, then as they come), and lastForward the id of the
+	// last forwarded message handed to the store: TruncateLocked keeps a
+	// young forward's messages in the log, so that a new leader knows
+	// them.
+	kept        []keptForward
+	lastForward uint64
 
 	wake          chan struct{} // one token: something is pending
 	stop          chan struct{} // closed by Close
@@ -57,12 +64,53 @@ type Store struct {
 	truncatorDone chan struct{}
 }
 
-// Forward is a forwarded publish the log took (NoteForwardLocked): the
-// forwarding node's id for it, and when it was logged (ms).
+// ForwardedAs names a message of a publish another node forwarded: the
+// forwarding node's id for the publish (0: not forwarded) and the
+// message's index among the publish's messages. Each such message's
+// record carries it, so that a new leader takes of a repeat of the
+// publish only the messages the log does not hold, however the first
+// attempt's records were split over the group's entries (Forward).
+type ForwardedAs struct {
+	ID    uint64
+	Index int
+}
+
+// Forward is what the log holds of a forwarded publish (Replay): the
+// forwarding node's id for it, when the leader took the last of its
+// messages the log holds (unix ms), and which of them it holds.
 type Forward struct {
 	ID uint64
 	At int64
+	// off is the offset of its first message in the log.
+	off int64
+	// held are the indexes of its messages in the log, as [from, to)
+	// runs in log order: one run, unless attempts of it were cut short.
+	held [][2]int
 }
+
+// Holds reports whether the log holds the forward's message index.
+func (f Forward) Holds(index int) bool {
+	for _, r := range f.held {
+		if index >= r[0] && index < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// add notes message index, taken at at (unix ms).
+func (f *Forward) add(index int, at int64) {
+	f.At = max(f.At, at)
+	if n := len(f.held); n > 0 && f.held[n-1][1] == index {
+		f.held[n-1][1]++
+		return
+	}
+	f.held = append(f.held, [2]int{index, index + 1})
+}
+
+// keptForward is a forward the log holds: the offset of its first
+// message there, and when the leader took it (unix ms).
+type keptForward struct{ off, at int64 }
 
 // unsettledMessage is a message of the queue as Replay rebuilt it.
 type unsettledMessage struct {
@@ -268,14 +316,23 @@ func (s *Store) flushLocked() error {
 // flush to the next.
 const maxReusedPending = 4 << 20
 
-// addMessageLocked buffers the enqueue of m at at (unix ms) and returns
-// its offset. Caller holds mu.
-func (s *Store) addMessageLocked(m queuestore.Message, at int64) (int64, error) {
+// addMessageLocked buffers the enqueue of m at at (unix ms), tagged
+// with fw if it was forwarded, and returns its offset. Caller holds mu.
+func (s *Store) addMessageLocked(m queuestore.Message, at int64, fw ForwardedAs) (int64, error) {
 	if s.term.failure != nil {
 		return 0, s.term.failure
 	}
 	off := s.end
-	s.addRecordLocked(queuestore.MessageRecord(m), at)
+	r := queuestore.MessageRecord(m)
+	if fw.ID != 0 {
+		now := time.Now().UnixMilli()
+		r.Headers = append(r.Headers, forwardedTag(fw, now))
+		if fw.ID != s.lastForward {
+			s.kept = append(s.kept, keptForward{off: off, at: now})
+			s.lastForward = fw.ID
+		}
+	}
+	s.addRecordLocked(r, at)
 	return off, nil
 }
 
@@ -294,20 +351,21 @@ func (s *Store) addCommand(r record.Record, added func()) {
 }
 
 // BufferLocked gives the enqueue of m at at (unix ms: its enqueue time)
-// its offset and buffers it; the next flush proposes it.
-func (s *Store) BufferLocked(m queuestore.Message, at int64) (int64, error) {
+// its offset and buffers it; the next flush proposes it. fw names it if
+// it is a message of a forwarded publish (the zero ForwardedAs if not).
+func (s *Store) BufferLocked(m queuestore.Message, at int64, fw ForwardedAs) (int64, error) {
 	s.mu.Lock()
-	off, err := s.addMessageLocked(m, at)
+	off, err := s.addMessageLocked(m, at, fw)
 	s.mu.Unlock()
 	s.signal()
 	return off, err
 }
 
 // AppendLocked is BufferLocked proposing at once.
-func (s *Store) AppendLocked(m queuestore.Message, at int64) (int64, error) {
+func (s *Store) AppendLocked(m queuestore.Message, at int64, fw ForwardedAs) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	off, err := s.addMessageLocked(m, at)
+	off, err := s.addMessageLocked(m, at, fw)
 	if err == nil {
 		err = s.flushLocked()
 	}
@@ -398,17 +456,6 @@ func (h Handout) Sync() error {
 // committed with Passed, and checks only the last with Sync.
 func (h Handout) Passed() bool {
 	return h.sv == nil || h.upTo <= h.sv.s.log.HighWatermark()
-}
-
-// NoteForwardLocked logs that the messages of forwarded publish id were
-// handed to the store in service t (TargetLocked), unless the queue
-// stopped being served in t since: once it is committed, so are they.
-func (s *Store) NoteForwardLocked(t replica.Target, id uint64) {
-	s.mu.Lock()
-	if t == replica.Target(s.term) && s.term.failure == nil {
-		s.addCommandLocked(forwardCommand(id))
-	}
-	s.mu.Unlock()
 }
 
 // syncWait bounds how long a confirm waits for its commit: a group
@@ -594,22 +641,28 @@ func (s *Store) Replay(ctx context.Context) error {
 	}
 	live := make(map[int64]*state)
 	var order []int64
-	var forwards []Forward
+	forwards := make(map[uint64]int) // index in logged, by id
+	var logged []Forward
 	var bad error
 	err := s.walk(s.log.StartOffset(), func(off, ts int64, r record.Record) bool {
 		if isMessage(r) {
 			live[off] = &state{}
 			order = append(order, off)
+			if fw, at, ok := forwardedOf(r); ok {
+				i, seen := forwards[fw.ID]
+				if !seen {
+					i = len(logged)
+					forwards[fw.ID] = i
+					logged = append(logged, Forward{ID: fw.ID, off: off})
+				}
+				logged[i].add(fw.Index, at)
+			}
 			return true
 		}
 		target, n, err := decodeCommand(r.Value)
 		if err != nil {
 			bad = fmt.Errorf("record at offset %d: %w", off, err)
 			return false
-		}
-		if string(r.Key) == string(forwardKey) {
-			forwards = append(forwards, Forward{ID: uint64(target), At: ts})
-			return true
 		}
 		m := live[target]
 		switch {
@@ -640,7 +693,11 @@ func (s *Store) Replay(ctx context.Context) error {
 	s.term = &service{s: s, proposed: s.end}
 	s.failed = make(chan struct{})
 	s.unsettled = s.unsettled[:0]
-	s.forwards = forwards
+	s.forwards = logged
+	s.kept, s.lastForward = s.kept[:0], 0
+	for _, f := range logged {
+		s.kept = append(s.kept, keptForward{off: f.off, at: f.At})
+	}
 	for _, off := range order {
 		m := live[off]
 		if m == nil {
@@ -669,7 +726,8 @@ func (s *Store) Unsettled(fn func(off int64, redelivered bool, returns uint32)) 
 }
 
 // Forwards returns the forwarded publishes the last Replay found in the
-// log (what truncation left of them), oldest first.
+// log (what truncation left of them), in the order their first messages
+// have there.
 func (s *Store) Forwards() []Forward {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -31,7 +31,7 @@ func enqueue(t *testing.T, s *Store, bodies ...string) map[string]int64 {
 	t.Helper()
 	off := map[string]int64{}
 	for _, body := range bodies {
-		o, err := s.BufferLocked(queuestore.Message{Body: []byte(body)}, 1)
+		o, err := s.BufferLocked(queuestore.Message{Body: []byte(body)}, 1, ForwardedAs{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestTruncateCutsSettledLog(t *testing.T) {
 	s.DeliveredLocked(off["a"])
 	s.SettleLocked(off["a"])
 	s.SettleLocked(off["b"])
-	s.TruncateLocked(off["c"])
+	s.TruncateLocked(off["c"], time.Minute)
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,19 +178,26 @@ func TestTruncateCutsSettledLog(t *testing.T) {
 // TestHandoutAndForwardsAcrossReplay: a handout waits until the deliver
 // command before it is committed (proposing it if the flusher has not),
 // a handout of a term a Replay ended fails rather than wait on commands
-// dropped unproposed, and a forward noted with its messages is found by
-// the next Replay.
+// dropped unproposed, and the messages of a forward are found by the
+// next Replay, each under its index, whatever entries carried them.
 func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	h, dir := startHost(t), t.TempDir()
 	s := openLeading(t, h, dir)
 	off := enqueue(t, s, "a")
-	s.NoteForwardLocked(s.TargetLocked(), 42)
+	for _, i := range []int{0, 1, 3} { // 2: lost with a deposed leader, say
+		if _, err := s.BufferLocked(queuestore.Message{Body: []byte("f")}, 1, ForwardedAs{ID: 42, Index: i}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil { // one entry each
+			t.Fatal(err)
+		}
+	}
 	s.DeliveredLocked(off["a"])
 	if err := s.HandoutLocked().Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if hw := s.HighWatermark(); hw < off["a"]+3 {
-		t.Fatalf("high watermark %d after the handout's wait; the deliver command is at %d", hw, off["a"]+2)
+	if hw := s.HighWatermark(); hw < off["a"]+5 {
+		t.Fatalf("high watermark %d after the handout's wait; the deliver command is at %d", hw, off["a"]+4)
 	}
 
 	s.mu.Lock()
@@ -204,8 +211,17 @@ func TestHandoutAndForwardsAcrossReplay(t *testing.T) {
 	if err := stale.Sync(); err == nil {
 		t.Fatal("a handout of commands a Replay dropped unproposed succeeded")
 	}
-	if fs := s.Forwards(); len(fs) != 1 || fs[0].ID != 42 {
+	fs := s.Forwards()
+	if len(fs) != 1 || fs[0].ID != 42 {
 		t.Fatalf("forwards found by Replay: %+v, want id 42", fs)
+	}
+	for i, want := range []bool{true, true, false, true, false} {
+		if fs[0].Holds(i) != want {
+			t.Errorf("the log holds message %d of forward 42: %v, want %v", i, !want, want)
+		}
+	}
+	if age := time.Since(time.UnixMilli(fs[0].At)); age < 0 || age > time.Minute {
+		t.Errorf("forward 42 taken %v ago, want when its messages were buffered", age)
 	}
 }
 
@@ -273,7 +289,7 @@ func TestFlushProposesOneBatch(t *testing.T) {
 	s.mu.Lock() // no flush in between
 	var off []int64
 	for _, body := range []string{"a", "b", "c"} {
-		o, err := s.addMessageLocked(queuestore.Message{Body: []byte(body)}, at[body])
+		o, err := s.addMessageLocked(queuestore.Message{Body: []byte(body)}, at[body], ForwardedAs{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +298,7 @@ func TestFlushProposesOneBatch(t *testing.T) {
 	}
 	s.addCommandLocked(settleCommand(off[0]))
 	s.mu.Unlock()
-	s.TruncateLocked(off[1])
+	s.TruncateLocked(off[1], time.Minute)
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}

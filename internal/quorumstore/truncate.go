@@ -27,12 +27,21 @@ const TruncateEvery = time.Second
 
 // TruncateLocked proposes truncate(below) if below is past the last
 // one proposed: every message below it is settled (below is capped at the
-// offset the next record gets). The command is a batch of its own, so
-// that the truncator finds it without decoding the others. Called by the
-// queue served here, under its lock.
-func (s *Store) TruncateLocked(below int64) {
+// offset the next record gets, and at the first message of a forward
+// taken less than keep ago, which a new leader must find in the log to
+// take a repeat of it only once: Forwards). The command is a batch of its
+// own, so that the truncator finds it without decoding the others.
+// Called by the queue served here, under its lock.
+func (s *Store) TruncateLocked(below int64, keep time.Duration) {
 	s.mu.Lock()
 	below = min(below, s.end)
+	young := time.Now().Add(-keep).UnixMilli()
+	for len(s.kept) > 0 && s.kept[0].at < young {
+		s.kept = s.kept[1:]
+	}
+	if len(s.kept) > 0 {
+		below = min(below, s.kept[0].off)
+	}
 	past := below > s.truncatedAt && s.term.failure == nil
 	if past {
 		s.truncatedAt = below
