@@ -328,23 +328,51 @@ func (r *Registry) catchUp(keys ...string) bool {
 
 // followDefinition brings the registry in line with key's live value.
 func (r *Registry) followDefinition(key string) {
-	value, live := r.cfg.Cluster.Get(key)
 	var err error
 	switch {
 	case strings.HasPrefix(key, vhostKeyPrefix):
+		value, live := r.cfg.Cluster.Get(key)
 		r.followVHost(key, value, live)
 	case strings.HasPrefix(key, exchangeKeyPrefix):
-		err = r.followExchange(key, value, live)
+		err = r.followInVHost(key, exchangeKeyPrefix, (*VHost).followExchangeLocked)
 	case strings.HasPrefix(key, queueKeyPrefix):
-		err = r.followQueue(key, value, live)
+		err = r.followInVHost(key, queueKeyPrefix, (*VHost).followQueueLocked)
 	case strings.HasPrefix(key, bindingKeyPrefix):
-		err = r.followBinding(key, value, live)
+		err = r.followInVHost(key, bindingKeyPrefix, (*VHost).followBindingLocked)
 	case strings.HasPrefix(key, policyKeyPrefix):
-		err = r.followPolicy(key, value, live)
+		err = r.followInVHost(key, policyKeyPrefix, (*VHost).followPolicyLocked)
 	}
 	if err != nil {
 		r.logger.Error("mq: applying a definition from the cluster failed", "key", key, "err", err)
 	}
+}
+
+// followLocked brings a vhost in line with the live value of one of its
+// definitions' keys, with the vhost's defMu held; a deletion's cleanup
+// that must run without it goes to cleanup.
+type followLocked func(v *VHost, key string, value []byte, live bool, cleanup *deletions) error
+
+// followInVHost follows key, a definition of the vhost it names (nothing
+// if that vhost is not here), with the vhost's defMu held from before it
+// reads the key's live value to after it applied it: a local declare or
+// delete changes the record and the vhost's maps together under defMu, so
+// the value read is the one the maps stand for. Read before, a local
+// delete could fall between the read and the apply, and the follower
+// would build the deleted queue (exchange, binding, policy) again, live
+// (a durable queue reopening the store the delete cleans up), until the
+// delete is followed.
+func (r *Registry) followInVHost(key, prefix string, follow followLocked) error {
+	v := r.vhostOf(key, prefix)
+	if v == nil {
+		return nil
+	}
+	cleanup := deletions{followed: true}
+	v.defMu.Lock()
+	value, live := r.cfg.Cluster.Get(key)
+	err := follow(v, key, value, live, &cleanup)
+	v.defMu.Unlock()
+	cleanup.run(r)
+	return err
 }
 
 // keyNames returns the unescaped names a definition key holds after its
@@ -384,25 +412,16 @@ func (r *Registry) followVHost(key string, _ []byte, live bool) {
 	r.mu.Unlock()
 }
 
-func (r *Registry) followExchange(key string, value []byte, live bool) error {
-	v := r.vhostOf(key, exchangeKeyPrefix)
-	if v == nil {
-		return nil
-	}
+// followExchangeLocked is a followLocked.
+func (v *VHost) followExchangeLocked(key string, value []byte, live bool, cleanup *deletions) error {
 	name := keyNames(key, exchangeKeyPrefix)[1]
-	v.defMu.Lock()
 	x := v.exchanges[name] // the maps change only under defMu, held here
 	if !live {
-		cleanup := deletions{followed: true}
-		var err error
 		if x != nil && x.def.Durable && !x.builtin {
-			err = v.deleteExchangeLocked(x, &cleanup)
+			return v.deleteExchangeLocked(x, cleanup)
 		}
-		v.defMu.Unlock()
-		cleanup.run(r)
-		return err
+		return nil
 	}
-	defer v.defMu.Unlock()
 	if x != nil {
 		return nil
 	}
@@ -421,11 +440,8 @@ func (r *Registry) followExchange(key string, value []byte, live bool) error {
 	return nil
 }
 
-func (r *Registry) followQueue(key string, value []byte, live bool) error {
-	v := r.vhostOf(key, queueKeyPrefix)
-	if v == nil {
-		return nil
-	}
+// followQueueLocked is a followLocked.
+func (v *VHost) followQueueLocked(key string, value []byte, live bool, cleanup *deletions) error {
 	name := keyNames(key, queueKeyPrefix)[1]
 	var rec queueRecord
 	if live {
@@ -433,46 +449,35 @@ func (r *Registry) followQueue(key string, value []byte, live bool) error {
 			return err
 		}
 	}
-	v.defMu.Lock()
-	cleanup := deletions{followed: true}
-	err := func() error {
-		q := v.queues[name]
-		if q != nil && live && q.id == rec.ID && rec.Members != nil {
-			v.followMembership(q, rec) // a quorum queue's members may have changed
-			return nil
-		}
-		if q != nil && (!q.recorded() || (live && q.id == rec.ID)) {
-			return nil // up to date (or this node's transient queue of that name)
-		}
-		if q != nil { // deleted, or deleted and declared again
-			if err := v.deleteQueueLocked(q, &cleanup); err != nil {
-				return err
-			}
-		}
-		if !live {
-			return nil
-		}
-		q, _, err := v.queueFromRecord(rec)
-		if err != nil || q == nil {
-			return err
-		}
-		v.mu.Lock()
-		v.queues[name] = q
-		v.mu.Unlock()
-		return nil
-	}()
-	v.defMu.Unlock()
-	cleanup.run(r)
-	return err
-}
-
-func (r *Registry) followBinding(key string, value []byte, live bool) error {
-	v := r.vhostOf(key, bindingKeyPrefix)
-	if v == nil {
+	q := v.queues[name]
+	if q != nil && live && q.id == rec.ID && rec.Members != nil {
+		v.followMembership(q, rec) // a quorum queue's members may have changed
 		return nil
 	}
-	v.defMu.Lock()
-	defer v.defMu.Unlock()
+	if q != nil && (!q.recorded() || (live && q.id == rec.ID)) {
+		return nil // up to date (or this node's transient queue of that name)
+	}
+	if q != nil { // deleted, or deleted and declared again
+		if err := v.deleteQueueLocked(q, cleanup); err != nil {
+			return err
+		}
+	}
+	if !live {
+		return nil
+	}
+	q, _, err := v.queueFromRecord(rec)
+	if err != nil || q == nil {
+		return err
+	}
+	v.mu.Lock()
+	v.queues[name] = q
+	v.mu.Unlock()
+	return nil
+}
+
+// followBindingLocked is a followLocked (a binding's deletion has no
+// cleanup).
+func (v *VHost) followBindingLocked(key string, value []byte, live bool, _ *deletions) error {
 	if live {
 		var rec bindingRecord
 		if err := json.Unmarshal(value, &rec); err != nil {
@@ -498,14 +503,10 @@ func (r *Registry) followBinding(key string, value []byte, live bool) error {
 	return nil
 }
 
-func (r *Registry) followPolicy(key string, value []byte, live bool) error {
-	v := r.vhostOf(key, policyKeyPrefix)
-	if v == nil {
-		return nil
-	}
+// followPolicyLocked is a followLocked (a policy's deletion has no
+// cleanup).
+func (v *VHost) followPolicyLocked(key string, value []byte, live bool, _ *deletions) error {
 	name := keyNames(key, policyKeyPrefix)[1]
-	v.defMu.Lock()
-	defer v.defMu.Unlock()
 	v.polMu.Lock()
 	old := v.policies[name]
 	if !live {

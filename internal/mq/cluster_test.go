@@ -245,3 +245,90 @@ func TestClusterMissesShareBarriers(t *testing.T) {
 		t.Fatalf("%d lookups that missed at once ran %d barriers", misses, n)
 	}
 }
+
+// newLateFollowerEnv opens one node of a cluster whose follower hears of
+// no write (the test follows keys itself, as a follower far behind
+// would) and whose every read of a key's live value calls the function
+// afterRead holds, if any, once, after the read.
+func newLateFollowerEnv(t *testing.T) (e *env, afterRead *atomic.Pointer[func()]) {
+	d := nodeDefs{c: newClusterDefs(), node: 1}
+	cc := d.cluster()
+	cc.Watch = func(func(string)) {}
+	afterRead = new(atomic.Pointer[func()])
+	get := cc.Get
+	cc.Get = func(key string) ([]byte, bool) {
+		value, live := get(key)
+		if fn := afterRead.Swap(nil); fn != nil {
+			(*fn)()
+		}
+		return value, live
+	}
+	return newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc }), afterRead
+}
+
+// TestFollowerReadsUnderDefMu: the follower reads a definition's live
+// value with its vhost's defMu held, so a local delete of the definition
+// cannot fall between its read and its apply, where the follower would
+// build the deleted queue, exchange, binding or policy again from the
+// value read before (the queue live, reopening the store the delete
+// cleans up) until the delete is followed. Here the follower follows a
+// declare's key late, and the delete comes right after it read the key
+// if defMu lets it, else once the follower is done.
+func TestFollowerReadsUnderDefMu(t *testing.T) {
+	for _, c := range []struct {
+		kind, prefix string
+		declare      func(e *env)
+		delete       func(e *env) error
+		exists       func(e *env) bool
+	}{
+		{"queue", queueKeyPrefix,
+			func(e *env) { e.declareQueue("billing", true) },
+			func(e *env) error { _, err := e.v.DeleteQueue("billing", false, false, 1); return err },
+			func(e *env) bool { return e.v.queue("billing") != nil }},
+		{"exchange", exchangeKeyPrefix,
+			func(e *env) { e.declareExchange("orders", "direct", true, nil) },
+			func(e *env) error { return e.v.DeleteExchange("orders", false) },
+			func(e *env) bool { return e.v.exchange("orders") != nil }},
+		{"binding", bindingKeyPrefix,
+			func(e *env) {
+				e.declareExchange("orders", "direct", true, nil)
+				e.declareQueue("billing", true)
+				e.bind("billing", "orders", "new", nil)
+			},
+			func(e *env) error { return e.v.UnbindQueue("billing", "orders", "new", nil, 1) },
+			func(e *env) bool { return len(e.v.Bindings()) != 0 }},
+		{"policy", policyKeyPrefix,
+			func(e *env) { e.setPolicy("limit", "^billing$", "queues", 0, `{"max-length": 5}`) },
+			func(e *env) error { return e.v.DeletePolicy("limit") },
+			func(e *env) bool { _, ok := e.v.Policy("limit"); return ok }},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			e, afterRead := newLateFollowerEnv(t)
+			c.declare(e)
+			keys := e.recordedKeys(c.prefix)
+			if len(keys) != 1 {
+				t.Fatalf("recorded %q, want one %s", keys, c.kind)
+			}
+			var deleted bool
+			var err error
+			deleteNow := func() {
+				if !e.v.defMu.TryLock() {
+					return // the follower holds it: the delete waits
+				}
+				e.v.defMu.Unlock()
+				deleted, err = true, c.delete(e)
+			}
+			afterRead.Store(&deleteNow)
+			e.r.followDefinition(keys[0])
+			if !deleted {
+				err = c.delete(e)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.exists(e) {
+				t.Fatalf("the deleted %s is back", c.kind)
+			}
+		})
+	}
+}

@@ -98,10 +98,10 @@ func (v *VHost) exclusiveRecord(d QueueDef, id string) (queueRecord, error) {
 // dropStaleExclusive deletes it and its bindings. Since, one of this
 // node's stands for nothing (nil): its queue is in the vhost from the
 // declare that writes its record to the delete that deletes it (both
-// under defMu), so a record of it found without it is of one deleted
-// here, read before the delete (followQueue reads a key's value before
-// it takes defMu). Built again, it would hold the name, taking nothing
-// (a forward to it nacked, as if full), until the delete is followed.
+// under defMu, which the follower holds from its read of a record to
+// its apply: followInVHost), so a record of it found without it is
+// stale. Built again, it would hold the name, taking nothing (a forward
+// to it nacked, as if full), until the delete is followed.
 func (v *VHost) exclusiveFromRecord(d QueueDef, qr queueRecord) *queue {
 	d.Owner = foreignOwner // no connection's here
 	if qr.Node != v.r.nodeID() {

@@ -169,12 +169,13 @@ func TestForwardToDeletedExclusiveQueueConfirmed(t *testing.T) {
 	home.v.mu.Unlock()
 }
 
-// TestExclusiveRecordFollowedAfterItsDelete: a node that follows the
-// record of one of its exclusive queues after the queue was deleted (the
-// follower read the record before the delete and applied it after:
-// followQueue) does not build the queue again: a deleted queue under its
+// TestExclusiveRecordFollowedAfterItsDelete: a node that applies a stale
+// record of one of its exclusive queues, read before the queue was
+// deleted, does not build the queue again: a deleted queue under its
 // name would refuse what other nodes forward to it (nacked, where
-// RabbitMQ confirms) until the delete is followed.
+// RabbitMQ confirms) until the delete is followed. (The follower reads a
+// record under defMu, so it no longer applies such a record itself:
+// TestFollowerReadsUnderDefMu.)
 func TestExclusiveRecordFollowedAfterItsDelete(t *testing.T) {
 	envs, _ := newClassicEnvs(t, 2)
 	home := envs[0]
@@ -187,7 +188,12 @@ func TestExclusiveRecordFollowedAfterItsDelete(t *testing.T) {
 		t.Fatal("the exclusive queue is not recorded")
 	}
 	home.v.ConnectionClosed(7)
-	if err := home.r.followQueue(key, record, true); err != nil {
+	cleanup := deletions{followed: true}
+	home.v.defMu.Lock()
+	err := home.v.followQueueLocked(key, record, true, &cleanup)
+	home.v.defMu.Unlock()
+	cleanup.run(home.r)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if q := home.v.queue("sub"); q != nil {
