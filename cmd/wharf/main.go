@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,6 +64,14 @@ func commands() []command {
 }
 
 func main() {
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		// A client command says itself what went wrong; net/http's own
+		// log line (a server that speaks first, as NATS's INFO, is
+		// "Unsolicited response received on idle HTTP channel") would
+		// come before that explanation, or instead of it. The broker
+		// keeps the log: its HTTP server reports there.
+		log.SetOutput(io.Discard)
+	}
 	os.Exit(run(os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
 }
 
