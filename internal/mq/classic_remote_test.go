@@ -341,3 +341,36 @@ func TestLocalConfirmNotHeldByForward(t *testing.T) {
 		t.Fatalf("node 1's queue holds %q", got)
 	}
 }
+
+// TestPublishToQueueDeclaredElsewhereJustNow: a publish to the default
+// exchange naming a queue this node has not heard of yet (declared on
+// another node, whose declare-ok came once the cluster committed it)
+// catches up before it counts as unroutable: here node 2 hears of no
+// write by itself, and the message still reaches node 1's new queue.
+func TestPublishToQueueDeclaredElsewhereJustNow(t *testing.T) {
+	c := newClusterDefs()
+	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{},
+		removed: map[int32]bool{}, held: map[int32]chan struct{}{}}
+	ids := []int32{1, 2}
+	var envs []*env
+	for _, id := range ids {
+		d := nodeDefs{c: c, node: id}
+		cc := d.cluster()
+		calls.config(cc, d.node)
+		cc.Nodes = func() []int32 { return calls.nodes(ids) }
+		if id == 2 {
+			cc.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
+		}
+		envs = append(envs, newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc }))
+	}
+	home, lagging := envs[0], envs[1]
+	home.declareQueue("billing", true)
+	res := lagging.publish(persistent("", "billing", "first"))
+	if res.Routed != 1 {
+		t.Fatalf("routed to %d queues, want node 1's new queue", res.Routed)
+	}
+	waitDurable(t, res)
+	if got := home.drain("billing"); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("node 1's queue holds %q", got)
+	}
+}

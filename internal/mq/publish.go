@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
@@ -78,6 +79,17 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 	}
 	qs, observer := v.routeLocked(x, m, keys, buf[:0])
 	v.mu.RUnlock()
+	if len(qs) == 0 && m.Exchange == "" && v.r.follower != nil {
+		// Addressed to a queue by name that this node does not know: it
+		// may have been declared on another node just now (declare-ok
+		// came once the cluster committed it, which this node may not
+		// have applied yet), as a lookup that misses catches up.
+		if names := queueKeys(v.name, keys); len(names) > 0 && v.r.catchUp(names...) {
+			v.mu.RLock()
+			qs, observer = v.routeLocked(x, m, keys, buf[:0])
+			v.mu.RUnlock()
+		}
+	}
 
 	if bcc {
 		m = withoutBCC(m)
@@ -381,4 +393,16 @@ func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue
 		}
 	}
 	return out, observer
+}
+
+// queueKeys returns the definition keys of the queues names in vhost,
+// leaving out direct reply-to names (replyto.go), which are no queues.
+func queueKeys(vhost string, names []string) []string {
+	keys := make([]string, 0, len(names))
+	for _, name := range names {
+		if !strings.HasPrefix(name, replyToPrefix) {
+			keys = append(keys, queueKey(vhost, name))
+		}
+	}
+	return keys
 }
