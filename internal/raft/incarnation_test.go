@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/record"
@@ -109,7 +110,11 @@ func (c *memCluster) start(id uint64) {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The steps drive the clock: a tick interval of an hour keeps a
+	// leader's lease (Group.Status) from running out on the wall clock
+	// while the test process stalls (slow fsyncs, the race detector).
+	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: tr, TickInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		c.t.Fatal(err)
 	}
