@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/record"
@@ -21,42 +22,95 @@ import (
 // learn the commit index within a few ticks, not only once it campaigns
 // (an election timeout for a voter, never for a learner).
 func TestGroupOpenedLateOnARestartedNodeCatchesUp(t *testing.T) {
-	c := newMemCluster(t, 3)
-	const meta, part = 1, 2
-	c.open(c.ids, meta, part)
-	lead := c.waitLeader(t, part, 200)
-	for i := range 20 {
+	c, lead, follower := restartFollowerOfQuiescedGroup(t)
+	leaderLog := c.nodes[lead].logs[lateGroup]
+	// Long enough for the first ping, the leader's wake-up and its
+	// quiescing again, well short of an election timeout.
+	c.ticks(4)
+	c.waitFor(t, "the partition group quiesced again on its leader", 40, leaderLog.Group().Quiesced)
+	late := c.openLate(t, follower)
+	// Under an election timeout (ten ticks), after which the follower
+	// would have campaigned and woken the group anyway.
+	c.waitFor(t, "the partition replica opened late to learn the commit index", 5*stepsPerTick, func() bool {
+		return late.HighWatermark() == lateRecords
+	})
+}
+
+// TestGroupOpenedWhileItsLeaderIdlesCatchesUp: the replica opens while
+// its leader, woken by the node's first ping, is still awake but idle:
+// its last heartbeat went into the void and its next tick would quiesce
+// the group. Nodes tick on clocks of their own, so the ping of the
+// replica's incarnation can reach the leader just then; that wake-up
+// must still cost the leader a heartbeat before it quiesces, or the
+// replica waits for an election timeout (a learner for ever).
+func TestGroupOpenedWhileItsLeaderIdlesCatchesUp(t *testing.T) {
+	c, lead, follower := restartFollowerOfQuiescedGroup(t)
+	leaderLog := c.nodes[lead].logs[lateGroup]
+	c.tick(follower) // the first ping: the leader wakes the group
+	c.process(c.ids...)
+	c.tick(lead) // an idle tick: the leader heartbeats the next step,
+	c.process(c.ids...)
+	c.process(c.ids...) // and its heartbeat finds no replica
+	if leaderLog.Group().Quiesced() {
+		t.Fatal("the leader quiesced the group at its first idle tick: the test shows nothing")
+	}
+	late := c.openLate(t, follower)
+	c.tick(follower) // the ping of the reopened replica, heard while the group is awake
+	c.process(c.ids...)
+	c.waitFor(t, "the partition replica opened while its leader idled to learn the commit index", 5*stepsPerTick, func() bool {
+		return late.HighWatermark() == lateRecords
+	})
+}
+
+// The group the tests of late replicas reopen on a restarted node, after
+// the group the node opens first; and how many records it has.
+const (
+	firstGroup, lateGroup = 1, 2
+	lateRecords           = 20
+)
+
+// restartFollowerOfQuiescedGroup is three nodes with groups firstGroup
+// and lateGroup; lateRecords records committed in lateGroup, which its
+// leader lead quiesced; and follower, a follower of lateGroup, restarted
+// with only firstGroup open again.
+func restartFollowerOfQuiescedGroup(t *testing.T) (c *memCluster, lead, follower uint64) {
+	t.Helper()
+	c = newMemCluster(t, 3)
+	c.open(c.ids, firstGroup, lateGroup)
+	lead = c.waitLeader(t, lateGroup, 200)
+	for i := range lateRecords {
 		batch := record.NewBatch(int64(i), []record.Record{{Value: fmt.Appendf(nil, "r%d", i)}})
-		if _, err := c.nodes[lead].logs[part].Append(batch, replica.AppendOptions{AckCommitted: true}); err != nil {
+		if _, err := c.nodes[lead].logs[lateGroup].Append(batch, replica.AppendOptions{AckCommitted: true}); err != nil {
 			t.Fatal(err)
 		}
 		c.step()
 	}
-	leaderLog := c.nodes[lead].logs[part]
+	leaderLog := c.nodes[lead].logs[lateGroup]
 	c.waitFor(t, "the partition group quiesced with every record committed", 200, func() bool {
-		return leaderLog.Group().Quiesced() && leaderLog.HighWatermark() == 20
+		return leaderLog.Group().Quiesced() && leaderLog.HighWatermark() == lateRecords
 	})
-	follower := c.ids[0]
+	follower = c.ids[0]
 	if follower == lead {
 		follower = c.ids[1]
 	}
 	c.stop(follower)
 	c.start(follower)
-	c.open([]uint64{follower}, meta)
-	// Long enough for the first ping, the leader's wake-up and its
-	// quiescing again, well short of an election timeout.
-	c.ticks(4)
-	c.waitFor(t, "the partition group quiesced again on its leader", 40, leaderLog.Group().Quiesced)
-	c.open([]uint64{follower}, part)
-	late := c.nodes[follower].logs[part]
-	if hw := late.HighWatermark(); hw == 20 {
+	c.open([]uint64{follower}, firstGroup)
+	return c, lead, follower
+}
+
+// openLate opens lateGroup on the restarted follower, and processes its
+// host alone once: the replica then applies what the commit index it saved
+// covers, which must not be every record, or the test shows nothing.
+func (c *memCluster) openLate(t *testing.T, follower uint64) *replica.RaftLog {
+	t.Helper()
+	c.open([]uint64{follower}, lateGroup)
+	c.process(follower)
+	late := c.nodes[follower].logs[lateGroup]
+	if hw := late.HighWatermark(); hw == lateRecords {
 		t.Fatalf("the restarted follower knows the commit index already (high watermark %d): the test shows nothing", hw)
 	}
-	// Under an election timeout (ten ticks), after which the follower
-	// would have campaigned and woken the group anyway.
-	c.waitFor(t, "the partition replica opened late to learn the commit index", 5*stepsPerTick, func() bool {
-		return late.HighWatermark() == 20
-	})
+	return late
 }
 
 // memCluster is hosts on a MemNetwork, driven step by step: a step
@@ -109,7 +163,11 @@ func (c *memCluster) start(id uint64) {
 	if c.wrap != nil {
 		tr = c.wrap(id, tr)
 	}
-	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The steps drive the clock: a tick interval of an hour keeps a
+	// leader's lease (Group.Status) from running out on the wall clock
+	// while the test process stalls (slow fsyncs, the race detector).
+	h, err := raft.NewHost(raft.Config{NodeID: id, Transport: tr, TickInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -146,7 +204,16 @@ func (c *memCluster) stop(id uint64) {
 
 func (c *memCluster) step() {
 	c.steps++
-	for _, id := range c.ids {
+	c.process(c.ids...)
+	if c.steps%stepsPerTick == 0 {
+		c.tick(c.ids...)
+	}
+}
+
+// process processes the hosts of nodes, those running, once each in the
+// order given, and ends their sync rounds at once.
+func (c *memCluster) process(nodes ...uint64) {
+	for _, id := range nodes {
 		if h := c.nodes[id].host; h != nil {
 			if b := h.Process(); b != nil {
 				b.Run(1)
@@ -154,11 +221,13 @@ func (c *memCluster) step() {
 			}
 		}
 	}
-	if c.steps%stepsPerTick == 0 {
-		for _, id := range c.ids {
-			if h := c.nodes[id].host; h != nil {
-				h.Tick()
-			}
+}
+
+// tick ticks the hosts of nodes, those running, in the order given.
+func (c *memCluster) tick(nodes ...uint64) {
+	for _, id := range nodes {
+		if h := c.nodes[id].host; h != nil {
+			h.Tick()
 		}
 	}
 }

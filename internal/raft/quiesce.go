@@ -41,7 +41,9 @@ import (
 // node its partitions only once it has replayed the metadata group), and
 // pings from its first: a leader woken then heartbeats a replica not open
 // yet and quiesces again. So reopening a replica that has a Raft state
-// moves the incarnation on too, and its next ping wakes the groups again.
+// moves the incarnation on too, and its next ping wakes the groups again;
+// a leader woken so heartbeats at least once more before it quiesces,
+// even if the ping finds the group awake and about to quiesce.
 
 // quiesceAfter is how many idle ticks in a row a leader waits before it
 // quiesces its group: one tick's heartbeat has then told every follower
@@ -301,6 +303,12 @@ func (h *Host) checkLiveness() {
 // wakeGroupsOf wakes every group peer is a member of. If the peer is down
 // (leaderDown), the followers it led move their election clock on so
 // that they campaign soon.
+//
+// A leader counts its idle ticks anew: the group may be awake already,
+// one idle tick from quiescing, its last heartbeat sent before the peer
+// reopened its replica. Woken from that count, it would quiesce at its
+// next tick without heartbeating again, and the replica would wait for
+// an election timeout (a learner for ever) to learn the commit index.
 func (h *Host) wakeGroupsOf(peer uint64, leaderDown bool) {
 	h.mu.Lock()
 	groups := slices.SortedFunc(maps.Values(h.groups), func(a, b *Group) int { return cmp.Compare(a.id, b.id) })
@@ -313,6 +321,7 @@ func (h *Host) wakeGroupsOf(peer uint64, leaderDown bool) {
 					g.rn.Tick()
 				}
 			}
+			g.idleTicks = 0
 			h.markDirty(g, true)
 		}
 		g.mu.Unlock()
