@@ -371,3 +371,29 @@ func TestPublishToQueueDeclaredElsewhereJustNow(t *testing.T) {
 		t.Fatalf("node 1's queue holds %q", got)
 	}
 }
+
+// TestPublishCCToQueueDeclaredElsewhereJustNow: a default-exchange
+// publish whose routing key names a queue this node knows, and whose CC
+// header names one declared on another node just now, catches up too:
+// the first queue must not hide the missing second, which the message
+// would silently miss, confirmed.
+func TestPublishCCToQueueDeclaredElsewhereJustNow(t *testing.T) {
+	envs, _ := newClassicEnvsTweaked(t, 2, func(node int32, cc *ClusterConfig) {
+		if node == 2 {
+			cc.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
+		}
+	})
+	home, lagging := envs[0], envs[1]
+	lagging.declareQueue("audit", true)
+	home.declareQueue("billing", true)
+	m := persistent("", "audit", "first")
+	m.Properties.Headers = amqpwire.Table{"CC": []any{"billing"}}
+	res := lagging.publish(m)
+	if res.Routed != 2 {
+		t.Fatalf("routed to %d queues, want node 2's and node 1's new one", res.Routed)
+	}
+	waitDurable(t, res)
+	if got := home.drain("billing"); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("node 1's queue holds %q", got)
+	}
+}
