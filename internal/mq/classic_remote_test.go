@@ -354,20 +354,42 @@ func TestLocalConfirmNotHeldByForward(t *testing.T) {
 // another node, whose declare-ok came once the cluster committed it)
 // catches up before it counts as unroutable: here node 2 hears of no
 // write by itself, and the message still reaches node 1's new queue.
+// So does one that names it in CC beside a queue node 2 knows: the
+// known queue must not hide the missing one, which the message would
+// miss, confirmed.
 func TestPublishToQueueDeclaredElsewhereJustNow(t *testing.T) {
-	envs, _ := newClassicEnvsTweaked(t, 2, func(node int32, cc *ClusterConfig) {
-		if node == 2 {
-			cc.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
-		}
-	})
-	home, lagging := envs[0], envs[1]
-	home.declareQueue("billing", true)
-	res := lagging.publish(persistent("", "billing", "first"))
-	if res.Routed != 1 {
-		t.Fatalf("routed to %d queues, want node 1's new queue", res.Routed)
-	}
-	waitDurable(t, res)
-	if got := home.drain("billing"); len(got) != 1 || got[0] != "first" {
-		t.Fatalf("node 1's queue holds %q", got)
+	for name, tc := range map[string]struct {
+		key    string   // the routing key
+		cc     []any    // the CC header
+		routed int      // the queues the message reaches
+		local  []string // node 2's own queues
+	}{
+		"routing key":         {key: "billing", routed: 1},
+		"CC beside its queue": {key: "audit", cc: []any{"billing"}, routed: 2, local: []string{"audit"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			envs, _ := newClassicEnvsTweaked(t, 2, func(node int32, cc *ClusterConfig) {
+				if node == 2 {
+					cc.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
+				}
+			})
+			home, lagging := envs[0], envs[1]
+			for _, q := range tc.local {
+				lagging.declareQueue(q, true)
+			}
+			home.declareQueue("billing", true)
+			m := persistent("", tc.key, "first")
+			if tc.cc != nil {
+				m.Properties.Headers = amqpwire.Table{"CC": tc.cc}
+			}
+			res := lagging.publish(m)
+			if res.Routed != tc.routed {
+				t.Fatalf("routed to %d queues, want %d, node 1's new one among them", res.Routed, tc.routed)
+			}
+			waitDurable(t, res)
+			if got := home.drain("billing"); len(got) != 1 || got[0] != "first" {
+				t.Fatalf("node 1's queue holds %q", got)
+			}
+		})
 	}
 }

@@ -78,17 +78,20 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 		return PublishResult{}, errAccessRefused("cannot publish to internal %s", resource("exchange", m.Exchange, v.name))
 	}
 	qs, observer := v.routeLocked(x, m, keys, buf[:0])
+	var unknown []string
+	if m.Exchange == "" && v.r.follower != nil && len(qs) < len(keys) {
+		unknown = v.unknownQueueKeysLocked(keys)
+	}
 	v.mu.RUnlock()
-	if len(qs) == 0 && m.Exchange == "" && v.r.follower != nil {
-		// Addressed to a queue by name that this node does not know: it
+	if len(unknown) > 0 && v.r.catchUp(unknown...) {
+		// Addressed to a queue by name that this node does not know (by
+		// its routing key, or in CC or BCC beside queues it knows): it
 		// may have been declared on another node just now (declare-ok
 		// came once the cluster committed it, which this node may not
 		// have applied yet), as a lookup that misses catches up.
-		if names := queueKeys(v.name, keys); len(names) > 0 && v.r.catchUp(names...) {
-			v.mu.RLock()
-			qs, observer = v.routeLocked(x, m, keys, buf[:0])
-			v.mu.RUnlock()
-		}
+		v.mu.RLock()
+		qs, observer = v.routeLocked(x, m, keys, buf[:0])
+		v.mu.RUnlock()
 	}
 
 	if bcc {
@@ -395,13 +398,14 @@ func (v *VHost) routeLocked(x *exchange, m *Message, keys []string, out []*queue
 	return out, observer
 }
 
-// queueKeys returns the definition keys of the queues names in vhost,
-// leaving out direct reply-to names (replyto.go), which are no queues.
-func queueKeys(vhost string, names []string) []string {
-	keys := make([]string, 0, len(names))
+// unknownQueueKeysLocked returns the definition keys of the queues
+// names that the vhost does not hold, leaving out direct reply-to names
+// (replyto.go), which are no queues. Caller holds mu.
+func (v *VHost) unknownQueueKeysLocked(names []string) []string {
+	var keys []string
 	for _, name := range names {
-		if !strings.HasPrefix(name, replyToPrefix) {
-			keys = append(keys, queueKey(vhost, name))
+		if v.queues[name] == nil && !strings.HasPrefix(name, replyToPrefix) {
+			keys = append(keys, queueKey(v.name, name))
 		}
 	}
 	return keys

@@ -375,9 +375,25 @@ func (r *raftReplica) cut(index uint64) error {
 // Sync makes the log and the state file durable. The log's recovery
 // point waits for AfterSync: the acknowledgements a sync round sends wait
 // for the data's fsync only.
+//
+// The host's loop may cut the log (Write) while a sync round runs this,
+// waiting for another round's fsync: the wait then fails with
+// ErrTruncated, though what the cut kept is durable (TruncateTo syncs
+// it) and the rest is gone. So Sync waits again, for the log as it is
+// now, rather than fail the group. Its round then acknowledges the
+// entries of its own that were cut, as it would have had its fsync come
+// just before the cut and its messages been slow: what a node may do in
+// Raft (it keeps nothing it should not; an old leader may hear late of
+// entries a later one cut).
 func (r *raftReplica) Sync() error {
-	if err := r.local.log.SyncData(); err != nil {
-		return err
+	for {
+		err := r.local.log.SyncData()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrTruncated) {
+			return err
+		}
 	}
 	return r.state.sync()
 }
