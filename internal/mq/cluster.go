@@ -331,8 +331,7 @@ func (r *Registry) followDefinition(key string) {
 	var err error
 	switch {
 	case strings.HasPrefix(key, vhostKeyPrefix):
-		value, live := r.cfg.Cluster.Get(key)
-		r.followVHost(key, value, live)
+		r.followVHost(key)
 	case strings.HasPrefix(key, exchangeKeyPrefix):
 		err = r.followInVHost(key, exchangeKeyPrefix, (*VHost).followExchangeLocked)
 	case strings.HasPrefix(key, queueKeyPrefix):
@@ -394,7 +393,16 @@ func (r *Registry) vhostOf(key, prefix string) *VHost {
 	return r.vhosts[keyNames(key, prefix)[0]]
 }
 
-func (r *Registry) followVHost(key string, _ []byte, live bool) {
+// followVHost follows a vhost's key, with vhostDefMu held from before it
+// reads the key's live value to after it applied it, as followInVHost
+// does for the definitions in a vhost: read before, a local delete could
+// fall between (the follower would add the deleted vhost again, live
+// until the delete is followed), or a local add (the follower would
+// destroy the vhost just added, deleting its record for good).
+func (r *Registry) followVHost(key string) {
+	r.vhostDefMu.Lock()
+	defer r.vhostDefMu.Unlock()
+	_, live := r.cfg.Cluster.Get(key)
 	name := keyNames(key, vhostKeyPrefix)[0]
 	r.mu.Lock()
 	v := r.vhosts[name]
