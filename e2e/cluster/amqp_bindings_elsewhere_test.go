@@ -2,10 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,34 +18,19 @@ import (
 // node of its cluster shows, deletes and routes through a binding
 // another node just made.
 
-// apiCall does one request to a node's management API as guest, retrying
-// a refused connection while the node's HTTP listener is still opening,
-// and returns the status and body.
-func apiCall(t *testing.T, ctx context.Context, a apiNode, method, path, body string) (int, string) {
+// apiAnswer is apiCall as guest, tried again while the node's HTTP
+// listener is not open yet; it returns the status and body.
+func (a apiNode) apiAnswer(t *testing.T, ctx context.Context, method, path, body string) (int, string) {
 	t.Helper()
 	for {
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+a.http+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		code, _, data, err := a.apiCall(ctx, guest, method, path, body, nil)
+		switch {
+		case err == nil:
+			return code, string(data)
+		case !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil:
+			t.Fatalf("%s %s: %v", method, path, err)
 		}
-		req.SetBasicAuth("guest", "guest")
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(got)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -70,12 +56,12 @@ func TestAMQPBindingByPathOnAnyNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	const transient = "/api/bindings/%2F/e/amq.topic/q/scratch/k.%2523" // properties key "k.%23"
-	if code, body := apiCall(t, ctx, nodes[1], http.MethodGet, transient, ""); code != http.StatusOK ||
+	if code, body := nodes[1].apiAnswer(t, ctx, http.MethodGet, transient, ""); code != http.StatusOK ||
 		!strings.Contains(body, `"routing_key":"k.#"`) {
 		t.Fatalf("GET node 1's binding through node 2: %d %s", code, body)
 	}
 	for _, want := range []int{http.StatusNoContent, http.StatusNotFound} {
-		if code, body := apiCall(t, ctx, nodes[1], http.MethodDelete, transient, ""); code != want {
+		if code, body := nodes[1].apiAnswer(t, ctx, http.MethodDelete, transient, ""); code != want {
 			t.Fatalf("DELETE node 1's binding through node 2: %d %s, want %d", code, body, want)
 		}
 	}
@@ -107,7 +93,7 @@ func TestAMQPBindingByPathOnAnyNode(t *testing.T) {
 		{2, http.MethodDelete, "/api/bindings/%2F/e/amq.direct/q/billing/new", "", http.StatusNoContent, "delete it on node 3 at once"},
 		{0, http.MethodGet, "/api/bindings/%2F/e/amq.direct/q/billing/new", "", http.StatusNotFound, "look for it on node 1"},
 	} {
-		if code, body := apiCall(t, ctx, nodes[step.node], step.method, step.path, step.body); code != step.want {
+		if code, body := nodes[step.node].apiAnswer(t, ctx, step.method, step.path, step.body); code != step.want {
 			t.Fatalf("%s: %d %s, want %d", step.what, code, body, step.want)
 		}
 	}
