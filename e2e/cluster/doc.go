@@ -134,6 +134,12 @@
 //     survivors' connections to the dead node break (a few ms), not when
 //     their failure detectors take it for down (half the election
 //     timeout; the test sets 3 s: 1.8 s before).
+//   - TestAMQPBindingByPathOnAnyNode, TestAMQPPublishRightAfterBindElsewhere:
+//     a binding only node 1 has is shown and deleted by its full path
+//     through node 2's management API, and a durable one made through
+//     node 1's deleted at once through node 3's; a publish on node 2
+//     through an exchange right after node 1's bind-ok is routed, round
+//     after round (it used to be returned in the first few).
 //   - TestJetStreamOffInCluster: JetStream is off on every node of a
 //     cluster, as in nats-server without JetStream: nats.go's AccountInfo
 //     gets ErrJetStreamNotEnabled, stream creation no responders, a

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -157,53 +160,89 @@ func (s *Server) listBindingsBetween(w http.ResponseWriter, r *http.Request) {
 	s.writeBindings(w, r, keep)
 }
 
-// findBinding returns the binding a full binding path names, or answers
-// 404.
-func (s *Server) findBinding(w http.ResponseWriter, r *http.Request) (*mq.VHost, mq.BindingInfo, bool) {
+// findBinding returns the binding a full binding path names, and the
+// node that alone has it (0: this node, and every node if it is in the
+// definition store), or answers 404. It answers as RabbitMQ's, whose
+// bindings are in one schema store, on any node: it first catches up
+// with the cluster (this node may not have applied a binding made or
+// deleted on another node just now), and finds a binding only another
+// node has (from or to its transient exchange or queue) by asking it.
+func (s *Server) findBinding(w http.ResponseWriter, r *http.Request) (*mq.VHost, mq.BindingInfo, int32, bool) {
 	keep, valid := between(r)
 	if !valid {
 		writeNotFound(w)
-		return nil, mq.BindingInfo{}, false
+		return nil, mq.BindingInfo{}, 0, false
 	}
 	v, ok := s.vhostOf(w, r)
 	if !ok {
-		return nil, mq.BindingInfo{}, false
+		return nil, mq.BindingInfo{}, 0, false
 	}
-	for _, b := range v.AllBindings() {
-		if keep(b) && propertiesKey(b.Key, b.Args) == r.PathValue("props") {
-			return v, b, true
+	props := r.PathValue("props")
+	named := func(b mq.BindingInfo) bool { return keep(b) && propertiesKey(b.Key, b.Args) == props }
+	s.reg.CatchUp()
+	if b, found := localBinding(v, named); found {
+		return v, b, 0, true
+	}
+	others, unanswered := s.reg.BindingsElsewhere(r.Context(), v.Name())
+	slices.SortFunc(others, func(a, b mq.NodeBinding) int { return cmp.Compare(a.Node, b.Node) })
+	for _, o := range others {
+		if o.VHost == v.Name() && named(o.BindingInfo) {
+			return v, o.BindingInfo, o.Node, true
 		}
 	}
+	s.nameUnanswered(w, unanswered)
 	writeNotFound(w)
-	return nil, mq.BindingInfo{}, false
+	return nil, mq.BindingInfo{}, 0, false
+}
+
+// localBinding returns the binding of v's (AllBindings) that named
+// selects.
+func localBinding(v *mq.VHost, named func(mq.BindingInfo) bool) (mq.BindingInfo, bool) {
+	all := v.AllBindings()
+	if i := slices.IndexFunc(all, named); i >= 0 {
+		return all[i], true
+	}
+	return mq.BindingInfo{}, false
 }
 
 // getBinding is GET /api/bindings/{vhost}/e/{source}/{q|e}/{destination}/{props}.
 func (s *Server) getBinding(w http.ResponseWriter, r *http.Request) {
-	if v, b, ok := s.findBinding(w, r); ok {
+	if v, b, _, ok := s.findBinding(w, r); ok {
 		writeJSON(w, http.StatusOK, bindingJSON(v.Name(), b))
 	}
 }
 
-// deleteBinding is DELETE /api/bindings/{vhost}/e/{source}/{q|e}/{destination}/{props}.
+// deleteBinding is DELETE /api/bindings/{vhost}/e/{source}/{q|e}/{destination}/{props},
+// on whichever node has the binding: 503 if the node that alone has it
+// does not answer.
 func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request) {
-	v, b, ok := s.findBinding(w, r)
+	v, b, node, ok := s.findBinding(w, r)
 	if !ok {
 		return
 	}
 	err := s.checkBind(r, v, b.ToExchange, b.Destination, b.Source, b.Key)
 	switch {
 	case err != nil:
+	case node != 0:
+		var had bool
+		if had, err = s.reg.UnbindOn(r.Context(), node, v.Name(), b); err == nil && !had {
+			writeNotFound(w) // gone since it was looked up
+			return
+		}
 	case b.ToExchange:
 		err = v.UnbindExchange(b.Destination, b.Source, b.Key, amqpwire.Table(b.Args))
 	default:
 		err = v.UnbindQueue(b.Destination, b.Source, b.Key, amqpwire.Table(b.Args), 0)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, mq.ErrNodeUnanswered):
+		s.nameUnanswered(w, []int32{node})
+		writeError(w, http.StatusServiceUnavailable, "node_unavailable", fmt.Sprintf("node %s did not answer", s.nodeName(node)))
+	case err != nil:
 		writeMQError(w, err)
-		return
+	default:
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // bindingBody is the body of POST /api/bindings/{vhost}/e/{source}/{q|e}/{destination}.
@@ -252,5 +291,16 @@ func (s *Server) checkBind(r *http.Request, v *mq.VHost, toExchange bool, destin
 	if toExchange {
 		kind = access.Exchange
 	}
-	return s.principal(r, v.Name()).Bind(kind, destination, source, key, func() bool { return v.IsTopicExchange(source) })
+	return s.principal(r, v.Name()).Bind(kind, destination, source, key, func() bool { return s.isTopicExchange(r, v, source) })
+}
+
+// isTopicExchange reports whether the exchange name is a topic exchange:
+// this node's, or another node's transient one (the source of a binding
+// only that node has, which deleteBinding deletes there).
+func (s *Server) isTopicExchange(r *http.Request, v *mq.VHost, name string) bool {
+	if v.HasExchange(name) {
+		return v.IsTopicExchange(name)
+	}
+	others, _ := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name)
+	return slices.ContainsFunc(others, func(x mq.NodeExchange) bool { return x.Type == "topic" })
 }

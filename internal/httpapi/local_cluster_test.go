@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq"
 )
 
@@ -213,5 +214,73 @@ func TestOtherNodesTransientBindings(t *testing.T) {
 		if code, unanswered, _ := list(path); code != http.StatusNotFound || unanswered != "wharf@1" {
 			t.Errorf("GET %s on node 2 with node 1 out of contact: %d, unanswered %q; want 404 naming wharf@1", path, code, unanswered)
 		}
+	}
+}
+
+// TestOtherNodesBindingByPath: node 2's API shows and deletes, by its
+// full path, a binding only node 1 has (to its transient queue, from its
+// transient exchange, to a queue and to an exchange), as RabbitMQ's does
+// on any node; the delete is node 1's (a second one is 404). With node 1
+// out of contact such a binding is 404, node 1 named in
+// Wharf-Unanswered-Nodes.
+func TestOtherNodesBindingByPath(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srvs, v1 := withTransients(t, &up)
+	for _, bind := range []func() error{
+		func() error { return v1.BindQueue("scratch", "events", "k.#", nil, 0) },
+		func() error { return v1.BindQueue("scratch", "amq.direct", "d", nil, 0) },
+		func() error { return v1.BindExchange("amq.fanout", "events", "f", amqpwire.Table{"x": "y"}) },
+	} {
+		if err := bind(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node2 := srvs[1]
+	toQueue, toExchange := "/api/bindings/%2F/e/events/q/scratch/k.%2523", "/api/bindings/%2F/e/events/e/amq.fanout/"
+	if code, body := call(t, node2, http.MethodGet, "/api/bindings/%2F/e/events/e/amq.fanout", ""); code != http.StatusOK {
+		t.Fatalf("GET the bindings between events and amq.fanout on node 2: %d %s", code, body)
+	} else {
+		var bs []map[string]any
+		if err := json.Unmarshal([]byte(body), &bs); err != nil || len(bs) != 1 {
+			t.Fatalf("GET the bindings between events and amq.fanout on node 2: %s", body)
+		}
+		toExchange += bs[0]["properties_key"].(string) // "f~" and a hash in base64url: nothing to escape
+	}
+	for path, want := range map[string][]string{
+		toQueue:    {`"destination_type":"queue"`, `"routing_key":"k.#"`},
+		toExchange: {`"destination_type":"exchange"`, `"routing_key":"f"`, `"arguments":{"x":"y"}`},
+	} {
+		code, body := call(t, node2, http.MethodGet, path, "")
+		missing := slices.DeleteFunc(want, func(w string) bool { return strings.Contains(body, w) })
+		if code != http.StatusOK || len(missing) > 0 {
+			t.Errorf("GET %s on node 2: %d %s; missing %s", path, code, body, missing)
+		}
+	}
+	for _, path := range []string{toQueue, toExchange} {
+		for _, want := range []int{http.StatusNoContent, http.StatusNotFound} {
+			if code, body := call(t, node2, http.MethodDelete, path, ""); code != want {
+				t.Errorf("DELETE %s on node 2: %d %s; want %d", path, code, body, want)
+			}
+		}
+	}
+	if left := v1.Bindings(); len(left) != 1 || left[0].Source != "amq.direct" {
+		t.Fatalf("node 1 keeps the bindings %+v, want only amq.direct's", left)
+	}
+
+	up.Store(false)
+	req, _ := http.NewRequest(http.MethodDelete, node2.URL+"/api/bindings/%2F/e/amq.direct/q/scratch/d", nil)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get(unansweredHeader) != "wharf@1" {
+		t.Errorf("DELETE of node 1's binding with node 1 out of contact: %d, unanswered %q; want 404 naming wharf@1",
+			resp.StatusCode, resp.Header.Get(unansweredHeader))
+	}
+	if left := v1.Bindings(); len(left) != 1 {
+		t.Fatalf("node 1 keeps the bindings %+v", left)
 	}
 }

@@ -81,3 +81,37 @@ func benchmarkConfirms(b *testing.B, publishers, window, size int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.N)/float64(max(r.syncer.Rounds(), 1)), "msgs/fsync")
 }
+
+// BenchmarkPublishUnroutable publishes small transient messages through a
+// fanout exchange nobody is bound to, on a single node and on a node of a
+// cluster (whose definitions are in memory here, a barrier free), where
+// such a publish may catch up with the cluster first (routeCaughtUp): its
+// cost on the publish path, a barrier's aside.
+func BenchmarkPublishUnroutable(b *testing.B) {
+	for _, cluster := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cluster=%v", cluster), func(b *testing.B) {
+			cfg := Config{DataDir: b.TempDir(), Definitions: newMemDefs()}
+			if cluster {
+				d := nodeDefs{c: newClusterDefs(), node: 1}
+				cfg.Definitions, cfg.Cluster = d, d.cluster()
+			}
+			r, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			v, _ := r.VHost("/")
+			if err := v.DeclareExchange(ExchangeDef{Name: "nobody", Type: "fanout"}, false); err != nil {
+				b.Fatal(err)
+			}
+			m := &Message{Exchange: "nobody", Body: make([]byte, 64)}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if res, err := v.Publish(m); err != nil || res.Routed != 0 {
+					b.Fatalf("routed %d, %v", res.Routed, err)
+				}
+			}
+		})
+	}
+}

@@ -30,7 +30,8 @@ func (v *VHost) UnbindQueue(queue, exchange, key string, args amqpwire.Table, co
 	if err := checkBindable(queue); err != nil {
 		return err
 	}
-	return v.unbind(exchange, queue, false, key, args, conn)
+	_, err := v.unbind(exchange, queue, false, key, args, conn)
+	return err
 }
 
 // BindExchange is exchange.bind: messages routed by src that match key and
@@ -41,7 +42,8 @@ func (v *VHost) BindExchange(dst, src, key string, args amqpwire.Table) error {
 
 // UnbindExchange is exchange.unbind.
 func (v *VHost) UnbindExchange(dst, src, key string, args amqpwire.Table) error {
-	return v.unbind(src, dst, true, key, args, 0)
+	_, err := v.unbind(src, dst, true, key, args, 0)
+	return err
 }
 
 // resolveBinding finds both ends of a binding, with RabbitMQ's errors
@@ -104,34 +106,35 @@ func (v *VHost) bind(srcName, dstName string, toExchange bool, key string, args 
 	return nil
 }
 
-func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
+// unbind deletes a binding, and reports whether there was one.
+func (v *VHost) unbind(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) (bool, error) {
 	v.catchUpOnEnds(srcName, dstName, toExchange)
 	v.defMu.Lock()
 	var cleanup deletions
-	err := func() error {
+	had, err := func() (bool, error) {
 		src, d, err := v.resolveBinding(srcName, dstName, toExchange, key, conn)
 		if err != nil {
-			return err
+			return false, err
 		}
 		b := routing.Binding[dest]{Dest: d, Key: key, Args: args}
 		if !src.bindings.Has(b) {
-			return nil
+			return false, nil
 		}
 		if err := v.unstoreBinding(src, b); err != nil {
-			return err
+			return false, err
 		}
 		v.mu.Lock()
 		v.removeBindingLocked(src, b)
 		emptied := src.def.AutoDelete && src.bindings.Len() == 0
 		v.mu.Unlock()
 		if emptied {
-			return v.deleteExchangeLocked(src, &cleanup)
+			return true, v.deleteExchangeLocked(src, &cleanup)
 		}
-		return nil
+		return true, nil
 	}()
 	v.defMu.Unlock()
 	cleanup.run(v.r)
-	return err
+	return had, err
 }
 
 // catchUpOnEnds catches up with the cluster (cluster.go) when this node

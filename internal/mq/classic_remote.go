@@ -159,7 +159,7 @@ func (r *Registry) answerCall(ctx context.Context, _ int32, data []byte) ([]byte
 	case opReplyExists:
 		return json.Marshal(r.answerReplyExists(&req))
 	case opConsumers, opConnections, opClientTotals, opCloseConnection, opLocalQueues, opLocalExchanges, opLocalTotals,
-		opLocalBindings:
+		opLocalBindings, opUnbindLocal:
 		return r.answerClients(data)
 	}
 	return json.Marshal(r.serveClassic(ctx, &req))

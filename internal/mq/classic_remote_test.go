@@ -103,12 +103,12 @@ func (c *nodeCalls) config(cc *ClusterConfig, node int32) {
 // newClassicEnvs opens one registry per node over shared definitions,
 // their node calls wired to each other.
 func newClassicEnvs(t *testing.T, nodes int) ([]*env, *nodeCalls) {
-	return newClassicEnvsTweaked(t, nodes, func(int32, *ClusterConfig) {})
+	return newClassicEnvsTweaked(t, nodes, func(int32, *Config) {})
 }
 
 // newClassicEnvsTweaked is newClassicEnvs with tweak applied to each
-// node's cluster configuration before its registry opens.
-func newClassicEnvsTweaked(t *testing.T, nodes int, tweak func(node int32, cc *ClusterConfig)) ([]*env, *nodeCalls) {
+// node's configuration (its Cluster set) before its registry opens.
+func newClassicEnvsTweaked(t *testing.T, nodes int, tweak func(node int32, cfg *Config)) ([]*env, *nodeCalls) {
 	c := newClusterDefs()
 	calls := &nodeCalls{handlers: map[int32]func(context.Context, int32, []byte) ([]byte, error){}, down: map[int32]bool{},
 		removed: map[int32]bool{}, held: map[int32]chan struct{}{}}
@@ -122,8 +122,10 @@ func newClassicEnvsTweaked(t *testing.T, nodes int, tweak func(node int32, cc *C
 		cc := d.cluster()
 		calls.config(cc, d.node)
 		cc.Nodes = func() []int32 { return calls.nodes(ids) }
-		tweak(d.node, cc)
-		envs[i] = newEnv(t, func(cfg *Config) { cfg.Definitions, cfg.Cluster = d, cc })
+		envs[i] = newEnv(t, func(cfg *Config) {
+			cfg.Definitions, cfg.Cluster = d, cc
+			tweak(d.node, cfg)
+		})
 	}
 	return envs, calls
 }
@@ -368,9 +370,9 @@ func TestPublishToQueueDeclaredElsewhereJustNow(t *testing.T) {
 		"CC beside its queue": {key: "audit", cc: []any{"billing"}, routed: 2, local: []string{"audit"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			envs, _ := newClassicEnvsTweaked(t, 2, func(node int32, cc *ClusterConfig) {
+			envs, _ := newClassicEnvsTweaked(t, 2, func(node int32, cfg *Config) {
 				if node == 2 {
-					cc.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
+					cfg.Cluster.Watch = func(func(string)) {} // a node that lags: it follows only when it catches up
 				}
 			})
 			home, lagging := envs[0], envs[1]

@@ -45,8 +45,9 @@ type clientsRequest struct {
 	VHost string   `json:"vhost,omitempty"` // empty: any
 	// Name is a queue's (opConsumers, opLocalQueues), an exchange's
 	// (opLocalExchanges) or a connection's (empty: any).
-	Name   string `json:"name,omitempty"`
-	Reason string `json:"reason,omitempty"` // opCloseConnection's
+	Name    string         `json:"name,omitempty"`
+	Reason  string         `json:"reason,omitempty"`  // opCloseConnection's
+	Binding *listedBinding `json:"binding,omitempty"` // opUnbindLocal's
 }
 
 // clientsReply answers a clientsRequest: the field of its op. Error is
@@ -61,7 +62,9 @@ type clientsReply struct {
 	Exchanges   []listedExchange   `json:"exchanges,omitempty"`    // opLocalExchanges
 	LocalTotals []VHostTotals      `json:"local_totals,omitempty"` // opLocalTotals
 	Bindings    []listedBinding    `json:"bindings,omitempty"`     // opLocalBindings
+	Unbound     bool               `json:"unbound,omitempty"`      // opUnbindLocal
 	Error       string             `json:"error,omitempty"`
+	Code        uint16             `json:"code,omitempty"` // Error's AMQP reply code, if it has one
 }
 
 // answerClients answers another node's clientsRequest, encoded in data
@@ -102,6 +105,14 @@ func (r *Registry) answerClients(data []byte) ([]byte, error) {
 	case opLocalBindings:
 		if !r.closed.Load() {
 			reply.Bindings, err = r.listedLocalBindings(req.VHost)
+		}
+	case opUnbindLocal:
+		if r.closed.Load() {
+			return nil, ErrClosed // the asking node takes it as unanswered
+		}
+		var unbound *clientsReply
+		if unbound, err = r.unbindLocal(req.Binding); err == nil {
+			return json.Marshal(unbound)
 		}
 	}
 	if err != nil {
@@ -180,8 +191,8 @@ func (r *Registry) askClientsOf(ctx context.Context, node int32, req *clientsReq
 	if err := json.Unmarshal(answer, &reply); err != nil {
 		return nil, err
 	}
-	if reply.Error != "" {
-		return nil, errors.New(reply.Error)
+	if err := replyError(&remoteReply{Error: reply.Error, Code: reply.Code}); err != nil {
+		return nil, err
 	}
 	return &reply, nil
 }

@@ -141,6 +141,9 @@ type follower struct {
 type barrierCall struct {
 	done chan struct{}
 	err  error
+	// followed is closed once follow followed every key this node
+	// applied before the barrier returned (catchUpAll).
+	followed chan struct{}
 }
 
 func newFollower() *follower {
@@ -180,27 +183,27 @@ func (f *follower) take() []string {
 const barrierWait = 30 * time.Second
 
 // awaitBarrier asks follow for a barrier that starts after the call and
-// returns its result.
-func (f *follower) awaitBarrier() error {
+// returns it, run, or the error that ended the wait (wait at most).
+func (f *follower) awaitBarrier(wait time.Duration) (*barrierCall, error) {
 	f.mu.Lock()
 	if f.barrier == nil {
-		f.barrier = &barrierCall{done: make(chan struct{})}
+		f.barrier = &barrierCall{done: make(chan struct{}), followed: make(chan struct{})}
 	}
 	c := f.barrier
 	f.mu.Unlock()
 	f.signal()
 	select {
 	case <-c.done:
-		return c.err
+		return c, c.err
 	case <-f.stop:
-		return ErrClosed
-	case <-time.After(barrierWait):
-		return errors.New("mq: no quorum of the metadata group")
+		return nil, ErrClosed
+	case <-time.After(wait):
+		return nil, errors.New("mq: no quorum of the metadata group")
 	}
 }
 
-// runBarrier runs the barrier asked for, if any.
-func (f *follower) runBarrier(barrier func() error) {
+// runBarrier runs the barrier asked for, if any, and returns it.
+func (f *follower) runBarrier(barrier func() error) *barrierCall {
 	f.mu.Lock()
 	c := f.barrier
 	f.barrier = nil
@@ -209,6 +212,7 @@ func (f *follower) runBarrier(barrier func() error) {
 		c.err = barrier()
 		close(c.done)
 	}
+	return c
 }
 
 // follow catches up with the cluster, then applies the keys the store
@@ -226,9 +230,12 @@ func (r *Registry) follow() {
 			return
 		case <-r.follower.wake:
 		}
-		r.follower.runBarrier(r.cfg.Cluster.Barrier)
+		c := r.follower.runBarrier(r.cfg.Cluster.Barrier)
 		for _, key := range r.follower.take() {
 			r.followDefinition(key)
+		}
+		if c != nil {
+			close(c.followed) // every key applied before it returned was taken above
 		}
 	}
 }
@@ -316,7 +323,7 @@ func (r *Registry) catchUp(keys ...string) bool {
 	if r.follower == nil || r.closed.Load() {
 		return false
 	}
-	if err := r.follower.awaitBarrier(); err != nil {
+	if _, err := r.follower.awaitBarrier(barrierWait); err != nil {
 		r.logger.Warn("mq: cannot reach the cluster's metadata; answering from this node's definitions", "err", err)
 		return false
 	}
@@ -326,13 +333,45 @@ func (r *Registry) catchUp(keys ...string) bool {
 	return true
 }
 
+// catchUpAll is catchUp for a lookup that cannot name the keys it needs
+// (a binding found by its properties key, a route that reached no
+// queue): it waits, wait at most, until this node applied every
+// definition committed before the call and its follow goroutine
+// followed them all. No lock may be held.
+func (r *Registry) catchUpAll(wait time.Duration) bool {
+	if r.follower == nil || r.closed.Load() {
+		return false
+	}
+	start := time.Now()
+	c, err := r.follower.awaitBarrier(wait)
+	if err == nil {
+		select {
+		case <-c.followed:
+		case <-r.follower.stop:
+			err = ErrClosed
+		case <-time.After(wait - time.Since(start)):
+			err = errors.New("mq: this node's definition follower is behind")
+		}
+	}
+	if err != nil {
+		r.logger.Warn("mq: cannot catch up with the cluster's metadata; answering from this node's definitions", "err", err)
+		return false
+	}
+	return true
+}
+
+// CatchUp is catchUpAll for the management API: a lookup of one binding
+// there calls it first, so that it answers as of every definition
+// committed before the request, on any node. It reports false on a
+// single node, where there is nothing to catch up with.
+func (r *Registry) CatchUp() bool { return r.catchUpAll(barrierWait) }
+
 // followDefinition brings the registry in line with key's live value.
 func (r *Registry) followDefinition(key string) {
 	var err error
 	switch {
 	case strings.HasPrefix(key, vhostKeyPrefix):
-		value, live := r.cfg.Cluster.Get(key)
-		r.followVHost(key, value, live)
+		r.followVHost(key)
 	case strings.HasPrefix(key, exchangeKeyPrefix):
 		err = r.followInVHost(key, exchangeKeyPrefix, (*VHost).followExchangeLocked)
 	case strings.HasPrefix(key, queueKeyPrefix):
@@ -394,7 +433,16 @@ func (r *Registry) vhostOf(key, prefix string) *VHost {
 	return r.vhosts[keyNames(key, prefix)[0]]
 }
 
-func (r *Registry) followVHost(key string, _ []byte, live bool) {
+// followVHost follows a vhost's key, with vhostDefMu held from before it
+// reads the key's live value to after it applied it, as followInVHost
+// does for the definitions in a vhost: read before, a local delete could
+// fall between (the follower would add the deleted vhost again, live
+// until the delete is followed), or a local add (the follower would
+// destroy the vhost just added, deleting its record for good).
+func (r *Registry) followVHost(key string) {
+	r.vhostDefMu.Lock()
+	defer r.vhostDefMu.Unlock()
+	_, live := r.cfg.Cluster.Get(key)
 	name := keyNames(key, vhostKeyPrefix)[0]
 	r.mu.Lock()
 	v := r.vhosts[name]

@@ -332,3 +332,66 @@ func TestFollowerReadsUnderDefMu(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowerReadsVHostUnderLock: the follower reads a vhost's live
+// value with vhostDefMu held, as it reads other definitions under their
+// vhost's defMu, so a local add or delete of the vhost cannot fall
+// between its read and its apply. Read before, a late follow of the
+// vhost's deletion would destroy the vhost added again just now,
+// deleting its record for good, and a late follow of its creation would
+// add back the vhost deleted just now. The add or delete comes right
+// after the follower's read if vhostDefMu lets it, else once the
+// follower is done.
+func TestFollowerReadsVHostUnderLock(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		before  func(e *env) error // leaves the key the follower follows late
+		change  func(e *env) error // the local change that must stand
+		present bool               // the vhost after the change
+	}{
+		{"add after a delete",
+			func(e *env) error {
+				if _, err := e.r.AddVHost("shop"); err != nil {
+					return err
+				}
+				return e.r.DeleteVHost("shop")
+			},
+			func(e *env) error { _, err := e.r.AddVHost("shop"); return err },
+			true},
+		{"delete after an add",
+			func(e *env) error { _, err := e.r.AddVHost("shop"); return err },
+			func(e *env) error { return e.r.DeleteVHost("shop") },
+			false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, afterRead := newLateFollowerEnv(t)
+			if err := c.before(e); err != nil {
+				t.Fatal(err)
+			}
+			var changed bool
+			var err error
+			changeNow := func() {
+				if !e.r.vhostDefMu.TryLock() {
+					return // the follower holds it: the change waits
+				}
+				e.r.vhostDefMu.Unlock()
+				changed, err = true, c.change(e)
+			}
+			afterRead.Store(&changeNow)
+			e.r.followDefinition(vhostKey("shop"))
+			if !changed {
+				err = c.change(e)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.r.VHost("shop")
+			if present := err == nil; present != c.present {
+				t.Fatalf("vhost present %v after the follower, want %v", present, c.present)
+			}
+			if recorded := len(e.recordedKeys(vhostKey("shop"))) == 1; recorded != c.present {
+				t.Fatalf("vhost recorded %v after the follower, want %v", recorded, c.present)
+			}
+		})
+	}
+}

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
 )
 
 // exchange is one exchange and the bindings whose source it is. Everything
-// but def is guarded by the vhost's mu.
+// but def and caughtUpAt is guarded by the vhost's mu.
 type exchange struct {
 	def       ExchangeDef
 	kind      routing.Kind
@@ -28,6 +29,18 @@ type exchange struct {
 	// observer shares this exchange's routing with another protocol's
 	// subscribers (observer.go); nil for most.
 	observer ExchangeObserver
+	// caughtUpAt is when (the coarse clock, ms) a publish through this
+	// exchange that reached no queue last set out to catch up with the
+	// cluster (routeCaughtUp).
+	caughtUpAt atomic.Int64
+}
+
+// claimCatchUp reports whether a publish through x that reached no queue
+// at now (the coarse clock) catches up first: if none set out to in the
+// last unroutableCatchUpMs; it claims the turn if so.
+func (x *exchange) claimCatchUp(now int64) bool {
+	last := x.caughtUpAt.Load()
+	return now-last >= unroutableCatchUpMs && x.caughtUpAt.CompareAndSwap(last, now)
 }
 
 // dest is a binding destination: a queue or an exchange.

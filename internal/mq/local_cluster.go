@@ -374,20 +374,12 @@ func (r *Registry) BindingsOf(ctx context.Context, vs []*VHost) ([][]BindingInfo
 	if len(vs) == 0 {
 		return out, nil
 	}
-	others, unanswered := fromOtherNodes(ctx, r, &clientsRequest{Op: opLocalBindings, VHost: askedVHost(vs)},
-		func(_ int32, reply *clientsReply) ([]listedBinding, error) { return reply.Bindings, nil })
+	others, unanswered := r.BindingsElsewhere(ctx, askedVHost(vs))
 	at := vhostIndexes(vs)
-	for _, l := range others {
-		i, ok := at[l.VHost]
-		if !ok {
-			continue
+	for _, o := range others {
+		if i, ok := at[o.VHost]; ok {
+			out[i] = append(out[i], o.BindingInfo)
 		}
-		args, err := readTable(l.Args)
-		if err != nil {
-			continue // not a table: a binding no node could have made
-		}
-		out[i] = append(out[i], BindingInfo{Source: l.Source, Destination: l.Destination, ToExchange: l.ToExchange,
-			Key: l.Key, Args: args})
 	}
 	if len(others) > 0 {
 		// The default exchange's are first, named "": the order of

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/amqpwire"
 	"github.com/wharf-mq/wharf/internal/mq/routing"
@@ -93,6 +94,9 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 		qs, observer = v.routeLocked(x, m, keys, buf[:0])
 		v.mu.RUnlock()
 	}
+	if len(qs) == 0 && observer == nil && m.Exchange != "" && v.r.follower != nil && x.claimCatchUp(v.r.timers.coarse.Load()) {
+		qs, observer = v.routeCaughtUp(x, m, keys, buf[:0])
+	}
 
 	if bcc {
 		m = withoutBCC(m)
@@ -116,6 +120,43 @@ func (v *VHost) publish(m *Message, pub *Publisher) (PublishResult, error) {
 		v.unroutable.Add(1)
 	}
 	return res, err
+}
+
+// unroutableCatchUpMs is how often, at most, a publish through an
+// exchange that reaches no queue catches up with the cluster's
+// definitions before it is unroutable (routeCaughtUp), and
+// unroutableCatchUpWait how long such a publish waits for it at most.
+const (
+	unroutableCatchUpMs   = 1000
+	unroutableCatchUpWait = 250 * time.Millisecond
+)
+
+// routeCaughtUp routes m again from the exchange named as x once this
+// node caught up with the cluster, for a publish through x that reached
+// no queue: a binding made on another node just now (its bind-ok came
+// once the cluster committed it) may not be applied here yet, and
+// unlike a queue addressed by name (queueKeys) it cannot be named, so
+// the catch-up waits for every definition (catchUpAll). That costs a
+// write to the metadata log (about 2 ms on three local nodes), too much
+// for every message to a fanout nobody is bound to: one publish through
+// an exchange catches up per unroutableCatchUpMs at most (claimCatchUp,
+// by the coarse clock: no clock read per message), and waits
+// unroutableCatchUpWait at most, so that a node cut off from the
+// metadata group's quorum stalls that publish a little, not its
+// channel. So the first publish after a quiet while, which is how a
+// client binds and then publishes, sees the binding; one through an
+// exchange that caught up less than unroutableCatchUpMs ago may miss a
+// binding for as long as this node lags (docs/replication.md).
+func (v *VHost) routeCaughtUp(x *exchange, m *Message, keys []string, out []*queue) ([]*queue, ExchangeObserver) {
+	if !v.r.catchUpAll(unroutableCatchUpWait) {
+		return out, nil
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if now := v.exchanges[m.Exchange]; now != nil {
+		x = now // declared again meanwhile
+	}
+	return v.routeLocked(x, m, keys, out)
 }
 
 // enqueue publishes m on the queues qs (routed already): the core of

@@ -108,7 +108,13 @@ type Registry struct {
 
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
-	closed atomic.Bool
+	// vhostDefMu is held by AddVHost and DeleteVHost from before they
+	// change a vhost's record to after they changed vhosts (a delete's
+	// takes until its vhost is destroyed), and by the follower from
+	// before it reads a vhost's record to after it applied it
+	// (followVHost): the vhost defMu is to the definitions in a vhost.
+	vhostDefMu sync.Mutex
+	closed     atomic.Bool
 
 	stores *queuestore.Root // DataDir/queues: the durable queues' stores
 
@@ -309,6 +315,8 @@ func (r *Registry) AddVHost(name string) (*VHost, error) {
 	if err := checkUTF8(name); err != nil {
 		return nil, err
 	}
+	r.vhostDefMu.Lock()
+	defer r.vhostDefMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v := r.vhosts[name]; v != nil {
@@ -325,6 +333,8 @@ func (r *Registry) AddVHost(name string) (*VHost, error) {
 // DeleteVHost deletes a virtual host and everything in it; consumers of its
 // queues get their Cancelled callback.
 func (r *Registry) DeleteVHost(name string) error {
+	r.vhostDefMu.Lock()
+	defer r.vhostDefMu.Unlock()
 	r.mu.Lock()
 	v := r.vhosts[name]
 	if v == nil {
