@@ -71,15 +71,21 @@ func servingNode(t *testing.T, envs []*env, name string) int {
 	t.Helper()
 	at := -1
 	eventually(t, "a node serves "+name, func() bool {
-		for i, e := range envs {
-			if _, err := e.v.accessQueue(name, 0); err == nil {
-				at = i
-				return true
-			}
-		}
-		return false
+		at = servingNow(envs, name)
+		return at >= 0
 	})
 	return at
+}
+
+// servingNow is the index of a node that serves the quorum queue name
+// now, -1 if none does.
+func servingNow(envs []*env, name string) int {
+	for i, e := range envs {
+		if _, err := e.v.accessQueue(name, 0); err == nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // TestQuorumQueueInCluster: a quorum queue of two nodes is served on its
