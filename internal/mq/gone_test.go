@@ -54,10 +54,11 @@ func TestConfirmOfQuorumQueueDeletedInFlight(t *testing.T) {
 			l := servingNode(t, envs, "q")
 			at := envs[l]
 			if !tc.onLeader {
-				// The leader found may lose its lead before the member
-				// hears of it (an election while the machine is loaded):
-				// then the member never names it. Pick the leader anew
-				// until one serves and the member knows it.
+				// The leader found may still hand its lead on (to the
+				// preferred member, quorum_placement.go, or in an
+				// election under load): then the member never names it.
+				// Pick the leader anew until one serves and the member
+				// knows it.
 				eventually(t, "a member knows the serving leader", func() bool {
 					if l = servingNow(envs, "q"); l < 0 {
 						return false
