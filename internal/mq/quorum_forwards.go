@@ -127,8 +127,8 @@ func (f *forwards) once(ctx context.Context, id uint64, take func(logged quorums
 // earlier term) keeps its outcome, but a failed one is forgotten: that
 // failure was its earlier term's (the term ended, the queue was full),
 // and the log tells what of it was taken since, so a repeat takes the
-// rest. One still being taken goes on into this term, and keeps its
-// outcome: what it logs now the log held at the takeover does not show.
+// rest. One still being taken goes on into this term and keeps its
+// outcome: Replay did not see what it logs from now on.
 func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -136,7 +136,7 @@ func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 		if c.failed() {
 			// Replaced, not changed: a repeat that waited on it may
 			// still read its err.
-			f.byID[id] = f.addLocked(id, c.at)
+			f.addLocked(id, c.at)
 		}
 	}
 	for _, l := range logged {
