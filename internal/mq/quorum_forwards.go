@@ -124,10 +124,21 @@ func (f *forwards) once(ctx context.Context, id uint64, take func(logged quorums
 // recall notes what the queue's log holds of the forwards younger than
 // forwardMemory (a new leader's, from Replay): a repeat of one takes
 // only the rest. A forward taken here already (as the leader of an
-// earlier term) keeps its outcome.
+// earlier term) keeps its outcome, but a failed one is forgotten: that
+// failure was its earlier term's (the term ended, the queue was full),
+// and the log tells what of it was taken since, so a repeat takes the
+// rest. One still being taken goes on into this term and keeps its
+// outcome: Replay did not see what it logs from now on.
 func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for id, c := range f.byID {
+		if c.failed() {
+			// Replaced, not changed: a repeat that waited on it may
+			// still read its err.
+			f.addLocked(id, c.at)
+		}
+	}
 	for _, l := range logged {
 		at := time.UnixMilli(l.At)
 		if now.Sub(at) > forwardMemory {
@@ -143,6 +154,16 @@ func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 	}
 }
 
+// failed reports whether c ran and failed.
+func (c *forwardCall) failed() bool {
+	select {
+	case <-c.done:
+		return c.err != nil
+	default:
+		return false
+	}
+}
+
 // begin returns forward id's call, and whether the caller runs it: a new
 // one, or one only recalled so far. It forgets the calls older than
 // forwardMemory.
@@ -150,7 +171,9 @@ func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for len(f.recent) > 0 && now.Sub(f.recent[0].at) > forwardMemory {
-		delete(f.byID, f.recent[0].id)
+		if old := f.recent[0]; f.byID[old.id] == old { // else recall replaced it
+			delete(f.byID, old.id)
+		}
 		f.recent[0] = nil
 		f.recent = f.recent[1:]
 	}

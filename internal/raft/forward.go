@@ -228,18 +228,21 @@ func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(c
 // connection breaks, and gives up with its caller's timeout (seconds).
 const forwardMemoryTime = time.Minute
 
-// forwardMemoryMax bounds how many forwards a leader remembers: past it
-// the oldest are forgotten, answered or not.
+// forwardMemoryMax bounds how many answered forwards a leader
+// remembers: past it the oldest answers are forgotten. The forwards still
+// being proposed are all remembered, outside the bound: each is a
+// proposal in flight (a goroutine waiting on its commit), and forgetting
+// one would take a repeat of it as new, proposing it twice.
 const forwardMemoryMax = 1 << 16
 
 // forwardKey names a forward: its sender and request id.
 type forwardKey struct{ from, id uint64 }
 
-// forwardMemory is the forwards a leader took, in the order they came,
-// with their answers once sent. Guarded by the host's mu.
+// forwardMemory is the forwards a leader took: those being proposed, and
+// those answered, with their answers. Guarded by the host's mu.
 type forwardMemory struct {
 	byKey map[forwardKey]*takenForward
-	order []forwardKey
+	order []forwardKey // the answered ones, in the order answered: the oldest are forgotten first
 }
 
 type takenForward struct {
@@ -249,13 +252,10 @@ type takenForward struct {
 
 // take reports whether key is new, remembering it, or else the answer
 // sent for it (nil while it is being proposed). It forgets, first, the
-// answers older than forwardMemoryTime.
+// answers older than forwardMemoryTime, and the oldest past
+// forwardMemoryMax.
 func (m *forwardMemory) take(key forwardKey, now time.Time) (first bool, answered *Envelope) {
-	for len(m.order) > 0 {
-		t := m.byKey[m.order[0]]
-		if len(m.order) < forwardMemoryMax && (t.answer == nil || now.Sub(t.at) < forwardMemoryTime) {
-			break
-		}
+	for len(m.order) > 0 && (len(m.order) >= forwardMemoryMax || now.Sub(m.byKey[m.order[0]].at) >= forwardMemoryTime) {
 		delete(m.byKey, m.order[0])
 		m.order = m.order[1:]
 	}
@@ -266,7 +266,6 @@ func (m *forwardMemory) take(key forwardKey, now time.Time) (first bool, answere
 		m.byKey = map[forwardKey]*takenForward{}
 	}
 	m.byKey[key] = &takenForward{}
-	m.order = append(m.order, key)
 	return true, nil
 }
 
@@ -274,6 +273,7 @@ func (m *forwardMemory) take(key forwardKey, now time.Time) (first bool, answere
 func (m *forwardMemory) answered(key forwardKey, answer Envelope, now time.Time) {
 	if t := m.byKey[key]; t != nil {
 		t.answer, t.at = &answer, now
+		m.order = append(m.order, key)
 	}
 }
 
