@@ -96,15 +96,17 @@ func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 
 // putVHost is PUT /api/vhosts/{vhost}: 201 with a new vhost, whose
 // creator gets every permission in it, as in RabbitMQ; 204 when it
-// exists. The body's description, tags and default queue type are not
-// kept.
+// exists, added on another node just now too (vhostNamed: a creation
+// pays that barrier, or a second PUT through another node would grant
+// its caller every permission again). The body's description, tags and
+// default queue type are not kept.
 func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	if r.ContentLength != 0 && !decodeBody(w, r, &body, maxBodyBytes) {
 		return
 	}
 	name := r.PathValue("vhost")
-	if _, err := s.reg.VHost(name); err == nil {
+	if _, found := s.vhostNamed(name); found {
 		writeCreated(w, true)
 		return
 	}
