@@ -85,12 +85,14 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, need rule) bo
 
 // mayUseVHost reports whether u may see a vhost's objects: it has a
 // permission there. A vhost that does not exist is the handler's 404 to
-// give; none in the path lets the handler filter (inVHosts).
+// give; none in the path lets the handler filter (inVHosts). It looks
+// for the vhost as the handler does (vhostNamed): one added on another
+// node just now, which the handler finds, is checked here too.
 func (s *Server) mayUseVHost(u users.User, vhost string) bool {
 	if vhost == "" {
 		return true
 	}
-	if _, err := s.reg.VHost(vhost); err != nil {
+	if _, found := s.vhostNamed(vhost); !found {
 		return true
 	}
 	return s.cfg.Access.HasVHostAccess(u.Name, vhost)

@@ -52,14 +52,10 @@ func bindingJSON(vhost string, b mq.BindingInfo) map[string]any {
 	}
 }
 
-// selectBindings returns the bindings of the request's vhosts that keep
-// selects, as JSON: every node's (mq.Registry.BindingsOf), but those of
-// the nodes unansweredHeader names.
-func (s *Server) selectBindings(w http.ResponseWriter, r *http.Request, keep func(mq.BindingInfo) bool) ([]map[string]any, bool) {
-	vs, ok := s.vhostsOf(w, r)
-	if !ok {
-		return nil, false
-	}
+// selectBindings returns the bindings of vs that keep selects, as JSON:
+// every node's (mq.Registry.BindingsOf), but those of the nodes
+// unansweredHeader names.
+func (s *Server) selectBindings(w http.ResponseWriter, r *http.Request, vs []*mq.VHost, keep func(mq.BindingInfo) bool) []map[string]any {
 	all, unanswered := s.reg.BindingsOf(r.Context(), vs)
 	s.nameUnanswered(w, unanswered)
 	out := []map[string]any{}
@@ -70,14 +66,14 @@ func (s *Server) selectBindings(w http.ResponseWriter, r *http.Request, keep fun
 			}
 		}
 	}
-	return out, true
+	return out
 }
 
 // writeBindings answers with the bindings of the request's vhosts that
 // keep selects.
 func (s *Server) writeBindings(w http.ResponseWriter, r *http.Request, keep func(mq.BindingInfo) bool) {
-	if out, ok := s.selectBindings(w, r, keep); ok {
-		writeList(w, r, out)
+	if vs, ok := s.vhostsOf(w, r); ok {
+		writeList(w, r, s.selectBindings(w, r, vs, keep))
 	}
 }
 
@@ -88,14 +84,19 @@ func (s *Server) listBindings(w http.ResponseWriter, r *http.Request) {
 
 // listQueueBindings is GET /api/queues/{vhost}/{name}/bindings: 404 if
 // no node has the queue, which every queue's implicit binding from the
-// default exchange tells.
+// default exchange tells, even once caught up with the cluster (the
+// queue may have been declared on another node just now: lookedUp).
 func (s *Server) listQueueBindings(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	out, ok := s.selectBindings(w, r, func(b mq.BindingInfo) bool { return !b.ToExchange && b.Destination == name })
+	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
-	if !slices.ContainsFunc(out, func(b map[string]any) bool { return b["source"] == "" }) {
+	name := r.PathValue("name")
+	out, found := lookedUp(s, func() ([]map[string]any, bool) {
+		out := s.selectBindings(w, r, []*mq.VHost{v}, func(b mq.BindingInfo) bool { return !b.ToExchange && b.Destination == name })
+		return out, slices.ContainsFunc(out, func(b map[string]any) bool { return b["source"] == "" })
+	})
+	if !found {
 		writeNotFound(w)
 		return
 	}
@@ -125,7 +126,7 @@ func (s *Server) existingExchange(w http.ResponseWriter, r *http.Request) (strin
 		return "", false
 	}
 	name := exchangeName(r.PathValue("name"))
-	if _, found := lookupExchange(v, name); found {
+	if _, found := s.findExchange(v, name); found {
 		return name, true
 	}
 	others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name) // a transient one of another node

@@ -248,8 +248,8 @@ func (imp *importer) need(name string) {
 	if _, seen := imp.vhosts[name]; seen {
 		return
 	}
-	v, err := imp.s.reg.VHost(name)
-	if err != nil && imp.missing == "" {
+	v, found := imp.s.vhostNamed(name)
+	if !found && imp.missing == "" {
 		imp.missing = name
 	}
 	imp.vhosts[name] = v

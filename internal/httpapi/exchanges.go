@@ -31,6 +31,12 @@ func lookupExchange(v *mq.VHost, name string) (mq.ExchangeDef, bool) {
 	return mq.ExchangeDef{}, false
 }
 
+// findExchange is lookupExchange of an exchange that may have been
+// declared on another node just now (lookedUp).
+func (s *Server) findExchange(v *mq.VHost, name string) (mq.ExchangeDef, bool) {
+	return lookedUp(s, func() (mq.ExchangeDef, bool) { return lookupExchange(v, name) })
+}
+
 func exchangeJSON(v *mq.VHost, x mq.ExchangeDef) map[string]any {
 	out := map[string]any{
 		"name": x.Name, "vhost": v.Name(), "type": x.Type, "durable": x.Durable, "auto_delete": x.AutoDelete,
@@ -61,15 +67,16 @@ func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request) {
 	writeList(w, r, out)
 }
 
-// getExchange is GET /api/exchanges/{vhost}/{name}: this node's exchange,
-// or another node's transient one.
+// getExchange is GET /api/exchanges/{vhost}/{name}: this node's exchange
+// (once caught up with the cluster, if need be: findExchange), or
+// another node's transient one.
 func (s *Server) getExchange(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
 	name := exchangeName(r.PathValue("name"))
-	x, found := lookupExchange(v, name)
+	x, found := s.findExchange(v, name)
 	if !found {
 		others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name)
 		if len(others) == 0 {
@@ -124,14 +131,15 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request) {
 	writeCreated(w, existed)
 }
 
-// deleteExchange is DELETE /api/exchanges/{vhost}/{name}[?if-unused=true].
+// deleteExchange is DELETE /api/exchanges/{vhost}/{name}[?if-unused=true]
+// (of one declared on another node just now too: findExchange).
 func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
 	name := exchangeName(r.PathValue("name"))
-	if _, found := lookupExchange(v, name); !found {
+	if _, found := s.findExchange(v, name); !found {
 		writeNotFound(w)
 		return
 	}

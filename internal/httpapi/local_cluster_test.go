@@ -24,12 +24,22 @@ import (
 // API.
 func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Registry) {
 	t.Helper()
+	srvs, regs, _ := twoNodesOver(t, up, nil)
+	return srvs, regs
+}
+
+// twoNodesOver is twoNodes over the definitions defs plays the metadata
+// log of (nil: none shared); it returns each node's API configuration
+// too, whose user and permission stores are the node's own.
+func twoNodesOver(t *testing.T, up *atomic.Bool, defs *laggingDefs) ([2]*httptest.Server, [2]*mq.Registry, [2]Config) {
+	t.Helper()
 	var (
 		mu       sync.Mutex
 		handlers = map[int32]func(context.Context, int32, []byte) ([]byte, error){}
 	)
 	var srvs [2]*httptest.Server
 	var regs [2]*mq.Registry
+	var cfgs [2]Config
 	for i := range 2 {
 		id := int32(i + 1)
 		cc := &mq.ClusterConfig{
@@ -51,16 +61,21 @@ func twoNodes(t *testing.T, up *atomic.Bool) ([2]*httptest.Server, [2]*mq.Regist
 				mu.Unlock()
 			},
 		}
-		reg, err := mq.Open(mq.Config{DataDir: t.TempDir(), Definitions: &memDefs{m: map[string][]byte{}}, Cluster: cc})
+		var store mq.DefinitionStore = &memDefs{m: map[string][]byte{}}
+		if defs != nil {
+			store = defs.node(id, cc)
+		}
+		reg, err := mq.Open(mq.Config{DataDir: t.TempDir(), Definitions: store, Cluster: cc})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { reg.Close() })
-		srvs[i] = httptest.NewServer(New(reg, withUsers(t, Config{Version: "test"}, guestOnly)))
+		cfgs[i] = withUsers(t, Config{Version: "test"}, guestOnly)
+		srvs[i] = httptest.NewServer(New(reg, cfgs[i]))
 		t.Cleanup(srvs[i].Close)
 		regs[i] = reg
 	}
-	return srvs, regs
+	return srvs, regs, cfgs
 }
 
 // withTransients is twoNodes, with node 1's transient queue "scratch"

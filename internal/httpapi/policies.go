@@ -28,13 +28,19 @@ func policyJSON(p mq.Policy) map[string]any {
 		"definition": p.Definition, "priority": p.Priority}
 }
 
+// findPolicy returns the vhost's policy name, which may have been set on
+// another node just now (lookedUp).
+func (s *Server) findPolicy(v *mq.VHost, name string) (mq.Policy, bool) {
+	return lookedUp(s, func() (mq.Policy, bool) { return v.Policy(name) })
+}
+
 // getPolicy is GET /api/policies/{vhost}/{name}.
 func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.vhostOf(w, r)
 	if !ok {
 		return
 	}
-	p, found := v.Policy(r.PathValue("name"))
+	p, found := s.findPolicy(v, r.PathValue("name"))
 	if !found {
 		writeNotFound(w)
 		return
@@ -91,7 +97,7 @@ func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	if _, found := v.Policy(name); !found {
+	if _, found := s.findPolicy(v, name); !found {
 		writeNotFound(w)
 		return
 	}

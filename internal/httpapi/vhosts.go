@@ -26,12 +26,21 @@ func (s *Server) vhostsOf(w http.ResponseWriter, r *http.Request) (vs []*mq.VHos
 	if name == "" {
 		return s.objectVHosts(requester(r)), true
 	}
-	v, err := s.reg.VHost(name)
-	if err != nil {
+	v, found := s.vhostNamed(name)
+	if !found {
 		writeNotFound(w)
 		return nil, false
 	}
 	return []*mq.VHost{v}, true
+}
+
+// vhostNamed returns the vhost name, which may have been added on
+// another node just now (lookedUp).
+func (s *Server) vhostNamed(name string) (*mq.VHost, bool) {
+	return lookedUp(s, func() (*mq.VHost, bool) {
+		v, err := s.reg.VHost(name)
+		return v, err == nil
+	})
 }
 
 // vhostOf is vhostsOf for an endpoint that names one vhost.
@@ -46,8 +55,8 @@ func (s *Server) vhostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost, boo
 // writeVHostOf is vhostOf for a write: a missing vhost is RabbitMQ's
 // "vhost_not_found".
 func (s *Server) writeVHostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost, bool) {
-	v, err := s.reg.VHost(r.PathValue("vhost"))
-	if err != nil {
+	v, found := s.vhostNamed(r.PathValue("vhost"))
+	if !found {
 		writeNoVHost(w)
 		return nil, false
 	}
@@ -87,15 +96,17 @@ func (s *Server) getVHost(w http.ResponseWriter, r *http.Request) {
 
 // putVHost is PUT /api/vhosts/{vhost}: 201 with a new vhost, whose
 // creator gets every permission in it, as in RabbitMQ; 204 when it
-// exists. The body's description, tags and default queue type are not
-// kept.
+// exists, added on another node just now too (vhostNamed: a creation
+// pays that barrier, or a second PUT through another node would grant
+// its caller every permission again). The body's description, tags and
+// default queue type are not kept.
 func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	if r.ContentLength != 0 && !decodeBody(w, r, &body, maxBodyBytes) {
 		return
 	}
 	name := r.PathValue("vhost")
-	if _, err := s.reg.VHost(name); err == nil {
+	if _, found := s.vhostNamed(name); found {
 		writeCreated(w, true)
 		return
 	}
@@ -116,7 +127,7 @@ func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
 // and its queues, exchanges and policies deleted.
 func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("vhost")
-	if _, err := s.reg.VHost(name); err != nil {
+	if _, found := s.vhostNamed(name); !found {
 		writeNotFound(w)
 		return
 	}

@@ -1,0 +1,256 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wharf-mq/wharf/internal/mq"
+	"github.com/wharf-mq/wharf/internal/users"
+)
+
+// laggingDefs plays the metadata log of a cluster of two nodes
+// (twoNodesOver): a write, wherever made, is live at once (Get) and node
+// 1 applies it at once, but node 2 only when it catches up, at its next
+// barrier or its own next write (a node applies the log up to its write
+// before the write returns), as a node that lags does. What node 1
+// declares is thus never on node 2 before node 2 looks for it and
+// misses: a lookup that does not catch up answers 404, every time.
+type laggingDefs struct {
+	mu       sync.Mutex // serialises writes, which every node applies in that order
+	live     map[string][]byte
+	watchers map[int32]func(key string)
+	held     []string     // the keys node 2 has yet to apply
+	barriers atomic.Int64 // node 2's
+}
+
+func newLaggingDefs() *laggingDefs {
+	return &laggingDefs{live: map[string][]byte{}, watchers: map[int32]func(string){}}
+}
+
+// node wires cc, node id's view of the cluster, to d and returns the
+// node's definition store.
+func (d *laggingDefs) node(id int32, cc *mq.ClusterConfig) mq.DefinitionStore {
+	cc.Watch = func(fn func(string)) {
+		d.mu.Lock()
+		d.watchers[id] = fn
+		d.mu.Unlock()
+	}
+	cc.Get = func(key string) ([]byte, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		v, ok := d.live[key]
+		return slices.Clone(v), ok
+	}
+	cc.PutIf = func(key string, value, prev []byte) error {
+		return d.write(id, key, value, func(live []byte, ok bool) bool {
+			if prev == nil {
+				return !ok
+			}
+			return ok && bytes.Equal(live, prev)
+		})
+	}
+	cc.Barrier = func() error {
+		if id == 2 {
+			d.barriers.Add(1)
+			d.mu.Lock()
+			d.catchUpLocked()
+			d.mu.Unlock()
+		}
+		return nil
+	}
+	return laggingNode{d: d, id: id}
+}
+
+// write applies node by's write of key (value nil: a deletion) if
+// applies, given key's live value, holds; else every node ignores it.
+func (d *laggingDefs) write(by int32, key string, value []byte, applies func(live []byte, ok bool) bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if live, ok := d.live[key]; applies(live, ok) {
+		if value == nil {
+			delete(d.live, key)
+		} else {
+			d.live[key] = slices.Clone(value)
+		}
+		if fn := d.watchers[1]; fn != nil {
+			fn(key)
+		}
+		d.held = append(d.held, key)
+	}
+	if by == 2 {
+		d.catchUpLocked()
+	}
+	return nil
+}
+
+// catchUpLocked has node 2 apply the keys held for it. Those written
+// before it watched are in what it loaded.
+func (d *laggingDefs) catchUpLocked() {
+	if fn := d.watchers[2]; fn != nil {
+		for _, key := range d.held {
+			fn(key)
+		}
+	}
+	d.held = nil
+}
+
+// lags reports whether node 2 has writes yet to apply.
+func (d *laggingDefs) lags() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.held) > 0
+}
+
+// laggingNode is one node's definition store over a laggingDefs.
+type laggingNode struct {
+	d  *laggingDefs
+	id int32
+}
+
+func always([]byte, bool) bool { return true }
+
+func (n laggingNode) Put(key string, value []byte) error { return n.d.write(n.id, key, value, always) }
+func (n laggingNode) Delete(key string) error            { return n.d.write(n.id, key, nil, always) }
+
+func (n laggingNode) Load(fn func(key string, value []byte) error) error {
+	n.d.mu.Lock()
+	snap := maps.Clone(n.d.live)
+	n.d.mu.Unlock()
+	for _, key := range slices.Sorted(maps.Keys(snap)) {
+		if err := fn(key, snap[key]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// laggingPair opens two nodes over one laggingDefs: node 2 applies what
+// node 1 declares only once it catches up.
+func laggingPair(t *testing.T) ([2]*httptest.Server, [2]Config, *laggingDefs) {
+	t.Helper()
+	var up atomic.Bool
+	up.Store(true)
+	defs := newLaggingDefs()
+	srvs, _, cfgs := twoNodesOver(t, &up, defs)
+	return srvs, cfgs, defs
+}
+
+// TestLaggingNodeFindsDefinitions: a vhost, a durable exchange, a durable
+// queue and a policy made through node 1's API are shown, used and
+// deleted at once through node 2's, which has not applied them yet (it
+// catches up on the miss), as any node of RabbitMQ's cluster does; the
+// vhost PUT again there is 204 (there already); a name that exists
+// nowhere is still RabbitMQ's 404; and a lookup that hits runs no
+// barrier.
+func TestLaggingNodeFindsDefinitions(t *testing.T) {
+	srvs, _, defs := laggingPair(t)
+	node1, node2 := srvs[0], srvs[1]
+	for _, c := range []struct {
+		declare      string // method, path and body, on node 1
+		method, path string // on node 2, at once
+		body         string
+		want         int
+		shows        []string
+	}{
+		{`PUT /api/exchanges/%2F/orders {"type":"topic","durable":true}`,
+			"GET", "/api/exchanges/%2F/orders", "", http.StatusOK, []string{`"name":"orders"`, `"type":"topic"`, `"durable":true`}},
+		{`PUT /api/queues/%2F/billing {"durable":true}`,
+			"GET", "/api/queues/%2F/billing", "", http.StatusOK, []string{`"name":"billing"`, `"durable":true`, `"node":"wharf@1"`}},
+		{`PUT /api/policies/%2F/short {"pattern":"^short","definition":{"max-length":1}}`,
+			"GET", "/api/policies/%2F/short", "", http.StatusOK, []string{`"name":"short"`, `"pattern":"^short"`}},
+		{`PUT /api/vhosts/fresh`,
+			"GET", "/api/vhosts/fresh", "", http.StatusOK, []string{`"name":"fresh"`}},
+		{`PUT /api/exchanges/%2F/audit {"type":"fanout","durable":true}`,
+			"GET", "/api/exchanges/%2F/audit/bindings/source", "", http.StatusOK, []string{`[]`}},
+		{`PUT /api/queues/%2F/ledger {"durable":true}`,
+			"GET", "/api/queues/%2F/ledger/bindings", "", http.StatusOK, []string{`"destination":"ledger"`}},
+		{`PUT /api/vhosts/twice`,
+			"PUT", "/api/vhosts/twice", "", http.StatusNoContent, nil},
+		{`PUT /api/vhosts/spare`,
+			"PUT", "/api/policies/spare/all", `{"pattern":".*","definition":{"max-length":5}}`, http.StatusCreated, nil},
+		{`PUT /api/exchanges/%2F/doomed {"type":"direct","durable":true}`,
+			"DELETE", "/api/exchanges/%2F/doomed", "", http.StatusNoContent, nil},
+		{`PUT /api/queues/%2F/doomed {"durable":true}`,
+			"DELETE", "/api/queues/%2F/doomed", "", http.StatusNoContent, nil},
+		{`PUT /api/policies/%2F/doomed {"pattern":"^doomed","definition":{"max-length":1}}`,
+			"DELETE", "/api/policies/%2F/doomed", "", http.StatusNoContent, nil},
+		{`PUT /api/vhosts/doomed`,
+			"DELETE", "/api/vhosts/doomed", "", http.StatusNoContent, nil},
+	} {
+		method, rest, _ := strings.Cut(c.declare, " ")
+		path, body, _ := strings.Cut(rest, " ")
+		if code, got := callAs(t, node1, method, path, "application/json", body); code != http.StatusCreated {
+			t.Fatalf("%s on node 1: %d %s", c.declare, code, got)
+		}
+		if !defs.lags() {
+			t.Fatalf("node 2 applied %s before it was asked for %s", c.declare, c.path)
+		}
+		code, got := callAs(t, node2, c.method, c.path, "application/json", c.body)
+		missing := slices.DeleteFunc(slices.Clone(c.shows), func(s string) bool { return strings.Contains(got, s) })
+		if code != c.want || len(missing) > 0 {
+			t.Errorf("%s %s on node 2 right after %s on node 1: %d %s; want %d with %q", c.method, c.path, c.declare, code, got, c.want, missing)
+		}
+	}
+	for _, path := range []string{"/api/exchanges/%2F/doomed", "/api/queues/%2F/doomed", "/api/policies/%2F/doomed", "/api/vhosts/doomed"} {
+		if code, got := call(t, node1, http.MethodGet, path, ""); code != http.StatusNotFound {
+			t.Errorf("GET %s on node 1 after node 2 deleted it: %d %s", path, code, got)
+		}
+	}
+
+	for _, req := range []string{"GET /api/exchanges/%2F/nowhere", "GET /api/queues/%2F/nowhere", "GET /api/policies/%2F/nowhere",
+		"GET /api/vhosts/nowhere", "GET /api/queues/%2F/nowhere/bindings", "GET /api/exchanges/%2F/nowhere/bindings/source",
+		"DELETE /api/exchanges/%2F/nowhere", "DELETE /api/queues/%2F/nowhere", "DELETE /api/policies/%2F/nowhere",
+		"DELETE /api/vhosts/nowhere"} {
+		method, path, _ := strings.Cut(req, " ")
+		code, got := call(t, node2, method, path, "")
+		var body map[string]string
+		if err := json.Unmarshal([]byte(got), &body); err != nil || code != http.StatusNotFound ||
+			body["error"] != "Object Not Found" || body["reason"] != "Not Found" {
+			t.Errorf("%s on node 2 of what exists nowhere: %d %s; want RabbitMQ's 404", req, code, got)
+		}
+	}
+
+	before := defs.barriers.Load()
+	for _, path := range []string{"/api/exchanges/%2F/orders", "/api/queues/%2F/billing", "/api/policies/%2F/short", "/api/vhosts/fresh"} {
+		if code, got := call(t, node2, http.MethodGet, path, ""); code != http.StatusOK {
+			t.Errorf("GET %s on node 2 again: %d %s", path, code, got)
+		}
+	}
+	if n := defs.barriers.Load() - before; n != 0 {
+		t.Errorf("GETs of what node 2 has ran %d barriers, want none", n)
+	}
+}
+
+// TestLaggingNodeChecksVHostAccess: a user without a permission in a
+// vhost made on node 1 just now gets node 2's 404 for its objects, as
+// for any vhost it may not use, though node 2 had not applied the vhost
+// when asked: authorisation catches up as the handler does.
+func TestLaggingNodeChecksVHostAccess(t *testing.T) {
+	srvs, cfgs, defs := laggingPair(t)
+	if err := cfgs[1].Users.Put("watcher", "watcher", []string{users.TagManagement}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgs[1].Access.GrantAll("watcher", mq.DefaultVHost); err != nil {
+		t.Fatal(err)
+	}
+	if code, got := callAs(t, srvs[0], http.MethodPut, "/api/vhosts/private", "application/json", ""); code != http.StatusCreated {
+		t.Fatalf("PUT /api/vhosts/private on node 1: %d %s", code, got)
+	}
+	if !defs.lags() {
+		t.Fatal("node 2 applied the vhost before it was asked for it")
+	}
+	if code, got := request(t, srvs[1], "watcher", "watcher", http.MethodGet, "/api/queues/private", "", ""); code != http.StatusNotFound {
+		t.Errorf("GET /api/queues/private on node 2 as a user without a permission there: %d %s, want 404", code, got)
+	}
+	if code, got := call(t, srvs[1], http.MethodGet, "/api/queues/private", ""); code != http.StatusOK {
+		t.Errorf("GET /api/queues/private on node 2 as an administrator: %d %s", code, got)
+	}
+}
