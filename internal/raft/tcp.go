@@ -70,9 +70,9 @@ const maxBatchBytes = 4 << 20
 // breaks, and what it held is dropped with it: across a network cut the
 // kernel would otherwise retransmit it for up to about 15 minutes, and
 // deliver it, forwards and calls that late, once the cut heals. It is
-// part of how late a copy of a request may be read (forward.go); as long
-// as the write deadline, which bounds the wait for room in the socket's
-// buffer.
+// part of how late a copy of a request may be read (forward.go), with
+// the write deadline (as long), which bounds the wait for room in the
+// socket's buffer.
 const userTimeout = 10 * time.Second
 
 // TCPTransport is a Transport over TCP.
@@ -527,6 +527,12 @@ func (p *tcpPeer) write() {
 		}
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := frame.WriteTo(c); err != nil {
+			// Reset, not closed: a close would leave what the socket
+			// still holds for the kernel to deliver, however late
+			// (forward.go).
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
 			p.drop(c) // the batch is lost with it, as Raft tolerates
 		}
 	}
