@@ -103,10 +103,10 @@ type forwardCall struct {
 // forwarding node keeps repeating it (syncWaitRemote), with a margin for
 // repeats held up on their way. A repeat is a raft call, which expires
 // at its caller's deadline, so within syncWaitRemote of the forward's
-// start, and spends at most about 10 s between being written and being
-// read (internal/raft's forward.go: the TCP transport's userTimeout),
-// without counting this process's stops (forwards.clock).
-const forwardMemory = 3 * syncWaitRemote
+// start, and is read within about 20 s of being written (internal/raft's
+// forward.go: the TCP transport's write deadline and userTimeout, 10 s
+// each), not counting this process's stops (forwards.clock).
+const forwardMemory = 4 * syncWaitRemote
 
 // once runs take for forward id unless it ran (or runs) already, with
 // what the log held of it at the takeover, and returns its outcome; a
