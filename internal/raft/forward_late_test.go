@@ -19,15 +19,9 @@ import (
 // remembers the forward is answered with the first answer.
 func TestLateForwardCopyNotTakenAgain(t *testing.T) {
 	tap := &forwardTap{}
-	c := newWrappedMemCluster(t, 3, func(_ uint64, tr raft.Transport) raft.Transport {
+	c, lead, from := newForwardingCluster(t, func(_ uint64, tr raft.Transport) raft.Transport {
 		return tapTransport{Transport: tr, tap: tap}
 	})
-	c.open(c.ids, reqGroup)
-	lead := c.waitLeader(t, reqGroup, 200)
-	from := c.ids[0]
-	if from == lead {
-		from = c.ids[1]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res := make(chan error, 1)
@@ -105,6 +99,20 @@ func TestLateCallNotHandled(t *testing.T) {
 	if !slices.Equal(handled, []string{"on time"}) {
 		t.Fatalf("the handler took %q, want only the call on time", handled)
 	}
+}
+
+// newForwardingCluster is three nodes sending through wrap, with group
+// reqGroup open, led by lead; from is a follower.
+func newForwardingCluster(t *testing.T, wrap func(id uint64, tr raft.Transport) raft.Transport) (c *memCluster, lead, from uint64) {
+	t.Helper()
+	c = newWrappedMemCluster(t, 3, wrap)
+	c.open(c.ids, reqGroup)
+	lead = c.waitLeader(t, reqGroup, 200)
+	from = c.ids[0]
+	if from == lead {
+		from = c.ids[1]
+	}
+	return c, lead, from
 }
 
 // forwardTap keeps the first forward sent, and the replies to forwards
