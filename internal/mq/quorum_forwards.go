@@ -9,6 +9,7 @@ import (
 
 	"github.com/wharf-mq/wharf/internal/queuestore"
 	"github.com/wharf-mq/wharf/internal/quorumstore"
+	"github.com/wharf-mq/wharf/internal/raft"
 	"github.com/wharf-mq/wharf/internal/replica"
 )
 
@@ -77,13 +78,17 @@ type forwards struct {
 	mu     sync.Mutex
 	byID   map[uint64]*forwardCall
 	recent []*forwardCall // in the order they came, for forgetting
+	// clock is what they age on: it leaves out this process's stops, so
+	// that the repeats a leader stopped for minutes finds in its socket
+	// buffers when it resumes still meet their first copies here.
+	clock raft.AwakeClock
 }
 
 // forwardCall is one forwarded publish: done is closed once err is its
 // outcome.
 type forwardCall struct {
 	id   uint64
-	at   time.Time
+	at   time.Duration // when it came, on forwards.clock
 	done chan struct{}
 	err  error
 	// logged is what the queue's log held of the forward at the last
@@ -96,8 +101,12 @@ type forwardCall struct {
 
 // forwardMemory is how long a forward is remembered: longer than its
 // forwarding node keeps repeating it (syncWaitRemote), with a margin for
-// repeats held up in a partition.
-const forwardMemory = 3 * syncWaitRemote
+// repeats held up on their way. A repeat is a raft call, which expires
+// at its caller's deadline, so within syncWaitRemote of the forward's
+// start, and is read within about 20 s of being written (internal/raft's
+// forward.go: the TCP transport's write deadline and userTimeout, 10 s
+// each), not counting this process's stops (forwards.clock).
+const forwardMemory = 4 * syncWaitRemote
 
 // once runs take for forward id unless it ran (or runs) already, with
 // what the log held of it at the takeover, and returns its outcome; a
@@ -132,6 +141,7 @@ func (f *forwards) once(ctx context.Context, id uint64, take func(logged quorums
 func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	awake := f.clock.Read(now)
 	for id, c := range f.byID {
 		if c.failed() {
 			// Replaced, not changed: a repeat that waited on it may
@@ -140,13 +150,13 @@ func (f *forwards) recall(logged []quorumstore.Forward, now time.Time) {
 		}
 	}
 	for _, l := range logged {
-		at := time.UnixMilli(l.At)
-		if now.Sub(at) > forwardMemory {
+		age := now.Sub(time.UnixMilli(l.At))
+		if age > forwardMemory {
 			continue
 		}
 		c := f.byID[l.ID]
 		if c == nil {
-			c = f.addLocked(l.ID, at)
+			c = f.addLocked(l.ID, awake-age)
 		}
 		if !c.ran {
 			c.logged = l
@@ -166,11 +176,12 @@ func (c *forwardCall) failed() bool {
 
 // begin returns forward id's call, and whether the caller runs it: a new
 // one, or one only recalled so far. It forgets the calls older than
-// forwardMemory.
+// forwardMemory (on f.clock, read at now).
 func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for len(f.recent) > 0 && now.Sub(f.recent[0].at) > forwardMemory {
+	at := f.clock.Read(now)
+	for len(f.recent) > 0 && at-f.recent[0].at > forwardMemory {
 		if old := f.recent[0]; f.byID[old.id] == old { // else recall replaced it
 			delete(f.byID, old.id)
 		}
@@ -179,15 +190,16 @@ func (f *forwards) begin(id uint64, now time.Time) (*forwardCall, bool) {
 	}
 	c := f.byID[id]
 	if c == nil {
-		c = f.addLocked(id, now)
+		c = f.addLocked(id, at)
 	}
 	first := !c.ran
 	c.ran = true
 	return c, first
 }
 
-// addLocked remembers a new call for forward id, of at. Caller holds mu.
-func (f *forwards) addLocked(id uint64, at time.Time) *forwardCall {
+// addLocked remembers a new call for forward id, of at (on f.clock).
+// Caller holds mu.
+func (f *forwards) addLocked(id uint64, at time.Duration) *forwardCall {
 	if f.byID == nil {
 		f.byID = make(map[uint64]*forwardCall)
 	}

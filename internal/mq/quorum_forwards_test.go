@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/raft"
 )
@@ -51,5 +52,29 @@ func TestQuorumForwardFailedInEarlierTermTakenOnItsRepeat(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "big|x" || got[1] != "small" {
 		t.Fatalf("the queue holds %q, want one big message and one small", got)
+	}
+}
+
+// TestQuorumForwardRememberedAcrossAStop: a leader stopped for minutes
+// (SIGSTOP) that finds a repeat of a forward it took in its socket
+// buffers when it resumes does not take it again: its memory of the
+// forwards ages on the time it ran, not the time that passed. A forward
+// older than forwardMemory of running time is forgotten.
+func TestQuorumForwardRememberedAcrossAStop(t *testing.T) {
+	var f forwards
+	start := time.Now()
+	if _, first := f.begin(1, start); !first {
+		t.Fatal("a new forward not taken")
+	}
+	now := start.Add(5 * time.Minute)
+	if _, first := f.begin(1, now); first {
+		t.Fatal("a repeat read after a 5-minute stop taken again")
+	}
+	for range forwardMemory/time.Second + 1 { // running, a forward a second
+		now = now.Add(time.Second)
+		f.begin(2, now)
+	}
+	if _, first := f.begin(1, now); !first {
+		t.Fatalf("a forward %v old in running time still remembered", forwardMemory+time.Second)
 	}
 }

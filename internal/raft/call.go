@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Calls between the owners of a group's replicas.
@@ -16,7 +17,8 @@ import (
 // the call: the caller's context runs out. A call waiting on a node taken
 // for down, or whose connection broke, fails with ErrUnreachable then
 // (forward.go), and is not sent again: the caller may, so what it sends
-// must be safe to handle twice.
+// must be safe to handle twice. A call expires as a forward does: one
+// that arrives expired is refused, not handled (forward.go).
 
 // CallHandler answers a call another node (from) made to g on this node.
 type CallHandler func(ctx context.Context, from uint64, data []byte) ([]byte, error)
@@ -38,9 +40,15 @@ func (h *Host) Call(ctx context.Context, group, to uint64, data []byte) ([]byte,
 	return r.data, r.err
 }
 
-// called answers what node from sent to g, in the background. Caller
-// holds g.mu.
+// called answers what node from sent to g, in the background, unless it
+// arrived expired (forward.go): its caller gave up, and its handler may
+// have forgotten an earlier copy. Caller holds g.mu.
 func (h *Host) called(g *Group, from uint64, e *Envelope) {
+	reply := Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}
+	if expired(e, time.Now()) {
+		h.answer(from, reply, errLate, nil, nil)
+		return
+	}
 	var handle func(context.Context) (int64, []byte, error)
 	if fn := g.call; fn != nil {
 		handle = func(ctx context.Context) (int64, []byte, error) {
@@ -48,5 +56,5 @@ func (h *Host) called(g *Group, from uint64, e *Envelope) {
 			return 0, data, err
 		}
 	}
-	h.answer(from, Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}, "no calls taken for this group", handle, nil)
+	h.answer(from, reply, "no calls taken for this group", handle, nil)
 }

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"fmt"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -81,6 +82,12 @@ type Envelope struct {
 	Offset int64
 	// Data is a chunk's record batches.
 	Data []byte
+	// Expires is when a forward or a call may no longer be taken, on this
+	// node's clock: a copy held up on its way (in a transport's queue
+	// while there is no connection, in a socket buffer) is refused once
+	// it is older than the receiver remembers what it took (forward.go).
+	// A transport carries how long it has left, not the time.
+	Expires time.Time
 }
 
 // size is about how many bytes the envelope takes in a frame.

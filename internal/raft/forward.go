@@ -35,6 +35,24 @@ import (
 // (its context ended, or the leadership moved: internal/replica's
 // Propose), may still apply it twice: what is forwarded must be safe to
 // apply twice.
+//
+// A copy may arrive late: it waited in the transport's queue while there
+// was no connection (written when one opened again, minutes later), or
+// in socket buffers. Taken after its leader forgot the first, it would
+// be applied twice. So a forward, and a call (a quorum queue's forwarded
+// publish rides on one: internal/mq remembers those), expires
+// (Envelope.Expires): at its caller's deadline, and requestTTL after it
+// was made at the latest. A transport does not send a copy that expired
+// in its queue and carries how long it has left, not the time (no clock
+// is shared between nodes), stamped as the copy is written; the receiver
+// refuses a new one that expired before it got to it, and a broken
+// connection fails an expired forward rather than send it again. A
+// memory of what was taken then needs to outlast requestTTL, and the
+// time a copy spends between being written and being read: the TCP
+// transport bounds the time unacknowledged data waits in the network
+// (userTimeout), and a memory ages on an AwakeClock, which leaves out
+// the time its own process was stopped (frames read from its socket
+// buffers once it resumes are not late for it).
 
 // ForwardHandler proposes data forwarded by another node, on the leader,
 // and returns once it is committed: the offset it got.
@@ -105,7 +123,11 @@ func (h *Host) request(ctx context.Context, kind Kind, group, to uint64, data []
 	}
 	h.nextForward++
 	id := h.nextForward
-	req := &pendingRequest{to: to, env: Envelope{Kind: kind, Group: group, Index: id, Data: data}, done: make(chan forwardResult, 1)}
+	expires := time.Now().Add(requestTTL)
+	if d, ok := ctx.Deadline(); ok && d.Before(expires) {
+		expires = d // no one waits for its answer after that
+	}
+	req := &pendingRequest{to: to, env: Envelope{Kind: kind, Group: group, Index: id, Data: data, Expires: expires}, done: make(chan forwardResult, 1)}
 	h.forwards[id] = req
 	h.mu.Unlock()
 	defer func() {
@@ -132,14 +154,16 @@ func unreachable(node uint64, why string) error {
 // connectionBroke handles the news that a connection to peer broke, which
 // concerns the requests up to id upTo: the calls waiting on it fail, the
 // forwards are sent again (the leader takes each once), queued for the
-// next connection. Run by the loop.
+// next connection, but those expired, which fail too: the leader would
+// refuse them. Run by the loop.
 func (h *Host) connectionBroke(peer, upTo uint64) {
 	var again []Envelope
+	now := time.Now()
 	h.mu.Lock()
 	for id, req := range h.forwards {
 		switch {
 		case req.to != peer || id > upTo:
-		case req.env.Kind == KindForward:
+		case req.env.Kind == KindForward && !expired(&req.env, now):
 			again = append(again, req.env)
 		default:
 			req.complete(forwardResult{offset: -1, err: unreachable(peer, "lost its connection before it answered")})
@@ -178,13 +202,19 @@ func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
 		return
 	}
 	key := forwardKey{from: from, id: e.Index}
+	now := time.Now()
+	late := expired(e, now)
 	h.mu.Lock()
-	first, answered := h.taken.take(key, time.Now())
+	known, answered := h.taken.take(key, h.awake.Read(now), late)
 	h.mu.Unlock()
-	if !first {
-		if answered != nil { // its answer was lost
-			h.send(from, *answered)
-		} // else the first is still being proposed, and answers when done
+	switch {
+	case known && answered != nil: // its answer was lost
+		h.send(from, *answered)
+		return
+	case known: // the first is still being proposed, and answers when done
+		return
+	case late:
+		h.answer(from, reply, errLate, nil, nil)
 		return
 	}
 	h.answer(from, reply, "", func(ctx context.Context) (int64, []byte, error) {
@@ -192,10 +222,23 @@ func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
 		return offset, nil, err
 	}, func(r Envelope) {
 		h.mu.Lock()
-		h.taken.answered(key, r, time.Now())
+		h.taken.answered(key, r, h.awake.Read(time.Now()))
 		h.mu.Unlock()
 	})
 }
+
+// requestTTL is how long a forward or a call may be taken after it was
+// made, at most (its caller's deadline may come sooner): well within
+// forwardMemoryTime, with room for the time a copy spends between being
+// written and being read (up to userTimeout in the network).
+const requestTTL = 20 * time.Second
+
+// errLate answers a forward or a call that arrived expired: it was not
+// taken.
+const errLate = "raft: the request arrived after it expired, and was not taken"
+
+// expired reports whether e, a forward or a call, expired by now.
+func expired(e *Envelope, now time.Time) bool { return !now.Before(e.Expires) }
 
 // answer runs handle in the background and sends node from its result in
 // reply (a KindForwardReply or KindCallReply naming the request): the
@@ -224,8 +267,8 @@ func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(c
 }
 
 // forwardMemoryTime is how long a leader remembers its answer to a
-// forward, for a repeat: a forward is sent again as soon as its
-// connection breaks, and gives up with its caller's timeout (seconds).
+// forward, for a repeat (on its AwakeClock): a forward is sent again as
+// soon as its connection breaks, while it has not expired (requestTTL).
 const forwardMemoryTime = time.Minute
 
 // forwardMemoryMax bounds how many answered forwards a leader
@@ -246,35 +289,68 @@ type forwardMemory struct {
 }
 
 type takenForward struct {
-	answer *Envelope // nil while it is being proposed
-	at     time.Time // when answered
+	answer *Envelope     // nil while it is being proposed
+	at     time.Duration // when answered, on the host's AwakeClock
 }
 
-// take reports whether key is new, remembering it, or else the answer
-// sent for it (nil while it is being proposed). It forgets, first, the
-// answers older than forwardMemoryTime, and the oldest past
-// forwardMemoryMax.
-func (m *forwardMemory) take(key forwardKey, now time.Time) (first bool, answered *Envelope) {
-	for len(m.order) > 0 && (len(m.order) >= forwardMemoryMax || now.Sub(m.byKey[m.order[0]].at) >= forwardMemoryTime) {
+// take reports whether key was taken already (known), with the answer
+// sent for it (nil while it is being proposed); a new one is remembered
+// as taken, unless it is late (not taken). It forgets, first, the
+// answers older than forwardMemoryTime at now (the host's AwakeClock),
+// and the oldest past forwardMemoryMax.
+func (m *forwardMemory) take(key forwardKey, now time.Duration, late bool) (known bool, answered *Envelope) {
+	for len(m.order) > 0 && (len(m.order) >= forwardMemoryMax || now-m.byKey[m.order[0]].at >= forwardMemoryTime) {
 		delete(m.byKey, m.order[0])
 		m.order = m.order[1:]
 	}
 	if t, ok := m.byKey[key]; ok {
-		return false, t.answer
+		return true, t.answer
+	}
+	if late {
+		return false, nil
 	}
 	if m.byKey == nil {
 		m.byKey = map[forwardKey]*takenForward{}
 	}
 	m.byKey[key] = &takenForward{}
-	return true, nil
+	return false, nil
 }
 
-// answered remembers the answer sent for key.
-func (m *forwardMemory) answered(key forwardKey, answer Envelope, now time.Time) {
+// answered remembers the answer sent for key, at now.
+func (m *forwardMemory) answered(key forwardKey, answer Envelope, now time.Duration) {
 	if t := m.byKey[key]; t != nil {
 		t.answer, t.at = &answer, now
 		m.order = append(m.order, key)
 	}
+}
+
+// AwakeClock measures how long its process has been running, leaving
+// out the time it was stopped (SIGSTOP, a paused machine) or stalled: a
+// memory of the requests taken ages on it, so that the copies a stopped
+// receiver finds in its socket buffers when it resumes, however long
+// after they were written, still meet the memory of what it took before
+// it stopped. Each reading adds the time since the last one, but at most
+// maxAwakeStep: readings further apart (a stall, or a quiet spell) count
+// that much, so the clock runs slow, never fast, and a memory on it
+// forgets late, never early. Its zero value is ready; not safe for
+// concurrent use.
+type AwakeClock struct {
+	last  time.Time
+	awake time.Duration
+}
+
+// maxAwakeStep is the most one reading of an AwakeClock adds: a process
+// stopped for longer is stopped for this long as far as its memories of
+// requests go.
+const maxAwakeStep = time.Second
+
+// Read returns how long the process has been awake at now, as c saw it.
+func (c *AwakeClock) Read(now time.Time) time.Duration {
+	if !c.last.IsZero() {
+		c.awake += min(max(now.Sub(c.last), 0), maxAwakeStep)
+	}
+	c.last = now
+	return c.awake
 }
 
 // forwardAnswered completes the Forward or Call waiting for e's request

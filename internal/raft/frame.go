@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/record"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -27,7 +28,8 @@ import (
 //	  quiesce:          uvarint term, uvarint index (the commit index)
 //	  snapshot-request: uvarint term, uvarint index, uvarint offset
 //	  snapshot-chunk:   uvarint term, uvarint index, uvarint offset, uvarint length, bytes
-//	  forward, call:    uvarint index (the request id), uvarint length, bytes
+//	  forward, call:    uvarint index (the request id), uvarint milliseconds
+//	                    left before it expires, uvarint length, bytes
 //	  forward-reply, call-reply:
 //	                    uvarint index, uvarint offset (-1 as 2^64-1), uvarint length, bytes (the error)
 //	data: the Raft entries that are record batches, back to back, in the
@@ -82,14 +84,15 @@ type frameEncoder struct {
 	out  net.Buffers
 }
 
-// encode returns the frame of envs, as the buffers to write in order.
-func (f *frameEncoder) encode(envs []Envelope) (net.Buffers, error) {
+// encode returns the frame of envs, as the buffers to write in order at
+// now: the forwards and calls carry the time they have left then.
+func (f *frameEncoder) encode(envs []Envelope, now time.Time) (net.Buffers, error) {
 	clear(f.data) // let go of the last frame's entries
 	f.meta, f.data = append(f.meta[:0], make([]byte, frameHeader)...), f.data[:0]
 	f.meta = binary.AppendUvarint(f.meta, uint64(len(envs)))
 	for i := range envs {
 		var err error
-		if f.meta, f.data, err = appendEnvelope(f.meta, f.data, &envs[i]); err != nil {
+		if f.meta, f.data, err = appendEnvelope(f.meta, f.data, &envs[i], now); err != nil {
 			return nil, err
 		}
 	}
@@ -111,8 +114,9 @@ func (f *frameEncoder) encode(envs []Envelope) (net.Buffers, error) {
 	return f.out, nil
 }
 
-// appendEnvelope appends e's meta to meta and its batches to data.
-func appendEnvelope(meta []byte, data [][]byte, e *Envelope) ([]byte, [][]byte, error) {
+// appendEnvelope appends e's meta to meta and its batches to data, as
+// written at now.
+func appendEnvelope(meta []byte, data [][]byte, e *Envelope, now time.Time) ([]byte, [][]byte, error) {
 	meta = append(meta, byte(e.Kind))
 	meta = binary.AppendUvarint(meta, e.Group)
 	switch e.Kind {
@@ -132,6 +136,9 @@ func appendEnvelope(meta []byte, data [][]byte, e *Envelope) ([]byte, [][]byte, 
 		}
 	case KindForward, KindForwardReply, KindCall, KindCallReply:
 		meta = binary.AppendUvarint(meta, e.Index)
+		if e.Kind == KindForward || e.Kind == KindCall {
+			meta = binary.AppendUvarint(meta, uint64(max(e.Expires.Sub(now).Milliseconds(), 0)))
+		}
 		if e.Kind == KindForwardReply || e.Kind == KindCallReply {
 			meta = binary.AppendUvarint(meta, uint64(e.Offset))
 		}
@@ -319,13 +326,16 @@ func readFrame(r io.Reader, buf []byte) ([]Envelope, []byte, error) {
 		}
 		return nil, buf, err
 	}
-	envs, err := decodePayload(payload[:metaLen], payload[metaLen:], binary.BigEndian.Uint32(head[8:]))
+	// Read now: a forward or a call expires the time it has left from
+	// here, on this node's clock.
+	envs, err := decodePayload(payload[:metaLen], payload[metaLen:], binary.BigEndian.Uint32(head[8:]), time.Now())
 	return envs, buf, err
 }
 
-// decodePayload decodes a frame's meta part and checks it, with the
-// batches it names in data, against crc, then the batches' own CRCs.
-func decodePayload(meta, data []byte, crc uint32) ([]Envelope, error) {
+// decodePayload decodes a frame's meta part, read at now, and checks it,
+// with the batches it names in data, against crc, then the batches' own
+// CRCs.
+func decodePayload(meta, data []byte, crc uint32, now time.Time) ([]Envelope, error) {
 	d := decoder{b: meta, data: data}
 	count := d.uvarint()
 	if d.err == nil && count > uint64(len(meta)) {
@@ -352,6 +362,12 @@ func decodePayload(meta, data []byte, crc uint32) ([]Envelope, error) {
 			}
 		case KindForward, KindForwardReply, KindCall, KindCallReply:
 			e.Index = d.uvarint()
+			if e.Kind == KindForward || e.Kind == KindCall {
+				// No longer than a sender may give (a peer's clock
+				// jumping, or damage, would outlast the memories).
+				left := time.Duration(min(d.uvarint(), uint64(requestTTL/time.Millisecond))) * time.Millisecond
+				e.Expires = now.Add(left)
+			}
 			if e.Kind == KindForwardReply || e.Kind == KindCallReply {
 				e.Offset = int64(d.uvarint())
 			}

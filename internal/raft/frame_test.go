@@ -51,7 +51,7 @@ func sampleEnvelopes() []Envelope {
 // frameOf is the frame of envs as one byte slice.
 func frameOf(t testing.TB, envs []Envelope) []byte {
 	var enc frameEncoder
-	bufs, err := enc.encode(envs)
+	bufs, err := enc.encode(envs, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +69,39 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEnvelopes(t, got, want)
+}
+
+// TestFrameCarriesTimeLeft: a forward or a call carries the time it has
+// left when the frame is written, and expires that long after the frame
+// is read, on the reader's clock; never later than requestTTL after,
+// whatever the writer claims, and at once if it had expired.
+func TestFrameCarriesTimeLeft(t *testing.T) {
+	written := time.Now().Add(-time.Hour) // the writer's clock need not be the reader's
+	envs := []Envelope{
+		{Kind: KindForward, Group: 1, Index: 1, Data: []byte("p"), Expires: written.Add(5 * time.Second)},
+		{Kind: KindCall, Group: 1, Index: 2, Data: []byte("c"), Expires: written.Add(5 * time.Second)},
+		{Kind: KindCall, Group: 1, Index: 3, Expires: written.Add(time.Hour)},
+		{Kind: KindForward, Group: 1, Index: 4, Expires: written.Add(-time.Second)},
+	}
+	var enc frameEncoder
+	bufs, err := enc.encode(envs, written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	bufs.WriteTo(&b)
+	before := time.Now()
+	got, _, err := readFrame(&b, nil)
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEnvelopes(t, got, envs)
+	for i, left := range []time.Duration{5 * time.Second, 5 * time.Second, requestTTL, 0} {
+		if e := got[i].Expires; e.Before(before.Add(left)) || e.After(after.Add(left)) {
+			t.Errorf("envelope %d expires %v after it was read, want %v", i, e.Sub(before), left)
+		}
+	}
 }
 
 // checkEnvelopes fails the test unless got are want.
@@ -93,7 +126,7 @@ func TestFrameKeepsBatchesOutOfItsChecksum(t *testing.T) {
 	batch := testBatch(0, 10, 100)
 	var enc frameEncoder
 	bufs, err := enc.encode([]Envelope{{Kind: KindRaft, Group: 1, Msg: &pb.Message{Type: pb.MsgApp.Enum(),
-		Entries: []*pb.Entry{{Index: new(uint64(1)), Data: batch}}}}})
+		Entries: []*pb.Entry{{Index: new(uint64(1)), Data: batch}}}}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +216,7 @@ func BenchmarkFrame(b *testing.B) {
 		b.SetBytes(int64(size))
 		var enc frameEncoder
 		for b.Loop() {
-			bufs, err := enc.encode(envs)
+			bufs, err := enc.encode(envs, time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}

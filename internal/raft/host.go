@@ -132,6 +132,7 @@ type Host struct {
 	forwards    map[uint64]*pendingRequest // Forward and Call calls waiting, by request id
 	nextForward uint64
 	taken       forwardMemory // forwards taken as a leader (forward.go)
+	awake       AwakeClock    // what taken ages on
 	// links counts the transport's open connections to each peer it
 	// reported (Connected, Disconnected): a peer at 0 has none.
 	links  map[uint64]int

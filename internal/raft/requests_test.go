@@ -130,15 +130,9 @@ func TestForwardSentAgainIsTakenOnce(t *testing.T) {
 	for _, lost := range []raft.Kind{raft.KindForward, raft.KindForwardReply} {
 		t.Run(lost.String(), func(t *testing.T) {
 			drop := &dropFirst{kind: lost}
-			c := newWrappedMemCluster(t, 3, func(_ uint64, tr raft.Transport) raft.Transport {
+			c, lead, from := newForwardingCluster(t, func(_ uint64, tr raft.Transport) raft.Transport {
 				return dropTransport{Transport: tr, drop: drop}
 			})
-			c.open(c.ids, reqGroup)
-			lead := c.waitLeader(t, reqGroup, 200)
-			from := c.ids[0]
-			if from == lead {
-				from = c.ids[1]
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			type result struct {

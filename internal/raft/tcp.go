@@ -36,9 +36,11 @@ import (
 // own encoding, record batches under their own CRCs (frame.go). Version 4:
 // a forward's request id is unique across its sender's runs, and the
 // leader takes a forward sent again under the same id once (forward.go).
-// A peer of another version is refused at the hello, with a message that
-// says so, rather than misreading its frames.
-var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 4}
+// Version 5: a forward or a call carries the time it has left, and one
+// that arrives expired is refused (forward.go). A peer of another version
+// is refused at the hello, with a message that says so, rather than
+// misreading its frames.
+var helloMagic = [6]byte{'W', 'R', 'A', 'F', 'T', 5}
 
 // TCPConfig configures a TCP transport.
 type TCPConfig struct {
@@ -63,6 +65,16 @@ const readBufferBytes = 64 << 10
 // next.
 const maxBatchBytes = 4 << 20
 
+// userTimeout bounds how long what was written to a connection may stay
+// unacknowledged (TCP_USER_TIMEOUT, on Linux) before the connection
+// breaks, and what it held is dropped with it: across a network cut the
+// kernel would otherwise retransmit it for up to about 15 minutes, and
+// deliver it, forwards and calls that late, once the cut heals. It is
+// part of how late a copy of a request may be read (forward.go), with
+// the write deadline (as long), which bounds the wait for room in the
+// socket's buffer.
+const userTimeout = 10 * time.Second
+
 // TCPTransport is a Transport over TCP.
 type TCPTransport struct {
 	cfg      TCPConfig
@@ -78,7 +90,7 @@ type TCPTransport struct {
 	conns   map[net.Conn]bool
 	started bool
 
-	dropped atomic.Int64 // envelopes dropped on full queues
+	dropped atomic.Int64 // envelopes dropped on full queues, or expired in them
 
 	join atomic.Pointer[JoinHandler] // answers join requests (join.go)
 }
@@ -124,7 +136,8 @@ func ListenTCP(cfg TCPConfig) (*TCPTransport, error) {
 // Addr is the address the transport listens on.
 func (t *TCPTransport) Addr() net.Addr { return t.listener.Addr() }
 
-// Dropped is how many envelopes full queues dropped.
+// Dropped is how many envelopes the queues dropped: full, or expired in
+// them (forwards and calls).
 func (t *TCPTransport) Dropped() int64 { return t.dropped.Load() }
 
 // Start accepts peers' connections and dials the peers with higher ids,
@@ -302,6 +315,9 @@ func (t *TCPTransport) accept() {
 				c.Close()
 				return
 			}
+			if err := setUserTimeout(c); err != nil {
+				t.logger.Warn("a cluster connection may deliver late what it held when cut off", "peer", id, "err", err)
+			}
 			p := t.peer(id)
 			t.ensureRunning(p)
 			t.serve(p, c, r, nil)
@@ -360,6 +376,10 @@ func dialPeer(ctx context.Context, addr string, self uint64) (net.Conn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		return nil, err
+	}
+	if err := setUserTimeout(c); err != nil {
+		c.Close()
 		return nil, err
 	}
 	hello := binary.AppendUvarint(helloMagic[:], self)
@@ -495,14 +515,41 @@ func (p *tcpPeer) write() {
 		p.cond.Broadcast() // room for Stream
 		p.mu.Unlock()
 
-		frame, err := enc.encode(batch)
+		now := time.Now()
+		batch = dropExpired(batch, now, &t.dropped)
+		if len(batch) == 0 {
+			continue
+		}
+		frame, err := enc.encode(batch, now)
 		if err != nil {
 			t.logger.Error("encoding a raft frame failed; dropping it", "peer", p.id, "err", err)
 			continue
 		}
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := frame.WriteTo(c); err != nil {
+			// Reset, not closed: a close would leave what the socket
+			// still holds for the kernel to deliver, however late
+			// (forward.go).
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
 			p.drop(c) // the batch is lost with it, as Raft tolerates
 		}
 	}
+}
+
+// dropExpired leaves out of batch the forwards and calls that expired by
+// now, waiting in the queue (while there was no connection): their
+// callers gave up, and their receiver may have forgotten an earlier copy
+// it took. It counts them in dropped.
+func dropExpired(batch []Envelope, now time.Time, dropped *atomic.Int64) []Envelope {
+	kept := batch[:0]
+	for _, e := range batch {
+		if (e.Kind == KindForward || e.Kind == KindCall) && expired(&e, now) {
+			dropped.Add(1)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return kept
 }

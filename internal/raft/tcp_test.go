@@ -174,6 +174,43 @@ func TestTCPTransportQueueBounds(t *testing.T) {
 	}
 }
 
+// TestTCPTransportDropsExpiredRequests: a forward queued while there is
+// no connection, and expired by the time one opens, is not written: its
+// caller gave up, and the leader may have forgotten an earlier copy it
+// took. A call queued with it that has time left goes, and expires on the
+// receiver's clock about as much later as it had left.
+func TestTCPTransportDropsExpiredRequests(t *testing.T) {
+	a := listen(t, 1, "127.0.0.1:0", map[uint64]string{2: "127.0.0.1:1"}) // nobody listens there
+	a.Start(&collector{})
+	sent := time.Now()
+	soon, later := sent.Add(20*time.Millisecond), sent.Add(10*time.Second)
+	a.Send(2, []Envelope{
+		{Kind: KindForward, Group: 1, Index: 1, Data: []byte("late"), Expires: soon},
+		{Kind: KindCall, Group: 1, Index: 2, Data: []byte("on time"), Expires: later},
+	})
+	waitFor(t, "the forward to expire in the queue", func() bool { return time.Now().After(soon) })
+
+	b := listen(t, 2, "127.0.0.1:0", nil)
+	var rb collector
+	b.Start(&rb)
+	a.SetPeer(2, b.Addr().String())
+	waitFor(t, "the call at node 2", func() bool { return rb.count() > 0 })
+	a.Send(2, []Envelope{{Kind: KindPing}}) // behind anything still on its way
+	waitFor(t, "the ping at node 2", func() bool { return rb.count() > 1 })
+	rb.mu.Lock()
+	got := slices.Clone(rb.envs)
+	rb.mu.Unlock()
+	if len(got) != 2 || got[0].Kind != KindCall || string(got[0].Data) != "on time" {
+		t.Fatalf("node 2 got %+v, want the call, then the ping", got)
+	}
+	if left := got[0].Expires.Sub(sent); left < 9*time.Second || left > 11*time.Second {
+		t.Fatalf("the call expires %v after it was sent, want about 10s", left)
+	}
+	if n := a.Dropped(); n != 1 {
+		t.Fatalf("%d envelopes dropped, want the expired forward", n)
+	}
+}
+
 // TestTCPTransportRedialsAfterInstantBreaks: a peer that accepts the
 // dialer's connections and closes them at once, many times, is dialed
 // again every time: a connection that broke as soon as it was installed
@@ -215,6 +252,7 @@ func TestHelloRefusesAnotherWireVersion(t *testing.T) {
 	}{
 		{[]byte{'W', 'R', 'A', 'F', 'T', 1, 7}, "wire version 1"},
 		{[]byte{'W', 'R', 'A', 'F', 'T', 3, 7}, "wire version 3"},
+		{[]byte{'W', 'R', 'A', 'F', 'T', 4, 7}, "wire version 4"},
 		{[]byte{'H', 'T', 'T', 'P', '/', '1', 7}, "not a raft peer"},
 	} {
 		server, client := net.Pipe()
