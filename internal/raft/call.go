@@ -46,7 +46,7 @@ func (h *Host) Call(ctx context.Context, group, to uint64, data []byte) ([]byte,
 func (h *Host) called(g *Group, from uint64, e *Envelope) {
 	reply := Envelope{Kind: KindCallReply, Group: g.id, Index: e.Index}
 	if expired(e, time.Now()) {
-		h.answer(from, reply, errLate, nil, nil)
+		h.answer(from, reply, ErrLate.Error(), nil, nil)
 		return
 	}
 	var handle func(context.Context) (int64, []byte, error)

@@ -214,7 +214,7 @@ func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
 	case known: // the first is still being proposed, and answers when done
 		return
 	case late:
-		h.answer(from, reply, errLate, nil, nil)
+		h.answer(from, reply, ErrLate.Error(), nil, nil)
 		return
 	}
 	h.answer(from, reply, "", func(ctx context.Context) (int64, []byte, error) {
@@ -233,9 +233,10 @@ func (h *Host) forwarded(g *Group, from uint64, e *Envelope) {
 // written and being read (up to userTimeout in the network).
 const requestTTL = 20 * time.Second
 
-// errLate answers a forward or a call that arrived expired: it was not
-// taken.
-const errLate = "raft: the request arrived after it expired, and was not taken"
+// ErrLate answers a forward or a call that arrived expired: it was not
+// taken (a copy taken before is answered with its first answer, not
+// this), so its caller may send it again as a new one.
+var ErrLate = errors.New("raft: the request arrived after it expired, and was not taken")
 
 // expired reports whether e, a forward or a call, expired by now.
 func expired(e *Envelope, now time.Time) bool { return !now.Before(e.Expires) }

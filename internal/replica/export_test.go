@@ -74,3 +74,6 @@ func (l *RaftLog) StageOwnSnapshot(dir string, sent func()) (*Local, bool, error
 	})
 	return staged, st.complete(), err
 }
+
+// Retryable is whether a failed proposal is tried again (retryable).
+var Retryable = retryable

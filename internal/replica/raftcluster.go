@@ -117,10 +117,12 @@ func (l *RaftLog) forward(ctx context.Context, leader uint64, batches []byte) (i
 // (ErrAppendRefused), or the leader was closing (its log or its host's
 // context), or the leader cannot be reached (raft.ErrUnreachable: this
 // node has no connection to it since one broke, or takes it for down;
-// the election follows). A leader's answer to a forward is text
+// the election follows), or the forward reached the leader expired
+// (raft.ErrLate: held up on its way; it was not taken, so it is sent
+// again as a new one). A leader's answer to a forward is text
 // (raft.ErrForwarded), told by these errors' texts.
 func retryable(err error) bool {
-	for _, target := range []error{ErrNotLeader, ErrAppendRefused, ErrTruncated, errLeaderMoved, ErrClosed, context.Canceled, raft.ErrUnreachable} {
+	for _, target := range []error{ErrNotLeader, ErrAppendRefused, ErrTruncated, errLeaderMoved, ErrClosed, context.Canceled, raft.ErrUnreachable, raft.ErrLate} {
 		if errors.Is(err, target) {
 			return true
 		}

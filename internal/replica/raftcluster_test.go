@@ -207,3 +207,15 @@ func TestRaftLogFollowersDropTheirCache(t *testing.T) {
 		t.Fatal("the stopped node still leads")
 	}
 }
+
+// A forward the leader refused because it arrived expired was not taken:
+// the proposal tries again, as a new forward, while its caller waits.
+func TestLateForwardIsRetried(t *testing.T) {
+	late := fmt.Errorf("%w: %s", raft.ErrForwarded, raft.ErrLate.Error())
+	if !replica.Retryable(late) {
+		t.Errorf("%v: not retried", late)
+	}
+	if other := fmt.Errorf("%w: %s", raft.ErrForwarded, "topic already exists"); replica.Retryable(other) {
+		t.Errorf("%v: retried", other)
+	}
+}
