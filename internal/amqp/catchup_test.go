@@ -2,9 +2,11 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,9 +218,10 @@ func TestLaggingNodeOpensVHost(t *testing.T) {
 }
 
 // TestLaggingNodeFindsByName: what a client names through node 2 right
-// after node 1 declared it, which node 2 had not applied, is found (a
+// after node 1 made it, which node 2 had not applied, is found (a
 // passive declare of a queue or exchange, a bind to an exchange, a
-// consume from a queue), as on any node of RabbitMQ's cluster.
+// consume from a queue) and deleted (an exchange, a binding), as on any
+// node of RabbitMQ's cluster; a queue that exists nowhere is still 404.
 func TestLaggingNodeFindsByName(t *testing.T) {
 	nodes := laggingCluster(t)
 	node1, node2 := nodes[0], nodes[1]
@@ -227,7 +230,7 @@ func TestLaggingNodeFindsByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, v2 := node1.vhost(t, mq.DefaultVHost), node2.vhost(t, mq.DefaultVHost)
+	v1 := node1.vhost(t, mq.DefaultVHost)
 	declareExchange := func(name string) error {
 		return v1.DeclareExchange(mq.ExchangeDef{Name: name, Type: "topic", Durable: true}, false)
 	}
@@ -235,56 +238,80 @@ func TestLaggingNodeFindsByName(t *testing.T) {
 		_, err := v1.DeclareQueue(mq.QueueDef{Name: name, Durable: true}, false)
 		return err
 	}
+	bound := func(queue string) bool {
+		return slices.ContainsFunc(v1.Bindings(), func(b mq.BindingInfo) bool { return b.Destination == queue })
+	}
 	for _, c := range []struct {
-		what      string
-		exchanges []string // declared on node 1
-		queues    []string
-		op        func(ch *amqp091.Channel) error // on node 2
+		what  string
+		make  func() error                    // on node 1; node 2 lags behind what it writes last
+		op    func(ch *amqp091.Channel) error // on node 2, at once
+		check func() error                    // on node 1, caught up after op
 	}{
-		{"exchange.declare passive", []string{"orders"}, nil,
+		{"exchange.declare passive", func() error { return declareExchange("orders") },
 			func(ch *amqp091.Channel) error {
 				return ch.ExchangeDeclarePassive("orders", "topic", true, false, false, false, nil)
-			}},
-		{"queue.declare passive", nil, []string{"billing"},
+			}, nil},
+		{"queue.declare passive", func() error { return declareQueue("billing") },
 			func(ch *amqp091.Channel) error {
 				_, err := ch.QueueDeclarePassive("billing", true, false, false, false, nil)
 				return err
-			}},
-		{"queue.bind to an exchange", []string{"audit"}, nil,
+			}, nil},
+		{"queue.bind to an exchange", func() error { return declareExchange("audit") },
 			func(ch *amqp091.Channel) error {
 				q, err := ch.QueueDeclare("", false, true, true, false, nil)
 				if err != nil {
 					return err
 				}
 				return ch.QueueBind(q.Name, "#", "audit", false, nil)
-			}},
-		{"basic.consume", nil, []string{"ledger"},
+			}, nil},
+		{"basic.consume", func() error { return declareQueue("ledger") },
 			func(ch *amqp091.Channel) error {
 				_, err := ch.Consume("ledger", "", true, false, false, false, nil)
 				return err
+			}, nil},
+		{"exchange.delete", func() error { return declareExchange("doomed") },
+			func(ch *amqp091.Channel) error { return ch.ExchangeDelete("doomed", false, false) },
+			func() error {
+				if v1.HasExchange("doomed") {
+					return errors.New("the exchange is still there")
+				}
+				return nil
+			}},
+		{"queue.unbind", func() error {
+			if err := declareQueue("tally"); err != nil {
+				return err
+			}
+			if !node2.reg.CatchUp() { // node 2 knows both ends, not the binding
+				return errors.New("node 2 did not catch up")
+			}
+			return v1.BindQueue("tally", "amq.topic", "k", nil, 0)
+		},
+			func(ch *amqp091.Channel) error { return ch.QueueUnbind("tally", "k", "amq.topic", nil) },
+			func() error {
+				if bound("tally") {
+					return errors.New("the binding is still there")
+				}
+				return nil
 			}},
 	} {
-		for _, name := range c.exchanges {
-			if err := declareExchange(name); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, name := range c.queues {
-			if err := declareQueue(name); err != nil {
-				t.Fatal(err)
-			}
+		if err := c.make(); err != nil {
+			t.Fatal(err)
 		}
 		if !node2.defs.Lags() {
 			t.Fatalf("node 2 applied what %s names before it was asked", c.what)
 		}
 		ch := openChannel(t, conn)
 		if err := c.op(ch); err != nil {
-			t.Errorf("%s through node 2 right after node 1 declared it: %v", c.what, err)
+			t.Errorf("%s through node 2 right after node 1 made what it names: %v", c.what, err)
+		} else if c.check != nil {
+			if !node1.reg.CatchUp() { // with node 2's writes
+				t.Fatal("node 1 did not catch up")
+			}
+			if err := c.check(); err != nil {
+				t.Errorf("%s through node 2 right after node 1 made what it names: %v", c.what, err)
+			}
 		}
 		ch.Close()
-	}
-	if v2.HasQueue("nowhere") {
-		t.Fatal("a queue from nowhere")
 	}
 	_, err = openChannel(t, conn).QueueDeclarePassive("nowhere", true, false, false, false, nil)
 	wantCode(t, err, amqp091.NotFound)
