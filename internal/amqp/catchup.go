@@ -10,8 +10,8 @@ import "github.com/wharf-mq/wharf/internal/mq"
 // catches up with the cluster (mq.Registry.CatchUp, a barrier on the
 // metadata log) and looks again. A hit answers at once; on a single node
 // there is nothing to catch up with and the miss stands. mq's own
-// lookups of queues and exchanges by name (passive declares, binds,
-// consumes, publishes) catch up the same way; these are the lookups made
+// lookups by name (passive declares, binds and unbinds, consumes, gets,
+// publishes, deletes) catch up the same way; these are the lookups made
 // here, before mq is asked.
 
 // lookUpVHost is the registry's vhost name, for connection.open.

@@ -42,7 +42,7 @@ type clusterNode struct {
 	addr   string
 }
 
-// vhost returns the node's vhost name.
+// vhost returns the node's vhost of that name.
 func (n *clusterNode) vhost(t *testing.T, name string) *mq.VHost {
 	t.Helper()
 	v, err := n.reg.VHost(name)
