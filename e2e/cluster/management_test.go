@@ -68,7 +68,8 @@ func scrapeMetrics(ctx context.Context, url string) (scrape, error) {
 // queue (declared on node 2) and a quorum queue (declared on node 1) are
 // each counted by exactly one node, the one serving it, so
 // rabbitmq_queues summed over the nodes is 2; every node's
-// /api/kafka/topics lists a topic created through node 3 and its /metrics
+// /api/kafka/topics/{topic} shows a topic the moment it was created
+// through node 3, /api/kafka/topics lists it, and /metrics shows
 // the topic's partition with its three replicas in sync; and offsets a
 // group commits through node 1 show, in /api/kafka/groups and the
 // kafka_consumergroup_* metrics, on the one node coordinating the group.
@@ -94,6 +95,12 @@ func TestManagementOnEveryNode(t *testing.T) {
 	const topic, groupName = "mgmt-topic", "mgmt-group"
 	if _, err := newAdmin(t, []string{nodes[2].kafkaAddr}).CreateTopic(ctx, 1, 3, nil, topic); err != nil {
 		t.Fatal(err)
+	}
+	for _, a := range nodes { // at once: a node that has not applied the topic yet catches up on the miss
+		var detail struct{ Partitions int }
+		if err := a.getAPI(ctx, "/api/kafka/topics/"+topic, &detail); err != nil || detail.Partitions != 1 {
+			t.Errorf("node %d's /api/kafka/topics/%s right after its creation through node 3: %+v, %v", a.id, topic, detail, err)
+		}
 	}
 	producer := newClient(t, []string{nodes[0].kafkaAddr}, kgo.DefaultProduceTopic(topic))
 	if err := producer.ProduceSync(ctx, kgo.StringRecord("one"), kgo.StringRecord("two")).FirstErr(); err != nil {

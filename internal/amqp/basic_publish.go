@@ -28,8 +28,7 @@ func (ch *channel) basicPublish(m *amqpwire.BasicPublish, content *amqpwire.Cont
 		RawProperties: content.RawProperties,
 		Body:          content.Body,
 	}
-	v := c.vhost
-	if err := c.access.Publish(m.Exchange, msg.RoutingKeys, func() bool { return v.IsTopicExchange(m.Exchange) }); err != nil {
+	if err := c.access.Publish(m.Exchange, msg.RoutingKeys, func() bool { return c.isTopicExchange(m.Exchange) }); err != nil {
 		return mqError(err, m.ID())
 	}
 	if msg.Properties.ReplyTo == mq.ReplyToQueue {

@@ -109,8 +109,11 @@ func (c *conn) handshake() error {
 	}
 	open := m.(*amqpwire.ConnectionOpen)
 	// As RabbitMQ's check_vhost_access: a vhost that does not exist and
-	// one the user has no permission in get the same refusal.
-	vh, verr := c.srv.reg.VHost(open.VirtualHost)
+	// one the user has no permission in get the same refusal. Both
+	// lookups catch up with the cluster on a miss (catchup.go,
+	// access.Store.Permission): a vhost made and a permission given
+	// through another node just now let the client in here too.
+	vh, verr := c.srv.lookUpVHost(open.VirtualHost)
 	if verr != nil || !cfg.Access.HasVHostAccess(user, open.VirtualHost) {
 		return c.failHandshake(access.VHostRefused(open.VirtualHost, user).In(amqpwire.ConnectionOpenID))
 	}

@@ -132,6 +132,5 @@ func (ch *channel) queueDelete(m *amqpwire.QueueDelete) error {
 // checkBind checks the user's permissions for a bind or unbind of a
 // destination (a queue or an exchange) to the source exchange with key.
 func (ch *channel) checkBind(destKind access.Kind, destination, source, key string) error {
-	v := ch.c.vhost
-	return ch.c.access.Bind(destKind, destination, source, key, func() bool { return v.IsTopicExchange(source) })
+	return ch.c.access.Bind(destKind, destination, source, key, func() bool { return ch.c.isTopicExchange(source) })
 }

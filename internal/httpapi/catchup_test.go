@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/wharf-mq/wharf/internal/kafkaview"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/users"
 )
@@ -252,5 +254,81 @@ func TestLaggingNodeChecksVHostAccess(t *testing.T) {
 	}
 	if code, got := call(t, srvs[1], http.MethodGet, "/api/queues/private", ""); code != http.StatusOK {
 		t.Errorf("GET /api/queues/private on node 2 as an administrator: %d %s", code, got)
+	}
+}
+
+// laggingTopics is the Kafka side of a node that has not applied the
+// topic "orders" another node created just now: it finds it only once it
+// catches up. "local" it has; "nowhere" exists nowhere.
+type laggingTopics struct {
+	KafkaView // nil: what the test does not call
+	caughtUp  atomic.Bool
+	catchUps  atomic.Int64
+	produced  atomic.Int64
+}
+
+func (k *laggingTopics) known(name string) error {
+	if name == "local" || name == "orders" && k.caughtUp.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: no topic %q", kafkaview.ErrNotFound, name)
+}
+
+func (k *laggingTopics) Topic(name string) (kafkaview.TopicDetail, error) {
+	return kafkaview.TopicDetail{TopicSummary: kafkaview.TopicSummary{Name: name, Partitions: 1}}, k.known(name)
+}
+
+func (k *laggingTopics) Browse(req kafkaview.BrowseRequest) (kafkaview.BrowseResult, error) {
+	return kafkaview.BrowseResult{Records: []kafkaview.Record{}}, k.known(req.Topic)
+}
+
+func (k *laggingTopics) Produce(topic string, _ kafkaview.ProduceRequest) (kafkaview.ProduceResult, error) {
+	if err := k.known(topic); err != nil {
+		return kafkaview.ProduceResult{}, err
+	}
+	return kafkaview.ProduceResult{Offset: k.produced.Add(1) - 1}, nil
+}
+
+func (k *laggingTopics) CatchUp() bool {
+	k.catchUps.Add(1)
+	k.caughtUp.Store(true)
+	return true
+}
+
+// TestLaggingNodeFindsTopic: a Kafka topic created through another node
+// just now, which this node has not applied, is shown, browsed and
+// produced to at once through this node's API (it catches up on the
+// miss); a topic that exists nowhere is still 404; a topic this node has
+// costs no catch-up.
+func TestLaggingNodeFindsTopic(t *testing.T) {
+	for _, c := range []struct{ method, path, body, shows string }{
+		{"GET", "/api/kafka/topics/orders", "", `"name":"orders"`},
+		{"GET", "/api/kafka/topics/orders/partitions/0/records", "", `"records":[]`},
+		{"POST", "/api/kafka/topics/orders/records", `{"value":"v"}`, `"offset":0`},
+	} {
+		view := &laggingTopics{}
+		s := New(newRegistry(t), withUsers(t, Config{Version: "test"}, guestOnly))
+		s.ServeKafka(view)
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		if code, got := call(t, srv, c.method, c.path, c.body); code != http.StatusOK || !strings.Contains(got, c.shows) {
+			t.Errorf("%s %s on a node behind the topic's creation: %d %s, want %s", c.method, c.path, code, got, c.shows)
+		}
+		if n := view.produced.Load(); n > 1 {
+			t.Errorf("%s %s produced %d records, want at most one", c.method, c.path, n)
+		}
+
+		nowhere := strings.Replace(c.path, "orders", "nowhere", 1)
+		if code, got := call(t, srv, c.method, nowhere, c.body); code != http.StatusNotFound {
+			t.Errorf("%s %s: %d %s, want 404", c.method, nowhere, code, got)
+		}
+		before := view.catchUps.Load()
+		local := strings.Replace(c.path, "orders", "local", 1)
+		if code, got := call(t, srv, c.method, local, c.body); code != http.StatusOK {
+			t.Errorf("%s %s: %d %s", c.method, local, code, got)
+		}
+		if n := view.catchUps.Load() - before; n != 0 {
+			t.Errorf("%s %s of a topic the node has caught up %d times, want none", c.method, local, n)
+		}
 	}
 }

@@ -18,6 +18,10 @@ type KafkaView interface {
 	Groups() []kafkaview.GroupSummary
 	Group(name string) (kafkaview.GroupDetail, error)
 	ResetOffsets(group string, req kafkaview.ResetRequest) (kafkaview.ResetResult, error)
+	// CatchUp waits until this node applied every topic committed to the
+	// cluster's metadata before the call, and reports whether it did (on
+	// a single node it reports false: there is nothing to catch up with).
+	CatchUp() bool
 }
 
 // ServeKafka adds Wharf's Kafka endpoints, which RabbitMQ's API has no
@@ -45,9 +49,24 @@ func (h kafkaHandlers) listTopics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.view.Topics())
 }
 
+// lookedUpTopic is what find finds of a topic; if the topic (or its
+// partition) is not found, it catches up with the cluster
+// (KafkaView.CatchUp) and looks again. A node applies the topics another
+// node creates a replication round later, and the API would answer 404
+// right after a CreateTopics through another node, which a Kafka client
+// retries but a management client does not. Only a miss waits for the
+// cluster (a barrier: a write to the metadata log).
+func lookedUpTopic[T any](view KafkaView, find func() (T, error)) (T, error) {
+	found, err := find()
+	if errors.Is(err, kafkaview.ErrNotFound) && view.CatchUp() {
+		found, err = find()
+	}
+	return found, err
+}
+
 // getTopic is GET /api/kafka/topics/{topic}.
 func (h kafkaHandlers) getTopic(w http.ResponseWriter, r *http.Request) {
-	t, err := h.view.Topic(r.PathValue("topic"))
+	t, err := lookedUpTopic(h.view, func() (kafkaview.TopicDetail, error) { return h.view.Topic(r.PathValue("topic")) })
 	writeKafkaResult(w, t, err)
 }
 
@@ -82,7 +101,7 @@ func (h kafkaHandlers) browse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := h.view.Browse(req)
+	res, err := lookedUpTopic(h.view, func() (kafkaview.BrowseResult, error) { return h.view.Browse(req) })
 	writeKafkaResult(w, res, err)
 }
 
@@ -93,7 +112,9 @@ func (h kafkaHandlers) produce(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, maxPublishBytes) {
 		return
 	}
-	res, err := h.view.Produce(r.PathValue("topic"), body)
+	// A try that misses the topic appends nothing: the record is
+	// appended once at most.
+	res, err := lookedUpTopic(h.view, func() (kafkaview.ProduceResult, error) { return h.view.Produce(r.PathValue("topic"), body) })
 	writeKafkaResult(w, res, err)
 }
 

@@ -55,6 +55,18 @@ func (v *View) groups() (*group.Coordinator, error) {
 	return nil, fmt.Errorf("%w: this node's group coordinator is not open yet", ErrNotFound)
 }
 
+// CatchUp waits until this node applied every topic the cluster
+// committed to its metadata log before the call, and reports whether it
+// did: a lookup that missed may then look again. It is the metadata
+// log's barrier (the definition store's: definitions and topics share
+// the log), which returns once this node's apply loop applied a record
+// written after the call, and the loop creates a topic as it applies its
+// record, before it goes on. On a single node it reports false: its
+// topics are all here.
+func (v *View) CatchUp() bool {
+	return v.broker.Clustered() && v.broker.Definitions().Barrier() == nil
+}
+
 // topic looks a topic up, as ErrNotFound when it does not exist.
 func (v *View) topic(name string) (*broker.Topic, error) {
 	t, err := v.broker.Topic(name)

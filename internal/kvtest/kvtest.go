@@ -1,6 +1,7 @@
 // Package kvtest is an in-memory stand-in for the metadata log's
 // definition store (broker.DefinitionStore), for the tests of the stores
-// kept in it (ACLs, client quotas, permissions, users).
+// kept in it (ACLs, client quotas, permissions, users) and of the AMQP
+// registry (mq), which a Node serves as a cluster node's store.
 package kvtest
 
 import (
@@ -27,6 +28,7 @@ type follower struct {
 	prefix  string
 	fn      func(key string, value []byte) error
 	lags    bool // changes wait in pending until its node catches up
+	watch   bool // a Watch's, which hears of keys only
 	pending []change
 }
 
@@ -57,13 +59,13 @@ func (m *Mem) Delete(key string) error {
 	return nil
 }
 
-// Load calls fn for every key, in no particular order.
+// Load calls fn for every key, in key order.
 func (m *Mem) Load(fn func(key string, value []byte) error) error {
 	m.mu.Lock()
 	snapshot := maps.Clone(m.data)
 	m.mu.Unlock()
-	for k, v := range snapshot {
-		if err := fn(k, v); err != nil {
+	for _, k := range slices.Sorted(maps.Keys(snapshot)) {
+		if err := fn(k, snapshot[k]); err != nil {
 			return err
 		}
 	}
@@ -145,10 +147,72 @@ func (n *Node) Follow(prefix string, fn func(key string, value []byte) error) er
 	return nil
 }
 
+// Load is Mem.Load: a node that opens loads what the log holds.
+func (n *Node) Load(fn func(key string, value []byte) error) error { return n.m.Load(fn) }
+
+// Get returns key's live value, as broker.DefinitionStore.Get does: the
+// log's, whether or not the node applied it yet.
+func (n *Node) Get(key string) ([]byte, bool) {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	v, ok := n.m.data[key]
+	return bytes.Clone(v), ok
+}
+
+// PutIf writes value under key if key's live value is prev (prev nil:
+// key has none), else leaves it, and catches up, as
+// broker.DefinitionStore.PutIf does.
+func (n *Node) PutIf(key string, value, prev []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	n.m.mu.Lock()
+	if live, ok := n.m.data[key]; prev == nil && !ok || prev != nil && ok && bytes.Equal(live, prev) {
+		n.m.data[key] = bytes.Clone(value)
+		n.m.changedLocked(key, n.m.data[key])
+	}
+	n.m.mu.Unlock()
+	n.CatchUp()
+	return nil
+}
+
+// Watch makes fn hear of the key of every change under prefix once the
+// node applies it, without a replay, as broker.DefinitionStore.Watch
+// does for the AMQP registry; nil fn stops every watch of the node.
+func (n *Node) Watch(prefix string, fn func(key string)) {
+	if fn == nil {
+		n.m.mu.Lock()
+		defer n.m.mu.Unlock()
+		n.m.followers = slices.DeleteFunc(n.m.followers, func(f *follower) bool { return f.watch && slices.Contains(n.followers, f) })
+		n.followers = slices.DeleteFunc(n.followers, func(f *follower) bool { return f.watch })
+		return
+	}
+	f := &follower{prefix: prefix, lags: true, watch: true, fn: func(key string, _ []byte) error {
+		fn(key)
+		return nil
+	}}
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	n.m.followers = append(n.m.followers, f)
+	n.followers = append(n.followers, f)
+}
+
 // Barrier catches up, as a barrier through the metadata group does.
 func (n *Node) Barrier() error {
 	n.CatchUp()
 	return nil
+}
+
+// Lags reports whether the node has changes yet to apply.
+func (n *Node) Lags() bool {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	for _, f := range n.followers {
+		if len(f.pending) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // CatchUp tells the node's followers of every change made so far, in

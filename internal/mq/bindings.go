@@ -30,8 +30,7 @@ func (v *VHost) UnbindQueue(queue, exchange, key string, args amqpwire.Table, co
 	if err := checkBindable(queue); err != nil {
 		return err
 	}
-	_, err := v.unbind(exchange, queue, false, key, args, conn)
-	return err
+	return v.unbindCaughtUp(exchange, queue, false, key, args, conn)
 }
 
 // BindExchange is exchange.bind: messages routed by src that match key and
@@ -42,7 +41,17 @@ func (v *VHost) BindExchange(dst, src, key string, args amqpwire.Table) error {
 
 // UnbindExchange is exchange.unbind.
 func (v *VHost) UnbindExchange(dst, src, key string, args amqpwire.Table) error {
-	_, err := v.unbind(src, dst, true, key, args, 0)
+	return v.unbindCaughtUp(src, dst, true, key, args, 0)
+}
+
+// unbindCaughtUp is unbind, caught up with the cluster if this node has
+// no such binding: it may have been made on another node just now, and
+// an unbind that missed it would answer unbind-ok and leave it.
+func (v *VHost) unbindCaughtUp(srcName, dstName string, toExchange bool, key string, args amqpwire.Table, conn ConnID) error {
+	had, err := v.unbind(srcName, dstName, toExchange, key, args, conn)
+	if err == nil && !had && v.r.catchUpAll(barrierWait) {
+		_, err = v.unbind(srcName, dstName, toExchange, key, args, conn)
+	}
 	return err
 }
 

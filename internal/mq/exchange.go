@@ -230,6 +230,11 @@ func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
 	if strings.HasPrefix(name, "amq.") {
 		return errAccessRefused("deletion of system %s not allowed", resource("exchange", name, v.name))
 	}
+	if v.exchange(name) == nil {
+		// Maybe declared on another node just now: a delete that missed
+		// it would answer delete-ok and leave it.
+		v.r.catchUp(exchangeKey(v.name, name))
+	}
 	v.defMu.Lock()
 	var cleanup deletions
 	err := func() error {
