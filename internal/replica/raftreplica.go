@@ -530,6 +530,7 @@ func (r *raftReplica) StateChanged(s raft.Status) {
 	} else {
 		r.local.log.DropCacheBehind(followerCacheKeep)
 	}
+	r.local.log.WriteDirect(!r.leading)
 	r.events.stateChanged(s)
 }
 

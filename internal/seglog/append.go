@@ -252,12 +252,24 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	}
 	defer seg.file.unpin()
 	end := seg.size + size
-	if end > seg.allocated {
-		seg.preallocate(f, preallocationEnd(end, l.cfg.SegmentBytes))
+	direct := l.direct.Load()
+	if !direct {
+		seg.closeDirect()
 	}
-	if len(parts) == 1 {
+	// A direct write ends at a block boundary (direct.go): zeros up to it
+	// must land in space allocated already.
+	if written := alignUp(end); end > seg.allocated || direct && written > seg.allocated {
+		seg.preallocate(f, max(preallocationEnd(end, l.cfg.SegmentBytes), written))
+	}
+	wrote := false
+	if direct {
+		wrote, err = seg.writeDirectLocked(f, parts)
+	}
+	switch {
+	case wrote:
+	case len(parts) == 1:
 		_, err = f.WriteAt(parts[0], seg.size)
-	} else {
+	default:
 		err = writeParts(f, parts, seg.size)
 	}
 	if err == nil {
@@ -268,6 +280,7 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	// Truncate whatever the byte count says: os.File.WriteAt reports 0
 	// when a short pwrite is followed by ENOSPC, though bytes did reach
 	// the file. This drops the preallocated space too.
+	seg.forgetTail()
 	terr := f.Truncate(seg.size)
 	seg.file.wrote(seg.size)
 	seg.allocated = seg.size
@@ -302,6 +315,7 @@ func (l *Log) maybeRollLocked(size, count int64) error {
 // crash. The fsyncs run under mu, stalling appends once per segment.
 func (l *Log) rollLocked() error {
 	old := l.activeLocked()
+	old.closeDirect()
 	if err := old.trimPreallocation(); err != nil {
 		return fmt.Errorf("seglog: roll: trim %s: %w", old.logPath, err)
 	}
