@@ -254,7 +254,10 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	end := seg.size + size
 	direct := l.direct.Load()
 	if !direct {
-		seg.closeDirect()
+		// The write moves the size past the tail kept. An O_DIRECT
+		// descriptor stays open, should the log write direct again,
+		// until the roll or the file cache closes it.
+		seg.forgetTail()
 	}
 	// A direct write ends at a block boundary (direct.go): zeros up to it
 	// must land in space allocated already.
@@ -280,7 +283,6 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	// Truncate whatever the byte count says: os.File.WriteAt reports 0
 	// when a short pwrite is followed by ENOSPC, though bytes did reach
 	// the file. This drops the preallocated space too.
-	seg.forgetTail()
 	terr := f.Truncate(seg.size)
 	seg.file.wrote(seg.size)
 	seg.allocated = seg.size
@@ -315,7 +317,7 @@ func (l *Log) maybeRollLocked(size, count int64) error {
 // crash. The fsyncs run under mu, stalling appends once per segment.
 func (l *Log) rollLocked() error {
 	old := l.activeLocked()
-	old.closeDirect()
+	old.endDirect()
 	if err := old.trimPreallocation(); err != nil {
 		return fmt.Errorf("seglog: roll: trim %s: %w", old.logPath, err)
 	}

@@ -61,21 +61,21 @@ func (l *Log) WriteDirect(on bool) { l.direct.Store(on) }
 func alignUp(n int64) int64 { return (n + directBlock - 1) &^ (directBlock - 1) }
 
 // writeDirectLocked writes the parts (size bytes together) at the
-// segment's write position through its O_DIRECT descriptor, opening it
-// first. It reports false, having written nothing, when the file cannot be
-// opened for direct writes; the caller then writes through the page cache.
-// Caller holds mu; f is the segment's pinned page-cache descriptor.
+// segment's write position through its O_DIRECT descriptor (the file
+// handle's, opened on first use). It reports false, having written
+// nothing, when the file cannot be opened for direct writes; the caller
+// then writes through the page cache, for the rest of the segment's life:
+// a file system that refuses O_DIRECT refuses it every time (a transient
+// failure such as EMFILE costs the segment its direct writes too, no
+// more). Caller holds mu; f is the segment's pinned page-cache descriptor.
 func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) {
 	if seg.directRefused {
 		return false, nil
 	}
-	if seg.direct == nil {
-		d, err := openDirect(seg.logPath)
-		if err != nil {
-			seg.directRefused = true
-			return false, nil
-		}
-		seg.direct = d
+	d, err := seg.file.directFile()
+	if err != nil {
+		seg.directRefused = true
+		return false, nil
 	}
 	if err := seg.loadTail(f); err != nil {
 		return true, err
@@ -85,7 +85,9 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 	buf := *bufp
 	at := seg.size - int64(len(seg.tail))
 	n := copy(buf, seg.tail)
-	seg.tail, seg.tailKnown = seg.tail[:0], false // known again once written
+	// Known again once written; a failed write leaves it unknown, as the
+	// caller cuts the file back.
+	seg.tail, seg.tailKnown = seg.tail[:0], false
 	for _, p := range parts {
 		for len(p) > 0 {
 			c := copy(buf[n:], p)
@@ -93,7 +95,7 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 			if n < len(buf) {
 				continue
 			}
-			if err := writeFull(seg.direct, buf, at); err != nil {
+			if err := writeFull(d, buf, at); err != nil {
 				return true, err
 			}
 			at, n = at+int64(n), 0
@@ -102,7 +104,7 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 	if n > 0 {
 		padded := int(alignUp(int64(n)))
 		clear(buf[n:padded])
-		if err := writeFull(seg.direct, buf[:padded], at); err != nil {
+		if err := writeFull(d, buf[:padded], at); err != nil {
 			return true, err
 		}
 	}
@@ -141,12 +143,47 @@ func writeFull(f *os.File, b []byte, off int64) error {
 // moved other than by a direct write.
 func (seg *segment) forgetTail() { seg.tailKnown = false }
 
-// closeDirect closes the segment's O_DIRECT descriptor, if open: the
-// segment is no longer written, or no longer written direct.
-func (seg *segment) closeDirect() {
-	if seg.direct != nil {
-		seg.direct.Close() // nothing buffered: every write went to the disk
-		seg.direct = nil
+// directFile returns the file opened for direct writes, opening it first
+// if needed. The handle must be pinned: the descriptor is closed with the
+// file (closeLocked), which the cache may do as soon as it is unpinned.
+func (h *fileHandle) directFile() (*os.File, error) {
+	c := h.cache
+	c.mu.Lock()
+	if d := h.direct; d != nil {
+		c.mu.Unlock()
+		return d, nil
 	}
-	seg.forgetTail()
+	d, err := openDirect(h.path)
+	if err == nil {
+		h.direct = d
+		c.directs++
+	}
+	over := c.descriptorsLocked() > c.limit
+	c.unlock()
+	if over {
+		c.makeRoom()
+	}
+	return d, err
+}
+
+// endDirect ends the segment's direct writes for good (a roll): it
+// closes the O_DIRECT descriptor and drops the tail kept.
+func (seg *segment) endDirect() {
+	seg.file.closeDirect()
+	seg.tail, seg.tailKnown = nil, false
+}
+
+// closeDirect closes the file's O_DIRECT descriptor, if open.
+func (h *fileHandle) closeDirect() {
+	h.cache.mu.Lock()
+	h.cache.closeDirectLocked(h)
+	h.cache.unlock()
+}
+
+func (c *fileCache) closeDirectLocked(h *fileHandle) {
+	if h.direct != nil {
+		h.direct.Close() // nothing buffered: every write went to the disk
+		h.direct = nil
+		c.directs--
+	}
 }

@@ -5,6 +5,7 @@ package seglog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -60,16 +61,25 @@ func openDirectLog(t *testing.T, dir string, cfg Config) *Log {
 }
 
 // requireDirect fails the test unless the active segment's last write went
-// through its O_DIRECT descriptor: a test whose writes quietly fell back to
-// the page cache would prove nothing.
+// through its O_DIRECT descriptor (only a direct write leaves the tail
+// known): a test whose writes quietly fell back to the page cache would
+// prove nothing. The descriptor itself may be closed already: the package's
+// tests run with a file limit of 3 (handles_test.go).
 func requireDirect(t *testing.T, l *Log) {
 	t.Helper()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	seg := l.activeLocked()
-	if seg.direct == nil || seg.directRefused || !seg.tailKnown {
-		t.Fatalf("the active segment was not written direct (descriptor %v, refused %v)", seg.direct != nil, seg.directRefused)
+	if seg.directRefused || !seg.tailKnown {
+		t.Fatalf("the active segment was not written direct (refused %v)", seg.directRefused)
 	}
+}
+
+// directOf returns the segment's O_DIRECT descriptor, nil if it has none.
+func directOf(seg *segment) *os.File {
+	seg.file.cache.mu.Lock()
+	defer seg.file.cache.mu.Unlock()
+	return seg.file.direct
 }
 
 // sizedBatch returns a batch of one record exactly size bytes long (size
@@ -351,7 +361,7 @@ func TestDirectAcrossRolls(t *testing.T) {
 func (d *directLog) activeDirect() *os.File {
 	d.l.mu.RLock()
 	defer d.l.mu.RUnlock()
-	return d.l.activeLocked().direct
+	return directOf(d.l.activeLocked())
 }
 
 // TestDirectPaddingStaysInAllocatedSpace: with segment.bytes not a
@@ -476,24 +486,20 @@ func TestDirectFailedWrite(t *testing.T) {
 	// taken its tail block.
 	d.l.mu.Lock()
 	seg := d.l.activeLocked()
-	ro, err := os.OpenFile(seg.logPath, os.O_RDONLY|syscall.O_DIRECT, 0)
-	if err != nil {
-		d.l.mu.Unlock()
-		t.Fatal(err)
-	}
-	good := seg.direct
-	seg.direct = ro
 	size := seg.size
 	d.l.mu.Unlock()
+	ro, err := os.OpenFile(seg.logPath, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := swapDirect(seg, ro)
 	if _, err := d.l.Append(sizedBatch(t, 3000, 9), AppendOptions{}); err == nil {
 		t.Fatal("an append through a read-only descriptor succeeded")
 	}
 	if got := fileSize(t, seg.logPath); got != size {
 		t.Fatalf("the segment is %d bytes after the failed write, want it cut back to %d", got, size)
 	}
-	d.l.mu.Lock()
-	seg.direct = good
-	d.l.mu.Unlock()
+	swapDirect(seg, good)
 	ro.Close()
 	for i := range 5 {
 		d.add(sizedBatch(t, 900, int64(i)))
@@ -504,32 +510,45 @@ func TestDirectFailedWrite(t *testing.T) {
 	d.close()
 }
 
+// swapDirect makes f the segment's O_DIRECT descriptor and returns the
+// one it had.
+func swapDirect(seg *segment, f *os.File) *os.File {
+	seg.file.cache.mu.Lock()
+	defer seg.file.cache.mu.Unlock()
+	old := seg.file.direct
+	seg.file.direct = f
+	return old
+}
+
 // TestDirectRefusedWritesBuffered: where the .log file cannot be opened
 // for direct writes, the log writes through the page cache, and does not
 // try to open it again at every write. The open is made to fail by giving
-// the segment a path that does not exist for one append.
+// the file handle a path that does not exist for one append (the file is
+// open already, so only the direct open uses it).
 func TestDirectRefusedWritesBuffered(t *testing.T) {
 	cfg := smallConfig()
 	cfg.SegmentBytes = 1 << 20
 	d := newDirectLog(t, cfg)
 	d.l.mu.Lock()
 	seg := d.l.activeLocked()
-	path := seg.logPath
-	seg.logPath = filepath.Join(d.dir, "missing", filepath.Base(path))
 	d.l.mu.Unlock()
+	h := seg.file
+	h.cache.mu.Lock()
+	path := h.path
+	h.path = filepath.Join(d.dir, "missing", filepath.Base(path))
+	h.cache.mu.Unlock()
 	d.add(sizedBatch(t, 1000, 1))
+	h.cache.mu.Lock()
+	h.path = path
+	h.cache.mu.Unlock()
 	d.l.mu.Lock()
-	seg.logPath = path
-	refused, direct := seg.directRefused, seg.direct
+	refused := seg.directRefused
 	d.l.mu.Unlock()
-	if !refused || direct != nil {
+	if direct := directOf(seg); !refused || direct != nil {
 		t.Fatalf("refused %v, descriptor %v: want the direct open refused", refused, direct != nil)
 	}
 	d.add(sizedBatch(t, 2000, 2))
-	d.l.mu.RLock()
-	direct = seg.direct
-	d.l.mu.RUnlock()
-	if direct != nil {
+	if directOf(seg) != nil {
 		t.Fatal("the log opened the file for direct writes again after a refusal")
 	}
 	d.reopen()
@@ -561,5 +580,39 @@ func TestDirectDescriptorClosedWithTheLog(t *testing.T) {
 		if err := f.Sync(); !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("delete %v: the O_DIRECT descriptor is still open (fsync: %v)", del, err)
 		}
+	}
+}
+
+// TestDirectDescriptorsCountAgainstTheFileLimit: the O_DIRECT descriptors
+// of many followers' active segments count against the file limit and are
+// closed with their files, and the tail kept in memory carries the writes
+// on across the close and reopen.
+func TestDirectDescriptorsCountAgainstTheFileLimit(t *testing.T) {
+	const logs, limit = 20, 8
+	withMaxOpenFiles(t, limit)
+	root := directDir(t)
+	var all []*directLog
+	for i := range logs {
+		dir := filepath.Join(root, fmt.Sprint(i))
+		d := &directLog{t: t, dir: dir, cfg: smallConfig(), l: openDirectLog(t, dir, smallConfig())}
+		all = append(all, d)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 5 {
+		for _, d := range all {
+			d.add(sizedBatch(t, 80+rng.IntN(3000), int64(round)))
+			requireDirect(t, d.l)
+		}
+		if err := all[0].l.Sync(); err != nil { // the others' files are fsynced as the cache closes them
+			t.Fatal(err)
+		}
+	}
+	if n := openDescriptors(t, root); n > limit {
+		t.Fatalf("%d descriptors open under the logs, limit %d", n, limit)
+	}
+	for _, d := range all {
+		d.check()
+		d.reopen()
+		d.close()
 	}
 }

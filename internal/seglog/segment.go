@@ -44,12 +44,11 @@ type segment struct {
 	// dropped from the page cache end. Guarded by Log.dropMu.
 	uncachedTo int64
 
-	// Direct writes (direct.go), while the log writes direct. Guarded by
-	// Log.mu.
-	direct        *os.File // the .log file opened with O_DIRECT, for writes
-	directRefused bool     // opening it failed: write through the page cache
-	tail          []byte   // the bytes from the block boundary below size to size
-	tailKnown     bool     // tail holds them
+	// Direct writes (direct.go), while the log writes direct; the
+	// O_DIRECT descriptor is file's. Guarded by Log.mu.
+	directRefused bool   // opening it failed: write through the page cache
+	tail          []byte // the bytes from the block boundary below size to size
+	tailKnown     bool   // tail holds them
 
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
 	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
@@ -200,7 +199,6 @@ func (s *segment) acquire() { s.refs.Add(1) }
 // release drops one reference; the last one closes the file for good.
 func (s *segment) release() {
 	if s.refs.Add(-1) == 0 {
-		s.closeDirect()
 		s.file.retire()
 	}
 }
