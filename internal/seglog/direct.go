@@ -29,9 +29,14 @@ import (
 // the file, whichever descriptor wrote) makes it durable and acknowledged
 // as before. Reads stay on the page-cache descriptor; the kernel drops
 // cached pages a direct write overlaps, so they read what was written.
+//
+// The O_DIRECT descriptor belongs to the segment's file handle
+// (handles.go): the file cache counts it against its limit and closes it
+// with the file. The tail stays with the segment, and is forgotten
+// whenever the size moves other than by a direct write.
 
-// directBlock is the alignment of direct writes: the page size, which no
-// logical block size of a disk Wharf runs on exceeds.
+// directBlock is the alignment of direct writes: 4 KiB, which no logical
+// block size of a disk Wharf runs on exceeds.
 const directBlock = 4096
 
 // directChunk is the size of one direct write's aligned buffer; a larger
