@@ -171,6 +171,15 @@ func (d *directLog) checkLast() {
 // check reads the whole log and compares it with what was appended.
 func (d *directLog) check() {
 	d.t.Helper()
+	got := d.readLog()
+	if want := bytes.Join(d.want, nil); !bytes.Equal(got, want) {
+		d.t.Fatalf("the log reads %d bytes that differ from the %d appended (first difference at %d)", len(got), len(want), firstDifference(got, want))
+	}
+}
+
+// readLog reads the whole log, every batch of which must verify.
+func (d *directLog) readLog() []byte {
+	d.t.Helper()
 	var got []byte
 	for next := d.l.StartOffset(); next < d.l.EndOffset(); {
 		s, err := d.l.Read(next, 1<<20)
@@ -192,9 +201,7 @@ func (d *directLog) check() {
 		}
 		got = append(got, b...)
 	}
-	if want := bytes.Join(d.want, nil); !bytes.Equal(got, want) {
-		d.t.Fatalf("the log reads %d bytes that differ from the %d appended (first difference at %d)", len(got), len(want), firstDifference(got, want))
-	}
+	return got
 }
 
 // checkFiles compares the segment files, read from the disk rather than
@@ -700,27 +707,7 @@ func testPowerCut(t *testing.T, direct bool) {
 // how many there are.
 func (d *directLog) checkPrefix() int {
 	d.t.Helper()
-	var got []byte
-	for next := d.l.StartOffset(); next < d.l.EndOffset(); {
-		s, err := d.l.Read(next, 1<<20)
-		if err != nil {
-			d.t.Fatalf("Read(%d): %v", next, err)
-		}
-		b, err := s.Bytes()
-		s.Release()
-		if err != nil {
-			d.t.Fatalf("Bytes: %v", err)
-		}
-		for p := b; len(p) > 0; {
-			h, err := record.Verify(p)
-			if err != nil {
-				d.t.Fatalf("batch at offset %d: %v", next, err)
-			}
-			next = h.LastOffset() + 1
-			p = p[h.Size():]
-		}
-		got = append(got, b...)
-	}
+	got := d.readLog()
 	k, n := 0, 0
 	for k < len(d.want) && n+len(d.want[k]) <= len(got) {
 		n += len(d.want[k])
