@@ -1,10 +1,12 @@
 package seglog
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"unsafe"
 )
 
@@ -67,8 +69,8 @@ func alignUp(n int64) int64 { return (n + directBlock - 1) &^ (directBlock - 1) 
 
 // writeDirectLocked writes the parts (size bytes together) at the
 // segment's write position through its O_DIRECT descriptor (the file
-// handle's, opened on first use). It reports false, having written
-// nothing, when the file cannot be opened for direct writes; the caller
+// handle's, opened on first use). It reports false when the file cannot
+// be opened for direct writes or refuses them (directFailed); the caller
 // then writes through the page cache, for the rest of the segment's life:
 // a file system that refuses O_DIRECT refuses it every time (a transient
 // failure such as EMFILE costs the segment its direct writes too, no
@@ -101,7 +103,7 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 				continue
 			}
 			if err := writeFull(d, buf, at); err != nil {
-				return true, err
+				return seg.directFailed(err)
 			}
 			at, n = at+int64(n), 0
 		}
@@ -110,12 +112,27 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 		padded := int(alignUp(int64(n)))
 		clear(buf[n:padded])
 		if err := writeFull(d, buf[:padded], at); err != nil {
-			return true, err
+			return seg.directFailed(err)
 		}
 	}
 	seg.tail = append(seg.tail, buf[n&^(directBlock-1):n]...)
 	seg.tailKnown = true
 	return true, nil
+}
+
+// directFailed handles a direct write's failure. EINVAL is how O_DIRECT
+// refuses an alignment: a file system whose blocks are larger than
+// directBlock, or one that accepts O_DIRECT at open but not for writes.
+// The segment then writes through the page cache, this write too, which
+// writes again with the same bytes whatever of it went direct already.
+// Any other error is the write's.
+func (seg *segment) directFailed(err error) (bool, error) {
+	if !errors.Is(err, syscall.EINVAL) {
+		return true, err
+	}
+	seg.directRefused = true
+	seg.file.closeDirect()
+	return false, nil
 }
 
 // loadTail reads the bytes between the block boundary below size and size

@@ -719,3 +719,37 @@ func (d *directLog) checkPrefix() int {
 	d.want = d.want[:k]
 	return k
 }
+
+// TestDirectWriteRefusedWritesBuffered: a file system that opens a file
+// for O_DIRECT but refuses the writes (EINVAL, as for an alignment it does
+// not take) costs the segment its direct writes, not the append. The
+// refusal comes from a descriptor of /proc/self/clear_refs swapped in: it
+// answers EINVAL to anything but a digit, and the segment's first byte,
+// where the rewritten tail starts, is a zero (the first batch's offset).
+func TestDirectWriteRefusedWritesBuffered(t *testing.T) {
+	d := newDirectLog(t, smallConfig())
+	d.add(sizedBatch(t, 1000, 1))
+	requireDirect(t, d.l)
+	einval, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /proc/self/clear_refs to refuse the write:", err)
+	}
+	d.l.mu.Lock()
+	seg := d.l.activeLocked()
+	d.l.mu.Unlock()
+	good := swapDirect(seg, einval)
+	d.add(sizedBatch(t, 2000, 2))
+	good.Close()
+	d.l.mu.Lock()
+	refused := seg.directRefused
+	d.l.mu.Unlock()
+	if !refused || directOf(seg) != nil {
+		t.Fatalf("refused %v, descriptor %v: want direct writes refused after EINVAL", refused, directOf(seg) != nil)
+	}
+	if _, err := einval.Write([]byte("x")); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the refusing descriptor is still open (write: %v)", err)
+	}
+	d.add(sizedBatch(t, 500, 3))
+	d.reopen()
+	d.close()
+}
