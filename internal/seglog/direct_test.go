@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"testing"
 
@@ -331,8 +332,10 @@ func (d *directLog) size() int64 {
 
 // TestDirectAcrossRolls: every segment starts with no tail; a closed
 // segment is trimmed to its data, zero padding and all, and its O_DIRECT
-// descriptor closed at the roll.
+// descriptor closed at the roll (under a file limit that closes none of
+// the files itself).
 func TestDirectAcrossRolls(t *testing.T) {
+	withMaxOpenFiles(t, 1000)
 	cfg := smallConfig()
 	cfg.SegmentBytes = 20000
 	d := newDirectLog(t, cfg)
@@ -751,5 +754,35 @@ func TestDirectWriteRefusedWritesBuffered(t *testing.T) {
 	}
 	d.add(sizedBatch(t, 500, 3))
 	d.reopen()
+	d.close()
+}
+
+// TestDirectPaddingIsZeros: the padding up to the block boundary is zeros,
+// whatever the pooled buffer held before: not another log's bytes, which
+// a crash would leave past the data for recovery to take for batches.
+func TestDirectPaddingIsZeros(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // keep the dirty buffers in the pool
+	for range 4 { // one for this P's private slot, more to steal from any P
+		b := alignedBuffer(directChunk)
+		for i := range *b {
+			(*b)[i] = 0xAA
+		}
+		directBuffers.Put(b)
+	}
+	d := newDirectLog(t, smallConfig())
+	d.add(sizedBatch(t, 1000, 1))
+	requireDirect(t, d.l)
+	f, err := os.Open(segmentPath(d.dir, 0, logSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pad := make([]byte, directBlock-1000)
+	if _, err := f.ReadAt(pad, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexFunc(pad, func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("byte %d past the data is %#x, want the padding zeros", 1000+i, pad[i])
+	}
 	d.close()
 }
