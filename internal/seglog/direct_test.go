@@ -762,11 +762,17 @@ func TestDirectWriteRefusedWritesBuffered(t *testing.T) {
 // a crash would leave past the data for recovery to take for batches.
 func TestDirectPaddingIsZeros(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // keep the dirty buffers in the pool
-	for range 4 { // one for this P's private slot, more to steal from any P
-		b := alignedBuffer(directChunk)
+	// Take what the pool holds (earlier tests' buffers) and more, dirty
+	// them all and give them back: whichever the append gets is dirty.
+	var dirty []*[]byte
+	for range 16 {
+		b := directBuffers.Get().(*[]byte)
 		for i := range *b {
 			(*b)[i] = 0xAA
 		}
+		dirty = append(dirty, b)
+	}
+	for _, b := range dirty {
 		directBuffers.Put(b)
 	}
 	d := newDirectLog(t, smallConfig())
