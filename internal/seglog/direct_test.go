@@ -759,23 +759,13 @@ func TestDirectWriteRefusedWritesBuffered(t *testing.T) {
 
 // TestDirectPaddingIsZeros: the padding up to the block boundary is zeros,
 // whatever the pooled buffer held before: not another log's bytes, which
-// a crash would leave past the data for recovery to take for batches.
+// a crash would leave past the data for recovery to take for batches. And
+// the tail kept is the segment's own copy, not the pooled buffer's bytes,
+// which the next user overwrites.
 func TestDirectPaddingIsZeros(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // keep the dirty buffers in the pool
-	// Take what the pool holds (earlier tests' buffers) and more, dirty
-	// them all and give them back: whichever the append gets is dirty.
-	var dirty []*[]byte
-	for range 16 {
-		b := directBuffers.Get().(*[]byte)
-		for i := range *b {
-			(*b)[i] = 0xAA
-		}
-		dirty = append(dirty, b)
-	}
-	for _, b := range dirty {
-		directBuffers.Put(b)
-	}
 	d := newDirectLog(t, smallConfig())
+	dirtyBuffers()
 	d.add(sizedBatch(t, 1000, 1))
 	requireDirect(t, d.l)
 	f, err := os.Open(segmentPath(d.dir, 0, logSuffix))
@@ -790,5 +780,26 @@ func TestDirectPaddingIsZeros(t *testing.T) {
 	if i := bytes.IndexFunc(pad, func(r rune) bool { return r != 0 }); i >= 0 {
 		t.Fatalf("byte %d past the data is %#x, want the padding zeros", 1000+i, pad[i])
 	}
+	dirtyBuffers()
+	d.add(sizedBatch(t, 500, 2)) // from the tail kept
+	d.check()
 	d.close()
+	d.checkFiles()
+}
+
+// dirtyBuffers takes what the buffer pool holds (earlier writes' buffers)
+// and more, fills them with 0xAA and gives them back: whichever buffer
+// the next direct write gets is dirty.
+func dirtyBuffers() {
+	var dirty []*[]byte
+	for range 16 {
+		b := directBuffers.Get().(*[]byte)
+		for i := range *b {
+			(*b)[i] = 0xAA
+		}
+		dirty = append(dirty, b)
+	}
+	for _, b := range dirty {
+		directBuffers.Put(b)
+	}
 }
