@@ -371,11 +371,10 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // there on was acknowledged as durable: a whole zero page between the bad
 // batch and the valid one (or zeros from the bad batch to the end of its
 // page: the page the fsynced data ended in) marks a torn tail, not damage,
-// unless one
-// flipped bit explains the bad batch's CRC (lostPageIn). What this cannot
-// tell apart: damage of more than one bit to a batch that holds a page of
-// zeros as content, in the tail above the recovery point (data at most a
-// checkpoint interval old), would be cut as a torn tail.
+// unless one flipped bit explains the bad batch's CRC (lostPageIn). What
+// this cannot tell apart: damage of more than one bit to a batch that
+// holds a page of zeros as content, in the tail above the recovery point
+// (data at most a checkpoint interval old), would be cut as a torn tail.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
 	if s.size == 0 {
