@@ -516,7 +516,9 @@ func (r *raftReplica) Matched(index uint64) {
 // a failover (consumers at the tail, followers a few rounds behind) and a
 // follower's own: it reads back the entries it applies once its Raft
 // keeps more than 16 MiB of them unapplied (raft's entryCache), so keeping
-// twice that keeps those reads in memory.
+// twice that keeps those reads in memory. A follower writes past the page
+// cache (seglog's WriteDirect), though: of what it writes, only what it
+// reads back is cached, and a new leader's first reads go to the disk.
 const followerCacheKeep = 32 << 20
 
 // StateChanged passes the group's new state on to the Raft log, and
@@ -530,6 +532,7 @@ func (r *raftReplica) StateChanged(s raft.Status) {
 	} else {
 		r.local.log.DropCacheBehind(followerCacheKeep)
 	}
+	r.local.log.WriteDirect(!r.leading)
 	r.events.stateChanged(s)
 }
 

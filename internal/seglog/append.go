@@ -252,12 +252,27 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	}
 	defer seg.file.unpin()
 	end := seg.size + size
-	if end > seg.allocated {
-		seg.preallocate(f, preallocationEnd(end, l.cfg.SegmentBytes))
+	direct := l.direct.Load()
+	if !direct {
+		// The write moves the size past the tail kept. An O_DIRECT
+		// descriptor stays open, should the log write direct again,
+		// until the roll or the file cache closes it.
+		seg.forgetTail()
 	}
-	if len(parts) == 1 {
+	// A direct write ends at a block boundary (direct.go): zeros up to it
+	// must land in space allocated already.
+	if written := alignUp(end); end > seg.allocated || direct && written > seg.allocated {
+		seg.preallocate(f, max(preallocationEnd(end, l.cfg.SegmentBytes), written))
+	}
+	wrote := false
+	if direct {
+		wrote, err = seg.writeDirectLocked(f, parts)
+	}
+	switch {
+	case wrote:
+	case len(parts) == 1:
 		_, err = f.WriteAt(parts[0], seg.size)
-	} else {
+	default:
 		err = writeParts(f, parts, seg.size)
 	}
 	if err == nil {
@@ -302,6 +317,7 @@ func (l *Log) maybeRollLocked(size, count int64) error {
 // crash. The fsyncs run under mu, stalling appends once per segment.
 func (l *Log) rollLocked() error {
 	old := l.activeLocked()
+	old.endDirect()
 	if err := old.trimPreallocation(); err != nil {
 		return fmt.Errorf("seglog: roll: trim %s: %w", old.logPath, err)
 	}

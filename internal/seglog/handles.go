@@ -29,6 +29,11 @@ import (
 // a write-back error must be reported to the descriptor the data went
 // through. Idle files with no unsynced writes go first.
 //
+// A handle written direct (direct.go) holds a second descriptor, opened
+// with O_DIRECT, while it is open: the cache counts it against the limit
+// too and closes it with the file, so a broker following thousands of
+// partitions does not hold thousands of descriptors past the limit.
+//
 // Every fsync of a .log file goes through its handle (syncUpTo), one at a
 // time, and the first that fails is kept: from then on the handle reports
 // that error to every fsync asked of it. Linux reports a write-back error
@@ -50,7 +55,8 @@ func SetMaxOpenFiles(n int) (previous int) {
 	return previous
 }
 
-// OpenFiles returns how many segment .log files are open now.
+// OpenFiles returns how many segment .log files are open now (a file
+// opened for direct writes too counts once).
 func OpenFiles() int {
 	files.mu.Lock()
 	defer files.mu.Unlock()
@@ -63,6 +69,7 @@ type fileCache struct {
 	mu       sync.Mutex
 	limit    int
 	lru      list.List // of *fileHandle that are open; most recently pinned at the front
+	directs  int       // how many of them hold an O_DIRECT descriptor too
 	mapLimit int
 	maps     list.List // of *fileHandle that are mapped; most recently read at the front
 	unmapped [][]byte  // mappings dropped under mu, unmapped by unlock once it is released
@@ -82,6 +89,7 @@ type fileHandle struct {
 
 	// Guarded by cache.mu.
 	f       *os.File // nil while closed
+	direct  *os.File // the file opened for direct writes while f is open, or nil (direct.go)
 	pins    int
 	retired bool // the segment is gone: never reopen
 	elem    *list.Element
@@ -180,7 +188,7 @@ func (h *fileHandle) unpin() {
 	c.mu.Lock()
 	h.pins--
 	c.closeIfRetiredLocked(h)
-	over := c.lru.Len() > c.limit
+	over := c.descriptorsLocked() > c.limit
 	c.unlock()
 	if over {
 		c.makeRoom()
@@ -193,6 +201,9 @@ func (c *fileCache) openCount() int {
 	return c.lru.Len()
 }
 
+// descriptorsLocked is how many descriptors the open files hold.
+func (c *fileCache) descriptorsLocked() int { return c.lru.Len() + c.directs }
+
 // makeRoom brings the open files down to the limit: idle files first,
 // then, if that is not enough, files whose only reason to stay open is a
 // write awaiting its fsync, which it fsyncs and closes. So a burst of
@@ -202,7 +213,7 @@ func (c *fileCache) openCount() int {
 func (c *fileCache) makeRoom() {
 	c.mu.Lock()
 	c.evictLocked()
-	excess := c.lru.Len() - c.limit
+	excess := c.descriptorsLocked() - c.limit
 	c.unlock()
 	if excess > 0 {
 		c.syncAndClose(excess)
@@ -360,6 +371,7 @@ func (c *fileCache) closeLocked(h *fileHandle) {
 		return
 	}
 	c.unmapLocked(h)
+	c.closeDirectLocked(h)
 	h.f.Close() // read-only use since the last fsync, or retired: nothing to report
 	h.f = nil
 	c.lru.Remove(h.elem)
@@ -369,16 +381,18 @@ func (c *fileCache) closeLocked(h *fileHandle) {
 // evictLocked closes idle files, least recently used first, until at most
 // limit are open or none is idle.
 func (c *fileCache) evictLocked() {
-	c.shedLocked(c.lru.Len() - c.limit)
+	c.shedLocked(c.descriptorsLocked() - c.limit)
 }
 
-// shedLocked closes up to n idle files, least recently used first.
+// shedLocked closes idle files, least recently used first, until n
+// descriptors are closed.
 func (c *fileCache) shedLocked(n int) {
 	for e := c.lru.Back(); e != nil && n > 0; {
 		prev := e.Prev()
 		if h := e.Value.(*fileHandle); h.idleLocked() {
+			before := c.descriptorsLocked()
 			c.closeLocked(h)
-			n--
+			n -= before - c.descriptorsLocked()
 		}
 		e = prev
 	}

@@ -369,11 +369,12 @@ func readIndexFiles(s *segment) ([]offsetEntry, []timeEntry, error) {
 // as zeros (a new or preallocated block). No fsync completed after that
 // page was written (it would have carried the page along), so nothing from
 // there on was acknowledged as durable: a whole zero page between the bad
-// batch and the valid one marks a torn tail, not damage, unless one
-// flipped bit explains the bad batch's CRC (lostPageIn). What this cannot
-// tell apart: damage of more than one bit to a batch that holds a page of
-// zeros as content, in the tail above the recovery point (data at most a
-// checkpoint interval old), would be cut as a torn tail.
+// batch and the valid one (or zeros from the bad batch to the end of its
+// page: the page the fsynced data ended in) marks a torn tail, not damage,
+// unless one flipped bit explains the bad batch's CRC (lostPageIn). What
+// this cannot tell apart: damage of more than one bit to a batch that
+// holds a page of zeros as content, in the tail above the recovery point
+// (data at most a checkpoint interval old), would be cut as a torn tail.
 // On success the segment is fsynced.
 func (l *Log) verifySegment(s *segment, tail bool, recoveryPoint int64, gaps bool) error {
 	if s.size == 0 {
@@ -537,11 +538,15 @@ const pageSize = 4096
 // lostPageIn reports whether the bad batch at bad, with a valid one at
 // next, is explained by a page that never reached the disk (see
 // verifySegment): a whole, page-aligned page of zeros lies between them,
-// and the bad batch's CRC does not fail the way bit rot makes it fail, by
-// one flipped bit (record.OneBitFlipped). A batch may hold pages of zeros
-// as content, a value of zeros, so the zero page alone does not tell.
+// or the page bad lies in is zeros from bad to its end (zeroPageTail), and
+// the bad batch's CRC does not fail the way bit rot makes it fail, by one
+// flipped bit (record.OneBitFlipped). A batch may hold pages of zeros as
+// content, a value of zeros, so the zero page alone does not tell.
 func lostPageIn(f *os.File, bad, next int64) (bool, error) {
 	zero, err := zeroPageWithin(f, bad, next)
+	if err == nil && !zero {
+		zero, err = zeroPageTail(f, bad, next)
+	}
 	if err != nil || !zero {
 		return false, err
 	}
@@ -566,6 +571,25 @@ func zeroPageWithin(f *os.File, from, to int64) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// zeroPageTail reports whether the page of f that bad lies in holds zeros
+// from bad to its end, next lying past it. A lost page reads as it did at
+// the last fsync, not always as zeros: when the fsynced data ended inside
+// it, it holds that data and zeros after, and the first batch after the
+// data starts in it (bad). The zeros must cover the batch's BaseOffset
+// and BatchLength, which a batch never has both zero, so they are no
+// bit flip of a header.
+func zeroPageTail(f *os.File, bad, next int64) (bool, error) {
+	end := (bad/pageSize + 1) * pageSize
+	if end-bad < record.LogOverhead || end > next {
+		return false, nil
+	}
+	b := make([]byte, end-bad)
+	if _, err := f.ReadAt(b, bad); err != nil {
+		return false, err
+	}
+	return bytes.Equal(b, make([]byte, len(b))), nil
 }
 
 // dataEndAfter returns the position just past the last byte of f in

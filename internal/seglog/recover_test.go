@@ -252,6 +252,51 @@ func TestLostPageBeforeALaterWriteIsATornTail(t *testing.T) {
 	}
 }
 
+// TestLostPageHoldingTheSyncedEndIsATornTail: the page the last fsync's
+// data ended in was written again by later appends, and that write never
+// reached the disk while the next page's did. The page reads as at the
+// fsync: the data, then zeros up to its end where the next batch started.
+// That is a torn tail too, not damage.
+func TestLostPageHoldingTheSyncedEndIsATornTail(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := mustOpen(t, dir, cfg)
+	appendBatches(t, l, 10, 3, 0)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	synced := l.EndOffset()
+	appendBatches(t, l, 100, 3, 0) // several pages more
+	l.crash()
+	path := segmentPath(dir, 0, logSuffix)
+	cut := batchPositions(t, path)[10] // where the fsynced data ends
+	if cut%pageSize < 100 || cut%pageSize > pageSize-100 {
+		t.Fatalf("the fsynced data ends at %d, too near a page boundary for the test", cut)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageEnd := (cut/pageSize + 1) * pageSize
+	if _, err := f.WriteAt(make([]byte, pageEnd-cut), cut); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	l, err = Open(dir, cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open after losing the page the fsynced data ends in: %v (want the tail cut, not corruption)", err)
+	}
+	defer l.Close()
+	if l.EndOffset() != synced {
+		t.Fatalf("end offset %d, want %d (cut where the fsynced data ends)", l.EndOffset(), synced)
+	}
+	if size := fileSize(t, path); size != cut {
+		t.Fatalf("segment is %d bytes, want it cut at %d", size, cut)
+	}
+}
+
 // TestFlippedBitBesideZeroValueIsCorruption: a batch may hold whole pages
 // of zeros as content (a value of zeros). A flipped bit elsewhere in it
 // must still fence the log, not pass for a page a crash lost.

@@ -44,6 +44,12 @@ type segment struct {
 	// dropped from the page cache end. Guarded by Log.dropMu.
 	uncachedTo int64
 
+	// Direct writes (direct.go), while the log writes direct; the
+	// O_DIRECT descriptor is file's. Guarded by Log.mu.
+	directRefused bool   // the file system refused: write through the page cache
+	tail          []byte // the bytes from the block boundary below size to size
+	tailKnown     bool   // tail holds them
+
 	truncated      bool // Open cut off a torn tail of this segment (recover.go)
 	verifiedAtOpen bool // Open verified every batch of it, so Scrub can skip it (scrub.go)
 }

@@ -148,6 +148,7 @@ func (l *Log) cutSegmentLocked(seg *segment, pos int64) error {
 	}
 	defer seg.file.unpin()
 	seg.size = pos
+	seg.forgetTail()
 	seg.idx = newSegIndex()
 	gaps := l.cfg.Compact || l.cleanerOffset > 0
 	if err := l.walkTail(seg, f, gaps); err != nil {
