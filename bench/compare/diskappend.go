@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // The disk limits of the Kafka acks=all rows append the way Wharf's log
@@ -34,16 +35,21 @@ type segmentFiles struct {
 	seq    int
 	active *os.File
 	size   int64
+	// direct, when not nil, is the active segment opened with O_DIRECT:
+	// a follower's writes go through it, past the page cache, as
+	// internal/seglog's follower logs write (WriteDirect).
+	direct     *os.File
+	wantDirect bool
 }
 
 // newSegmentFiles creates a directory under parent holding one empty
-// segment.
-func newSegmentFiles(parent string) (*segmentFiles, error) {
+// segment, written past the page cache if direct.
+func newSegmentFiles(parent string, direct bool) (*segmentFiles, error) {
 	dir, err := os.MkdirTemp(parent, "disk-limit-*")
 	if err != nil {
 		return nil, err
 	}
-	s := &segmentFiles{dir: dir}
+	s := &segmentFiles{dir: dir, wantDirect: direct}
 	if err := s.openNext(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -59,7 +65,33 @@ func (s *segmentFiles) openNext() error {
 	}
 	s.seq++
 	s.active, s.size = f, 0
+	if s.wantDirect {
+		// Where the file system refuses O_DIRECT, follower logs write
+		// through the page cache, and so does this.
+		s.direct, _ = openDirect(f.Name())
+	}
 	return syncDir(s.dir)
+}
+
+// write appends buf to the active segment: through its O_DIRECT
+// descriptor when it has one (buf aligned, and every write a whole number
+// of blocks, so the end stays aligned), else through the page cache.
+func (s *segmentFiles) write(buf []byte) error {
+	if s.direct != nil {
+		_, err := s.direct.WriteAt(buf, s.size)
+		return err
+	}
+	_, err := s.active.Write(buf)
+	return err
+}
+
+// closeActive closes the active segment's descriptors.
+func (s *segmentFiles) closeActive() {
+	s.active.Close()
+	if s.direct != nil {
+		s.direct.Close()
+		s.direct = nil
+	}
 }
 
 // full reports whether appending n bytes would overflow the active segment.
@@ -72,14 +104,14 @@ func (s *segmentFiles) roll() error {
 	if err := datasync(old); err != nil {
 		return err
 	}
-	old.Close()
+	s.closeActive()
 	os.Remove(old.Name())
 	return s.openNext()
 }
 
 // close closes the active segment and removes the directory.
 func (s *segmentFiles) close() {
-	s.active.Close()
+	s.closeActive()
 	os.RemoveAll(s.dir)
 }
 
@@ -94,15 +126,27 @@ func syncDir(dir string) error {
 }
 
 // newAppendRun creates the segment files of one disk-limit run under the
-// suite's directory and a chunk of random bytes to append.
-func (s *suite) newAppendRun(chunk int) (*segmentFiles, []byte, error) {
-	segs, err := newSegmentFiles(s.work)
+// suite's directory (written past the page cache if direct) and a chunk
+// of random bytes to append, aligned for O_DIRECT.
+func (s *suite) newAppendRun(chunk int, direct bool) (*segmentFiles, []byte, error) {
+	segs, err := newSegmentFiles(s.work, direct)
 	if err != nil {
 		return nil, nil, err
 	}
-	buf := make([]byte, chunk)
+	buf := alignedBuffer(chunk)
 	rand.Read(buf)
 	return segs, buf, nil
+}
+
+// directBlock is the alignment O_DIRECT wants of a buffer's address: the
+// page size, as internal/seglog aligns its direct writes.
+const directBlock = 4096
+
+// alignedBuffer returns n bytes starting at a directBlock boundary.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+directBlock)
+	skip := (directBlock - int(uintptr(unsafe.Pointer(&b[0]))%directBlock)) % directBlock
+	return b[skip : skip+n : skip+n]
 }
 
 // runDiskSync appends chunk-sized writes, each followed by its own
@@ -110,7 +154,7 @@ func (s *suite) newAppendRun(chunk int) (*segmentFiles, []byte, error) {
 // MB/s ("mbps") and fdatasyncs per second ("ops"): a writer that makes each
 // batch durable on its own.
 func (s *suite) runDiskSync(ctx context.Context, chunk int) (figures, error) {
-	segs, buf, err := s.newAppendRun(chunk)
+	segs, buf, err := s.newAppendRun(chunk, false)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +167,7 @@ func (s *suite) runDiskSync(ctx context.Context, chunk int) (figures, error) {
 				return nil, err
 			}
 		}
-		if _, err := segs.active.Write(buf); err != nil {
+		if err := segs.write(buf); err != nil {
 			return nil, err
 		}
 		segs.size += int64(chunk)
@@ -187,9 +231,10 @@ func (s *suite) runDiskGroupCommit(ctx context.Context, chunk int) (figures, err
 // runDiskGroupCommitWriters runs writers group-commit appenders at once in
 // one window, each on segment files of its own with its own fdatasyncs, as
 // the replicas of a cluster on one machine append to one disk: all but the
-// first drop their page cache followerCacheBehind behind what they synced,
-// as a partition's followers do (internal/seglog DropCacheBehind), so the
-// ceiling pays the page cache what the replicas pay. It reports their sum:
+// first write past the page cache (O_DIRECT) and drop what they cached
+// followerCacheBehind behind what they synced, as a partition's followers
+// do (internal/seglog WriteDirect, DropCacheBehind), so the ceiling pays
+// the page cache what the replicas pay. It reports their sum:
 // MB/s made durable inside the window ("mbps") and rounds per second
 // ("ops").
 func (s *suite) runDiskGroupCommitWriters(ctx context.Context, chunk, writers int) (figures, error) {
@@ -225,9 +270,10 @@ const followerCacheBehind = 32 << 20
 
 // groupCommitAppends is one group-commit appender (runDiskGroupCommit) on
 // segment files of its own, until w ends; unless keepCache, it drops the
-// pages of its active segment followerCacheBehind behind each round.
+// pages of its active segment followerCacheBehind behind each round, and
+// writes past the page cache.
 func (s *suite) groupCommitAppends(ctx context.Context, w window, chunk int, keepCache bool) groupCommitResult {
-	segs, buf, err := s.newAppendRun(chunk)
+	segs, buf, err := s.newAppendRun(chunk, !keepCache)
 	if err != nil {
 		return groupCommitResult{err: err}
 	}
@@ -311,10 +357,9 @@ func (g *groupCommit) appendUntil(ctx context.Context, segs *segmentFiles, buf [
 			}
 			g.advanceLocked(g.written)
 		}
-		f := segs.active
 		g.mu.Unlock()
 
-		if _, err := f.Write(buf); err != nil {
+		if err := segs.write(buf); err != nil {
 			return err
 		}
 		g.mu.Lock()

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 
 func TestSegmentFilesRollSyncsAndRemovesTheClosedSegment(t *testing.T) {
 	parent := t.TempDir()
-	segs, err := newSegmentFiles(parent)
+	segs, err := newSegmentFiles(parent, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +224,42 @@ func TestCommitFiguresFromMetrics(t *testing.T) {
 	}
 	if _, err := parseCommitCounters(bufio.NewScanner(strings.NewReader("wharf_fsync_duration_seconds_count 1\n"))); err == nil {
 		t.Error("missing counters: want an error")
+	}
+}
+
+// A follower's segment written past the page cache holds what was
+// written, across a roll. t.TempDir is on a disk here (ext4), which takes
+// O_DIRECT; the test says so when it is not.
+func TestSegmentFilesWriteDirect(t *testing.T) {
+	segs, err := newSegmentFiles(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer segs.close()
+	if segs.direct == nil {
+		t.Fatal("the test directory's file system refused O_DIRECT: this test needs one on a disk")
+	}
+	buf := alignedBuffer(2 * directBlock)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for range 2 {
+		if err := segs.write(buf); err != nil {
+			t.Fatal(err)
+		}
+		segs.size += int64(len(buf))
+	}
+	got, err := os.ReadFile(segs.active.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(slices.Clone(buf), buf...); !bytes.Equal(got, want) {
+		t.Fatalf("segment holds %d bytes, not the %d written twice", len(got), len(buf))
+	}
+	if err := segs.roll(); err != nil {
+		t.Fatal(err)
+	}
+	if segs.direct == nil {
+		t.Error("the next segment is not written past the page cache")
 	}
 }

@@ -58,3 +58,8 @@ func dropPagesBefore(f *os.File, end int64) error {
 	}
 	return nil
 }
+
+// openDirect opens path for writes past the page cache (O_DIRECT).
+func openDirect(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
+}

@@ -16,3 +16,9 @@ func dropPageCache(string) (string, error) {
 // dropPagesBefore does nothing where posix_fadvise is not used: the
 // ceiling's followers then keep their cache.
 func dropPagesBefore(*os.File, int64) error { return nil }
+
+// openDirect is Linux-only here, as in internal/seglog: elsewhere the
+// ceiling's followers write through the page cache.
+func openDirect(string) (*os.File, error) {
+	return nil, errors.New("O_DIRECT writes are implemented for Linux only")
+}
