@@ -287,9 +287,9 @@ const forwardMemoryMax = 1 << 16
 // deadline and userTimeout, as long), and one read before it expired
 // but after its answer was forgotten would be taken again. Forgotten
 // sooner for the bound, the answers of more than forwardMemoryMax
-// forwards within requestTTL (some 3,000 a second) made a repeat apply
-// twice; the bound gives way instead, to memory for as many forwards as
-// come in forwardMemoryMin.
+// forwards within forwardMemoryMin (some 1,600 a second) let a repeat
+// apply twice; the bound gives way instead, to memory for as many
+// forwards as come in forwardMemoryMin.
 const forwardMemoryMin = requestTTL + 2*userTimeout
 
 // forwardKey names a forward: its sender and request id.
