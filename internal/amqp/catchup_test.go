@@ -242,9 +242,10 @@ func TestLaggingNodeOpensVHost(t *testing.T) {
 // TestCutOffNodeRefusesWithinHandshakeTimeout: a connection.open
 // through a node cut off from the metadata quorum, to a vhost the node
 // does not have, is refused once the handshake timeout runs out, as
-// RabbitMQ bounds a handshake, not when the catch-up gives up (30 s,
-// past every client's own handshake timeout: amqp091-go's is 30 s and
-// fails with an i/o timeout, not the refusal).
+// RabbitMQ bounds a handshake, not when the catch-up gives up (30 s):
+// past the client's own timeout, where amqp091-go gives up with an error
+// of its own (403 "no access to this vhost", its guess), not the
+// broker's refusal.
 func TestCutOffNodeRefusesWithinHandshakeTimeout(t *testing.T) {
 	const handshake = time.Second
 	nodes := laggingClusterWith(t, Config{HandshakeTimeout: handshake})
