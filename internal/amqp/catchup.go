@@ -1,6 +1,10 @@
 package amqp
 
-import "github.com/wharf-mq/wharf/internal/mq"
+import (
+	"time"
+
+	"github.com/wharf-mq/wharf/internal/mq"
+)
 
 // In a cluster a node applies the definitions other nodes make a
 // replication round later; RabbitMQ keeps its definitions in one schema
@@ -14,10 +18,15 @@ import "github.com/wharf-mq/wharf/internal/mq"
 // publishes, deletes) catch up the same way; these are the lookups made
 // here, before mq is asked.
 
-// lookUpVHost is the registry's vhost name, for connection.open.
-func (s *Server) lookUpVHost(name string) (*mq.VHost, error) {
+// lookUpVHost is the registry's vhost name, for connection.open, whose
+// catch-up ends by the handshake's deadline: a node cut off from the
+// metadata quorum refuses the client within its handshake timeout, as
+// RabbitMQ's would, rather than when the catch-up gives up (barrierWait,
+// 30 s: past the client's own timeout, which it reports as a failure of
+// its own, not the refusal).
+func (s *Server) lookUpVHost(name string, deadline time.Time) (*mq.VHost, error) {
 	v, err := s.reg.VHost(name)
-	if err != nil && s.reg.CatchUp() {
+	if err != nil && s.reg.CatchUpWithin(time.Until(deadline)) {
 		v, err = s.reg.VHost(name)
 	}
 	return v, err

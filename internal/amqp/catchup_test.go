@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -20,15 +21,28 @@ import (
 )
 
 // countedDefs is a node's view of the metadata log that counts its
-// barriers: a lookup that hits must run none.
+// barriers: a lookup that hits must run none. While cut (not nil), a
+// barrier waits until it is closed, as one does on a node cut off from
+// the metadata quorum.
 type countedDefs struct {
 	*kvtest.Node
 	barriers atomic.Int64
+	cut      atomic.Pointer[chan struct{}]
 }
 
 func (d *countedDefs) Barrier() error {
 	d.barriers.Add(1)
+	if cut := d.cut.Load(); cut != nil {
+		<-*cut
+	}
 	return d.Node.Barrier()
+}
+
+// cutOff holds d's barriers until the test ends.
+func (d *countedDefs) cutOff(t *testing.T) {
+	healed := make(chan struct{})
+	d.cut.Store(&healed)
+	t.Cleanup(func() { close(healed) }) // before laggingCluster's: the nodes close then
 }
 
 // clusterNode is one node of laggingCluster: an AMQP server over its
@@ -85,6 +99,13 @@ func (n *clusterNode) dialAs(t *testing.T, user, vhost string) (*amqp091.Connect
 // so the vhost, user and permission made on node 1 reach node 2 together.
 func laggingCluster(t *testing.T) [2]*clusterNode {
 	t.Helper()
+	return laggingClusterWith(t, Config{})
+}
+
+// laggingClusterWith is laggingCluster with cfg's settings (but its
+// logger, users and permissions) on both AMQP servers.
+func laggingClusterWith(t *testing.T, cfg Config) [2]*clusterNode {
+	t.Helper()
 	log := kvtest.New()
 	var (
 		mu       sync.Mutex
@@ -139,7 +160,8 @@ func laggingCluster(t *testing.T) [2]*clusterNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, done := NewServer(reg, Config{Logger: logger, Users: n.users, Access: n.access}), make(chan error, 1)
+		cfg.Logger, cfg.Users, cfg.Access = logger, n.users, n.access
+		srv, done := NewServer(reg, cfg), make(chan error, 1)
 		go func() { done <- srv.Serve(ln) }()
 		n.addr = ln.Addr().String()
 		stops = append(stops, func() {
@@ -214,6 +236,35 @@ func TestLaggingNodeOpensVHost(t *testing.T) {
 	}
 	if n := node2.defs.barriers.Load() - before; n != 0 {
 		t.Errorf("connections to vhosts node 2 has ran %d barriers, want none", n)
+	}
+}
+
+// TestCutOffNodeRefusesWithinHandshakeTimeout: a connection.open
+// through a node cut off from the metadata quorum, to a vhost the node
+// does not have, is refused once the handshake timeout runs out, as
+// RabbitMQ bounds a handshake, not when the catch-up gives up (30 s):
+// past the client's own timeout, where amqp091-go gives up with an error
+// of its own (403 "no access to this vhost", its guess), not the
+// broker's refusal.
+func TestCutOffNodeRefusesWithinHandshakeTimeout(t *testing.T) {
+	const handshake = time.Second
+	nodes := laggingClusterWith(t, Config{HandshakeTimeout: handshake})
+	node2 := nodes[1]
+	nodes[0].addApp(t, "/")
+	if !node2.reg.CatchUp() { // node 2 knows the user: only the vhost is missed
+		t.Fatal("node 2 did not catch up")
+	}
+	node2.defs.cutOff(t)
+
+	start := time.Now()
+	_, err := node2.dialAs(t, "app", "nowhere")
+	took := time.Since(start)
+	wantCode(t, err, amqp091.NotAllowed)
+	// The handshake's start, login and tune-ok take some of the timeout
+	// too; a loaded machine gets room, but far less than the catch-up's
+	// own bound.
+	if took > handshake+2*time.Second {
+		t.Errorf("connection.open through a cut-off node was refused after %v, want about the handshake timeout (%v)", took, handshake)
 	}
 }
 

@@ -113,7 +113,7 @@ func (c *conn) handshake() error {
 	// lookups catch up with the cluster on a miss (catchup.go,
 	// access.Store.Permission): a vhost made and a permission given
 	// through another node just now let the client in here too.
-	vh, verr := c.srv.lookUpVHost(open.VirtualHost)
+	vh, verr := c.srv.lookUpVHost(open.VirtualHost, deadline)
 	if verr != nil || !cfg.Access.HasVHostAccess(user, open.VirtualHost) {
 		return c.failHandshake(access.VHostRefused(open.VirtualHost, user).In(amqpwire.ConnectionOpenID))
 	}

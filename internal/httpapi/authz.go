@@ -54,7 +54,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, need rule) bo
 	case anyManager:
 		return true
 	case vhostUser:
-		if isAdmin(u) || s.mayUseVHost(u, r.PathValue("vhost")) {
+		if isAdmin(u) || s.mayUseVHost(r, u, r.PathValue("vhost")) {
 			return true
 		}
 		writeError(w, http.StatusNotFound, "not_found", "Not Found")
@@ -69,7 +69,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, need rule) bo
 			return true
 		case !isPolicymaker(u):
 			writeNotAuthorised(w, "User not authorised to access object")
-		case s.mayUseVHost(u, r.PathValue("vhost")):
+		case s.mayUseVHost(r, u, r.PathValue("vhost")):
 			return true
 		default:
 			writeError(w, http.StatusNotFound, "not_found", "Not Found")
@@ -88,11 +88,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, need rule) bo
 // give; none in the path lets the handler filter (inVHosts). It looks
 // for the vhost as the handler does (vhostNamed): one added on another
 // node just now, which the handler finds, is checked here too.
-func (s *Server) mayUseVHost(u users.User, vhost string) bool {
+func (s *Server) mayUseVHost(r *http.Request, u users.User, vhost string) bool {
 	if vhost == "" {
 		return true
 	}
-	if _, found := s.vhostNamed(vhost); !found {
+	if _, found := s.vhostNamed(r, vhost); !found {
 		return true
 	}
 	return s.cfg.Access.HasVHostAccess(u.Name, vhost)

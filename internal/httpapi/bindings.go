@@ -92,7 +92,7 @@ func (s *Server) listQueueBindings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	out, found := lookedUp(s, func() ([]map[string]any, bool) {
+	out, found := lookedUp(s, r, func() ([]map[string]any, bool) {
 		out := s.selectBindings(w, r, []*mq.VHost{v}, func(b mq.BindingInfo) bool { return !b.ToExchange && b.Destination == name })
 		return out, slices.ContainsFunc(out, func(b map[string]any) bool { return b["source"] == "" })
 	})
@@ -126,7 +126,7 @@ func (s *Server) existingExchange(w http.ResponseWriter, r *http.Request) (strin
 		return "", false
 	}
 	name := exchangeName(r.PathValue("name"))
-	if _, found := s.findExchange(v, name); found {
+	if _, found := s.findExchange(r, v, name); found {
 		return name, true
 	}
 	others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name) // a transient one of another node

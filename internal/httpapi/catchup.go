@@ -1,5 +1,11 @@
 package httpapi
 
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+)
+
 // lookedUp returns what find finds on this node; if it finds nothing,
 // it catches up with the cluster (mq.Registry.CatchUp) and looks again.
 // RabbitMQ keeps its definitions in one schema store, so any node of its
@@ -10,10 +16,33 @@ package httpapi
 // cluster (a barrier: a write to the metadata log): a hit answers from
 // this node at once. On a single node there is nothing to catch up with,
 // and the miss stands.
-func lookedUp[T any](s *Server, find func() (T, bool)) (T, bool) {
+//
+// A request catches up once at most (catchUpOnce): a barrier started
+// after the request came serves every lookup it makes after it, so a
+// later miss of the same request stands too. A 404 then costs one
+// write to the metadata log, not one for each lookup on its way (the
+// user's vhost check and the handler's, a vhost and then an object), and
+// a node cut off from the metadata quorum makes it wait one catch-up.
+func lookedUp[T any](s *Server, r *http.Request, find func() (T, bool)) (T, bool) {
 	found, ok := find()
-	if !ok && s.reg.CatchUp() {
+	if !ok && catchUpOnce(r) && s.reg.CatchUp() {
 		found, ok = find()
 	}
 	return found, ok
+}
+
+// caughtUpKey is the context key of a request's catch-up: an
+// *atomic.Bool set once the request tried one.
+type caughtUpKey struct{}
+
+// withCatchUp gives a request's context a catch-up of its own.
+func withCatchUp(ctx context.Context) context.Context {
+	return context.WithValue(ctx, caughtUpKey{}, new(atomic.Bool))
+}
+
+// catchUpOnce reports whether r may catch up: it has not tried yet (its
+// context has none of its own: every time).
+func catchUpOnce(r *http.Request) bool {
+	tried, ok := r.Context().Value(caughtUpKey{}).(*atomic.Bool)
+	return !ok || !tried.Swap(true)
 }

@@ -332,3 +332,43 @@ func TestLaggingNodeFindsTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestMissCostsOneBarrier: a request that misses runs one barrier (a
+// write to the metadata log) at most, however many of its lookups miss
+// (the user's vhost check and the handler's, the vhost and the object):
+// the first one to catch up did so after the request came, for them all.
+// A request that is not authenticated, or by a user without a
+// management tag, runs none: a flood of 404s costs a login each.
+func TestMissCostsOneBarrier(t *testing.T) {
+	srvs, cfgs, defs := laggingPair(t)
+	if err := cfgs[1].Users.Put("watcher", "watcher", []string{users.TagManagement}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgs[1].Access.GrantAll("watcher", mq.DefaultVHost); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgs[1].Users.Put("app", "app", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user, password, path string
+		code                 int
+		barriers             int64
+	}{
+		{"watcher", "wrong", "/api/queues/nowhere", http.StatusUnauthorized, 0},
+		{"app", "app", "/api/queues/nowhere", http.StatusUnauthorized, 0},
+		{"watcher", "watcher", "/api/queues/nowhere", http.StatusNotFound, 1},
+		{"watcher", "watcher", "/api/exchanges/nowhere/x", http.StatusNotFound, 1},
+		{"guest", "guest", "/api/exchanges/nowhere/x", http.StatusNotFound, 1},
+		{"guest", "guest", "/api/exchanges/%2F/nowhere", http.StatusNotFound, 1},
+		{"guest", "guest", "/api/policies/nowhere/p", http.StatusNotFound, 1},
+	} {
+		before := defs.barriers.Load()
+		if code, got := request(t, srvs[1], tc.user, tc.password, http.MethodGet, tc.path, "", ""); code != tc.code {
+			t.Errorf("GET %s as %s: %d %s, want %d", tc.path, tc.user, code, got, tc.code)
+		}
+		if n := defs.barriers.Load() - before; n != tc.barriers {
+			t.Errorf("GET %s as %s ran %d barriers, want %d", tc.path, tc.user, n, tc.barriers)
+		}
+	}
+}

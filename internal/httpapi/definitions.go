@@ -173,7 +173,7 @@ func (s *Server) importDefinitions(w http.ResponseWriter, r *http.Request) {
 		writeBadRequest(w, "failed_to_parse_json")
 		return
 	}
-	imp := &importer{s: s, into: into, vhosts: map[string]*mq.VHost{}}
+	imp := &importer{s: s, r: r, into: into, vhosts: map[string]*mq.VHost{}}
 	if into == "" {
 		for _, v := range defs.VHosts {
 			imp.planned(v.Name)
@@ -222,6 +222,7 @@ func (s *Server) importDefinitions(w http.ResponseWriter, r *http.Request) {
 // importer applies one import.
 type importer struct {
 	s       *Server
+	r       *http.Request        // the import's: its lookups catch up once (lookedUp)
 	into    string               // the vhost of the path, "" for a whole-node import
 	vhosts  map[string]*mq.VHost // by name; nil value: to be created
 	missing string               // a vhost named that neither exists nor is created
@@ -248,7 +249,7 @@ func (imp *importer) need(name string) {
 	if _, seen := imp.vhosts[name]; seen {
 		return
 	}
-	v, found := imp.s.vhostNamed(name)
+	v, found := imp.s.vhostNamed(imp.r, name)
 	if !found && imp.missing == "" {
 		imp.missing = name
 	}

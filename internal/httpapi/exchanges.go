@@ -33,8 +33,8 @@ func lookupExchange(v *mq.VHost, name string) (mq.ExchangeDef, bool) {
 
 // findExchange is lookupExchange of an exchange that may have been
 // declared on another node just now (lookedUp).
-func (s *Server) findExchange(v *mq.VHost, name string) (mq.ExchangeDef, bool) {
-	return lookedUp(s, func() (mq.ExchangeDef, bool) { return lookupExchange(v, name) })
+func (s *Server) findExchange(r *http.Request, v *mq.VHost, name string) (mq.ExchangeDef, bool) {
+	return lookedUp(s, r, func() (mq.ExchangeDef, bool) { return lookupExchange(v, name) })
 }
 
 func exchangeJSON(v *mq.VHost, x mq.ExchangeDef) map[string]any {
@@ -76,7 +76,7 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := exchangeName(r.PathValue("name"))
-	x, found := s.findExchange(v, name)
+	x, found := s.findExchange(r, v, name)
 	if !found {
 		others, unanswered := s.reg.ExchangesElsewhere(r.Context(), v.Name(), name)
 		if len(others) == 0 {
@@ -139,7 +139,7 @@ func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := exchangeName(r.PathValue("name"))
-	if _, found := s.findExchange(v, name); !found {
+	if _, found := s.findExchange(r, v, name); !found {
 		writeNotFound(w)
 		return
 	}

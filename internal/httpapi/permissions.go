@@ -48,7 +48,7 @@ func (s *Server) listTopicPermissions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) permissionScope(w http.ResponseWriter, r *http.Request) (vhost, user string, ok bool) {
 	vhost, user = r.PathValue("vhost"), r.PathValue("user")
 	if vhost != "" {
-		if _, found := s.vhostNamed(vhost); !found {
+		if _, found := s.vhostNamed(r, vhost); !found {
 			writeNotFound(w)
 			return "", "", false
 		}
@@ -117,7 +117,7 @@ func (s *Server) putPermission(w http.ResponseWriter, r *http.Request) {
 // answering RabbitMQ's 400 when either does not exist.
 func (s *Server) permissionSubject(w http.ResponseWriter, r *http.Request) (vhost, user string, ok bool) {
 	vhost, user = r.PathValue("vhost"), r.PathValue("user")
-	_, found := s.vhostNamed(vhost)
+	_, found := s.vhostNamed(r, vhost)
 	if _, known := s.cfg.Users.Get(user); !found || !known {
 		writeBadRequest(w, "vhost_or_user_not_found")
 		return "", "", false

@@ -30,8 +30,8 @@ func policyJSON(p mq.Policy) map[string]any {
 
 // findPolicy returns the vhost's policy name, which may have been set on
 // another node just now (lookedUp).
-func (s *Server) findPolicy(v *mq.VHost, name string) (mq.Policy, bool) {
-	return lookedUp(s, func() (mq.Policy, bool) { return v.Policy(name) })
+func (s *Server) findPolicy(r *http.Request, v *mq.VHost, name string) (mq.Policy, bool) {
+	return lookedUp(s, r, func() (mq.Policy, bool) { return v.Policy(name) })
 }
 
 // getPolicy is GET /api/policies/{vhost}/{name}.
@@ -40,7 +40,7 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, found := s.findPolicy(v, r.PathValue("name"))
+	p, found := s.findPolicy(r, v, r.PathValue("name"))
 	if !found {
 		writeNotFound(w)
 		return
@@ -97,7 +97,7 @@ func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	if _, found := s.findPolicy(v, name); !found {
+	if _, found := s.findPolicy(r, v, name); !found {
 		writeNotFound(w)
 		return
 	}

@@ -234,7 +234,7 @@ func (s *Server) Authenticated(h http.Handler) http.Handler {
 			writeNotAuthorised(w, "Not management user")
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		h.ServeHTTP(w, r.WithContext(withCatchUp(context.WithValue(r.Context(), userKey{}, u))))
 	})
 }
 

@@ -26,7 +26,7 @@ func (s *Server) vhostsOf(w http.ResponseWriter, r *http.Request) (vs []*mq.VHos
 	if name == "" {
 		return s.objectVHosts(requester(r)), true
 	}
-	v, found := s.vhostNamed(name)
+	v, found := s.vhostNamed(r, name)
 	if !found {
 		writeNotFound(w)
 		return nil, false
@@ -36,8 +36,8 @@ func (s *Server) vhostsOf(w http.ResponseWriter, r *http.Request) (vs []*mq.VHos
 
 // vhostNamed returns the vhost name, which may have been added on
 // another node just now (lookedUp).
-func (s *Server) vhostNamed(name string) (*mq.VHost, bool) {
-	return lookedUp(s, func() (*mq.VHost, bool) {
+func (s *Server) vhostNamed(r *http.Request, name string) (*mq.VHost, bool) {
+	return lookedUp(s, r, func() (*mq.VHost, bool) {
 		v, err := s.reg.VHost(name)
 		return v, err == nil
 	})
@@ -55,7 +55,7 @@ func (s *Server) vhostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost, boo
 // writeVHostOf is vhostOf for a write: a missing vhost is RabbitMQ's
 // "vhost_not_found".
 func (s *Server) writeVHostOf(w http.ResponseWriter, r *http.Request) (*mq.VHost, bool) {
-	v, found := s.vhostNamed(r.PathValue("vhost"))
+	v, found := s.vhostNamed(r, r.PathValue("vhost"))
 	if !found {
 		writeNoVHost(w)
 		return nil, false
@@ -106,7 +106,7 @@ func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("vhost")
-	if _, found := s.vhostNamed(name); found {
+	if _, found := s.vhostNamed(r, name); found {
 		writeCreated(w, true)
 		return
 	}
@@ -127,7 +127,7 @@ func (s *Server) putVHost(w http.ResponseWriter, r *http.Request) {
 // and its queues, exchanges and policies deleted.
 func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("vhost")
-	if _, found := s.vhostNamed(name); !found {
+	if _, found := s.vhostNamed(r, name); !found {
 		writeNotFound(w)
 		return
 	}

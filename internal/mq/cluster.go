@@ -366,6 +366,10 @@ func (r *Registry) catchUpAll(wait time.Duration) bool {
 // single node, where there is nothing to catch up with.
 func (r *Registry) CatchUp() bool { return r.catchUpAll(barrierWait) }
 
+// CatchUpWithin is CatchUp for a caller bound by a deadline of its own
+// (an AMQP handshake's): it waits wait at most, rather than barrierWait.
+func (r *Registry) CatchUpWithin(wait time.Duration) bool { return r.catchUpAll(wait) }
+
 // followDefinition brings the registry in line with key's live value.
 func (r *Registry) followDefinition(key string) {
 	var err error

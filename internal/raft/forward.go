@@ -273,11 +273,24 @@ func (h *Host) answer(from uint64, reply Envelope, refusal string, handle func(c
 const forwardMemoryTime = time.Minute
 
 // forwardMemoryMax bounds how many answered forwards a leader
-// remembers: past it the oldest answers are forgotten. The forwards still
-// being proposed are all remembered, outside the bound: each is a
-// proposal in flight (a goroutine waiting on its commit), and forgetting
-// one would take a repeat of it as new, proposing it twice.
+// remembers: past it the oldest answers are forgotten, but not before
+// forwardMemoryMin. The forwards still being proposed are all
+// remembered, outside the bound: each is a proposal in flight (a
+// goroutine waiting on its commit), and forgetting one would take a
+// repeat of it as new, proposing it twice.
 const forwardMemoryMax = 1 << 16
+
+// forwardMemoryMin is how long a leader remembers its answer to a
+// forward however many it answered since: a repeat may be read until
+// requestTTL after the forward was made, plus the time it spends
+// between being written and being read (the TCP transport's write
+// deadline and userTimeout, as long), and one read before it expired
+// but after its answer was forgotten would be taken again. Forgotten
+// sooner for the bound, the answers of more than forwardMemoryMax
+// forwards within forwardMemoryMin (some 1,600 a second) let a repeat
+// apply twice; the bound gives way instead, to memory for as many
+// forwards as come in forwardMemoryMin.
+const forwardMemoryMin = requestTTL + 2*userTimeout
 
 // forwardKey names a forward: its sender and request id.
 type forwardKey struct{ from, id uint64 }
@@ -298,9 +311,13 @@ type takenForward struct {
 // sent for it (nil while it is being proposed); a new one is remembered
 // as taken, unless it is late (not taken). It forgets, first, the
 // answers older than forwardMemoryTime at now (the host's AwakeClock),
-// and the oldest past forwardMemoryMax.
+// and the oldest past forwardMemoryMax older than forwardMemoryMin.
 func (m *forwardMemory) take(key forwardKey, now time.Duration, late bool) (known bool, answered *Envelope) {
-	for len(m.order) > 0 && (len(m.order) >= forwardMemoryMax || now-m.byKey[m.order[0]].at >= forwardMemoryTime) {
+	for len(m.order) > 0 {
+		age := now - m.byKey[m.order[0]].at
+		if age < forwardMemoryTime && (len(m.order) < forwardMemoryMax || age < forwardMemoryMin) {
+			break
+		}
 		delete(m.byKey, m.order[0])
 		m.order = m.order[1:]
 	}

@@ -39,6 +39,30 @@ func TestForwardMemoryKeepsForwardsBeingProposed(t *testing.T) {
 	}
 }
 
+// TestForwardMemoryRemembersYoungAnswersPastTheCap: a leader that
+// answered more than forwardMemoryMax forwards within requestTTL still
+// knows the first of them: a repeat of it, sent again when its
+// connection broke and read before it expired, is not taken as new
+// (applied a second time). Past forwardMemoryMin the cap holds again.
+func TestForwardMemoryRemembersYoungAnswersPastTheCap(t *testing.T) {
+	var m forwardMemory
+	first := forwardKey{from: 2, id: 1}
+	m.take(first, 0, false)
+	m.answered(first, Envelope{Kind: KindForwardReply, Index: 1}, 0)
+	for id := uint64(2); id <= forwardMemoryMax+1; id++ {
+		key := forwardKey{from: 3, id: id}
+		m.take(key, time.Second, false)
+		m.answered(key, Envelope{Kind: KindForwardReply, Index: id}, time.Second)
+	}
+	if known, answered := m.take(first, requestTTL, false); !known || answered == nil {
+		t.Fatalf("a repeat of a forward answered %v ago, read before it expired, taken as new after %d others were answered", requestTTL, forwardMemoryMax)
+	}
+	m.take(forwardKey{from: 2, id: 2}, time.Second+forwardMemoryMin, false)
+	if n := len(m.order); n > forwardMemoryMax {
+		t.Fatalf("%d answers remembered past forwardMemoryMin, want at most %d", n, forwardMemoryMax)
+	}
+}
+
 // TestForwardMemoryTakesNoLateForward: a forward that arrives expired is
 // not taken, nor remembered; one taken already is known, expired or not.
 func TestForwardMemoryTakesNoLateForward(t *testing.T) {
