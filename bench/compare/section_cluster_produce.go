@@ -139,7 +139,7 @@ func (s *suite) oneDiskCeilingRow(workload string) (row, bool) {
 		Limit:     true,
 		PeerValue: figureOr(three, "rate"),
 		Notes: joinNotes(
-			fmt.Sprintf("the ceiling: %d writers appending 1 MiB batches at once to this disk, each to 1 GiB segment files of its own with up to %d batches unsynced while its rounds of fdatasync run (as each node's log does), all but one dropping their page cache 32 MiB behind what they synced (as followers do), %s MB/s together, %s MB/s each, in %s records; measured in the same turns as RF3 and RF1",
+			fmt.Sprintf("the ceiling: %d writers appending 1 MiB batches at once to this disk, each to 1 GiB segment files of its own with up to %d batches unsynced while its rounds of fdatasync run (as each node's log does), all but one writing past the page cache with O_DIRECT (as followers do), %s MB/s together, %s MB/s each, in %s records; measured in the same turns as RF3 and RF1",
 				clusterNodes, groupCommitInFlight, formatNumber(figureOr(three, "summbps")), formatNumber(figureOr(three, "mbps")), sizeName(clusterProduceSpec.recordSize)),
 			runRatios,
 			rf1Note,
