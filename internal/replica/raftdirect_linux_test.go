@@ -177,15 +177,16 @@ func cachedPages(t *testing.T, path string, from, to int64) (cached, pages int) 
 // nothing, and skipping would hide that.
 func directDisk(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if onTmpfs(t, dir) {
+	tmp := t.TempDir()
+	dir := tmp
+	if onTmpfs(t, tmp) {
 		var err error
 		if dir, err = os.MkdirTemp("/var/tmp", "replica-direct-"); err != nil {
-			t.Fatalf("%s is a tmpfs and /var/tmp takes no directory (%v): this test needs a disk-backed file system", t.TempDir(), err)
+			t.Fatalf("%s is a tmpfs and /var/tmp takes no directory (%v): this test needs a disk-backed file system", tmp, err)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		if onTmpfs(t, dir) {
-			t.Fatal("/tmp and /var/tmp are tmpfs: this test needs a disk-backed file system (set TMPDIR to one)")
+			t.Fatalf("%s and /var/tmp are tmpfs: this test needs a disk-backed file system (set TMPDIR to one)", tmp)
 		}
 	}
 	probe := filepath.Join(dir, "probe")
