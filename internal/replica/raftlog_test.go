@@ -25,7 +25,13 @@ var quiet = slog.New(slog.DiscardHandler)
 // the test's cleanup.
 func startHost(t testing.TB, id uint64, net *raft.MemNetwork) *raft.Host {
 	t.Helper()
-	cfg := raft.Config{NodeID: id, TickInterval: 10 * time.Millisecond, Logger: quiet}
+	return startHostTicking(t, id, net, 10*time.Millisecond)
+}
+
+// startHostTicking is startHost with ticks of tick.
+func startHostTicking(t testing.TB, id uint64, net *raft.MemNetwork, tick time.Duration) *raft.Host {
+	t.Helper()
+	cfg := raft.Config{NodeID: id, TickInterval: tick, Logger: quiet}
 	if net != nil {
 		cfg.Transport = net.Transport(id)
 	}

@@ -267,6 +267,9 @@ func (l *Log) writeLocked(seg *segment, parts [][]byte, size int64) error {
 	wrote := false
 	if direct {
 		wrote, err = seg.writeDirectLocked(f, parts)
+		if !wrote {
+			l.warnDirectRefusedLocked(seg)
+		}
 	}
 	switch {
 	case wrote:

@@ -70,18 +70,19 @@ func alignUp(n int64) int64 { return (n + directBlock - 1) &^ (directBlock - 1) 
 // writeDirectLocked writes the parts (size bytes together) at the
 // segment's write position through its O_DIRECT descriptor (the file
 // handle's, opened on first use). It reports false when the file cannot
-// be opened for direct writes or refuses them (directFailed); the caller
-// then writes through the page cache, for the rest of the segment's life:
-// a file system that refuses O_DIRECT refuses it every time (a transient
-// failure such as EMFILE costs the segment its direct writes too, no
-// more). Caller holds mu; f is the segment's pinned page-cache descriptor.
+// be opened for direct writes or refuses them (directFailed), keeping
+// why in directRefused; the caller then writes through the page cache,
+// for the rest of the segment's life: a file system that refuses O_DIRECT
+// refuses it every time (a transient failure such as EMFILE costs the
+// segment its direct writes too, no more). Caller holds mu; f is the
+// segment's pinned page-cache descriptor.
 func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) {
-	if seg.directRefused {
+	if seg.directRefused != nil {
 		return false, nil
 	}
 	d, err := seg.file.directFile()
 	if err != nil {
-		seg.directRefused = true
+		seg.directRefused = err
 		return false, nil
 	}
 	if err := seg.loadTail(f); err != nil {
@@ -120,6 +121,21 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 	return true, nil
 }
 
+// warnDirectRefusedLocked logs, once in the log's life, that a segment of
+// a log writing direct writes through the page cache: nothing fails, the
+// node only spends the CPU direct writes save (and evicts what readers
+// use), so without it an operator sees a slower node and no reason. Once
+// per log, not per segment: a file system that refuses one segment
+// refuses the next. Caller holds mu.
+func (l *Log) warnDirectRefusedLocked(seg *segment) {
+	if l.directWarned {
+		return
+	}
+	l.directWarned = true
+	l.logger.Warn("writes past the page cache (O_DIRECT) refused; this log writes through the page cache, at a cost in CPU",
+		"file", seg.logPath, "err", seg.directRefused)
+}
+
 // directFailed handles a direct write's failure. EINVAL is how O_DIRECT
 // refuses an alignment: a file system whose blocks are larger than
 // directBlock, or one that accepts O_DIRECT at open but not for writes.
@@ -130,7 +146,7 @@ func (seg *segment) directFailed(err error) (bool, error) {
 	if !errors.Is(err, syscall.EINVAL) {
 		return true, err
 	}
-	seg.directRefused = true
+	seg.directRefused = err
 	seg.file.closeDirect()
 	return false, nil
 }

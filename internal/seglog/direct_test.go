@@ -4,12 +4,17 @@ package seglog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -71,7 +76,7 @@ func requireDirect(t *testing.T, l *Log) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	seg := l.activeLocked()
-	if seg.directRefused || !seg.tailKnown {
+	if seg.directRefused != nil || !seg.tailKnown {
 		t.Fatalf("the active segment was not written direct (refused %v)", seg.directRefused)
 	}
 }
@@ -552,7 +557,7 @@ func TestDirectRefusedWritesBuffered(t *testing.T) {
 	h.path = path
 	h.cache.mu.Unlock()
 	d.l.mu.Lock()
-	refused := seg.directRefused
+	refused := seg.directRefused != nil
 	d.l.mu.Unlock()
 	if direct := directOf(seg); !refused || direct != nil {
 		t.Fatalf("refused %v, descriptor %v: want the direct open refused", refused, direct != nil)
@@ -744,7 +749,7 @@ func TestDirectWriteRefusedWritesBuffered(t *testing.T) {
 	d.add(sizedBatch(t, 2000, 2))
 	good.Close()
 	d.l.mu.Lock()
-	refused := seg.directRefused
+	refused := seg.directRefused != nil
 	d.l.mu.Unlock()
 	if !refused || directOf(seg) != nil {
 		t.Fatalf("refused %v, descriptor %v: want direct writes refused after EINVAL", refused, directOf(seg) != nil)
@@ -802,4 +807,101 @@ func dirtyBuffers() {
 	for _, b := range dirty {
 		directBuffers.Put(b)
 	}
+}
+
+// TestDirectRefusalWarnedOnce: a log whose segments refuse direct writes
+// says so once, at Warn, with the file and why: not at each append that
+// writes through the page cache instead, nor again when the next segment
+// refuses too. The first segment refuses the open (a path that does not
+// exist, as in TestDirectRefusedWritesBuffered), the next the write
+// (EINVAL, as in TestDirectWriteRefusedWritesBuffered).
+func TestDirectRefusalWarnedOnce(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 20000
+	dir := directDir(t)
+	warns := &warnings{}
+	l, err := Open(dir, cfg, slog.New(warns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.WriteDirect(true)
+	d := &directLog{t: t, dir: dir, cfg: cfg, l: l}
+	defer d.close()
+
+	first := d.activeSegment()
+	h := first.file
+	h.cache.mu.Lock()
+	path := h.path
+	h.path = filepath.Join(dir, "missing", filepath.Base(path))
+	h.cache.mu.Unlock()
+	for i := range 3 {
+		d.add(sizedBatch(t, 3000, int64(i)))
+	}
+	h.cache.mu.Lock()
+	h.path = path
+	h.cache.mu.Unlock()
+	got := warns.all()
+	if len(got) != 1 || !strings.Contains(got[0], "file="+first.logPath) || !strings.Contains(got[0], "no such file") {
+		t.Fatalf("after three appends to a segment whose direct open failed, the log warned %q: want one warning naming %s and the error", got, first.logPath)
+	}
+
+	for d.activeSegment() == first {
+		d.add(sizedBatch(t, 3000, 4))
+	}
+	second := d.activeSegment()
+	d.add(sizedBatch(t, 1000, 5))
+	requireDirect(t, d.l) // a new segment tries again
+	einval, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /proc/self/clear_refs to refuse the write:", err)
+	}
+	swapDirect(second, einval).Close()
+	d.add(sizedBatch(t, 2000, 6))
+	d.add(sizedBatch(t, 2000, 7))
+	d.l.mu.RLock()
+	refused := second.directRefused
+	d.l.mu.RUnlock()
+	if !errors.Is(refused, syscall.EINVAL) {
+		t.Fatalf("the second segment's direct writes were refused with %v, want EINVAL", refused)
+	}
+	if got := warns.all(); len(got) != 1 {
+		t.Fatalf("the log warned %d times after a second segment refused direct writes, want once: %q", len(got), got)
+	}
+	d.check()
+}
+
+func (d *directLog) activeSegment() *segment {
+	d.l.mu.RLock()
+	defer d.l.mu.RUnlock()
+	return d.l.activeLocked()
+}
+
+// warnings is a slog handler that keeps what is logged at Warn and above,
+// each record as its message and attributes (but those of With).
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	s := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		s += " " + a.String()
+		return true
+	})
+	w.mu.Lock()
+	w.got = append(w.got, s)
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
 }

@@ -53,7 +53,8 @@ type Log struct {
 	cacheKeep atomic.Int64
 	dropMu    sync.Mutex // serializes DropCached
 
-	direct atomic.Bool // appends write past the page cache (WriteDirect)
+	direct       atomic.Bool // appends write past the page cache (WriteDirect)
+	directWarned bool        // a segment's refusal of direct writes was logged (warnDirectRefusedLocked); guarded by mu
 
 	checkpointMu   sync.Mutex // serializes writes of the recovery-point file
 	checkpointed   int64      // value last written to recovery-point; guarded by checkpointMu

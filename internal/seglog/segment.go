@@ -46,7 +46,7 @@ type segment struct {
 
 	// Direct writes (direct.go), while the log writes direct; the
 	// O_DIRECT descriptor is file's. Guarded by Log.mu.
-	directRefused bool   // the file system refused: write through the page cache
+	directRefused error  // why direct writes were refused (nil: they were not): write through the page cache
 	tail          []byte // the bytes from the block boundary below size to size
 	tailKnown     bool   // tail holds them
 
