@@ -128,13 +128,17 @@ func (seg *segment) writeDirectLocked(f *os.File, parts [][]byte) (bool, error) 
 // per log, not per segment: a file system that refuses one segment
 // refuses the next. Caller holds mu.
 func (l *Log) warnDirectRefusedLocked(seg *segment) {
-	if l.directWarned {
-		return
+	if l.directWarned || errors.Is(seg.directRefused, errDirectUnsupported) {
+		return // said once; or not a Linux system, where it is expected
 	}
 	l.directWarned = true
 	l.logger.Warn("writes past the page cache (O_DIRECT) refused; this log writes through the page cache, at a cost in CPU",
 		"file", seg.logPath, "err", seg.directRefused)
 }
+
+// errDirectUnsupported is openDirect's refusal where direct writes are not
+// implemented (not Linux): expected there, so not warned of.
+var errDirectUnsupported = errors.New("seglog: direct writes need Linux")
 
 // directFailed handles a direct write's failure. EINVAL is how O_DIRECT
 // refuses an alignment: a file system whose blocks are larger than
