@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -86,7 +87,7 @@ func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
 		wg.Go(func() {
 			before := started.Load()
 			var served roundErr
-			if !errors.As(rounds.await(write), &served) {
+			if !errors.As(rounds.await(context.Background(), write), &served) {
 				t.Error("a caller got no round's answer")
 				return
 			}
@@ -97,6 +98,33 @@ func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d callers, %d writes", callers, started.Load())
+}
+
+// TestBarrierRoundsCallerLeavesByItsContext: a caller whose context
+// ends while its round is written (a handshake's deadline, on a node cut
+// off from the metadata quorum) returns at once with its context's
+// cause, and the round goes on for the others, who get its answer.
+func TestBarrierRoundsCallerLeavesByItsContext(t *testing.T) {
+	var rounds barrierRounds
+	release := make(chan struct{})
+	write := func() error {
+		<-release
+		return roundErr(1)
+	}
+	patient := make(chan error, 1)
+	go func() { patient <- rounds.await(context.Background(), write) }()
+
+	deadline := errors.New("handshake deadline")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(deadline)
+	if err := rounds.await(ctx, write); !errors.Is(err, deadline) {
+		t.Errorf("a caller whose context ended got %v, want its cause", err)
+	}
+	close(release)
+	var served roundErr
+	if err := <-patient; !errors.As(err, &served) {
+		t.Errorf("the caller that stayed got %v, want the round's answer", err)
+	}
 }
 
 // roundErr is the answer of the n-th barrier write.
