@@ -19,11 +19,11 @@ type LoginLimiter interface {
 // does, for AMQP PLAIN and AMQPLAIN and HTTP basic auth, after waiting
 // its turn with limiter (nil: no limit), to which it then reports the
 // outcome under remote's IP address. The error is ctx's, when it ends
-// during the wait. ctx (a handshake's deadline, an HTTP request's) ends
-// the catch-up of a miss too, and the login is then refused: a node cut
-// off from the metadata quorum refuses an unknown user or a wrong
-// password while the client still waits, not after the metadata write
-// timeout (30 s).
+// during the wait. ctx (an AMQP handshake's deadline; an HTTP
+// request's, which ends when its client goes away) ends the catch-up of
+// a miss too, and the login is then refused: a node cut off from the
+// metadata quorum refuses within the handshake timeout, not after the
+// metadata write timeout (30 s).
 func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, password string) (User, bool, error) {
 	remoteIP := ""
 	if ap, err := netip.ParseAddrPort(remote); err == nil {

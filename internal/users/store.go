@@ -72,9 +72,9 @@ var (
 // made on another node arrives here as it is applied, one replication
 // round trip later. A lookup that misses (an unknown user, a credential
 // it lacks, a password that does not match) first waits for the cluster
-// (KV.BarrierContext) and looks again, so a user made or changed on any node
-// just before is found; a change that takes something away (a password
-// changed, a user deleted) is seen here as it is applied.
+// (KV.BarrierContext) and looks again, so a user made or changed on any
+// node just before is found; a change that takes something away (a
+// password changed, a user deleted) is seen here as it is applied.
 type Store struct {
 	kv KV
 
