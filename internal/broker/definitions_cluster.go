@@ -140,6 +140,9 @@ type barrierRound struct {
 // outcome, or ctx's cause if ctx ends first. It starts the goroutine
 // that writes the rounds with write unless it runs.
 func (b *barrierRounds) await(ctx context.Context, write func() error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // a round for nobody would be a write for nothing
+	}
 	b.mu.Lock()
 	if b.next == nil {
 		b.next = &barrierRound{done: make(chan struct{})}
