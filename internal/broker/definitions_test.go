@@ -101,29 +101,32 @@ func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
 }
 
 // TestBarrierRoundsCallerLeavesByItsContext: a caller whose context
-// ends while its round is written (a handshake's deadline, on a node cut
-// off from the metadata quorum) returns at once with its context's
-// cause, and the round goes on for the others, who get its answer.
+// ends while it waits for its round (a handshake's deadline, on a node
+// cut off from the metadata quorum, where a round lasts the metadata
+// write timeout) returns then, with its context's cause, and the round
+// under way goes on for the caller that joined it.
 func TestBarrierRoundsCallerLeavesByItsContext(t *testing.T) {
 	var rounds barrierRounds
-	release := make(chan struct{})
+	writing, release := make(chan struct{}, 2), make(chan struct{})
+	var written atomic.Int64
 	write := func() error {
+		writing <- struct{}{}
 		<-release
-		return roundErr(1)
+		return roundErr(written.Add(1))
 	}
 	patient := make(chan error, 1)
 	go func() { patient <- rounds.await(context.Background(), write) }()
+	<-writing // the patient caller's round is under way: the next caller waits for the next
 
 	deadline := errors.New("handshake deadline")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(deadline)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 10*time.Millisecond, deadline)
+	defer cancel()
 	if err := rounds.await(ctx, write); !errors.Is(err, deadline) {
 		t.Errorf("a caller whose context ended got %v, want its cause", err)
 	}
 	close(release)
-	var served roundErr
-	if err := <-patient; !errors.As(err, &served) {
-		t.Errorf("the caller that stayed got %v, want the round's answer", err)
+	if err := <-patient; !errors.Is(err, roundErr(1)) {
+		t.Errorf("the caller that stayed got %v, want the first round's answer", err)
 	}
 }
 
