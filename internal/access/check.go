@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"regexp"
 	"strings"
 
@@ -31,7 +32,14 @@ const defaultExchange = "amq.default"
 // HasVHostAccess reports whether user may use vhost: it has a permission
 // there.
 func (s *Store) HasVHostAccess(user, vhost string) bool {
-	_, ok := s.Permission(user, vhost)
+	return s.HasVHostAccessContext(context.Background(), user, vhost)
+}
+
+// HasVHostAccessContext is HasVHostAccess for a caller bound by a
+// deadline of its own (an AMQP handshake's): the catch-up of a miss
+// ends when ctx does, and the user is then refused.
+func (s *Store) HasVHostAccessContext(ctx context.Context, user, vhost string) bool {
+	_, ok := s.permission(ctx, user, vhost)
 	return ok
 }
 

@@ -2,6 +2,7 @@ package access
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,9 +25,10 @@ type KV interface {
 	// deleted), whichever node made it; on the node that made it before
 	// Put or Delete returns.
 	Follow(prefix string, fn func(key string, value []byte) error) error
-	// Barrier returns once this node applied every change made before
-	// the call on any node of the cluster.
-	Barrier() error
+	// BarrierContext returns once this node applied every change made
+	// before the call on any node of the cluster, or with ctx's cause
+	// once ctx ends.
+	BarrierContext(ctx context.Context) error
 }
 
 // Definition store keys; names are path-escaped, so a '/' in a name is
@@ -96,7 +98,7 @@ type topicGrant struct {
 // change made on another node arrives here as it is applied, one
 // replication round trip later. A lookup of a user's permission in a
 // vhost that misses (connection.open to a vhost, the management API)
-// first waits for the cluster (KV.Barrier) and looks again, so a
+// first waits for the cluster (KV.BarrierContext) and looks again, so a
 // permission given on any node just before is found.
 type Store struct {
 	kv KV
@@ -227,13 +229,13 @@ func keyNames(key, prefix string, n int) ([]string, error) {
 	return parts, nil
 }
 
-// caughtUp waits for the cluster (see Store) and reports whether this
-// node applied a change meanwhile: only then can a lookup that missed
-// find something by looking again. Without a quorum it reports false,
-// and the lookup stands.
-func (s *Store) caughtUp() bool {
+// caughtUp waits for the cluster (see Store), until ctx ends at most,
+// and reports whether this node applied a change meanwhile: only then
+// can a lookup that missed find something by looking again. Without a
+// quorum, or once ctx ends, it reports false, and the lookup stands.
+func (s *Store) caughtUp(ctx context.Context) bool {
 	before := s.generation.Load()
-	return s.kv.Barrier() == nil && s.generation.Load() != before
+	return s.kv.BarrierContext(ctx) == nil && s.generation.Load() != before
 }
 
 // compile compiles one expression as RabbitMQ reads it: "" matches
@@ -298,8 +300,14 @@ func (s *Store) SetPermission(p Permission) error {
 
 // Permission returns a user's permission in a vhost.
 func (s *Store) Permission(user, vhost string) (Permission, bool) {
+	return s.permission(context.Background(), user, vhost)
+}
+
+// permission is Permission with the catch-up of a miss ended by ctx:
+// the miss then stands.
+func (s *Store) permission(ctx context.Context, user, vhost string) (Permission, bool) {
 	p, ok := s.localPermission(user, vhost)
-	if !ok && s.caughtUp() {
+	if !ok && s.caughtUp(ctx) {
 		p, ok = s.localPermission(user, vhost)
 	}
 	return p, ok
@@ -376,7 +384,7 @@ func (s *Store) TopicPermissions() []TopicPermission {
 func (s *Store) DeleteTopicPermissions(user, vhost, exchange string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := s.kv.Barrier(); err != nil {
+	if err := s.kv.BarrierContext(context.Background()); err != nil {
 		return err
 	}
 	k := userVHost{user, vhost}
@@ -415,7 +423,7 @@ func (s *Store) ForgetVHost(vhost string) error {
 func (s *Store) forget(match func(userVHost) bool) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := s.kv.Barrier(); err != nil {
+	if err := s.kv.BarrierContext(context.Background()); err != nil {
 		return err
 	}
 	var keys []string

@@ -59,8 +59,8 @@ type authError struct {
 }
 
 // authenticate checks a login, returning the user name. A password login
-// first waits its turn with the limiter (until ctx ends: the handshake's
-// deadline).
+// first waits its turn with the limiter, and the catch-up of a user the
+// node does not know ends, until ctx ends: the handshake's deadline.
 func (a *authenticator) authenticate(ctx context.Context, l login) (string, *authError) {
 	refused := func(detail string) (string, *authError) {
 		e := amqpwire.Errorf(amqpwire.CodeAccessRefused,
@@ -92,7 +92,7 @@ func (a *authenticator) authenticate(ctx context.Context, l login) (string, *aut
 		if problem != "" {
 			return refused(problem)
 		}
-		if _, ok := a.users.Get(name); !ok {
+		if _, ok := a.users.GetContext(ctx, name); !ok {
 			return refused("user '" + name + "' of the client certificate does not exist")
 		}
 		user = name

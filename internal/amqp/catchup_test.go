@@ -30,10 +30,18 @@ type countedDefs struct {
 	cut      atomic.Pointer[chan struct{}]
 }
 
-func (d *countedDefs) Barrier() error {
+func (d *countedDefs) Barrier() error { return d.BarrierContext(context.Background()) }
+
+// BarrierContext is Barrier for the users' and permissions' stores,
+// which stop waiting when ctx ends.
+func (d *countedDefs) BarrierContext(ctx context.Context) error {
 	d.barriers.Add(1)
 	if cut := d.cut.Load(); cut != nil {
-		<-*cut
+		select {
+		case <-*cut:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 	return d.Node.Barrier()
 }
@@ -239,32 +247,51 @@ func TestLaggingNodeOpensVHost(t *testing.T) {
 	}
 }
 
-// TestCutOffNodeRefusesWithinHandshakeTimeout: a connection.open
-// through a node cut off from the metadata quorum, to a vhost the node
-// does not have, is refused once the handshake timeout runs out, as
-// RabbitMQ bounds a handshake, not when the catch-up gives up (30 s):
-// past the client's own timeout, where amqp091-go gives up with an error
-// of its own (403 "no access to this vhost", its guess), not the
-// broker's refusal.
+// TestCutOffNodeRefusesWithinHandshakeTimeout: a handshake through a
+// node cut off from the metadata quorum that looks up what the node
+// does not have (a vhost, a user, a permission) is refused once the
+// handshake timeout runs out, as RabbitMQ bounds a handshake, not when
+// the catch-up gives up (30 s): past the client's own timeout, where
+// amqp091-go gives up with an error of its own (its guess: 403 "no
+// access to this vhost" at connection.open, 403 "username or password
+// not allowed" at the login, the same it reports for the broker's
+// refusal there, so only the time tells them apart), not the broker's
+// refusal.
 func TestCutOffNodeRefusesWithinHandshakeTimeout(t *testing.T) {
 	const handshake = time.Second
 	nodes := laggingClusterWith(t, Config{HandshakeTimeout: handshake})
-	node2 := nodes[1]
-	nodes[0].addApp(t, "/")
-	if !node2.reg.CatchUp() { // node 2 knows the user: only the vhost is missed
+	node1, node2 := nodes[0], nodes[1]
+	node1.addApp(t, "/")
+	if err := node1.users.Put("bare", "pw", nil); err != nil { // no permission anywhere
+		t.Fatal(err)
+	}
+	if !node2.reg.CatchUp() { // node 2 knows both users: only what each case names is missed
 		t.Fatal("node 2 did not catch up")
 	}
 	node2.defs.cutOff(t)
 
-	start := time.Now()
-	_, err := node2.dialAs(t, "app", "nowhere")
-	took := time.Since(start)
-	wantCode(t, err, amqp091.NotAllowed)
-	// The handshake's start, login and tune-ok take some of the timeout
-	// too; a loaded machine gets room, but far less than the catch-up's
-	// own bound.
-	if took > handshake+2*time.Second {
-		t.Errorf("connection.open through a cut-off node was refused after %v, want about the handshake timeout (%v)", took, handshake)
+	for _, c := range []struct {
+		what, user, vhost string
+		code              int
+	}{
+		{"a vhost the node does not have", "app", "nowhere", amqp091.NotAllowed},
+		// amqp091-go does not announce authentication_failure_close:
+		// the broker refuses a login by closing the socket, which it
+		// reports as ErrCredentials (403).
+		{"a user the node does not have", "nobody", "/", amqp091.AccessRefused},
+		{"a permission the node does not have", "bare", "/", amqp091.NotAllowed},
+	} {
+		start := time.Now()
+		_, err := node2.dialAs(t, c.user, c.vhost)
+		took := time.Since(start)
+		wantCode(t, err, c.code)
+		// The handshake's start, login and tune-ok take some of the
+		// timeout too; a loaded machine gets room, but far less than
+		// the catch-up's own bound.
+		if took > handshake+2*time.Second {
+			t.Errorf("a handshake through a cut-off node naming %s was refused after %v, want about the handshake timeout (%v)",
+				c.what, took, handshake)
+		}
 	}
 }
 

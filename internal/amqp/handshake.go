@@ -111,10 +111,14 @@ func (c *conn) handshake() error {
 	// As RabbitMQ's check_vhost_access: a vhost that does not exist and
 	// one the user has no permission in get the same refusal. Both
 	// lookups catch up with the cluster on a miss (catchup.go,
-	// access.Store.Permission): a vhost made and a permission given
-	// through another node just now let the client in here too.
+	// access.Store.HasVHostAccessContext), by the handshake's deadline: a
+	// vhost made and a permission given through another node just now
+	// let the client in here too.
 	vh, verr := c.srv.lookUpVHost(open.VirtualHost, deadline)
-	if verr != nil || !cfg.Access.HasVHostAccess(user, open.VirtualHost) {
+	openCtx, cancel := context.WithDeadline(c.srv.stopped, deadline)
+	allowed := verr == nil && cfg.Access.HasVHostAccessContext(openCtx, user, open.VirtualHost)
+	cancel()
+	if !allowed {
 		return c.failHandshake(access.VHostRefused(open.VirtualHost, user).In(amqpwire.ConnectionOpenID))
 	}
 	c.vhost, c.vhostName = vh, open.VirtualHost

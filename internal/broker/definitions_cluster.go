@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -89,11 +90,17 @@ func (s *DefinitionStore) Get(key string) ([]byte, bool) {
 // any node. Callers that come while a barrier is written share the next
 // one, so a burst of them costs two writes. A single node's definitions
 // are always current.
-func (s *DefinitionStore) Barrier() error {
+func (s *DefinitionStore) Barrier() error { return s.BarrierContext(context.Background()) }
+
+// BarrierContext is Barrier for a caller bound by a deadline of its own
+// (an AMQP handshake's): it stops waiting when ctx ends, with ctx's
+// cause, while the barrier goes on for the others waiting for it (a
+// write ends by the metadata write timeout).
+func (s *DefinitionStore) BarrierContext(ctx context.Context) error {
 	if s.meta.raft == nil {
 		return nil
 	}
-	return s.barriers.await(func() error { return s.meta.writeRaw(definitionPrefix+barrierKey, nil) })
+	return s.barriers.await(ctx, func() error { return s.meta.writeRaw(definitionPrefix+barrierKey, nil) })
 }
 
 // applied makes value key's live value as it is applied, and tells the
@@ -113,11 +120,15 @@ func (s *DefinitionStore) applied(key string, value []byte) {
 }
 
 // barrierRounds runs barriers one at a time, each for every caller that
-// came before it started.
+// came before it started. The rounds are written by a goroutine of their
+// own, not by a caller, so that a caller whose wait ends first (its ctx)
+// leaves the round to the others rather than failing it for them, and
+// never waits for a round it did not join; on a node cut off from the
+// metadata quorum a round lasts the metadata write timeout (30 s).
 type barrierRounds struct {
-	running sync.Mutex // held while a round writes
 	mu      sync.Mutex
 	next    *barrierRound // the round callers join: it has not started
+	writing bool          // the goroutine that writes rounds runs
 }
 
 type barrierRound struct {
@@ -126,27 +137,46 @@ type barrierRound struct {
 }
 
 // await joins the round that has not started yet and returns its
-// outcome; the first of its callers to get the turn runs it with write.
-func (b *barrierRounds) await(write func() error) error {
+// outcome, or ctx's cause if ctx ends first. It starts the goroutine
+// that writes the rounds with write unless it runs.
+func (b *barrierRounds) await(ctx context.Context, write func() error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // a round for nobody would be a write for nothing
+	}
 	b.mu.Lock()
+	if b.next == nil {
+		b.next = &barrierRound{done: make(chan struct{})}
+	}
 	r := b.next
-	if r == nil {
-		r = &barrierRound{done: make(chan struct{})}
-		b.next = r
+	if !b.writing {
+		b.writing = true
+		go b.writeRounds(write)
 	}
 	b.mu.Unlock()
-
-	b.running.Lock()
-	defer b.running.Unlock()
 	select {
-	case <-r.done: // another caller ran it
+	case <-r.done:
 		return r.err
-	default:
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	b.mu.Lock()
-	b.next = nil // whoever comes now needs a round that starts after this one
-	b.mu.Unlock()
-	r.err = write()
-	close(r.done)
-	return r.err
+}
+
+// writeRounds writes the rounds callers join, one after another, and
+// ends once none is left to write: its life is bounded by the callers'
+// and by write's (the metadata write timeout; at once when the broker
+// closes).
+func (b *barrierRounds) writeRounds(write func() error) {
+	for {
+		b.mu.Lock()
+		r := b.next
+		b.next = nil // whoever comes now needs a round that starts after this one
+		if r == nil {
+			b.writing = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		r.err = write()
+		close(r.done)
+	}
 }

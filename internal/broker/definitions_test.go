@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -86,7 +87,7 @@ func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
 		wg.Go(func() {
 			before := started.Load()
 			var served roundErr
-			if !errors.As(rounds.await(write), &served) {
+			if !errors.As(rounds.await(context.Background(), write), &served) {
 				t.Error("a caller got no round's answer")
 				return
 			}
@@ -97,6 +98,36 @@ func TestBarrierRoundsStartAfterTheirCallers(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d callers, %d writes", callers, started.Load())
+}
+
+// TestBarrierRoundsCallerLeavesByItsContext: a caller whose context
+// ends while it waits for its round (a handshake's deadline, on a node
+// cut off from the metadata quorum, where a round lasts the metadata
+// write timeout) returns then, with its context's cause, and the round
+// under way goes on for the caller that joined it.
+func TestBarrierRoundsCallerLeavesByItsContext(t *testing.T) {
+	var rounds barrierRounds
+	writing, release := make(chan struct{}, 2), make(chan struct{})
+	var written atomic.Int64
+	write := func() error {
+		writing <- struct{}{}
+		<-release
+		return roundErr(written.Add(1))
+	}
+	patient := make(chan error, 1)
+	go func() { patient <- rounds.await(context.Background(), write) }()
+	<-writing // the patient caller's round is under way: the next caller waits for the next
+
+	deadline := errors.New("handshake deadline")
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 10*time.Millisecond, deadline)
+	defer cancel()
+	if err := rounds.await(ctx, write); !errors.Is(err, deadline) {
+		t.Errorf("a caller whose context ended got %v, want its cause", err)
+	}
+	close(release)
+	if err := <-patient; !errors.Is(err, roundErr(1)) {
+		t.Errorf("the caller that stayed got %v, want the first round's answer", err)
+	}
 }
 
 // roundErr is the answer of the n-th barrier write.

@@ -6,6 +6,7 @@ package kvtest
 
 import (
 	"bytes"
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -81,6 +82,10 @@ func (m *Mem) Follow(prefix string, fn func(key string, value []byte) error) err
 
 // Barrier does nothing: a single node's store is always current.
 func (m *Mem) Barrier() error { return nil }
+
+// BarrierContext is Barrier, as broker.DefinitionStore.BarrierContext is
+// for a caller bound by ctx.
+func (m *Mem) BarrierContext(context.Context) error { return nil }
 
 func (m *Mem) follow(f *follower) error {
 	m.mu.Lock()
@@ -202,6 +207,10 @@ func (n *Node) Barrier() error {
 	n.CatchUp()
 	return nil
 }
+
+// BarrierContext is Barrier, which never waits here, as
+// broker.DefinitionStore.BarrierContext is for a caller bound by ctx.
+func (n *Node) BarrierContext(context.Context) error { return n.Barrier() }
 
 // Lags reports whether the node has changes yet to apply.
 func (n *Node) Lags() bool {

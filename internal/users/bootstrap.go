@@ -1,6 +1,9 @@
 package users
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Bootstrap gives a node its first users. On a store that has never held a
 // user it creates guest/guest, tagged administrator, as RabbitMQ does on a
@@ -40,7 +43,7 @@ func Bootstrap(s *Store, admin, password string) error {
 // this node has not seen the record).
 func (s *Store) wasInitialised() bool {
 	if !s.initialised.Load() {
-		s.kv.Barrier() // without a quorum the answer stands
+		s.kv.BarrierContext(context.Background()) // without a quorum the answer stands
 	}
 	return s.initialised.Load()
 }

@@ -19,7 +19,11 @@ type LoginLimiter interface {
 // does, for AMQP PLAIN and AMQPLAIN and HTTP basic auth, after waiting
 // its turn with limiter (nil: no limit), to which it then reports the
 // outcome under remote's IP address. The error is ctx's, when it ends
-// during the wait.
+// during the wait. ctx (an AMQP handshake's deadline; an HTTP
+// request's, which ends when its client goes away) ends the catch-up of
+// a miss too, and the login is then refused: a node cut off from the
+// metadata quorum refuses within the handshake timeout, not after the
+// metadata write timeout (30 s).
 func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, password string) (User, bool, error) {
 	remoteIP := ""
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
@@ -30,7 +34,7 @@ func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, p
 			return User{}, false, err
 		}
 	}
-	u, ok := s.Authenticate(name, password)
+	u, ok := s.authenticateContext(ctx, name, password)
 	if limiter != nil {
 		if ok {
 			limiter.Succeeded(remoteIP)

@@ -1,6 +1,7 @@
 package users
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +24,10 @@ type KV interface {
 	// deleted), whichever node made it; on the node that made it before
 	// Put or Delete returns.
 	Follow(prefix string, fn func(key string, value []byte) error) error
-	// Barrier returns once this node applied every change made before
-	// the call on any node of the cluster.
-	Barrier() error
+	// BarrierContext returns once this node applied every change made
+	// before the call on any node of the cluster, or with ctx's cause
+	// once ctx ends.
+	BarrierContext(ctx context.Context) error
 }
 
 // keyPrefix marks the user records among the node's other definitions.
@@ -70,9 +72,9 @@ var (
 // made on another node arrives here as it is applied, one replication
 // round trip later. A lookup that misses (an unknown user, a credential
 // it lacks, a password that does not match) first waits for the cluster
-// (KV.Barrier) and looks again, so a user made or changed on any node
-// just before is found; a change that takes something away (a password
-// changed, a user deleted) is seen here as it is applied.
+// (KV.BarrierContext) and looks again, so a user made or changed on any
+// node just before is found; a change that takes something away (a
+// password changed, a user deleted) is seen here as it is applied.
 type Store struct {
 	kv KV
 
@@ -122,20 +124,21 @@ func (s *Store) apply(key string, value []byte) error {
 	return nil
 }
 
-// caughtUp waits for the cluster (see Store) and reports whether this
-// node applied a change of a user meanwhile: only then can a lookup that
-// missed find something by looking again. Without a quorum it reports
-// false, and the lookup stands.
-func (s *Store) caughtUp() bool {
+// caughtUp waits for the cluster (see Store), until ctx ends at most,
+// and reports whether this node applied a change of a user meanwhile:
+// only then can a lookup that missed find something by looking again.
+// Without a quorum, or once ctx ends, it reports false, and the lookup
+// stands.
+func (s *Store) caughtUp(ctx context.Context) bool {
 	before := s.applied.Load()
-	return s.kv.Barrier() == nil && s.applied.Load() != before
+	return s.kv.BarrierContext(ctx) == nil && s.applied.Load() != before
 }
 
 // Empty reports whether the store holds no user, as on a node's first
 // start (in a cluster, on every node: none has made one).
 func (s *Store) Empty() bool {
 	empty := s.count() == 0
-	if empty && s.caughtUp() {
+	if empty && s.caughtUp(context.Background()) {
 		empty = s.count() == 0
 	}
 	return empty
@@ -148,9 +151,14 @@ func (s *Store) count() int {
 }
 
 // Get returns a user.
-func (s *Store) Get(name string) (User, bool) {
+func (s *Store) Get(name string) (User, bool) { return s.GetContext(context.Background(), name) }
+
+// GetContext is Get for a caller bound by a deadline of its own (an
+// AMQP handshake's): the catch-up of a miss ends when ctx does, and the
+// miss then stands.
+func (s *Store) GetContext(ctx context.Context, name string) (User, bool) {
 	u, ok := s.local(name)
-	if !ok && s.caughtUp() {
+	if !ok && s.caughtUp(ctx) {
 		u, ok = s.local(name)
 	}
 	return u, ok
@@ -177,8 +185,14 @@ func (s *Store) List() []User {
 // SCRAM-SHA-512 one when that is all it has. An unknown user costs the same
 // derivation as a known one, so timing does not tell which names exist.
 func (s *Store) Authenticate(name, password string) (User, bool) {
+	return s.authenticateContext(context.Background(), name, password)
+}
+
+// authenticateContext is Authenticate with the catch-up of a miss ended
+// by ctx (Login's): the miss then stands.
+func (s *Store) authenticateContext(ctx context.Context, name, password string) (User, bool) {
 	u, ok := s.authenticate(name, password)
-	if !ok && s.caughtUp() {
+	if !ok && s.caughtUp(ctx) {
 		u, ok = s.authenticate(name, password)
 	}
 	return u, ok
@@ -208,7 +222,7 @@ var decoy = func() Credential {
 // Credential returns a user's credential for a SCRAM mechanism.
 func (s *Store) Credential(name string, m Mechanism) (Credential, bool) {
 	c, ok := s.credential(name, m)
-	if !ok && s.caughtUp() {
+	if !ok && s.caughtUp(context.Background()) {
 		c, ok = s.credential(name, m)
 	}
 	return c, ok

@@ -2,11 +2,13 @@ package users
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -282,5 +284,51 @@ func TestStoresFollowEachOtherAsNodes(t *testing.T) {
 	}
 	if got := len(s1.List()); got != 1 {
 		t.Fatalf("node 1 lists %d users, want bob alone", got)
+	}
+}
+
+// cutOffNode is a node's view of the metadata log cut off from its
+// quorum: a barrier waits until its caller's context ends.
+type cutOffNode struct{ *kvtest.Node }
+
+func (cutOffNode) BarrierContext(ctx context.Context) error {
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// TestCutOffLookupsEndWithTheirContext: on a node cut off from the
+// metadata quorum, a login and a lookup of a user the node does not
+// know end when their context does (an AMQP handshake's deadline),
+// refused, rather than when a barrier gives up (30 s).
+func TestCutOffLookupsEndWithTheirContext(t *testing.T) {
+	s := mustOpen(t, cutOffNode{kvtest.New().Node()})
+	for _, c := range []struct {
+		what   string
+		lookUp func(ctx context.Context) bool
+	}{
+		{"Login", func(ctx context.Context) bool {
+			_, ok, err := s.Login(ctx, nil, "192.0.2.7:5000", "nobody", "pw")
+			if err != nil {
+				t.Errorf("Login: %v, want a refusal", err)
+			}
+			return ok
+		}},
+		{"GetContext", func(ctx context.Context) bool {
+			_, ok := s.GetContext(ctx, "nobody")
+			return ok
+		}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		done := make(chan bool, 1)
+		go func() { done <- c.lookUp(ctx) }()
+		select {
+		case ok := <-done:
+			if ok {
+				t.Errorf("%s let in a user nobody made", c.what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s of an unknown user on a cut-off node still waits 10 s after its context ended", c.what)
+		}
+		cancel()
 	}
 }
