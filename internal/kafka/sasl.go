@@ -22,18 +22,18 @@ var saslMechanisms = []string{mechanismPlain, string(users.ScramSHA256), string(
 // guest (users.Bootstrap creates it on a new node for every protocol).
 const loopbackOnlyUser = "guest"
 
-// saslLookupWait bounds how long a login waits for the cluster when this
-// node does not know the user or its credential (the catch-up of a miss:
-// users.Store). On a node cut off from the metadata quorum that wait
-// would be the metadata write timeout (30 s), past franz-go's SASL
-// timeout (it gives up at 20 s, with an i/o timeout) and racing Java's
-// request.timeout.ms (30 s), so the client would never see
-// SASL_AUTHENTICATION_FAILED. 5 s is well inside every client's timeout
-// and several Raft election timeouts (1 s) long, so a catch-up through a
-// quorum that is there, electing a leader or not, still finds a user made
-// elsewhere just now. A user the node knows never waits: Kafka answers
-// from its local metadata cache at once.
-const saslLookupWait = 5 * time.Second
+// userLookupWait bounds how long a login, or a description of a user's
+// SCRAM credentials, waits for the cluster when this node does not know
+// the user or its credential (the catch-up of a miss: users.Store). On a
+// node cut off from the metadata quorum that wait would be the metadata
+// write timeout (30 s), past franz-go's SASL timeout (it gives up at
+// 20 s, with an i/o timeout) and racing Java's request.timeout.ms (30 s),
+// so the client would never see SASL_AUTHENTICATION_FAILED. 5 s is well
+// inside every client's timeout and several Raft election timeouts (1 s)
+// long, so a catch-up through a quorum that is there, electing a leader
+// or not, still finds a user made elsewhere just now. A user the node
+// knows never waits: Kafka answers from its local metadata cache at once.
+const userLookupWait = 5 * time.Second
 
 // saslFailure is a failed authentication: what the client is told (Kafka's
 // texts, which never say whether the user exists) and, for the log, why.
@@ -77,7 +77,7 @@ func (c *conn) saslStep(token []byte) (answer []byte, done bool, err error) {
 			return nil, false, &saslFailure{clientMessage: "Authentication failed: the broker is shutting down", reason: err}
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.s.shutdownCtx, c.s.saslLookupWait)
+	ctx, cancel := context.WithTimeout(c.s.shutdownCtx, c.s.userLookupWait)
 	defer cancel()
 	var user string
 	switch c.auth.mechanism {

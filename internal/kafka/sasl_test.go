@@ -520,8 +520,9 @@ func (d *cutOffDefinitions) BarrierContext(ctx context.Context) error {
 // with PLAIN, with a password that does not match) gets Kafka's
 // SASL_AUTHENTICATION_FAILED once the lookup's bound runs out, not when
 // the catch-up gives up (30 s), past franz-go's own timeout, where it
-// reports an i/o timeout instead; a user the node knows logs in without
-// waiting for the cluster at all.
+// reports an i/o timeout instead; DescribeUserScramCredentials of such
+// users is RESOURCE_NOT_FOUND in the same time; a user the node knows
+// logs in, and is described, without waiting for the cluster at all.
 func TestCutOffNodeRefusesUnknownUserInTime(t *testing.T) {
 	const wait = 500 * time.Millisecond
 	var defs *cutOffDefinitions
@@ -532,7 +533,7 @@ func TestCutOffNodeRefusesUnknownUserInTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.cfg.Users = store
-		s.saslLookupWait = wait
+		s.userLookupWait = wait
 	})
 	for _, c := range []struct {
 		mech sasl.Mechanism
@@ -556,6 +557,18 @@ func TestCutOffNodeRefusesUnknownUserInTime(t *testing.T) {
 		}
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	described, err := kadm.NewClient(sts.client(t)).DescribeUserSCRAMs(ctx, "mallory", "eve")
+	took := time.Since(start)
+	if err != nil || !errors.Is(described["mallory"].Err, kerr.ResourceNotFound) || !errors.Is(described["eve"].Err, kerr.ResourceNotFound) {
+		t.Errorf("DescribeUserScramCredentials of users a cut-off node does not know: %v, %v after %v, want RESOURCE_NOT_FOUND each", described, err, took)
+	}
+	if took > wait+3*time.Second { // the two share one wait
+		t.Errorf("DescribeUserScramCredentials on a cut-off node answered after %v, want about %v", took, wait)
+	}
+
 	before := defs.barriers.Load()
 	for _, m := range []sasl.Mechanism{
 		plain.Auth{User: "alice", Pass: alicePassword}.AsMechanism(),
@@ -566,7 +579,10 @@ func TestCutOffNodeRefusesUnknownUserInTime(t *testing.T) {
 			t.Errorf("%s as a user the cut-off node knows: %v", m.Name(), err)
 		}
 	}
+	if described, err := kadm.NewClient(sts.client(t)).DescribeUserSCRAMs(ctx, "alice"); err != nil || described["alice"].Err != nil {
+		t.Errorf("DescribeUserScramCredentials of a user the cut-off node knows: %v, %v", described, err)
+	}
 	if n := defs.barriers.Load() - before; n != 0 {
-		t.Errorf("logins of users the node knows waited for the cluster %d times, want none", n)
+		t.Errorf("logins and descriptions of users the node knows waited for the cluster %d times, want none", n)
 	}
 }
