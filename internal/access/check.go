@@ -34,7 +34,7 @@ const defaultExchange = "amq.default"
 // ctx ends at most (an AMQP handshake's deadline; an API request's bound,
 // or its client going away), and the user is then refused.
 func (s *Store) HasVHostAccessContext(ctx context.Context, user, vhost string) bool {
-	_, ok := s.permission(ctx, user, vhost)
+	_, ok := s.PermissionContext(ctx, user, vhost)
 	return ok
 }
 

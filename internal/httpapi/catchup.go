@@ -50,9 +50,9 @@ func catchUpOnce(r *http.Request) bool {
 }
 
 // lookupWait bounds how long a lookup that misses waits for the
-// cluster: of a user or a permission (the login, the checks of authz.go:
-// users.Store, access.Store) and of a definition (lookedUp, and
-// findBinding's catch-up). The API has no write timeout of its own, and
+// cluster: of a user or a permission (the login, the checks of authz.go,
+// the user and permission endpoints: users.Store, access.Store) and of a
+// definition (lookedUp, and findBinding's catch-up). The API has no write timeout of its own, and
 // on a node cut off from the metadata quorum that wait would be the
 // metadata write timeout (30 s): a client would wait that long for its
 // 401 or 404, if it waited at all. It is Kafka SASL's bound (5 s):

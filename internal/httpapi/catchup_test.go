@@ -476,6 +476,9 @@ func TestCutOffNodeAnswersInTime(t *testing.T) {
 		{"watcher", "/api/queues", http.StatusOK, "[]"},
 		{"guest", "/api/exchanges/%2F/nowhere", http.StatusNotFound, "Not Found"},
 		{"guest", "/api/bindings/%2F/e/amq.direct/q/nowhere/~", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/users/nobody", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/users/nobody/permissions", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/permissions/%2F/watcher", http.StatusNotFound, "Not Found"},
 		{"guest", "/api/vhosts/nowhere", http.StatusNotFound, "Not Found"},
 		{"watcher", "/api/queues/nowhere", http.StatusNotFound, "Not Found"},
 	} {
