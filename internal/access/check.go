@@ -29,17 +29,12 @@ const (
 // named by, as in RabbitMQ.
 const defaultExchange = "amq.default"
 
-// HasVHostAccess reports whether user may use vhost: it has a permission
-// there.
-func (s *Store) HasVHostAccess(user, vhost string) bool {
-	return s.HasVHostAccessContext(context.Background(), user, vhost)
-}
-
-// HasVHostAccessContext is HasVHostAccess for a caller bound by a
-// deadline of its own (an AMQP handshake's): the catch-up of a miss
-// ends when ctx does, and the user is then refused.
+// HasVHostAccessContext reports whether user may use vhost: it has a
+// permission there. A miss catches up with the cluster (see Store) until
+// ctx ends at most (an AMQP handshake's deadline; an API request's bound,
+// or its client going away), and the user is then refused.
 func (s *Store) HasVHostAccessContext(ctx context.Context, user, vhost string) bool {
-	_, ok := s.permission(ctx, user, vhost)
+	_, ok := s.PermissionContext(ctx, user, vhost)
 	return ok
 }
 

@@ -300,12 +300,13 @@ func (s *Store) SetPermission(p Permission) error {
 
 // Permission returns a user's permission in a vhost.
 func (s *Store) Permission(user, vhost string) (Permission, bool) {
-	return s.permission(context.Background(), user, vhost)
+	return s.PermissionContext(context.Background(), user, vhost)
 }
 
-// permission is Permission with the catch-up of a miss ended by ctx:
-// the miss then stands.
-func (s *Store) permission(ctx context.Context, user, vhost string) (Permission, bool) {
+// PermissionContext is Permission with the catch-up of a miss ended by
+// ctx (an API request's bound, or its client going away): the miss then
+// stands.
+func (s *Store) PermissionContext(ctx context.Context, user, vhost string) (Permission, bool) {
 	p, ok := s.localPermission(user, vhost)
 	if !ok && s.caughtUp(ctx) {
 		p, ok = s.localPermission(user, vhost)

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestResourceChecksAsRabbitMQ(t *testing.T) {
 	if err := s.Principal("u", "other").Check(Read, Queue, "orders"); err == nil {
 		t.Error("a permission in / granted access to another vhost")
 	}
-	if !s.HasVHostAccess("u", "/") || s.HasVHostAccess("u", "other") || s.HasVHostAccess("v", "/") {
+	if !s.HasVHostAccessContext(context.Background(), "u", "/") || s.HasVHostAccessContext(context.Background(), "u", "other") || s.HasVHostAccessContext(context.Background(), "v", "/") {
 		t.Error("vhost access does not follow the permissions")
 	}
 	if err := s.SetPermission(Permission{User: "u", VHost: "/", Configure: "(", Write: ".*", Read: ".*"}); !errors.Is(err, ErrInvalidRegexp) {
@@ -219,7 +220,7 @@ func TestStoreSurvivesReopenAndForgets(t *testing.T) {
 	if err := s.GrantOnce("guest", "/"); err != nil {
 		t.Fatal(err)
 	}
-	if s.HasVHostAccess("guest", "/") {
+	if s.HasVHostAccessContext(context.Background(), "guest", "/") {
 		t.Fatal("GrantOnce granted a cleared permission again")
 	}
 }
@@ -236,7 +237,7 @@ func TestStoresFollowEachOtherAsNodes(t *testing.T) {
 	s1, s2 := mustOpen(t, node1), mustOpen(t, node2)
 
 	mustSet(t, s1, Permission{User: "carol", VHost: "billing", Configure: ".*", Write: ".*", Read: ".*"})
-	if !s2.HasVHostAccess("carol", "billing") {
+	if !s2.HasVHostAccessContext(context.Background(), "carol", "billing") {
 		t.Fatal("node 2 refuses the vhost node 1 just opened to carol")
 	}
 	p2 := s2.Principal("carol", "billing")
@@ -261,7 +262,7 @@ func TestStoresFollowEachOtherAsNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	node1.CatchUp()
-	if s1.HasVHostAccess("carol", "billing") || len(s1.TopicPermissions()) != 0 {
+	if s1.HasVHostAccessContext(context.Background(), "carol", "billing") || len(s1.TopicPermissions()) != 0 {
 		t.Fatal("node 1 keeps what node 2 deleted")
 	}
 
@@ -275,7 +276,7 @@ func TestStoresFollowEachOtherAsNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	node1.CatchUp()
-	if s1.HasVHostAccess("guest", "/") {
+	if s1.HasVHostAccessContext(context.Background(), "guest", "/") {
 		t.Fatal("a lagging node gave guest back the permission cleared on another")
 	}
 }

@@ -95,33 +95,41 @@ func (s *Server) mayUseVHost(r *http.Request, u users.User, vhost string) bool {
 	if _, found := s.vhostNamed(r, vhost); !found {
 		return true
 	}
-	return s.cfg.Access.HasVHostAccess(u.Name, vhost)
+	ctx, cancel := s.lookupContext(r)
+	defer cancel()
+	return s.cfg.Access.HasVHostAccessContext(ctx, u.Name, vhost)
 }
 
-// visibleVHosts are the vhosts GET /api/vhosts shows u: all for
+// visibleVHosts are the vhosts GET /api/vhosts shows r's user: all for
 // administrators and monitoring users, else those it has a permission
 // in.
-func (s *Server) visibleVHosts(u users.User) []*mq.VHost {
-	if isMonitor(u) {
+func (s *Server) visibleVHosts(r *http.Request) []*mq.VHost {
+	if isMonitor(requester(r)) {
 		return s.allVHosts()
 	}
-	return s.accessibleVHosts(u)
+	return s.accessibleVHosts(r)
 }
 
 // objectVHosts are the vhosts whose queues, exchanges, bindings,
-// policies and consumers a listing without a {vhost} shows u: all for
-// administrators, else those it has a permission in (monitoring users
-// included, as in RabbitMQ).
-func (s *Server) objectVHosts(u users.User) []*mq.VHost {
-	if isAdmin(u) {
+// policies and consumers a listing without a {vhost} shows r's user:
+// all for administrators, else those it has a permission in (monitoring
+// users included, as in RabbitMQ).
+func (s *Server) objectVHosts(r *http.Request) []*mq.VHost {
+	if isAdmin(requester(r)) {
 		return s.allVHosts()
 	}
-	return s.accessibleVHosts(u)
+	return s.accessibleVHosts(r)
 }
 
-func (s *Server) accessibleVHosts(u users.User) []*mq.VHost {
+// accessibleVHosts are the vhosts r's user has a permission in. The
+// checks that miss share one lookupWait: on a node cut off from the
+// metadata quorum the first uses it up, and the others stand at once.
+func (s *Server) accessibleVHosts(r *http.Request) []*mq.VHost {
+	ctx, cancel := s.lookupContext(r)
+	defer cancel()
+	user := userOf(r)
 	return slices.DeleteFunc(s.allVHosts(), func(v *mq.VHost) bool {
-		return !s.cfg.Access.HasVHostAccess(u.Name, v.Name())
+		return !s.cfg.Access.HasVHostAccessContext(ctx, user, v.Name())
 	})
 }
 

@@ -180,7 +180,7 @@ func (s *Server) findBinding(w http.ResponseWriter, r *http.Request) (*mq.VHost,
 	}
 	props := r.PathValue("props")
 	named := func(b mq.BindingInfo) bool { return keep(b) && propertiesKey(b.Key, b.Args) == props }
-	s.reg.CatchUp()
+	s.reg.CatchUpWithin(s.lookupWait)
 	if b, found := localBinding(v, named); found {
 		return v, b, 0, true
 	}

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,8 +14,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/kafkaview"
+	"github.com/wharf-mq/wharf/internal/kvtest"
 	"github.com/wharf-mq/wharf/internal/mq"
 	"github.com/wharf-mq/wharf/internal/users"
 )
@@ -369,6 +374,153 @@ func TestMissCostsOneBarrier(t *testing.T) {
 		}
 		if n := defs.barriers.Load() - before; n != tc.barriers {
 			t.Errorf("GET %s as %s ran %d barriers, want %d", tc.path, tc.user, n, tc.barriers)
+		}
+	}
+}
+
+// cutOffKV is the users' and permissions' metadata log on a node cut
+// off from its quorum: a barrier (the catch-up of a lookup that misses)
+// waits until its caller's context ends, or for the metadata write
+// timeout, as the broker's does there. It counts the barriers under way.
+type cutOffKV struct {
+	*kvtest.Mem
+	waiting atomic.Int64
+}
+
+func (kv *cutOffKV) BarrierContext(ctx context.Context) error {
+	kv.waiting.Add(1)
+	defer kv.waiting.Add(-1)
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(30 * time.Second):
+		return errors.New("metadata write timed out")
+	}
+}
+
+// cutOffRegistry is the registry of a node of two cut off from the
+// metadata quorum: its barriers wait until the test ends.
+func cutOffRegistry(t *testing.T) *mq.Registry {
+	t.Helper()
+	released := make(chan struct{})
+	cc := &mq.ClusterConfig{
+		NodeID:  1,
+		Watch:   func(func(string)) {},
+		Get:     func(string) ([]byte, bool) { return nil, false },
+		Barrier: func() error { <-released; return errors.New("metadata write timed out") },
+		Nodes:   func() []int32 { return []int32{1, 2} },
+		PeerUp:  func(int32) bool { return false },
+		CallNode: func(context.Context, int32, []byte) ([]byte, error) {
+			return nil, errors.New("node 2 is out of contact")
+		},
+		HandleCalls: func(func(context.Context, int32, []byte) ([]byte, error)) {},
+	}
+	reg, err := mq.Open(mq.Config{DataDir: t.TempDir(), Definitions: &memDefs{m: map[string][]byte{}}, Cluster: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	t.Cleanup(func() { close(released) }) // first: Close waits for the barrier under way
+	return reg
+}
+
+// cutOffAPI serves the API of a node whose users and permissions are
+// cut off from the metadata quorum, with lookups bound by wait: guest
+// (administrator), watcher (management) and pol (policymaker), neither
+// with a permission anywhere.
+func cutOffAPI(t *testing.T, wait time.Duration) (*httptest.Server, *cutOffKV) {
+	t.Helper()
+	kv := &cutOffKV{Mem: kvtest.New()}
+	cfg := Config{Version: "test"}
+	var err error
+	if cfg.Users, err = users.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Access, err = access.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	for name, tag := range map[string]string{"guest": users.TagAdministrator, "watcher": users.TagManagement, "pol": users.TagPolicymaker} {
+		if err := cfg.Users.Put(name, name, []string{tag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cfg.Access.GrantAll("guest", mq.DefaultVHost); err != nil {
+		t.Fatal(err)
+	}
+	s := New(cutOffRegistry(t), cfg)
+	s.lookupWait = wait
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv, kv
+}
+
+// TestCutOffNodeAnswersInTime: on a node cut off from the metadata
+// quorum, a login that misses (an unknown user, a wrong password), a
+// permission check that misses (a vhost the user has no permission in)
+// and a lookup of a name that exists nowhere answer 401, 404 or the
+// listing without the vhost once the lookup's bound runs out, not when
+// the catch-up gives up (30 s); a client that goes away ends the wait of
+// a login or a permission check at once.
+func TestCutOffNodeAnswersInTime(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	srv, _ := cutOffAPI(t, wait)
+	for _, c := range []struct {
+		user, path string
+		code       int
+		body       string
+	}{
+		{"nobody", "/api/overview", http.StatusUnauthorized, "Login failed"},
+		{"watcher", "/api/queues/%2F", http.StatusNotFound, "Not Found"},
+		{"pol", "/api/policies/%2F", http.StatusNotFound, "Not Found"},
+		{"watcher", "/api/vhosts", http.StatusOK, "[]"},
+		{"watcher", "/api/queues", http.StatusOK, "[]"},
+		{"guest", "/api/exchanges/%2F/nowhere", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/bindings/%2F/e/amq.direct/q/nowhere/~", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/users/nobody", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/users/nobody/permissions", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/permissions/%2F/watcher", http.StatusNotFound, "Not Found"},
+		{"guest", "/api/vhosts/nowhere", http.StatusNotFound, "Not Found"},
+		{"watcher", "/api/queues/nowhere", http.StatusNotFound, "Not Found"},
+	} {
+		start := time.Now()
+		code, got := request(t, srv, c.user, c.user, http.MethodGet, c.path, "", "")
+		took := time.Since(start)
+		if code != c.code || !strings.Contains(got, c.body) {
+			t.Errorf("GET %s as %s on a cut-off node: %d %s, want %d with %q", c.path, c.user, code, got, c.code, c.body)
+		}
+		// A loaded machine gets room, but far less than the catch-up's
+		// own bound.
+		if took > wait+3*time.Second {
+			t.Errorf("GET %s as %s on a cut-off node answered after %v, want about %v", c.path, c.user, took, wait)
+		}
+	}
+	if code, got := request(t, srv, "guest", "wrong", http.MethodGet, "/api/overview", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/overview with a wrong password on a cut-off node: %d %s, want 401", code, got)
+	}
+
+	patient, kv := cutOffAPI(t, time.Minute)
+	for _, path := range []string{"/api/overview", "/api/queues/%2F"} {
+		user := "watcher"
+		if path == "/api/overview" {
+			user = "nobody" // the login misses
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, patient.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth(user, user)
+		if resp, err := patient.Client().Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("GET %s as %s answered %d before its client went away", path, user, resp.StatusCode)
+		}
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for kv.waiting.Load() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s as %s: the catch-up still waits 10 s after its client went away", path, user)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	)
 	asked.Go(func() { clients, clientsUnanswered = s.clientTotals(r.Context(), u) })
 	var sum mq.VHostTotals
-	vhostTotals, unanswered := s.reg.Totals(r.Context(), s.visibleVHosts(u))
+	vhostTotals, unanswered := s.reg.Totals(r.Context(), s.visibleVHosts(r))
 	for _, t := range vhostTotals {
 		sum.Add(t)
 	}

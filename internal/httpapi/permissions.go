@@ -54,7 +54,7 @@ func (s *Server) permissionScope(w http.ResponseWriter, r *http.Request) (vhost,
 		}
 	}
 	if user != "" {
-		if _, known := s.cfg.Users.Get(user); !known {
+		if !s.knownUser(r, user) {
 			writeNotFound(w)
 			return "", "", false
 		}
@@ -72,7 +72,9 @@ func topicPermissionJSON(p access.TopicPermission) map[string]any {
 
 // getPermission is GET /api/permissions/{vhost}/{user}.
 func (s *Server) getPermission(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.cfg.Access.Permission(r.PathValue("user"), r.PathValue("vhost"))
+	ctx, cancel := s.lookupContext(r)
+	defer cancel()
+	p, ok := s.cfg.Access.PermissionContext(ctx, r.PathValue("user"), r.PathValue("vhost"))
 	if !ok {
 		writeNotFound(w)
 		return
@@ -118,7 +120,7 @@ func (s *Server) putPermission(w http.ResponseWriter, r *http.Request) {
 func (s *Server) permissionSubject(w http.ResponseWriter, r *http.Request) (vhost, user string, ok bool) {
 	vhost, user = r.PathValue("vhost"), r.PathValue("user")
 	_, found := s.vhostNamed(r, vhost)
-	if _, known := s.cfg.Users.Get(user); !found || !known {
+	if !found || !s.knownUser(r, user) {
 		writeBadRequest(w, "vhost_or_user_not_found")
 		return "", "", false
 	}
@@ -181,4 +183,13 @@ func writeAccessError(w http.ResponseWriter, err error) {
 	default:
 		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
 	}
+}
+
+// knownUser reports whether user exists, catching up lookupWait at most
+// when this node does not know it.
+func (s *Server) knownUser(r *http.Request, user string) bool {
+	ctx, cancel := s.lookupContext(r)
+	defer cancel()
+	_, known := s.cfg.Users.GetContext(ctx, user)
+	return known
 }

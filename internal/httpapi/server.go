@@ -113,6 +113,8 @@ type Server struct {
 	api      http.Handler   // /api/: authenticated, then routed by table
 	mux      *http.ServeMux // whatever Mount adds
 	http     *http.Server
+	// lookupWait is lookupWait; tests shorten it.
+	lookupWait time.Duration
 
 	// queueTotals samples the node's queue depths for /api/overview.
 	queueTotals rate.Sampler
@@ -147,7 +149,7 @@ func New(reg *mq.Registry, cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{reg: reg, amqp: cfg.AMQP, cfg: cfg, loopback: make(map[string]bool), hostname: machineName(),
-		started: time.Now(), mux: http.NewServeMux()}
+		started: time.Now(), mux: http.NewServeMux(), lookupWait: lookupWait}
 	if s.amqp == nil {
 		s.amqp = noAMQP{reg}
 	}
@@ -210,7 +212,7 @@ func (s *Server) Authenticated(h http.Handler) http.Handler {
 			writeUnauthorized(w, "Not_Authorized")
 			return
 		}
-		u, ok, err := s.cfg.Users.Login(r.Context(), s.cfg.Limiter, r.RemoteAddr, user, pass)
+		u, ok, err := s.cfg.Users.LoginWithin(r.Context(), s.lookupWait, s.cfg.Limiter, r.RemoteAddr, user, pass)
 		if err != nil {
 			return // the client left while its login waited its turn
 		}

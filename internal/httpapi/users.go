@@ -47,7 +47,9 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
 
 // getUser is GET /api/users/{user}.
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
-	u, ok := s.cfg.Users.Get(r.PathValue("user"))
+	ctx, cancel := s.lookupContext(r)
+	defer cancel()
+	u, ok := s.cfg.Users.GetContext(ctx, r.PathValue("user"))
 	if !ok {
 		writeNotFound(w)
 		return

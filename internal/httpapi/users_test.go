@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -104,7 +105,7 @@ func TestPermissionsAsRabbitMQ(t *testing.T) {
 	if code, _ := admin("DELETE", "/api/users/pol", ""); code != 204 {
 		t.Fatal("DELETE pol")
 	}
-	if api.cfg.Access.HasVHostAccess("pol", "v1") {
+	if api.cfg.Access.HasVHostAccessContext(context.Background(), "pol", "v1") {
 		t.Fatal("a deleted user's permission stayed")
 	}
 }
@@ -138,7 +139,7 @@ func TestVHostsAtRunTime(t *testing.T) {
 	if _, err := api.reg.VHost("v2"); err == nil {
 		t.Fatal("the vhost is still there")
 	}
-	if api.cfg.Access.HasVHostAccess("mgmt", "v2") || api.cfg.Access.HasVHostAccess("guest", "v2") {
+	if api.cfg.Access.HasVHostAccessContext(context.Background(), "mgmt", "v2") || api.cfg.Access.HasVHostAccessContext(context.Background(), "guest", "v2") {
 		t.Fatal("permissions in a deleted vhost stayed")
 	}
 	if code, _ := admin("DELETE", "/api/vhosts/v2", ""); code != 404 {

@@ -24,7 +24,7 @@ func (s *Server) allVHosts() []*mq.VHost {
 func (s *Server) vhostsOf(w http.ResponseWriter, r *http.Request) (vs []*mq.VHost, ok bool) {
 	name := r.PathValue("vhost")
 	if name == "" {
-		return s.objectVHosts(requester(r)), true
+		return s.objectVHosts(r), true
 	}
 	v, found := s.vhostNamed(r, name)
 	if !found {
@@ -75,7 +75,7 @@ func vhostJSON(v *mq.VHost, t mq.VHostTotals) map[string]any {
 
 // listVHosts is GET /api/vhosts: those the user may see.
 func (s *Server) listVHosts(w http.ResponseWriter, r *http.Request) {
-	vs := s.visibleVHosts(requester(r))
+	vs := s.visibleVHosts(r)
 	totals, unanswered := s.reg.Totals(r.Context(), vs)
 	s.nameUnanswered(w, unanswered)
 	var out []map[string]any

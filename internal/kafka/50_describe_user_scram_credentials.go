@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,6 +51,11 @@ func (s *Server) handleDescribeUserScramCredentials(r *request, req *kmsg.Descri
 	for _, name := range names {
 		seen[name]++
 	}
+	// The users this node does not know share one wait for the cluster:
+	// on a node cut off from the metadata quorum the first uses it up,
+	// and the others are RESOURCE_NOT_FOUND at once.
+	ctx, cancel := context.WithTimeout(s.shutdownCtx, s.userLookupWait)
+	defer cancel()
 	for _, name := range names {
 		if seen[name] == 0 {
 			continue // answered once already
@@ -63,7 +70,7 @@ func (s *Server) handleDescribeUserScramCredentials(r *request, req *kmsg.Descri
 			continue
 		}
 		seen[name] = 0
-		res.CredentialInfos = scramCredentialInfos(s.cfg.Users, name)
+		res.CredentialInfos = scramCredentialInfos(ctx, s.cfg.Users, name)
 		if len(res.CredentialInfos) == 0 {
 			res.ErrorCode = kerr.ResourceNotFound.Code
 			res.ErrorMessage = kmsg.StringPtr("Attempt to describe a user credential that does not exist: " + name)
@@ -74,12 +81,12 @@ func (s *Server) handleDescribeUserScramCredentials(r *request, req *kmsg.Descri
 }
 
 // scramCredentialInfos describes a user's SCRAM credentials, in mechanism
-// order.
-func scramCredentialInfos(store *users.Store, name string) []kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo {
+// order; the catch-up of a user the store does not have ends with ctx.
+func scramCredentialInfos(ctx context.Context, store *users.Store, name string) []kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo {
 	if store == nil {
 		return nil
 	}
-	u, ok := store.Get(name)
+	u, ok := store.GetContext(ctx, name)
 	if !ok {
 		return nil
 	}

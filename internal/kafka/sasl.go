@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/wharf-mq/wharf/internal/netserve"
 	"github.com/wharf-mq/wharf/internal/users"
@@ -19,6 +21,19 @@ var saslMechanisms = []string{mechanismPlain, string(users.ScramSHA256), string(
 // loopbackOnlyUser may log in from loopback addresses only, as RabbitMQ's
 // guest (users.Bootstrap creates it on a new node for every protocol).
 const loopbackOnlyUser = "guest"
+
+// userLookupWait bounds how long a login, or a description of a user's
+// SCRAM credentials, waits for the cluster when this node does not know
+// the user or its credential (the catch-up of a miss: users.Store). On a
+// node cut off from the metadata quorum that wait would be the metadata
+// write timeout (30 s), past franz-go's SASL timeout (it gives up at
+// 20 s, with an i/o timeout) and racing Java's request.timeout.ms (30 s),
+// so the client would never see SASL_AUTHENTICATION_FAILED. 5 s is well
+// inside every client's timeout and several Raft election timeouts (1 s)
+// long, so a catch-up through a quorum that is there, electing a leader
+// or not, still finds a user made elsewhere just now. A user the node
+// knows never waits: Kafka answers from its local metadata cache at once.
+const userLookupWait = 5 * time.Second
 
 // saslFailure is a failed authentication: what the client is told (Kafka's
 // texts, which never say whether the user exists) and, for the log, why.
@@ -62,10 +77,12 @@ func (c *conn) saslStep(token []byte) (answer []byte, done bool, err error) {
 			return nil, false, &saslFailure{clientMessage: "Authentication failed: the broker is shutting down", reason: err}
 		}
 	}
+	ctx, cancel := context.WithTimeout(c.s.shutdownCtx, c.s.userLookupWait)
+	defer cancel()
 	var user string
 	switch c.auth.mechanism {
 	case mechanismPlain:
-		user, err = c.checkPlain(token)
+		user, err = c.checkPlain(ctx, token)
 		done = err == nil
 	default:
 		if first {
@@ -76,7 +93,7 @@ func (c *conn) saslStep(token []byte) (answer []byte, done bool, err error) {
 				return nil, false, c.invalidCredentials(err)
 			}
 		}
-		answer, done, err = c.auth.scram.Step(token)
+		answer, done, err = c.auth.scram.Step(ctx, token)
 		user = c.auth.scram.User()
 		if errors.Is(err, users.ErrAuthzid) {
 			err = &saslFailure{clientMessage: authzidMessage, reason: err}
@@ -97,8 +114,9 @@ func (c *conn) saslStep(token []byte) (answer []byte, done bool, err error) {
 	return answer, done, nil
 }
 
-// checkPlain checks a PLAIN token and returns the user it names.
-func (c *conn) checkPlain(token []byte) (string, error) {
+// checkPlain checks a PLAIN token and returns the user it names; the
+// catch-up of a miss ends with ctx.
+func (c *conn) checkPlain(ctx context.Context, token []byte) (string, error) {
 	authzid, user, password, err := users.ParsePlain(token)
 	switch {
 	case err != nil:
@@ -110,7 +128,7 @@ func (c *conn) checkPlain(token []byte) (string, error) {
 	case c.s.cfg.Users == nil:
 		return user, &saslFailure{clientMessage: plainInvalidMessage, reason: errors.New("no user store")}
 	}
-	if _, ok := c.s.cfg.Users.Authenticate(user, password); !ok {
+	if _, ok := c.s.cfg.Users.AuthenticateContext(ctx, user, password); !ok {
 		return user, &saslFailure{clientMessage: plainInvalidMessage, reason: users.ErrBadCredentials}
 	}
 	if authzid != "" && authzid != user {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/wharf-mq/wharf/internal/authlimit"
+	"github.com/wharf-mq/wharf/internal/broker"
 	"github.com/wharf-mq/wharf/internal/users"
 )
 
@@ -492,4 +494,95 @@ func (h teeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h teeHandler) WithGroup(name string) slog.Handler {
 	return teeHandler{h.next.WithGroup(name), h.logs, h.attrs}
+}
+
+// cutOffDefinitions is a node's definition store cut off from the
+// metadata quorum: a barrier (the catch-up of a lookup that misses)
+// waits until its caller's context ends, or for the metadata write
+// timeout, as the broker's does there. It counts the barriers.
+type cutOffDefinitions struct {
+	*broker.DefinitionStore
+	barriers atomic.Int64
+}
+
+func (d *cutOffDefinitions) BarrierContext(ctx context.Context) error {
+	d.barriers.Add(1)
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(30 * time.Second):
+		return errors.New("metadata write timed out")
+	}
+}
+
+// TestCutOffNodeRefusesUnknownUserInTime: on a node cut off from the
+// metadata quorum, a SASL login as a user the node does not know (or,
+// with PLAIN, with a password that does not match) gets Kafka's
+// SASL_AUTHENTICATION_FAILED once the lookup's bound runs out, not when
+// the catch-up gives up (30 s), past franz-go's own timeout, where it
+// reports an i/o timeout instead; DescribeUserScramCredentials of such
+// users is RESOURCE_NOT_FOUND in the same time; a user the node knows
+// logs in, and is described, without waiting for the cluster at all.
+func TestCutOffNodeRefusesUnknownUserInTime(t *testing.T) {
+	const wait = 500 * time.Millisecond
+	var defs *cutOffDefinitions
+	sts := startSASLServer(t, func(s *Server) {
+		defs = &cutOffDefinitions{DefinitionStore: s.broker.Definitions()}
+		store, err := users.Open(defs) // follows the users startSASLServer made
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cfg.Users = store
+		s.userLookupWait = wait
+	})
+	for _, c := range []struct {
+		mech sasl.Mechanism
+		text string
+	}{
+		{plain.Auth{User: "mallory", Pass: wrongPassword}.AsMechanism(), plainInvalidMessage},
+		{plain.Auth{User: "alice", Pass: wrongPassword}.AsMechanism(), plainInvalidMessage},
+		{scram.Auth{User: "mallory", Pass: wrongPassword}.AsSha256Mechanism(), "invalid credentials with SASL mechanism SCRAM-SHA-256"},
+		{scram.Auth{User: "mallory", Pass: wrongPassword}.AsSha512Mechanism(), "invalid credentials with SASL mechanism SCRAM-SHA-512"},
+	} {
+		start := time.Now()
+		_, err := metadata(sts.saslClient(t, c.mech))
+		took := time.Since(start)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s on a cut-off node: %v after %v, want SASL_AUTHENTICATION_FAILED saying %q", c.mech.Name(), err, took, c.text)
+		}
+		// A loaded machine gets room, but far less than the catch-up's
+		// own bound.
+		if took > wait+3*time.Second {
+			t.Errorf("%s on a cut-off node was refused after %v, want about %v", c.mech.Name(), took, wait)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	described, err := kadm.NewClient(sts.client(t)).DescribeUserSCRAMs(ctx, "mallory", "eve")
+	took := time.Since(start)
+	if err != nil || !errors.Is(described["mallory"].Err, kerr.ResourceNotFound) || !errors.Is(described["eve"].Err, kerr.ResourceNotFound) {
+		t.Errorf("DescribeUserScramCredentials of users a cut-off node does not know: %v, %v after %v, want RESOURCE_NOT_FOUND each", described, err, took)
+	}
+	if took > wait+3*time.Second { // the two share one wait
+		t.Errorf("DescribeUserScramCredentials on a cut-off node answered after %v, want about %v", took, wait)
+	}
+
+	before := defs.barriers.Load()
+	for _, m := range []sasl.Mechanism{
+		plain.Auth{User: "alice", Pass: alicePassword}.AsMechanism(),
+		scram.Auth{User: "alice", Pass: alicePassword}.AsSha256Mechanism(),
+		scram.Auth{User: "bob", Pass: bobPassword}.AsSha512Mechanism(),
+	} {
+		if _, err := metadata(sts.saslClient(t, m)); err != nil {
+			t.Errorf("%s as a user the cut-off node knows: %v", m.Name(), err)
+		}
+	}
+	if described, err := kadm.NewClient(sts.client(t)).DescribeUserSCRAMs(ctx, "alice"); err != nil || described["alice"].Err != nil {
+		t.Errorf("DescribeUserScramCredentials of a user the cut-off node knows: %v, %v", described, err)
+	}
+	if n := defs.barriers.Load() - before; n != 0 {
+		t.Errorf("logins and descriptions of users the node knows waited for the cluster %d times, want none", n)
+	}
 }

@@ -142,6 +142,8 @@ type Server struct {
 	// failed-login limiter slows down.
 	shutdownCtx       context.Context
 	cancelShutdownCtx context.CancelFunc
+	// userLookupWait is userLookupWait; tests shorten it.
+	userLookupWait time.Duration
 	// txns is the transaction coordinator (nil: none, or not yet).
 	txns atomic.Pointer[txn.Coordinator]
 	// observer times answered requests for metrics (observe.go).
@@ -189,6 +191,7 @@ func NewServer(b *broker.Broker, cfg Config) *Server {
 	s.done = s.netsrv.Done()
 	s.SetCoordinators(cfg.Groups, cfg.Transactions)
 	s.shutdownCtx, s.cancelShutdownCtx = context.WithCancel(context.Background())
+	s.userLookupWait = userLookupWait
 	s.zeroCopy.Store(true)
 	return s
 }

@@ -3,6 +3,7 @@ package users
 import (
 	"context"
 	"net/netip"
+	"time"
 )
 
 // LoginLimiter slows down repeated failed logins from one address
@@ -25,6 +26,15 @@ type LoginLimiter interface {
 // metadata quorum refuses within the handshake timeout, not after the
 // metadata write timeout (30 s).
 func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, password string) (User, bool, error) {
+	return s.LoginWithin(ctx, 0, limiter, remote, name, password)
+}
+
+// LoginWithin is Login with the catch-up of a miss ended wait after the
+// login's turn came too (0: by ctx alone), for a caller whose ctx ends
+// only when its client goes away (an HTTP request's): a node cut off
+// from the metadata quorum then refuses in bounded time. The limiter's
+// wait, bounded by the limiter's own spacing, does not eat into wait.
+func (s *Store) LoginWithin(ctx context.Context, wait time.Duration, limiter LoginLimiter, remote, name, password string) (User, bool, error) {
 	remoteIP := ""
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
 		remoteIP = ap.Addr().String()
@@ -34,7 +44,12 @@ func (s *Store) Login(ctx context.Context, limiter LoginLimiter, remote, name, p
 			return User{}, false, err
 		}
 	}
-	u, ok := s.authenticateContext(ctx, name, password)
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	u, ok := s.AuthenticateContext(ctx, name, password)
 	if limiter != nil {
 		if ok {
 			limiter.Succeeded(remoteIP)

@@ -1,6 +1,7 @@
 package users
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -64,12 +65,15 @@ func (e *ScramExchange) User() string { return e.user }
 // done reports a completed, successful authentication (the answer is then
 // the server-final message). An error ends the exchange: authentication
 // failed, for the reason it wraps (ErrMalformed, ErrBadCredentials,
-// ErrAuthzid, ErrUnsupported).
-func (e *ScramExchange) Step(msg []byte) (answer []byte, done bool, err error) {
+// ErrAuthzid, ErrUnsupported). ctx ends the catch-up of a user the store
+// does not have (Store.CredentialContext): the exchange then goes on
+// against a made-up credential, and fails at the proof, as for a user
+// that exists nowhere.
+func (e *ScramExchange) Step(ctx context.Context, msg []byte) (answer []byte, done bool, err error) {
 	e.step++
 	switch e.step {
 	case 1:
-		answer, err = e.clientFirst(string(msg))
+		answer, err = e.clientFirst(ctx, string(msg))
 		return answer, false, err
 	case 2:
 		answer, err = e.clientFinal(string(msg))
@@ -80,7 +84,7 @@ func (e *ScramExchange) Step(msg []byte) (answer []byte, done bool, err error) {
 
 // clientFirst reads "gs2-header client-first-bare" and returns the
 // server-first message.
-func (e *ScramExchange) clientFirst(msg string) ([]byte, error) {
+func (e *ScramExchange) clientFirst(ctx context.Context, msg string) ([]byte, error) {
 	// gs2-header: cbind-flag "," [authzid] ","
 	flag, rest, ok := strings.Cut(msg, ",")
 	if !ok {
@@ -132,7 +136,7 @@ func (e *ScramExchange) clientFirst(msg string) ([]byte, error) {
 		}
 	}
 
-	e.cred, e.known = e.store.Credential(user, e.mech)
+	e.cred, e.known = e.store.CredentialContext(ctx, user, e.mech)
 	if !e.known {
 		e.cred = decoyCredential(e.mech, user)
 	}

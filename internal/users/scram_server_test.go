@@ -29,7 +29,7 @@ func runScram(t *testing.T, s *Store, m Mechanism, auth scram.Auth) error {
 		t.Fatal(err)
 	}
 	for {
-		answer, done, err := ex.Step(msg)
+		answer, done, err := ex.Step(context.Background(), msg)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func TestScramUnknownUserLooksLikeAKnownOne(t *testing.T) {
 	s := mustOpen(t, kvtest.New())
 	first := func(user string) string {
 		ex, _ := s.NewScramExchange(ScramSHA256)
-		answer, _, err := ex.Step([]byte("n,,n=" + user + ",r=abc"))
+		answer, _, err := ex.Step(context.Background(), []byte("n,,n="+user+",r=abc"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,18 +103,18 @@ func TestScramMalformedMessages(t *testing.T) {
 	s := mustOpen(t, kvtest.New())
 	for _, msg := range []string{"", "n", "x,,n=a,r=b", "n,,r=b", "n,,n=a", "n,,n=a=zz,r=b", "n,b=x,n=a,r=b"} {
 		ex, _ := s.NewScramExchange(ScramSHA512)
-		if _, _, err := ex.Step([]byte(msg)); !errors.Is(err, ErrMalformed) {
+		if _, _, err := ex.Step(context.Background(), []byte(msg)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("client-first %q: %v, want ErrMalformed", msg, err)
 		}
 	}
 	ex, _ := s.NewScramExchange(ScramSHA256)
-	if _, _, err := ex.Step([]byte("p=tls-unique,,n=a,r=b")); !errors.Is(err, ErrUnsupported) {
+	if _, _, err := ex.Step(context.Background(), []byte("p=tls-unique,,n=a,r=b")); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("channel binding: %v", err)
 	}
 	ex, _ = s.NewScramExchange(ScramSHA256)
-	ex.Step([]byte("n,,n=a,r=b"))
+	ex.Step(context.Background(), []byte("n,,n=a,r=b"))
 	for _, msg := range []string{"c=biws,r=wrong,p=AAAA", "c=biws,r=b"} {
-		if _, _, err := ex.Step([]byte(msg)); !errors.Is(err, ErrMalformed) {
+		if _, _, err := ex.Step(context.Background(), []byte(msg)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("client-final %q: %v, want ErrMalformed", msg, err)
 		}
 	}

@@ -185,12 +185,12 @@ func (s *Store) List() []User {
 // SCRAM-SHA-512 one when that is all it has. An unknown user costs the same
 // derivation as a known one, so timing does not tell which names exist.
 func (s *Store) Authenticate(name, password string) (User, bool) {
-	return s.authenticateContext(context.Background(), name, password)
+	return s.AuthenticateContext(context.Background(), name, password)
 }
 
-// authenticateContext is Authenticate with the catch-up of a miss ended
-// by ctx (Login's): the miss then stands.
-func (s *Store) authenticateContext(ctx context.Context, name, password string) (User, bool) {
+// AuthenticateContext is Authenticate with the catch-up of a miss ended
+// by ctx (Login's; Kafka PLAIN's bound): the miss then stands.
+func (s *Store) AuthenticateContext(ctx context.Context, name, password string) (User, bool) {
 	u, ok := s.authenticate(name, password)
 	if !ok && s.caughtUp(ctx) {
 		u, ok = s.authenticate(name, password)
@@ -219,10 +219,12 @@ var decoy = func() Credential {
 	return c
 }()
 
-// Credential returns a user's credential for a SCRAM mechanism.
-func (s *Store) Credential(name string, m Mechanism) (Credential, bool) {
+// CredentialContext returns a user's credential for a SCRAM mechanism.
+// The catch-up of a miss ends with ctx (a SCRAM exchange's: Kafka's
+// bound), and the miss then stands.
+func (s *Store) CredentialContext(ctx context.Context, name string, m Mechanism) (Credential, bool) {
 	c, ok := s.credential(name, m)
-	if !ok && s.caughtUp(context.Background()) {
+	if !ok && s.caughtUp(ctx) {
 		c, ok = s.credential(name, m)
 	}
 	return c, ok

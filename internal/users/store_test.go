@@ -106,8 +106,8 @@ func TestKafkaStyleCredentialsPerMechanism(t *testing.T) {
 	}
 	set(ScramSHA256, "admin-secret-256")
 	set(ScramSHA512, "admin-secret-512")
-	c256, _ := s.Credential("adminscram", ScramSHA256)
-	c512, _ := s.Credential("adminscram", ScramSHA512)
+	c256, _ := s.CredentialContext(context.Background(), "adminscram", ScramSHA256)
+	c512, _ := s.CredentialContext(context.Background(), "adminscram", ScramSHA512)
 	if !c256.Matches(ScramSHA256, "admin-secret-256") || !c512.Matches(ScramSHA512, "admin-secret-512") {
 		t.Fatal("a mechanism's credential does not match its own password")
 	}
@@ -117,10 +117,10 @@ func TestKafkaStyleCredentialsPerMechanism(t *testing.T) {
 	if err := s.DeleteCredential("adminscram", ScramSHA256); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Credential("adminscram", ScramSHA256); ok {
+	if _, ok := s.CredentialContext(context.Background(), "adminscram", ScramSHA256); ok {
 		t.Fatal("SCRAM-SHA-256 credential still there after its deletion")
 	}
-	if _, ok := s.Credential("adminscram", ScramSHA512); !ok {
+	if _, ok := s.CredentialContext(context.Background(), "adminscram", ScramSHA512); !ok {
 		t.Fatal("deleting SCRAM-SHA-256 removed SCRAM-SHA-512")
 	}
 	if err := s.DeleteCredential("adminscram", ScramSHA256); !errors.Is(err, ErrNoSuchUser) {
@@ -298,8 +298,8 @@ func (cutOffNode) BarrierContext(ctx context.Context) error {
 
 // TestCutOffLookupsEndWithTheirContext: on a node cut off from the
 // metadata quorum, a login and a lookup of a user the node does not
-// know end when their context does (an AMQP handshake's deadline),
-// refused, rather than when a barrier gives up (30 s).
+// know end when their context does (an AMQP handshake's deadline, Kafka
+// SASL's bound), refused, rather than when a barrier gives up (30 s).
 func TestCutOffLookupsEndWithTheirContext(t *testing.T) {
 	s := mustOpen(t, cutOffNode{kvtest.New().Node()})
 	for _, c := range []struct {
@@ -317,6 +317,28 @@ func TestCutOffLookupsEndWithTheirContext(t *testing.T) {
 			_, ok := s.GetContext(ctx, "nobody")
 			return ok
 		}},
+		{"LoginWithin", func(context.Context) bool { // its wait alone bounds it
+			_, ok, err := s.LoginWithin(context.Background(), 50*time.Millisecond, nil, "192.0.2.7:5000", "nobody", "pw")
+			if err != nil {
+				t.Errorf("LoginWithin: %v, want a refusal", err)
+			}
+			return ok
+		}},
+		{"AuthenticateContext", func(ctx context.Context) bool {
+			_, ok := s.AuthenticateContext(ctx, "nobody", "pw")
+			return ok
+		}},
+		{"a SCRAM exchange's first step", func(ctx context.Context) bool {
+			ex, err := s.NewScramExchange(ScramSHA256)
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			if _, _, err := ex.Step(ctx, []byte("n,,n=nobody,r=abc")); err != nil {
+				t.Errorf("first step for an unknown user: %v, want the decoy's salt", err)
+			}
+			return false // the proof decides, and no proof matches the decoy
+		}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		done := make(chan bool, 1)
@@ -327,7 +349,7 @@ func TestCutOffLookupsEndWithTheirContext(t *testing.T) {
 				t.Errorf("%s let in a user nobody made", c.what)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%s of an unknown user on a cut-off node still waits 10 s after its context ended", c.what)
+			t.Fatalf("%s of an unknown user on a cut-off node still waits 10 s after its context or wait ended", c.what)
 		}
 		cancel()
 	}
