@@ -38,6 +38,19 @@ func (s *Store) HasVHostAccessContext(ctx context.Context, user, vhost string) b
 	return ok
 }
 
+// HasVHostAccessHere is HasVHostAccessContext as this node applied the
+// permissions, without catching up: for a caller that checks many vhosts
+// and catches up once for them all (CatchUp).
+func (s *Store) HasVHostAccessHere(user, vhost string) bool {
+	_, ok := s.localPermission(user, vhost)
+	return ok
+}
+
+// CatchUp waits for the cluster (see Store), until ctx ends at most, and
+// reports whether this node applied a permission meanwhile: only then
+// can lookups that missed find something by looking again.
+func (s *Store) CatchUp(ctx context.Context) bool { return s.caughtUp(ctx) }
+
 // allows reports whether user's permission in vhost grants perm on the
 // resource name.
 func (s *Store) allows(user, vhost string, perm Perm, name string) bool {

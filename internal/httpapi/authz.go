@@ -125,12 +125,25 @@ func (s *Server) objectVHosts(r *http.Request) []*mq.VHost {
 // checks that miss share one lookupWait: on a node cut off from the
 // metadata quorum the first uses it up, and the others stand at once.
 func (s *Server) accessibleVHosts(r *http.Request) []*mq.VHost {
-	ctx, cancel := s.lookupContext(r)
-	defer cancel()
-	user := userOf(r)
-	return slices.DeleteFunc(s.allVHosts(), func(v *mq.VHost) bool {
-		return !s.cfg.Access.HasVHostAccessContext(ctx, user, v.Name())
-	})
+	user, all := userOf(r), s.allVHosts()
+	permitted := func() []*mq.VHost {
+		return slices.DeleteFunc(slices.Clone(all), func(v *mq.VHost) bool {
+			return !s.cfg.Access.HasVHostAccessHere(user, v.Name())
+		})
+	}
+	// The vhosts the user has no permission in, found as this node
+	// applied the permissions, are looked up again after one catch-up
+	// for them all (catchUpOnce), not one each: a user shut out of many
+	// vhosts would pay a metadata write per vhost per listing.
+	seen := permitted()
+	if len(seen) < len(all) && catchUpOnce(r) {
+		ctx, cancel := s.lookupContext(r)
+		defer cancel()
+		if s.cfg.Access.CatchUp(ctx) {
+			seen = permitted()
+		}
+	}
+	return seen
 }
 
 // seesConnection reports whether u may see a connection (or its

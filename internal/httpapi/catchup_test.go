@@ -524,3 +524,53 @@ func TestCutOffNodeAnswersInTime(t *testing.T) {
 		}
 	}
 }
+
+// countingKV is the users' and permissions' metadata log, counting its
+// barriers (the catch-ups of lookups that miss).
+type countingKV struct {
+	*kvtest.Mem
+	barriers atomic.Int64
+}
+
+func (kv *countingKV) BarrierContext(ctx context.Context) error {
+	kv.barriers.Add(1)
+	return kv.Mem.BarrierContext(ctx)
+}
+
+// TestVHostListingCatchesUpOnce: listing the vhosts as a user with a
+// permission in one of six catches up once for the five it lacks, not
+// once a vhost (a metadata write each).
+func TestVHostListingCatchesUpOnce(t *testing.T) {
+	reg := newRegistry(t)
+	kv := &countingKV{Mem: kvtest.New()}
+	cfg := Config{Version: "test"}
+	var err error
+	if cfg.Users, err = users.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Access, err = access.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Users.Put("watcher", "watcher", []string{users.TagManagement}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Access.GrantAll("watcher", mq.DefaultVHost); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := reg.AddVHost(fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(New(reg, cfg))
+	t.Cleanup(srv.Close)
+	before := kv.barriers.Load()
+	code, body := request(t, srv, "watcher", "watcher", http.MethodGet, "/api/vhosts", "", "")
+	var listed []struct{ Name string }
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &listed) != nil || len(listed) != 1 || listed[0].Name != mq.DefaultVHost {
+		t.Fatalf("GET /api/vhosts as watcher: %d %s, want only %q", code, body, mq.DefaultVHost)
+	}
+	if n := kv.barriers.Load() - before; n != 1 {
+		t.Errorf("the listing ran %d barriers, want 1", n)
+	}
+}
