@@ -294,7 +294,7 @@ func (k *laggingTopics) Produce(topic string, _ kafkaview.ProduceRequest) (kafka
 	return kafkaview.ProduceResult{Offset: k.produced.Add(1) - 1}, nil
 }
 
-func (k *laggingTopics) CatchUp() bool {
+func (k *laggingTopics) CatchUp(context.Context) bool {
 	k.catchUps.Add(1)
 	k.caughtUp.Store(true)
 	return true
@@ -572,5 +572,43 @@ func TestVHostListingCatchesUpOnce(t *testing.T) {
 	}
 	if n := kv.barriers.Load() - before; n != 1 {
 		t.Errorf("the listing ran %d barriers, want 1", n)
+	}
+}
+
+// cutOffTopics is the Kafka view of a node cut off from the metadata
+// quorum: its catch-up waits until its caller's context ends, or for the
+// metadata write timeout, as the broker's barrier does there.
+type cutOffTopics struct{ laggingTopics }
+
+func (k *cutOffTopics) CatchUp(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+	}
+	return false
+}
+
+// TestCutOffNodeAnswersKafkaTopicsInTime: on a node cut off from the
+// metadata quorum, a Kafka topic that exists nowhere is 404 once the
+// lookup's bound runs out, not when the catch-up gives up (30 s).
+func TestCutOffNodeAnswersKafkaTopicsInTime(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	s := New(newRegistry(t), withUsers(t, Config{Version: "test"}, guestOnly))
+	s.lookupWait = wait
+	s.ServeKafka(&cutOffTopics{})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/api/kafka/topics/nowhere", "/api/kafka/topics/nowhere/partitions/0/records"} {
+		start := time.Now()
+		code, got := call(t, srv, http.MethodGet, path, "")
+		took := time.Since(start)
+		if code != http.StatusNotFound {
+			t.Errorf("GET %s on a cut-off node: %d %s, want 404", path, code, got)
+		}
+		// A loaded machine gets room, but far less than the catch-up's
+		// own bound.
+		if took > wait+3*time.Second {
+			t.Errorf("GET %s on a cut-off node answered after %v, want about %v", path, took, wait)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -19,9 +20,10 @@ type KafkaView interface {
 	Group(name string) (kafkaview.GroupDetail, error)
 	ResetOffsets(group string, req kafkaview.ResetRequest) (kafkaview.ResetResult, error)
 	// CatchUp waits until this node applied every topic committed to the
-	// cluster's metadata before the call, and reports whether it did (on
-	// a single node it reports false: there is nothing to catch up with).
-	CatchUp() bool
+	// cluster's metadata before the call, until ctx ends at most, and
+	// reports whether it did (on a single node it reports false: there is
+	// nothing to catch up with).
+	CatchUp(ctx context.Context) bool
 }
 
 // ServeKafka adds Wharf's Kafka endpoints, which RabbitMQ's API has no
@@ -32,7 +34,7 @@ type KafkaView interface {
 // RabbitMQ's monitoring views are), writing records and resetting offsets
 // to administrators, until Kafka's ACLs are checked here too.
 func (s *Server) ServeKafka(k KafkaView) {
-	h := kafkaHandlers{k}
+	h := kafkaHandlers{view: k, lookupContext: s.lookupContext}
 	s.route("GET", "kafka/topics", anyManager, h.listTopics)
 	s.route("GET", "kafka/topics/{topic}", anyManager, h.getTopic)
 	s.route("GET", "kafka/topics/{topic}/partitions/{partition}/records", anyManager, h.browse)
@@ -42,7 +44,10 @@ func (s *Server) ServeKafka(k KafkaView) {
 	s.route("POST", "kafka/groups/{group}/reset-offsets", admin, h.resetOffsets)
 }
 
-type kafkaHandlers struct{ view KafkaView }
+type kafkaHandlers struct {
+	view          KafkaView
+	lookupContext func(*http.Request) (context.Context, context.CancelFunc) // bounds a catch-up (Server.lookupContext)
+}
 
 // listTopics is GET /api/kafka/topics.
 func (h kafkaHandlers) listTopics(w http.ResponseWriter, r *http.Request) {
@@ -55,18 +60,23 @@ func (h kafkaHandlers) listTopics(w http.ResponseWriter, r *http.Request) {
 // node creates a replication round later, and the API would answer 404
 // right after a CreateTopics through another node, which a Kafka client
 // retries but a management client does not. Only a miss waits for the
-// cluster (a barrier: a write to the metadata log).
-func lookedUpTopic[T any](view KafkaView, find func() (T, error)) (T, error) {
+// cluster (a barrier: a write to the metadata log), lookupWait at most,
+// and once a request at most (catchUpOnce).
+func lookedUpTopic[T any](h kafkaHandlers, r *http.Request, find func() (T, error)) (T, error) {
 	found, err := find()
-	if errors.Is(err, kafkaview.ErrNotFound) && view.CatchUp() {
-		found, err = find()
+	if errors.Is(err, kafkaview.ErrNotFound) && catchUpOnce(r) {
+		ctx, cancel := h.lookupContext(r)
+		defer cancel()
+		if h.view.CatchUp(ctx) {
+			found, err = find()
+		}
 	}
 	return found, err
 }
 
 // getTopic is GET /api/kafka/topics/{topic}.
 func (h kafkaHandlers) getTopic(w http.ResponseWriter, r *http.Request) {
-	t, err := lookedUpTopic(h.view, func() (kafkaview.TopicDetail, error) { return h.view.Topic(r.PathValue("topic")) })
+	t, err := lookedUpTopic(h, r, func() (kafkaview.TopicDetail, error) { return h.view.Topic(r.PathValue("topic")) })
 	writeKafkaResult(w, t, err)
 }
 
@@ -101,7 +111,7 @@ func (h kafkaHandlers) browse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := lookedUpTopic(h.view, func() (kafkaview.BrowseResult, error) { return h.view.Browse(req) })
+	res, err := lookedUpTopic(h, r, func() (kafkaview.BrowseResult, error) { return h.view.Browse(req) })
 	writeKafkaResult(w, res, err)
 }
 
@@ -114,7 +124,7 @@ func (h kafkaHandlers) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	// A try that misses the topic appends nothing: the record is
 	// appended once at most.
-	res, err := lookedUpTopic(h.view, func() (kafkaview.ProduceResult, error) { return h.view.Produce(r.PathValue("topic"), body) })
+	res, err := lookedUpTopic(h, r, func() (kafkaview.ProduceResult, error) { return h.view.Produce(r.PathValue("topic"), body) })
 	writeKafkaResult(w, res, err)
 }
 

@@ -10,6 +10,7 @@
 package kafkaview
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -61,10 +62,11 @@ func (v *View) groups() (*group.Coordinator, error) {
 // log's barrier (the definition store's: definitions and topics share
 // the log), which returns once this node's apply loop applied a record
 // written after the call, and the loop creates a topic as it applies its
-// record, before it goes on. On a single node it reports false: its
-// topics are all here.
-func (v *View) CatchUp() bool {
-	return v.broker.Clustered() && v.broker.Definitions().Barrier() == nil
+// record, before it goes on. It gives up when ctx ends (a node cut off
+// from the metadata quorum would wait for the metadata write timeout).
+// On a single node it reports false: its topics are all here.
+func (v *View) CatchUp(ctx context.Context) bool {
+	return v.broker.Clustered() && v.broker.Definitions().BarrierContext(ctx) == nil
 }
 
 // topic looks a topic up, as ErrNotFound when it does not exist.
