@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wharf-mq/wharf/internal/access"
 	"github.com/wharf-mq/wharf/internal/kafkaview"
 	"github.com/wharf-mq/wharf/internal/kvtest"
 	"github.com/wharf-mq/wharf/internal/mq"
@@ -431,14 +430,7 @@ func cutOffRegistry(t *testing.T) *mq.Registry {
 func cutOffAPI(t *testing.T, wait time.Duration) (*httptest.Server, *cutOffKV) {
 	t.Helper()
 	kv := &cutOffKV{Mem: kvtest.New()}
-	cfg := Config{Version: "test"}
-	var err error
-	if cfg.Users, err = users.Open(kv); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Access, err = access.Open(kv); err != nil {
-		t.Fatal(err)
-	}
+	cfg := withStoresOver(t, Config{Version: "test"}, kv)
 	for name, tag := range map[string]string{"guest": users.TagAdministrator, "watcher": users.TagManagement, "pol": users.TagPolicymaker} {
 		if err := cfg.Users.Put(name, name, []string{tag}); err != nil {
 			t.Fatal(err)
@@ -543,14 +535,7 @@ func (kv *countingKV) BarrierContext(ctx context.Context) error {
 func TestVHostListingCatchesUpOnce(t *testing.T) {
 	reg := newRegistry(t)
 	kv := &countingKV{Mem: kvtest.New()}
-	cfg := Config{Version: "test"}
-	var err error
-	if cfg.Users, err = users.Open(kv); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Access, err = access.Open(kv); err != nil {
-		t.Fatal(err)
-	}
+	cfg := withStoresOver(t, Config{Version: "test"}, kv)
 	if err := cfg.Users.Put("watcher", "watcher", []string{users.TagManagement}); err != nil {
 		t.Fatal(err)
 	}

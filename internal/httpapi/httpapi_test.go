@@ -63,14 +63,7 @@ func newRegistry(t *testing.T) *mq.Registry {
 // as guest is on a new node.
 func withUsers(t *testing.T, cfg Config, passwords map[string]string) Config {
 	t.Helper()
-	kv := kvtest.New() // users and permissions follow it, as the definition store
-	var err error
-	if cfg.Users, err = users.Open(kv); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Access, err = access.Open(kv); err != nil {
-		t.Fatal(err)
-	}
+	cfg = withStoresOver(t, cfg, kvtest.New()) // users and permissions follow it, as the definition store
 	for name, password := range passwords {
 		if err := cfg.Users.Put(name, password, []string{users.TagAdministrator}); err != nil {
 			t.Fatal(err)
@@ -78,6 +71,23 @@ func withUsers(t *testing.T, cfg Config, passwords map[string]string) Config {
 		if err := cfg.Access.GrantAll(name, mq.DefaultVHost); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return cfg
+}
+
+// withStoresOver returns cfg with users and permissions kept in kv, as a
+// node keeps them in its definition store.
+func withStoresOver(t *testing.T, cfg Config, kv interface {
+	users.KV
+	access.KV
+}) Config {
+	t.Helper()
+	var err error
+	if cfg.Users, err = users.Open(kv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Access, err = access.Open(kv); err != nil {
+		t.Fatal(err)
 	}
 	return cfg
 }
